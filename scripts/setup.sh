@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Create .venv and install hybridkb with everything the demo and the tests need.
+# torch is pinned first: 2.13.0 installs a CPU build (a newer unpinned torch drags in CUDA).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q "torch==2.13.0"
+.venv/bin/python -m pip install -q -e ".[dev]"

@@ -1,0 +1,77 @@
+"""Embeddings cached by (model, text hash) in HYBRIDKB_CACHE_DIR.
+
+A second ingest or eval over the same texts embeds nothing. SQLite (stdlib) is
+used because several processes may share the cache safely.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from .embedders import Embedder, validate_vectors
+
+
+def text_hash(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+class EmbeddingCache:
+    def __init__(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / "embeddings.sqlite3"
+        self._local = threading.local()
+
+    def _con(self) -> sqlite3.Connection:
+        con = getattr(self._local, "con", None)
+        if con is None:
+            con = sqlite3.connect(self.path, timeout=30)
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute(
+                "CREATE TABLE IF NOT EXISTS emb (model TEXT, hash BLOB, vec BLOB, PRIMARY KEY (model, hash))"
+            )
+            self._local.con = con
+        return con
+
+    def get_many(self, model: str, hashes: list[bytes]) -> dict[bytes, np.ndarray]:
+        out: dict[bytes, np.ndarray] = {}
+        con = self._con()
+        for start in range(0, len(hashes), 500):
+            part = hashes[start : start + 500]
+            marks = ",".join("?" * len(part))
+            for h, blob in con.execute(
+                f"SELECT hash, vec FROM emb WHERE model = ? AND hash IN ({marks})", [model, *part]
+            ):
+                out[bytes(h)] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    def put_many(self, model: str, items: list[tuple[bytes, np.ndarray]]) -> None:
+        con = self._con()
+        with con:
+            con.executemany(
+                "INSERT OR REPLACE INTO emb VALUES (?, ?, ?)",
+                [(model, h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in items],
+            )
+
+
+def embed_with_cache(
+    embedder: Embedder, texts: list[str], cache: EmbeddingCache | None
+) -> np.ndarray:
+    """Embed ``texts`` (validated), taking what the cache already has."""
+    if not texts:
+        return np.zeros((0, embedder.dim), dtype=np.float32)
+    if cache is None:
+        return validate_vectors(embedder.embed_documents(texts), embedder.dim)
+    hashes = [text_hash(t) for t in texts]
+    found = cache.get_many(embedder.model_id, hashes)
+    missing = [i for i, h in enumerate(hashes) if h not in found or found[h].shape[0] != embedder.dim]
+    if missing:
+        fresh = validate_vectors(embedder.embed_documents([texts[i] for i in missing]), embedder.dim)
+        cache.put_many(embedder.model_id, [(hashes[i], fresh[j]) for j, i in enumerate(missing)])
+        for j, i in enumerate(missing):
+            found[hashes[i]] = fresh[j]
+    return validate_vectors(np.stack([found[h] for h in hashes]), embedder.dim)

@@ -1,0 +1,105 @@
+"""Errors raised by hybridkb.
+
+Every error a user can cause is a :class:`KBError` with a stable ``code``; any
+other exception is a bug and propagates. Front ends render ``KBError`` their own
+way (CLI: one line + exit code; LangChain: ToolException; MCP: error result)::
+
+    KBError (code)
+    ├── ConfigError ............ bad setting or argument
+    ├── MissingDependency ...... optional extra not installed
+    ├── CollectionNotFound
+    ├── CollectionExists
+    ├── DocumentNotFound
+    ├── IngestError ............ one file could not be ingested
+    │   ├── UnsupportedFileType
+    │   └── ExtractionError .... encrypted, corrupt, empty, no text layer
+    ├── EmbeddingMismatch ...... collection model/dimension differs from the request
+    ├── InvalidFilter .......... malformed `where` JSON
+    ├── AccessDenied ........... path outside the allowed folders, workspace escape
+    ├── GraphError ............. unknown node, bad graph import
+    └── BackendError ........... database failure (locked file, driver error)
+        └── DatabaseLocked ..... another process holds the DuckDB file
+"""
+
+from __future__ import annotations
+
+
+class KBError(Exception):
+    """Root of every error hybridkb raises on purpose."""
+
+    code = "kb_error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ConfigError(KBError):
+    code = "config_error"
+
+
+class MissingDependency(KBError):
+    code = "missing_dependency"
+
+
+class CollectionNotFound(KBError):
+    code = "collection_not_found"
+
+
+class CollectionExists(KBError):
+    code = "collection_exists"
+
+
+class DocumentNotFound(KBError):
+    code = "document_not_found"
+
+
+class IngestError(KBError):
+    code = "ingest_error"
+
+
+class UnsupportedFileType(IngestError):
+    code = "unsupported_file_type"
+
+
+class ExtractionError(IngestError):
+    code = "extraction_error"
+
+
+class EmbeddingMismatch(KBError):
+    code = "embedding_mismatch"
+
+
+class InvalidFilter(KBError):
+    code = "invalid_filter"
+
+
+class AccessDenied(KBError):
+    code = "access_denied"
+
+
+class GraphError(KBError):
+    code = "graph_error"
+
+
+class BackendError(KBError):
+    code = "backend_error"
+
+
+class DatabaseLocked(BackendError):
+    code = "database_locked"
+
+
+def attempt_import(module: str, extra: str):  # type: ignore[no-untyped-def]
+    """Import an optional module or raise MissingDependency naming the extra to install."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingDependency(
+            f"{module} is not installed; run: pip install 'hybridkb[{extra}]'"
+        ) from exc

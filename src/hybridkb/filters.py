@@ -1,0 +1,240 @@
+"""Metadata filters: parse the JSON form once, compile to SQL per dialect.
+
+Accepted forms (keys are built-in chunk fields or user metadata keys)::
+
+    {"key": value}                       equality
+    {"key": {"$in": [..]}} / {"$nin": [..]}
+    {"key": {"$ne": v}}                  differs or is missing
+    {"page": {"$gte": 3, "$lte": 5}}     $gt $gte $lt $lte
+    {"$and": [f, ...]}, {"$or": [f, ...]}
+    several keys in one object           implicit $and
+
+Values only ever travel as bound parameters; keys are looked up in a fixed column
+map or passed as a JSON-pointer parameter, so no user text is spliced into SQL.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Union
+
+from .errors import InvalidFilter
+
+# Built-in chunk fields and their column names in the chunks tables.
+BUILTIN_FIELDS: dict[str, str] = {
+    "filename": "filename",
+    "path": "path",
+    "document_id": "document_id",
+    "chunk_id": "chunk_id",
+    "page": "page",
+    "section": "section",
+    "chunk_index": "chunk_index",
+    "char_start": "char_start",
+    "char_end": "char_end",
+    "content_hash": "content_hash",
+    "added_at": "added_at",
+    "language": "language",
+}
+NUMERIC_FIELDS = {"page", "chunk_index", "char_start", "char_end"}
+_OPS = {"$eq", "$ne", "$in", "$nin", "$gt", "$gte", "$lt", "$lte"}
+Scalar = Union[str, int, float, bool, None]
+
+
+@dataclass(frozen=True)
+class Cmp:
+    key: str
+    op: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class And:
+    items: tuple["Filter", ...]
+
+
+@dataclass(frozen=True)
+class Or:
+    items: tuple["Filter", ...]
+
+
+Filter = Union[Cmp, And, Or]
+
+
+def parse_filter(where: Mapping[str, Any] | str | None) -> Filter | None:
+    """Validate a filter (dict or JSON text) and return its tree; None/{} means no filter."""
+    if where is None or where == "" or where == {}:
+        return None
+    if isinstance(where, str):
+        try:
+            where = json.loads(where)
+        except json.JSONDecodeError as exc:
+            raise InvalidFilter(f"where: not valid JSON ({exc.msg}); pass an object such as "
+                                '{"page": {"$gte": 3}}') from exc
+    return _parse(where, "where")
+
+
+def _parse(node: Any, at: str) -> Filter:
+    if not isinstance(node, Mapping) or not node:
+        raise InvalidFilter(f"{at}: expected a non-empty object, got {json.dumps(node)[:80]}")
+    parts: list[Filter] = []
+    for key, value in node.items():
+        if key in ("$and", "$or"):
+            if not isinstance(value, list) or not value:
+                raise InvalidFilter(f"{at}.{key}: expected a non-empty list of filters")
+            items = tuple(_parse(v, f"{at}.{key}[{i}]") for i, v in enumerate(value))
+            parts.append(And(items) if key == "$and" else Or(items))
+        elif key.startswith("$"):
+            raise InvalidFilter(f"{at}: unknown operator {key!r}; use $and or $or at this level")
+        else:
+            parts.extend(_parse_field(key, value, f"{at}.{key}"))
+    return parts[0] if len(parts) == 1 else And(tuple(parts))
+
+
+def _check_scalar(value: Any, at: str) -> Scalar:
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value  # type: ignore[no-any-return]
+    raise InvalidFilter(f"{at}: values must be strings, numbers, booleans or null")
+
+
+def _parse_field(key: str, value: Any, at: str) -> list[Filter]:
+    if not isinstance(value, Mapping):
+        return [Cmp(key, "$eq", _check_scalar(value, at))]
+    if not value:
+        raise InvalidFilter(f"{at}: empty operator object")
+    out: list[Filter] = []
+    for op, arg in value.items():
+        if op not in _OPS:
+            raise InvalidFilter(f"{at}: unknown operator {op!r}; use one of {', '.join(sorted(_OPS))}")
+        if op in ("$in", "$nin"):
+            if not isinstance(arg, list) or not arg:
+                raise InvalidFilter(f"{at}.{op}: expected a non-empty list")
+            out.append(Cmp(key, op, tuple(_check_scalar(v, f"{at}.{op}") for v in arg)))
+        else:
+            scalar = _check_scalar(arg, f"{at}.{op}")
+            if op in ("$gt", "$gte", "$lt", "$lte") and (
+                scalar is None or isinstance(scalar, bool)
+            ):
+                raise InvalidFilter(f"{at}.{op}: expected a number or a string")
+            out.append(Cmp(key, op, scalar))
+    return out
+
+
+# --- SQL compilation -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Dialect:
+    placeholder: str  # "?" (DuckDB) or "%s" (psycopg)
+    json_text: Callable[[str], str]  # SQL expr giving a user key's value as text; key is a param
+    to_double: Callable[[str], str]
+
+
+def _json_pointer(key: str) -> str:
+    return "/" + key.replace("~", "~0").replace("/", "~1")
+
+
+DUCKDB = Dialect(
+    placeholder="?",
+    json_text=lambda ph: f"json_extract_string(metadata, {ph})",
+    to_double=lambda expr: f"TRY_CAST({expr} AS DOUBLE)",
+)
+POSTGRES = Dialect(
+    placeholder="%s",
+    json_text=lambda ph: f"(metadata #>> {ph}::text[])",
+    to_double=lambda expr: f"(CASE WHEN {expr} ~ '^-?[0-9.eE+-]+$' THEN ({expr})::double precision END)",
+)
+
+_SQL_OPS = {"$eq": "=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+
+
+def to_sql(node: Filter, dialect: Dialect = DUCKDB) -> tuple[str, list[Any]]:
+    """Compile a filter to a boolean SQL expression over a chunks table + its params."""
+    params: list[Any] = []
+    sql = _compile(node, dialect, params)
+    return sql, params
+
+
+def _key_param(key: str, dialect: Dialect) -> Any:
+    # Postgres #>> takes a text[] path; DuckDB takes a JSON pointer.
+    return [key] if dialect is POSTGRES else _json_pointer(key)
+
+
+def _compile(node: Filter, d: Dialect, params: list[Any]) -> str:
+    if isinstance(node, And):
+        return "(" + " AND ".join(_compile(n, d, params) for n in node.items) + ")"
+    if isinstance(node, Or):
+        return "(" + " OR ".join(_compile(n, d, params) for n in node.items) + ")"
+    if node.op in ("$in", "$nin"):
+        ors = "(" + " OR ".join(_compile(Cmp(node.key, "$eq", v), d, params) for v in node.value) + ")"
+        # $nin: true when no listed value matches, including a missing key.
+        return ors if node.op == "$in" else f"(NOT COALESCE({ors}, FALSE))"
+    if node.op == "$ne":
+        eq = _compile(Cmp(node.key, "$eq", node.value), d, params)
+        return f"(NOT COALESCE({eq}, FALSE))"
+    value = node.value
+    builtin = BUILTIN_FIELDS.get(node.key)
+    if builtin is not None:
+        column = builtin
+        if node.key == "added_at":
+            column = f"CAST({column} AS VARCHAR)"
+        if value is None:
+            return f"({column} IS NULL)" if node.op == "$eq" else "FALSE"
+        if node.key in NUMERIC_FIELDS and not isinstance(value, (int, float)):
+            column = f"CAST({column} AS VARCHAR)"
+            value = str(value)
+        elif node.key not in NUMERIC_FIELDS and isinstance(value, (int, float)):
+            value = str(value)
+        params.append(value)
+        return f"({column} {_SQL_OPS[node.op]} {d.placeholder})"
+    params.append(_key_param(node.key, d))
+    expr = d.json_text(d.placeholder)
+    if value is None:
+        return f"({expr} IS NULL)" if node.op == "$eq" else "FALSE"
+    if isinstance(value, bool):
+        params.append("true" if value else "false")
+        return f"({expr} {_SQL_OPS[node.op]} {d.placeholder})"
+    if isinstance(value, (int, float)):
+        params.append(float(value))
+        return f"({d.to_double(expr)} {_SQL_OPS[node.op]} {d.placeholder})"
+    params.append(value)
+    return f"({expr} {_SQL_OPS[node.op]} {d.placeholder})"
+
+
+def matches(node: Filter | None, row: Mapping[str, Any]) -> bool:
+    """Evaluate a filter against one chunk's fields in Python (reference semantics for tests)."""
+    if node is None:
+        return True
+    if isinstance(node, And):
+        return all(matches(n, row) for n in node.items)
+    if isinstance(node, Or):
+        return any(matches(n, row) for n in node.items)
+    present = node.key in row and row[node.key] is not None
+    actual = row.get(node.key)
+    if node.op == "$in":
+        return any(matches(Cmp(node.key, "$eq", v), row) for v in node.value)
+    if node.op == "$nin":
+        return not matches(Cmp(node.key, "$in", node.value), row)
+    if node.op == "$ne":
+        return not matches(Cmp(node.key, "$eq", node.value), row)
+    if node.value is None:
+        return node.op == "$eq" and not present
+    if not present:
+        return False
+    a, b = actual, node.value
+    if isinstance(b, bool) or isinstance(a, bool):
+        a, b = str(a).lower(), str(b).lower()
+    elif isinstance(b, (int, float)) and not isinstance(a, (int, float)):
+        try:
+            a = float(a)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return False
+    elif isinstance(a, (int, float)) and isinstance(b, str):
+        a = str(a)
+    if node.op == "$eq":
+        return bool(a == b)
+    try:
+        return bool({"$gt": a > b, "$gte": a >= b, "$lt": a < b, "$lte": a <= b}[node.op])  # type: ignore[operator]
+    except TypeError:
+        return False

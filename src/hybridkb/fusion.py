@@ -1,0 +1,69 @@
+"""Rank fusion as pure functions: every backend ranks the same way.
+
+Legs are ranked lists of ``(key, score)`` pairs, best first. Keys are any hashable
+(the core uses ``(collection_id, chunk_key)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+
+Ranked = Sequence[tuple[Hashable, float]]
+
+
+@dataclass(frozen=True)
+class Fused:
+    key: Hashable
+    score: float
+
+
+def rrf(legs: Sequence[Ranked], *, k: int = 60, weights: Sequence[float] | None = None) -> list[Fused]:
+    """Reciprocal-rank fusion: ``sum_i w_i / (k + rank_i)`` with ranks from 1.
+
+    Ties are broken by the best single-leg rank, then by first appearance, so the
+    result is deterministic.
+    """
+    weights = weights or [1.0] * len(legs)
+    if len(weights) != len(legs):
+        raise ValueError("one weight per leg")
+    scores: dict[Hashable, float] = {}
+    best_rank: dict[Hashable, int] = {}
+    order: dict[Hashable, int] = {}
+    for leg, weight in zip(legs, weights, strict=True):
+        for rank, (key, _score) in enumerate(leg, start=1):
+            scores[key] = scores.get(key, 0.0) + weight / (k + rank)
+            best_rank[key] = min(best_rank.get(key, rank), rank)
+            order.setdefault(key, len(order))
+    ranked = sorted(scores, key=lambda key: (-scores[key], best_rank[key], order[key]))
+    return [Fused(key, scores[key]) for key in ranked]
+
+
+def _minmax(leg: Ranked) -> dict[Hashable, float]:
+    if not leg:
+        return {}
+    values = [score for _, score in leg]
+    low, high = min(values), max(values)
+    span = high - low
+    # A single-valued leg carries no ranking signal beyond membership: give it 1.0.
+    return {key: ((score - low) / span if span > 0 else 1.0) for key, score in leg}
+
+
+def weighted(legs: Sequence[Ranked], *, weights: Sequence[float] | None = None) -> list[Fused]:
+    """Convex combination of min-max normalised leg scores (missing from a leg = 0)."""
+    weights = weights or [1.0 / len(legs)] * len(legs)
+    if len(weights) != len(legs):
+        raise ValueError("one weight per leg")
+    scores: dict[Hashable, float] = {}
+    order: dict[Hashable, int] = {}
+    for leg, weight in zip(legs, weights, strict=True):
+        for key, norm in _minmax(leg).items():
+            scores[key] = scores.get(key, 0.0) + weight * norm
+            order.setdefault(key, len(order))
+    ranked = sorted(scores, key=lambda key: (-scores[key], order[key]))
+    return [Fused(key, scores[key]) for key in ranked]
+
+
+def ranks(leg: Ranked) -> dict[Hashable, tuple[int, float]]:
+    """key -> (1-based rank, score) for one leg."""
+    return {key: (rank, score) for rank, (key, score) in enumerate(leg, start=1)}

@@ -1,0 +1,335 @@
+"""The facade: ``connect()`` -> :class:`KnowledgeBase` -> lazy :class:`Collection` handles.
+
+Every front end (CLI, LangChain tools, MCP) calls these methods and never touches
+a backend directly.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .embed_cache import EmbeddingCache
+from .embedders import Embedder, get_embedder
+from .errors import CollectionNotFound, ConfigError, EmbeddingMismatch
+from .ingest import IngestContext, ingest_paths, ingest_texts
+from .search import Target, run_search
+from .settings import Settings, load_settings
+from .storage import Storage, open_storage
+from .storage.base import CollectionRecord, DocumentRecord
+from .types import AddReport, CollectionInfo, DeleteReport, Hit
+
+MAX_NAME = 200
+
+
+def check_name(name: str, what: str = "collection name") -> str:
+    """Display names are free text; only blank, over-long or control characters are refused."""
+    if not isinstance(name, str):
+        raise ConfigError(f"{what}: expected text, got {type(name).__name__}")
+    clean = unicodedata.normalize("NFC", name).strip()
+    if not clean:
+        raise ConfigError(f"{what}: empty; give it a name such as 'Tax Documents'")
+    if len(clean) > MAX_NAME:
+        raise ConfigError(f"{what}: longer than {MAX_NAME} characters; shorten it")
+    if any(unicodedata.category(ch) == "Cc" for ch in clean):
+        raise ConfigError(f"{what}: contains control characters; use printable text")
+    return clean
+
+
+def connect(
+    db: str | Path | None = None,
+    *,
+    workspace: str | None = None,
+    settings: Settings | None = None,
+    read_only: bool = False,
+    **overrides: Any,
+) -> KnowledgeBase:
+    """Open (or create) a knowledge base.
+
+    Args:
+        db: DuckDB file path, ``":memory:"``, ``duckdb:///path`` or ``postgresql://...``;
+            default from ``HYBRIDKB_DB``.
+        workspace: workspace name; default from ``HYBRIDKB_WORKSPACE`` (``default``).
+        settings: a ready Settings object (else read from the environment and `.env`).
+        read_only: open without write access (DuckDB: can run beside other readers).
+        **overrides: any Settings field, e.g. ``model="fake"``.
+    """
+    base = settings or load_settings(**overrides)
+    if settings is not None and overrides:
+        base = settings.model_copy(update=overrides)
+    if db is not None:
+        base = base.model_copy(update={"db": str(db)})
+    if workspace is not None:
+        base = base.model_copy(update={"workspace": workspace})
+    storage = open_storage(base.db, read_only=read_only, lock_timeout=base.lock_timeout)
+    return KnowledgeBase(storage, base)
+
+
+class KnowledgeBase:
+    """A workspace of named collections in one store."""
+
+    def __init__(self, storage: Storage, settings: Settings) -> None:
+        self.storage = storage
+        self.settings = settings
+        self.workspace = check_name(settings.workspace, "workspace")
+        self._cache: EmbeddingCache | None = None
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    def close(self) -> None:
+        self.storage.close()
+
+    def __enter__(self) -> KnowledgeBase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def in_workspace(self, workspace: str) -> KnowledgeBase:
+        """Another workspace over the same open store (one process, many users)."""
+        return KnowledgeBase(self.storage, self.settings.model_copy(update={"workspace": workspace}))
+
+    # -- embedders ------------------------------------------------------------------
+
+    def embedder(self, model: str) -> Embedder:
+        s = self.settings
+        return get_embedder(
+            model,
+            device=s.device,
+            backend=s.embedding_backend,
+            batch_size=s.embed_batch_size,
+            cache_dir=str(s.cache_dir),
+        )
+
+    def embedder_for(self, coll: CollectionRecord) -> Embedder:
+        """The collection's own model (the catalog is the authority), checked against its dim."""
+        try:
+            embedder = self.embedder(coll.model)
+        except EmbeddingMismatch as exc:
+            raise EmbeddingMismatch(
+                f"collection {coll.name!r} was embedded with {coll.model!r} ({coll.dim} dims), "
+                f"which cannot be loaded here ({exc}); install that model, or re-embed the "
+                f"collection with `hybridkb reembed {coll.name!r} --model M`"
+            ) from exc
+        if embedder.dim != coll.dim:
+            raise EmbeddingMismatch(
+                f"collection {coll.name!r} has {coll.dim}-dim vectors from {coll.model!r}, but the "
+                f"loaded model gives {embedder.dim}; use the same model or re-embed the collection"
+            )
+        return embedder
+
+    def embedding_cache(self) -> EmbeddingCache | None:
+        if self.settings.model.startswith("fake") and self._cache is None:
+            pass
+        if self._cache is None:
+            self._cache = EmbeddingCache(Path(self.settings.cache_dir))
+        return self._cache
+
+    # -- collections ----------------------------------------------------------------
+
+    def create_collection(
+        self,
+        name: str,
+        *,
+        model: str | None = None,
+        chunk_strategy: str | None = None,
+        chunk_size: int | None = None,
+        chunk_overlap: int | None = None,
+        language: str | None = None,
+        exist_ok: bool = False,
+    ) -> Collection:
+        """Create a collection (``exist_ok=True`` returns the existing one instead)."""
+        name = check_name(name)
+        existing = self.storage.get_collection(self.workspace, name)
+        if existing is not None and exist_ok:
+            return self.collection(name, model=model)
+        s = self.settings
+        model_id = model or s.model
+        strategy = chunk_strategy or s.chunk_strategy
+        if strategy not in ("paragraph", "page", "size"):
+            raise ConfigError(f"chunk_strategy: {strategy!r} unknown; use paragraph, page or size")
+        size = chunk_size or s.chunk_size
+        overlap = s.chunk_overlap if chunk_overlap is None else chunk_overlap
+        if not 0 <= overlap < size:
+            raise ConfigError(f"chunk_overlap ({overlap}) must be >= 0 and below chunk_size ({size})")
+        embedder = self.embedder(model_id)
+        record = self.storage.create_collection(
+            self.workspace,
+            name,
+            model=embedder.model_id,
+            dim=embedder.dim,
+            chunking={"strategy": strategy, "size": size, "overlap": overlap},
+            language=language or s.language,
+        )
+        return Collection(self, name, record)
+
+    def collection(self, name: str, *, create: bool = False, model: str | None = None) -> Collection:
+        """An existing collection; ``create=True`` makes it when missing."""
+        name = check_name(name)
+        record = self.storage.get_collection(self.workspace, name)
+        if record is None:
+            if create:
+                return self.create_collection(name, model=model)
+            raise self._not_found(name)
+        if model is not None and model != record.model:
+            raise EmbeddingMismatch(
+                f"collection {name!r} uses {record.model!r}, not {model!r}; search it with its own "
+                "model, or re-embed it with `hybridkb reembed`"
+            )
+        return Collection(self, name, record)
+
+    def __getitem__(self, name: str) -> Collection:
+        """A lazy handle: nothing is read until it is used."""
+        return Collection(self, check_name(name), None)
+
+    def _not_found(self, name: str) -> CollectionNotFound:
+        names = [c.name for c in self.storage.list_collections(self.workspace)]
+        known = ", ".join(repr(n) for n in names) if names else "none yet"
+        return CollectionNotFound(
+            f"collection {name!r} not found in workspace {self.workspace!r}; existing: {known}"
+        )
+
+    def record(self, name: str) -> CollectionRecord:
+        record = self.storage.get_collection(self.workspace, name)
+        if record is None:
+            raise self._not_found(name)
+        return record
+
+    def list_collections(self) -> list[CollectionInfo]:
+        return [self.describe(c.name, record=c) for c in self.storage.list_collections(self.workspace)]
+
+    def collection_names(self) -> list[str]:
+        return [c.name for c in self.storage.list_collections(self.workspace)]
+
+    def describe(self, name: str, *, record: CollectionRecord | None = None) -> CollectionInfo:
+        record = record or self.record(check_name(name))
+        st = self.storage.stats(record)
+        return CollectionInfo(
+            name=record.name,
+            documents=st.documents,
+            chunks=st.chunks,
+            embedding_model=record.model,
+            dim=record.dim,
+            languages=st.languages,
+            bytes=st.bytes,
+            updated_at=st.updated_at,
+            created_at=record.created_at,
+            chunking=dict(record.chunking),
+            workspace=record.workspace,
+        )
+
+    def drop_collection(self, name: str) -> None:
+        self.storage.drop_collection(self.record(check_name(name)))
+
+    # -- search ---------------------------------------------------------------------
+
+    def _target(self, record: CollectionRecord) -> Target:
+        if record.language and record.language != "auto":
+            languages: Sequence[str] = [record.language]
+        else:
+            languages = self.storage.stats(record).languages
+        return Target(record, self.embedder_for(record), languages)
+
+    def search(
+        self,
+        query: str,
+        *,
+        k: int | None = None,
+        mode: str | None = None,
+        where: Mapping[str, Any] | str | None = None,
+        collections: Iterable[str] | None = None,
+    ) -> list[Hit]:
+        """Search several collections (all of this workspace by default) as one."""
+        if collections is None:
+            records = self.storage.list_collections(self.workspace)
+        else:
+            records = [self.record(check_name(n)) for n in dict.fromkeys(collections)]
+        return run_search(
+            self.storage,
+            [self._target(r) for r in records],
+            query,
+            k=k or self.settings.default_k,
+            mode=mode or self.settings.default_mode,
+            where=where,
+            settings=self.settings,
+        )
+
+
+class Collection:
+    """A handle on one collection; resolves its catalog record when first used."""
+
+    def __init__(self, kb: KnowledgeBase, name: str, record: CollectionRecord | None) -> None:
+        self.kb = kb
+        self.name = name
+        self._record = record
+
+    def __repr__(self) -> str:
+        return f"Collection({self.name!r})"
+
+    @property
+    def record(self) -> CollectionRecord:
+        # Re-read each time: another handle may have dropped or changed it.
+        self._record = self.kb.record(self.name)
+        return self._record
+
+    def _context(self) -> IngestContext:
+        record = self.record
+        return IngestContext(
+            storage=self.kb.storage,
+            coll=record,
+            embedder=self.kb.embedder_for(record),
+            settings=self.kb.settings,
+            cache=self.kb.embedding_cache(),
+        )
+
+    def add(self, paths: str | Path | Iterable[str | Path], *, metadata: Mapping[str, Any] | None = None) -> AddReport:
+        """Add files and folders (PDF, DOCX, MD, TXT); unchanged files are skipped."""
+        if isinstance(paths, (str, Path)):
+            paths = [paths]
+        return ingest_paths(self._context(), list(paths), metadata)
+
+    def add_texts(
+        self,
+        texts: Sequence[str],
+        metadatas: Sequence[Mapping[str, Any] | None] | None = None,
+        ids: Sequence[str] | None = None,
+    ) -> AddReport:
+        """Add raw texts as documents (ids default to a hash of the text)."""
+        return ingest_texts(self._context(), texts, metadatas, ids)
+
+    def search(
+        self,
+        query: str,
+        *,
+        k: int | None = None,
+        mode: str | None = None,
+        where: Mapping[str, Any] | str | None = None,
+    ) -> list[Hit]:
+        return self.kb.search(query, k=k, mode=mode, where=where, collections=[self.name])
+
+    def delete(self, document_ids: str | Sequence[str]) -> DeleteReport:
+        """Delete documents by id; unknown ids change nothing and are reported."""
+        if isinstance(document_ids, str):
+            document_ids = [document_ids]
+        ids = [str(i) for i in document_ids]
+        deleted = self.kb.storage.delete_documents(self.record, ids)
+        gone = set(deleted)
+        return DeleteReport(deleted=deleted, not_found=[i for i in dict.fromkeys(ids) if i not in gone])
+
+    def get(self, document_id: str) -> DocumentRecord | None:
+        return self.kb.storage.get_document(self.record, document_id)
+
+    def documents(self, *, limit: int = 100, offset: int = 0) -> list[DocumentRecord]:
+        return self.kb.storage.list_documents(self.record, limit=limit, offset=offset)
+
+    def describe(self) -> CollectionInfo:
+        return self.kb.describe(self.name)
+
+    def count(self) -> int:
+        """Number of documents."""
+        return self.kb.storage.stats(self.record).documents
+
+    def drop(self) -> None:
+        self.kb.drop_collection(self.name)

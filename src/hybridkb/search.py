@@ -1,0 +1,161 @@
+"""Search orchestration: legs per collection, fusion across them, hits with citations.
+
+Backends only rank; this module embeds the query once per model, asks each
+collection for its legs, fuses them with ``hybridkb.fusion`` and dresses the
+winners as :class:`Hit` records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import fusion
+from .analysis import analyze_query
+from .embedders import Embedder
+from .errors import ConfigError
+from .filters import Filter, parse_filter
+from .settings import Settings
+from .storage.base import CollectionRecord, Storage, document_node_id
+from .types import Hit
+
+MODES = ("hybrid", "vector", "keyword", "filter")
+MAX_K = 10_000
+MAX_QUERY_CHARS = 100_000
+
+Key = tuple[int, int]  # (collection id, chunk key)
+
+
+@dataclass
+class Target:
+    coll: CollectionRecord
+    embedder: Embedder
+    languages: Sequence[str]
+
+
+def check_query(query: str, k: int, mode: str) -> None:
+    if not isinstance(query, str) or not query.strip():
+        raise ConfigError("query: empty; pass the words or question to search for")
+    if len(query) > MAX_QUERY_CHARS:
+        raise ConfigError(
+            f"query: {len(query):,} characters is too long (limit {MAX_QUERY_CHARS:,}); shorten it"
+        )
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
+        raise ConfigError(f"k: must be a whole number from 1 to {MAX_K}, got {k!r}")
+    if mode not in MODES:
+        raise ConfigError(f"mode: unknown mode {mode!r}; use one of {', '.join(MODES)}")
+
+
+def _merge(lists: list[list[tuple[Key, float]]], limit: int) -> list[tuple[Key, float]]:
+    merged = [item for leg in lists for item in leg]
+    merged.sort(key=lambda kv: (-kv[1], kv[0]))
+    return merged[:limit]
+
+
+def run_search(
+    storage: Storage,
+    targets: Sequence[Target],
+    query: str,
+    *,
+    k: int,
+    mode: str,
+    where: Mapping[str, Any] | str | None,
+    settings: Settings,
+) -> list[Hit]:
+    check_query(query, k, mode)
+    flt: Filter | None = parse_filter(where)
+    if not targets:
+        return []
+    depth = max(settings.candidates, k) if mode == "hybrid" else k
+    qvecs: dict[str, np.ndarray] = {}
+    keyword_legs: list[list[tuple[Key, float]]] = []
+    vector_legs: list[list[tuple[Key, float]]] = []
+    for t in targets:
+        if mode != "keyword" and t.coll.model not in qvecs:
+            qvecs[t.coll.model] = t.embedder.embed_query(query)
+        terms = analyze_query(query, t.languages) if mode != "vector" else []
+        cid = t.coll.id
+        if mode in ("hybrid", "keyword"):
+            keyword_legs.append(
+                [((cid, key), s) for key, s in storage.keyword_search(t.coll, terms, depth, flt)]
+            )
+        if mode in ("hybrid", "vector"):
+            vector_legs.append(
+                [((cid, key), s) for key, s in storage.vector_search(t.coll, qvecs[t.coll.model], depth, flt)]
+            )
+        if mode == "filter":
+            vector_legs.append(
+                [
+                    ((cid, key), s)
+                    for key, s in storage.filter_search(t.coll, terms, qvecs[t.coll.model], depth, flt)
+                ]
+            )
+    kw = _merge(keyword_legs, depth)
+    vec = _merge(vector_legs, depth)
+    kw_ranks, vec_ranks = fusion.ranks(kw), fusion.ranks(vec)
+    if mode == "hybrid":
+        if settings.fusion == "weighted":
+            fused = fusion.weighted([kw, vec])
+        else:
+            fused = fusion.rrf([kw, vec], k=settings.rrf_k)
+        ranked = [(f.key, f.score) for f in fused[:k]]
+    else:
+        ranked = (kw if mode == "keyword" else vec)[:k]
+    return _hits(storage, targets, ranked, kw_ranks, vec_ranks, mode)
+
+
+def _hits(
+    storage: Storage,
+    targets: Sequence[Target],
+    ranked: list[tuple[Any, float]],
+    kw_ranks: dict[Any, tuple[int, float]],
+    vec_ranks: dict[Any, tuple[int, float]],
+    mode: str,
+) -> list[Hit]:
+    by_id = {t.coll.id: t.coll for t in targets}
+    wanted: dict[int, list[int]] = {}
+    for (cid, key), _ in ranked:
+        wanted.setdefault(cid, []).append(key)
+    rows = {cid: storage.fetch_chunks(by_id[cid], keys) for cid, keys in wanted.items()}
+    hits: list[Hit] = []
+    for (cid, key), score in ranked:
+        row = rows[cid].get(key)
+        if row is None:  # deleted between ranking and fetching
+            continue
+        coll = by_id[cid]
+        kwr, vr = kw_ranks.get((cid, key)), vec_ranks.get((cid, key))
+        metadata = dict(row.metadata)
+        metadata.update(
+            {
+                "filename": row.filename, "path": row.path, "document_id": row.document_id,
+                "page": row.page, "section": row.section, "chunk_index": row.chunk_index,
+                "char_start": row.char_start, "char_end": row.char_end,
+                "content_hash": row.content_hash, "added_at": row.added_at, "language": row.language,
+            }
+        )
+        hits.append(
+            Hit(
+                rank=len(hits) + 1,
+                score=float(score),
+                text=row.text,
+                collection=coll.name,
+                document_id=row.document_id,
+                chunk_id=row.chunk_id,
+                filename=row.filename,
+                page=row.page,
+                section=row.section,
+                metadata=metadata,
+                scores={
+                    "bm25": float(kwr[1]) if kwr else None,
+                    "bm25_rank": kwr[0] if kwr else None,
+                    "vector": float(vr[1]) if vr else None,
+                    "vector_rank": vr[0] if vr else None,
+                    "fused": float(score) if mode == "hybrid" else None,
+                },
+                document_node=document_node_id(cid, row.document_id),
+            )
+        )
+    return hits

@@ -1,0 +1,87 @@
+"""Settings from the environment and `.env`, prefix ``HYBRIDKB_`` (see .env.example)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+SearchMode = Literal["hybrid", "vector", "keyword", "filter"]
+ChunkStrategy = Literal["paragraph", "page", "size"]
+Fusion = Literal["rrf", "weighted"]
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+
+
+def _default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
+    return Path(base) / "hybridkb"
+
+
+class Settings(BaseSettings):
+    """Every knob hybridkb reads. Arguments passed in code override these."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="HYBRIDKB_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+    )
+
+    db: str = Field("hybridkb.duckdb", description="DuckDB file path, ':memory:' or postgresql:// URL")
+    workspace: str = "default"
+    model: str = Field(
+        DEFAULT_MODEL,
+        description="Embedding model for new collections: the packaged all-MiniLM-L6-v2, "
+        "any sentence-transformers name or path, or 'fake' (deterministic, for tests)",
+    )
+    device: str = Field("auto", description="auto | cpu | cuda | mps")
+    embedding_backend: Literal["torch", "onnx", "onnx-int8"] = "torch"
+    embed_batch_size: int = 32
+    chunk_strategy: ChunkStrategy = "paragraph"
+    chunk_size: int = Field(1000, ge=100, description="characters; MiniLM reads ~256 word pieces")
+    chunk_overlap: int = Field(150, ge=0)
+    language: str = Field("auto", description="'auto' detects per document; or an ISO 639-1 code")
+    default_k: int = Field(5, ge=1)
+    default_mode: SearchMode = "hybrid"
+    fusion: Fusion = "rrf"
+    rrf_k: int = 60
+    candidates: int = Field(100, ge=1, description="per-leg candidate depth before fusion")
+    pdf_password: str | None = None
+    allowed_paths: Annotated[list[Path], NoDecode] = Field(default_factory=lambda: [Path.cwd()])
+    cache_dir: Path = Field(default_factory=_default_cache_dir)
+    lock_timeout: float = Field(10.0, ge=0, description="seconds to wait for another writer")
+    enable_sql_tool: bool = False
+    search_token_budget: int = 2000
+    listing_token_budget: int = 1000
+
+    @field_validator("allowed_paths", mode="before")
+    @classmethod
+    def _split_paths(cls, value: object) -> object:
+        # Accept a JSON list or folders separated by the OS path separator (: or ;).
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [p for p in text.split(os.pathsep) if p.strip()]
+        return value
+
+    @field_validator("allowed_paths")
+    @classmethod
+    def _resolve_paths(cls, value: list[Path]) -> list[Path]:
+        return [Path(p).expanduser().resolve() for p in value]
+
+    @field_validator("chunk_overlap")
+    @classmethod
+    def _overlap_below_size(cls, value: int, info) -> int:  # type: ignore[no-untyped-def]
+        size = info.data.get("chunk_size", 1000)
+        if value >= size:
+            raise ValueError(f"chunk_overlap ({value}) must be smaller than chunk_size ({size})")
+        return value
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Settings from env/.env with explicit overrides (None values are ignored)."""
+    clean = {k: v for k, v in overrides.items() if v is not None}
+    return Settings(**clean)  # type: ignore[arg-type]

@@ -1,0 +1,25 @@
+"""Storage backends, picked from a URL: a path, ``duckdb:///path`` or ``:memory:`` is
+embedded DuckDB; ``postgresql://...`` is PostgreSQL + pgvector."""
+
+from __future__ import annotations
+
+from .base import Capabilities, ChunkRecord, CollectionRecord, DocumentRecord, Storage
+
+__all__ = ["Capabilities", "ChunkRecord", "CollectionRecord", "DocumentRecord", "Storage", "open_storage"]
+
+
+def is_postgres_url(url: str) -> bool:
+    return url.startswith(("postgresql://", "postgres://", "postgresql+psycopg://"))
+
+
+def open_storage(url: str, *, read_only: bool = False, lock_timeout: float = 10.0) -> Storage:
+    if is_postgres_url(url):
+        from .postgres import PostgresStorage
+
+        return PostgresStorage(url, read_only=read_only)
+    path = url[len("duckdb://"):] if url.startswith("duckdb://") else url
+    if path.startswith("/") and url.startswith("duckdb:///"):
+        path = path  # duckdb:///abs/path -> /abs/path
+    from .duckdb import DuckDBStorage
+
+    return DuckDBStorage(path or ":memory:", read_only=read_only, lock_timeout=lock_timeout)

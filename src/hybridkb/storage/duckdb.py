@@ -1,0 +1,497 @@
+"""Embedded DuckDB backend: tables are the truth, search runs on derived in-memory indexes.
+
+One process at a time may hold a DuckDB file for writing (DuckDB's own rule). A
+second writer waits up to ``lock_timeout`` seconds and then gets
+:class:`DatabaseLocked` naming the holder and what to do instead.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from ..errors import BackendError, CollectionExists, DatabaseLocked
+from ..filters import Filter, to_sql
+from ..index.derived import CollectionIndexes, build_indexes
+from .base import (
+    Capabilities,
+    ChunkRecord,
+    CollectionRecord,
+    CollectionStats,
+    DocumentRecord,
+    Ranked,
+)
+from .duckdb_schema import create_collection_tables, drop_collection_tables, migrate, table_names
+
+_LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.+?) \(PID (\d+)\)")
+
+
+def _ts(value: Any) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def open_duckdb(path: str, *, read_only: bool, lock_timeout: float) -> duckdb.DuckDBPyConnection:
+    """Open a DuckDB file, waiting for another process's lock up to ``lock_timeout``."""
+    if path != ":memory:":
+        Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + lock_timeout
+    delay = 0.05
+    while True:
+        try:
+            return duckdb.connect(path, read_only=read_only)
+        except duckdb.IOException as exc:
+            text = str(exc)
+            if "lock" not in text.lower():
+                raise BackendError(f"{path}: cannot open the database ({text.splitlines()[0]})") from exc
+            if time.monotonic() >= deadline:
+                holder = _LOCK_HOLDER.search(text)
+                who = f"process {holder.group(2)} ({holder.group(1)})" if holder else "another process"
+                raise DatabaseLocked(
+                    f"{path}: the knowledge base is in use by {who}; wait for it to finish, "
+                    "send requests through the process that holds it (e.g. the MCP server), "
+                    f"or raise HYBRIDKB_LOCK_TIMEOUT (waited {lock_timeout:g}s)"
+                ) from exc
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+        except duckdb.Error as exc:
+            raise BackendError(f"{path}: cannot open the database ({exc})") from exc
+
+
+class DuckDBStorage:
+    """Storage protocol over one DuckDB file (or ``:memory:``)."""
+
+    def __init__(self, path: str, *, read_only: bool = False, lock_timeout: float = 10.0) -> None:
+        self.path = path
+        self.read_only = read_only
+        self.capabilities = Capabilities(
+            name="duckdb", concurrent_writers=False, persistent=path != ":memory:"
+        )
+        self._con = open_duckdb(path, read_only=read_only, lock_timeout=lock_timeout)
+        self._lock = threading.RLock()
+        self._indexes: dict[int, CollectionIndexes] = {}
+        if not read_only:
+            self.schema_version = migrate(self._con)
+        else:
+            row = self._con.execute(
+                "SELECT value FROM hybridkb_meta WHERE key = 'schema_version'"
+            ).fetchone()
+            self.schema_version = int(row[0]) if row else 0
+
+    # -- plumbing -------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            self._indexes.clear()
+            self._con.close()
+
+    def _query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._con.execute(sql, params or []).fetchall()
+
+    def _write(self, fn: Any) -> Any:
+        """Run ``fn(con)`` in one transaction (all or nothing)."""
+        with self._lock:
+            self._con.execute("BEGIN TRANSACTION")
+            try:
+                result = fn(self._con)
+                self._con.execute("COMMIT")
+            except BaseException:
+                self._con.execute("ROLLBACK")
+                raise
+            return result
+
+    # -- catalog --------------------------------------------------------------------
+
+    _CATALOG_COLUMNS = "id, workspace, name, model, dim, chunking, language, created_at, updated_at, generation"
+
+    def _record(self, row: tuple[Any, ...]) -> CollectionRecord:
+        return CollectionRecord(
+            id=int(row[0]),
+            workspace=row[1],
+            name=row[2],
+            model=row[3],
+            dim=int(row[4]),
+            chunking=json.loads(row[5]) if row[5] else {},
+            language=row[6],
+            created_at=_ts(row[7]),
+            updated_at=_ts(row[8]),
+            generation=int(row[9] or 0),
+        )
+
+    def create_collection(
+        self, workspace: str, name: str, *, model: str, dim: int, chunking: dict[str, Any], language: str
+    ) -> CollectionRecord:
+        def create(con: duckdb.DuckDBPyConnection) -> int:
+            exists = con.execute(
+                "SELECT 1 FROM hybridkb_collections WHERE workspace = ? AND name = ?", [workspace, name]
+            ).fetchone()
+            if exists:
+                raise CollectionExists(f"collection {name!r} already exists; use it, or drop it first")
+            (new_id,) = con.execute("SELECT nextval('hybridkb_collection_ids')").fetchone()  # type: ignore[misc]
+            con.execute(
+                "INSERT INTO hybridkb_collections (id, workspace, name, model, dim, chunking, language)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [new_id, workspace, name, model, dim, json.dumps(chunking), language],
+            )
+            create_collection_tables(con, int(new_id), dim)
+            return int(new_id)
+
+        new_id = self._write(create)
+        record = self._get_by_id(new_id)
+        assert record is not None
+        return record
+
+    def _get_by_id(self, collection_id: int) -> CollectionRecord | None:
+        rows = self._query(
+            f"SELECT {self._CATALOG_COLUMNS} FROM hybridkb_collections WHERE id = ?", [collection_id]
+        )
+        return self._record(rows[0]) if rows else None
+
+    def get_collection(self, workspace: str, name: str) -> CollectionRecord | None:
+        rows = self._query(
+            f"SELECT {self._CATALOG_COLUMNS} FROM hybridkb_collections WHERE workspace = ? AND name = ?",
+            [workspace, name],
+        )
+        return self._record(rows[0]) if rows else None
+
+    def list_collections(self, workspace: str) -> list[CollectionRecord]:
+        rows = self._query(
+            f"SELECT {self._CATALOG_COLUMNS} FROM hybridkb_collections WHERE workspace = ? ORDER BY name",
+            [workspace],
+        )
+        return [self._record(r) for r in rows]
+
+    def drop_collection(self, coll: CollectionRecord) -> None:
+        def drop(con: duckdb.DuckDBPyConnection) -> None:
+            drop_collection_tables(con, coll.id)
+            con.execute("DELETE FROM hybridkb_collections WHERE id = ?", [coll.id])
+
+        self._write(drop)
+        self._indexes.pop(coll.id, None)
+
+    # -- documents ------------------------------------------------------------------
+
+    _DOC_COLUMNS = (
+        "document_id, path, filename, source, content_hash, signature, metadata, language, bytes,"
+        " chunk_count, added_at"
+    )
+
+    @staticmethod
+    def _doc(row: tuple[Any, ...]) -> DocumentRecord:
+        return DocumentRecord(
+            document_id=row[0],
+            path=row[1],
+            filename=row[2],
+            source=row[3],
+            content_hash=row[4],
+            signature=row[5],
+            metadata=json.loads(row[6]) if row[6] else {},
+            language=row[7] or "und",
+            bytes=int(row[8] or 0),
+            chunk_count=int(row[9] or 0),
+            added_at=_ts(row[10]),
+        )
+
+    def get_document(self, coll: CollectionRecord, document_id: str) -> DocumentRecord | None:
+        t = table_names(coll.id)
+        rows = self._query(
+            f"SELECT {self._DOC_COLUMNS} FROM {t['documents']} WHERE document_id = ?", [document_id]
+        )
+        return self._doc(rows[0]) if rows else None
+
+    def list_documents(
+        self, coll: CollectionRecord, *, limit: int = 100, offset: int = 0
+    ) -> list[DocumentRecord]:
+        t = table_names(coll.id)
+        rows = self._query(
+            f"SELECT {self._DOC_COLUMNS} FROM {t['documents']} ORDER BY added_at, document_id"
+            " LIMIT ? OFFSET ?",
+            [limit, offset],
+        )
+        return [self._doc(r) for r in rows]
+
+    def put_document(
+        self, coll: CollectionRecord, doc: DocumentRecord, chunks: Sequence[ChunkRecord], vectors: np.ndarray
+    ) -> None:
+        t = table_names(coll.id)
+        chunk_table = pa.table(
+            {
+                "key": pa.array([c.key for c in chunks], pa.int64()),
+                "chunk_id": pa.array([c.chunk_id for c in chunks], pa.string()),
+                "document_id": pa.array([c.document_id for c in chunks], pa.string()),
+                "chunk_index": pa.array([c.chunk_index for c in chunks], pa.int32()),
+                "text": pa.array([c.text for c in chunks], pa.string()),
+                "page": pa.array([c.page for c in chunks], pa.int32()),
+                "section": pa.array([c.section for c in chunks], pa.string()),
+                "char_start": pa.array([c.char_start for c in chunks], pa.int32()),
+                "char_end": pa.array([c.char_end for c in chunks], pa.int32()),
+                "content_hash": pa.array([c.content_hash for c in chunks], pa.string()),
+                "language": pa.array([c.language for c in chunks], pa.string()),
+                "terms": pa.array([list(c.terms) for c in chunks], pa.list_(pa.string())),
+                "metadata": pa.array([json.dumps(c.metadata) for c in chunks], pa.string()),
+                "filename": pa.array([c.filename for c in chunks], pa.string()),
+                "path": pa.array([c.path for c in chunks], pa.string()),
+            }
+        )
+        flat = np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1)
+        vector_table = pa.table(
+            {
+                "key": pa.array([c.key for c in chunks], pa.int64()),
+                "embedding": pa.FixedSizeListArray.from_arrays(pa.array(flat), coll.dim),
+            }
+        )
+
+        def put(con: duckdb.DuckDBPyConnection) -> tuple[list[int], int]:
+            old = [
+                int(r[0])
+                for r in con.execute(
+                    f"SELECT key FROM {t['chunks']} WHERE document_id = ?", [doc.document_id]
+                ).fetchall()
+            ]
+            self._delete_rows(con, coll, [doc.document_id])
+            con.execute(
+                f"INSERT INTO {t['documents']} ({self._DOC_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+                " current_timestamp)",
+                [
+                    doc.document_id, doc.path, doc.filename, doc.source, doc.content_hash,
+                    doc.signature, json.dumps(doc.metadata), doc.language, doc.bytes, len(chunks),
+                ],
+            )
+            con.register("_hkb_chunks", chunk_table)
+            con.register("_hkb_vectors", vector_table)
+            try:
+                con.execute(
+                    f"INSERT INTO {t['chunks']} SELECT key, chunk_id, document_id, chunk_index, text, page,"
+                    " section, char_start, char_end, content_hash, language, terms, metadata::JSON,"
+                    " filename, path, current_timestamp FROM _hkb_chunks"
+                )
+                con.execute(f"INSERT INTO {t['vectors']} SELECT key, embedding FROM _hkb_vectors")
+            finally:
+                con.unregister("_hkb_chunks")
+                con.unregister("_hkb_vectors")
+            return old, self._bump(con, coll)
+
+        old_keys, generation = self._write(put)
+        self._mirror(
+            coll,
+            removed=old_keys,
+            added_keys=[c.key for c in chunks],
+            added_terms=[c.terms for c in chunks],
+            added_vectors=np.asarray(vectors, dtype=np.float32),
+            generation=generation,
+        )
+
+    @staticmethod
+    def _delete_rows(con: duckdb.DuckDBPyConnection, coll: CollectionRecord, ids: Sequence[str]) -> None:
+        t = table_names(coll.id)
+        con.execute(
+            f"DELETE FROM {t['vectors']} WHERE key IN"
+            f" (SELECT key FROM {t['chunks']} WHERE document_id IN (SELECT unnest(?::VARCHAR[])))",
+            [list(ids)],
+        )
+        con.execute(f"DELETE FROM {t['chunks']} WHERE document_id IN (SELECT unnest(?::VARCHAR[]))", [list(ids)])
+        con.execute(
+            f"DELETE FROM {t['documents']} WHERE document_id IN (SELECT unnest(?::VARCHAR[]))", [list(ids)]
+        )
+
+    @staticmethod
+    def _bump(con: duckdb.DuckDBPyConnection, coll: CollectionRecord) -> int:
+        row = con.execute(
+            "UPDATE hybridkb_collections SET generation = generation + 1, updated_at = current_timestamp"
+            " WHERE id = ? RETURNING generation",
+            [coll.id],
+        ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def delete_documents(self, coll: CollectionRecord, document_ids: Sequence[str]) -> list[str]:
+        t = table_names(coll.id)
+        ids = list(dict.fromkeys(document_ids))
+
+        def delete(con: duckdb.DuckDBPyConnection) -> tuple[list[str], list[int], int]:
+            found = [
+                r[0]
+                for r in con.execute(
+                    f"SELECT document_id FROM {t['documents']} WHERE document_id IN"
+                    " (SELECT unnest(?::VARCHAR[]))",
+                    [ids],
+                ).fetchall()
+            ]
+            if not found:
+                return [], [], coll.generation
+            keys = [
+                int(r[0])
+                for r in con.execute(
+                    f"SELECT key FROM {t['chunks']} WHERE document_id IN (SELECT unnest(?::VARCHAR[]))",
+                    [found],
+                ).fetchall()
+            ]
+            self._delete_rows(con, coll, found)
+            return found, keys, self._bump(con, coll)
+
+        found, keys, generation = self._write(delete)
+        if found:
+            self._mirror(
+                coll,
+                removed=keys,
+                added_keys=[],
+                added_terms=[],
+                added_vectors=np.zeros((0, coll.dim), np.float32),
+                generation=generation,
+            )
+        order = {d: i for i, d in enumerate(ids)}
+        return sorted(found, key=order.__getitem__)
+
+    def stats(self, coll: CollectionRecord) -> CollectionStats:
+        t = table_names(coll.id)
+        docs, nbytes = self._query(f"SELECT count(*), coalesce(sum(bytes), 0) FROM {t['documents']}")[0]
+        (chunks,) = self._query(f"SELECT count(*) FROM {t['chunks']}")[0]
+        langs = [r[0] for r in self._query(
+            f"SELECT language FROM {t['documents']} GROUP BY language ORDER BY count(*) DESC, language"
+        ) if r[0]]
+        # Stored size estimate inside a shared file: text + vectors + terms.
+        (text_bytes,) = self._query(
+            f"SELECT coalesce(sum(strlen(text)) * 2, 0) FROM {t['chunks']}"
+        )[0]
+        record = self._get_by_id(coll.id)
+        return CollectionStats(
+            documents=int(docs),
+            chunks=int(chunks),
+            languages=langs,
+            bytes=int(text_bytes) + int(chunks) * coll.dim * 4,
+            updated_at=record.updated_at if record else None,
+        )
+
+    # -- derived indexes ------------------------------------------------------------
+
+    def _load_rows(self, coll: CollectionRecord) -> tuple[np.ndarray, list[list[str]], np.ndarray]:
+        t = table_names(coll.id)
+        with self._lock:
+            chunk_rows = self._con.execute(f"SELECT key, terms FROM {t['chunks']} ORDER BY key").fetchall()
+            vec = self._con.execute(
+                f"SELECT key, embedding FROM {t['vectors']} ORDER BY key"
+            ).fetch_arrow_table()
+        keys = np.asarray([r[0] for r in chunk_rows], dtype=np.int64)
+        terms = [list(r[1] or []) for r in chunk_rows]
+        vkeys = vec.column("key").to_numpy()
+        if len(vkeys):
+            flat = vec.column("embedding").combine_chunks().values.to_numpy(zero_copy_only=False)
+            vectors = np.asarray(flat, dtype=np.float32).reshape(len(vkeys), coll.dim)
+        else:
+            vectors = np.zeros((0, coll.dim), dtype=np.float32)
+        if not np.array_equal(keys, vkeys):
+            # Tables disagree (should not happen inside transactions): index only the pairs.
+            common = np.intersect1d(keys, vkeys)
+            keep_k = np.isin(keys, common)
+            keep_v = np.isin(vkeys, common)
+            terms = [tm for tm, ok in zip(terms, keep_k, strict=True) if ok]
+            keys, vectors = keys[keep_k], vectors[keep_v]
+        return keys, terms, vectors
+
+    def _indexes_for(self, coll: CollectionRecord) -> CollectionIndexes:
+        with self._lock:
+            current = self._get_by_id(coll.id)
+            generation = current.generation if current else coll.generation
+            found = self._indexes.get(coll.id)
+            if found is None or found.generation != generation:
+                found = build_indexes(coll.dim, generation, lambda: self._load_rows(coll))
+                self._indexes[coll.id] = found
+            return found
+
+    def _mirror(self, coll: CollectionRecord, **change: Any) -> None:
+        with self._lock:
+            found = self._indexes.get(coll.id)
+            if found is not None:
+                found.apply(**change)
+
+    def _allowed(self, coll: CollectionRecord, where: Filter | None) -> np.ndarray | None:
+        if where is None:
+            return None
+        t = table_names(coll.id)
+        sql, params = to_sql(where)
+        rows = self._query(f"SELECT key FROM {t['chunks']} WHERE {sql}", params)
+        return np.asarray([r[0] for r in rows], dtype=np.int64)
+
+    # -- search ---------------------------------------------------------------------
+
+    def keyword_search(
+        self, coll: CollectionRecord, terms: Sequence[str], k: int, where: Filter | None
+    ) -> Ranked:
+        if not terms:
+            return []
+        idx = self._indexes_for(coll)
+        return idx.keyword.search(list(terms), k, allowed=self._allowed(coll, where))
+
+    def vector_search(
+        self, coll: CollectionRecord, query: np.ndarray, k: int, where: Filter | None
+    ) -> Ranked:
+        idx = self._indexes_for(coll)
+        return idx.vector.search(
+            query, k, allowed=self._allowed(coll, where), rerank=lambda keys: self.fetch_vectors(coll, keys)
+        )
+
+    def filter_search(
+        self, coll: CollectionRecord, terms: Sequence[str], query: np.ndarray, k: int, where: Filter | None
+    ) -> Ranked:
+        if not terms:
+            return []
+        idx = self._indexes_for(coll)
+        allowed = idx.keyword.matching(list(terms))
+        narrowed = self._allowed(coll, where)
+        if narrowed is not None:
+            allowed = np.intersect1d(allowed, narrowed)
+        if len(allowed) == 0:
+            return []
+        return idx.vector.search(
+            query, k, allowed=allowed, rerank=lambda keys: self.fetch_vectors(coll, keys)
+        )
+
+    def fetch_chunks(self, coll: CollectionRecord, keys: Sequence[int]) -> dict[int, ChunkRecord]:
+        if not len(keys):
+            return {}
+        t = table_names(coll.id)
+        rows = self._query(
+            f"SELECT key, chunk_id, document_id, chunk_index, text, page, section, char_start, char_end,"
+            f" content_hash, language, metadata, filename, path, added_at FROM {t['chunks']}"
+            " WHERE key IN (SELECT unnest(?::BIGINT[]))",
+            [[int(k) for k in keys]],
+        )
+        out: dict[int, ChunkRecord] = {}
+        for r in rows:
+            out[int(r[0])] = ChunkRecord(
+                key=int(r[0]), chunk_id=r[1], document_id=r[2], chunk_index=int(r[3]), text=r[4],
+                page=r[5], section=r[6], char_start=int(r[7] or 0), char_end=int(r[8] or 0),
+                content_hash=r[9] or "", language=r[10] or "und", terms=[],
+                metadata=json.loads(r[11]) if r[11] else {}, filename=r[12], path=r[13],
+                added_at=_ts(r[14]),
+            )
+        return out
+
+    def fetch_vectors(self, coll: CollectionRecord, keys: Sequence[int]) -> np.ndarray:
+        """Full-precision vectors in the order of ``keys`` (for exact re-ranking)."""
+        t = table_names(coll.id)
+        key_list = [int(k) for k in np.asarray(keys).tolist()]
+        with self._lock:
+            table = self._con.execute(
+                f"SELECT key, embedding FROM {t['vectors']} WHERE key IN (SELECT unnest(?::BIGINT[]))",
+                [key_list],
+            ).fetch_arrow_table()
+        got = table.column("key").to_numpy()
+        flat = table.column("embedding").combine_chunks().values.to_numpy(zero_copy_only=False)
+        mat = np.asarray(flat, dtype=np.float32).reshape(len(got), coll.dim)
+        pos = {int(k): i for i, k in enumerate(got)}
+        out = np.zeros((len(key_list), coll.dim), dtype=np.float32)
+        for i, k in enumerate(key_list):
+            j = pos.get(k)
+            if j is not None:
+                out[i] = mat[j]
+        return out

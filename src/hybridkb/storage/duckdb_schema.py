@@ -1,0 +1,121 @@
+"""DuckDB schema: table names and numbered migrations.
+
+Table names are derived from the collection's integer id only; user text (display
+names) never reaches an identifier (a quote in a table name breaks the fts pragma).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import duckdb
+
+SCHEMA_VERSION_KEY = "schema_version"
+
+
+def table_names(collection_id: int) -> dict[str, str]:
+    """The one place that names a collection's tables."""
+    if not isinstance(collection_id, int) or collection_id < 0:
+        raise ValueError(f"bad collection id {collection_id!r}")
+    prefix = f"kb_c{collection_id}"
+    return {
+        "documents": f"{prefix}_documents",
+        "chunks": f"{prefix}_chunks",
+        "vectors": f"{prefix}_vectors",
+    }
+
+
+def create_collection_tables(con: duckdb.DuckDBPyConnection, collection_id: int, dim: int) -> None:
+    t = table_names(collection_id)
+    con.execute(
+        f"""CREATE TABLE {t['documents']} (
+            document_id VARCHAR PRIMARY KEY,
+            path VARCHAR,
+            filename VARCHAR,
+            source VARCHAR NOT NULL,
+            content_hash VARCHAR NOT NULL,
+            signature VARCHAR NOT NULL,
+            metadata JSON,
+            language VARCHAR,
+            bytes BIGINT,
+            chunk_count INTEGER,
+            added_at TIMESTAMPTZ DEFAULT current_timestamp
+        )"""
+    )
+    con.execute(
+        f"""CREATE TABLE {t['chunks']} (
+            key BIGINT NOT NULL,
+            chunk_id VARCHAR NOT NULL,
+            document_id VARCHAR NOT NULL,
+            chunk_index INTEGER NOT NULL,
+            text VARCHAR NOT NULL,
+            page INTEGER,
+            section VARCHAR,
+            char_start INTEGER,
+            char_end INTEGER,
+            content_hash VARCHAR,
+            language VARCHAR,
+            terms VARCHAR[],
+            metadata JSON,
+            filename VARCHAR,
+            path VARCHAR,
+            added_at TIMESTAMPTZ
+        )"""
+    )
+    con.execute(f"CREATE TABLE {t['vectors']} (key BIGINT NOT NULL, embedding FLOAT[{int(dim)}] NOT NULL)")
+
+
+def drop_collection_tables(con: duckdb.DuckDBPyConnection, collection_id: int) -> None:
+    for name in table_names(collection_id).values():
+        con.execute(f"DROP TABLE IF EXISTS {name}")
+
+
+def _m1_catalog(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute("CREATE SEQUENCE IF NOT EXISTS hybridkb_collection_ids START 1")
+    con.execute(
+        """CREATE TABLE IF NOT EXISTS hybridkb_collections (
+            id INTEGER PRIMARY KEY,
+            workspace VARCHAR NOT NULL,
+            name VARCHAR NOT NULL,
+            model VARCHAR NOT NULL,
+            dim INTEGER NOT NULL,
+            chunking JSON NOT NULL,
+            language VARCHAR NOT NULL,
+            created_at TIMESTAMPTZ DEFAULT current_timestamp,
+            updated_at TIMESTAMPTZ DEFAULT current_timestamp,
+            generation BIGINT DEFAULT 0,
+            UNIQUE (workspace, name)
+        )"""
+    )
+
+
+# Append only: each entry moves the schema one version forward.
+MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [_m1_catalog]
+
+
+def migrate(con: duckdb.DuckDBPyConnection) -> int:
+    """Run pending migrations in one transaction; return the schema version."""
+    con.execute("CREATE TABLE IF NOT EXISTS hybridkb_meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+    row = con.execute("SELECT value FROM hybridkb_meta WHERE key = ?", [SCHEMA_VERSION_KEY]).fetchone()
+    version = int(row[0]) if row else 0
+    if version > len(MIGRATIONS):
+        from ..errors import BackendError
+
+        raise BackendError(
+            f"database schema version {version} is newer than this hybridkb supports "
+            f"({len(MIGRATIONS)}); upgrade hybridkb"
+        )
+    if version == len(MIGRATIONS):
+        return version
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for step in MIGRATIONS[version:]:
+            step(con)
+        con.execute(
+            "INSERT OR REPLACE INTO hybridkb_meta VALUES (?, ?)", [SCHEMA_VERSION_KEY, str(len(MIGRATIONS))]
+        )
+        con.execute("COMMIT")
+    except Exception:
+        con.execute("ROLLBACK")
+        raise
+    return len(MIGRATIONS)

@@ -1,0 +1,134 @@
+"""Plain records passed between the layers (no behaviour beyond serialisation)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Block:
+    """A unit of extracted text before chunking: a paragraph, a table, or a page's text."""
+
+    text: str
+    page: int | None = None  # 1-based, as a reader sees it
+    section: str | None = None  # heading path, e.g. "Part 2 > Depreciation"
+    kind: str = "paragraph"  # paragraph | table | page | code
+
+
+@dataclass
+class LoadedFile:
+    """What a loader extracted from one file."""
+
+    blocks: list[Block]
+    warnings: list[str] = field(default_factory=list)
+    file_type: str = ""  # pdf | docx | md | txt
+
+
+@dataclass(frozen=True)
+class ChunkDraft:
+    """A chunk before it is embedded and stored.
+
+    char_start/char_end are offsets into the document text: the blocks' texts
+    joined with "\\n\\n" (see chunking.document_text).
+    """
+
+    text: str
+    page: int | None
+    section: str | None
+    char_start: int
+    char_end: int
+
+
+@dataclass
+class Hit:
+    """One search result. ``score`` is the mode's own score (higher is better)."""
+
+    rank: int
+    score: float
+    text: str
+    collection: str
+    document_id: str
+    chunk_id: str
+    filename: str | None
+    page: int | None
+    section: str | None
+    metadata: dict[str, Any]
+    scores: dict[str, float | int | None]
+    document_node: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class FileResult:
+    filename: str
+    document_id: str
+    chunks: int
+    warnings: list[str] = field(default_factory=list)
+    path: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "filename": self.filename,
+            "document_id": self.document_id,
+            "chunks": self.chunks,
+            "warnings": list(self.warnings),
+        }
+
+
+@dataclass
+class FailedFile:
+    filename: str
+    error: str
+    code: str = "ingest_error"
+    path: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"filename": self.filename, "error": self.error, "code": self.code}
+
+
+@dataclass
+class AddReport:
+    added: list[FileResult] = field(default_factory=list)
+    unchanged: list[FileResult] = field(default_factory=list)
+    failed: list[FailedFile] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "added": [f.to_dict() for f in self.added],
+            "unchanged": [f.to_dict() for f in self.unchanged],
+            "failed": [f.to_dict() for f in self.failed],
+        }
+
+
+@dataclass
+class DeleteReport:
+    deleted: list[str] = field(default_factory=list)
+    not_found: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"deleted": list(self.deleted), "not_found": list(self.not_found)}
+
+
+@dataclass
+class CollectionInfo:
+    name: str
+    documents: int
+    chunks: int
+    embedding_model: str
+    dim: int
+    languages: list[str]
+    bytes: int
+    updated_at: str | None
+    created_at: str | None = None
+    chunking: dict[str, Any] = field(default_factory=dict)
+    workspace: str = "default"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
