@@ -129,6 +129,7 @@ class Dialect:
     placeholder: str  # "?" (DuckDB) or "%s" (psycopg)
     json_text: Callable[[str], str]  # SQL expr giving a user key's value as text; key is a param
     to_double: Callable[[str], str]
+    not_boolean: Callable[[str], str]  # SQL true when the user key's JSON value is not a boolean
 
 
 def _json_pointer(key: str) -> str:
@@ -139,11 +140,18 @@ DUCKDB = Dialect(
     placeholder="?",
     json_text=lambda ph: f"json_extract_string(metadata, {ph})",
     to_double=lambda expr: f"TRY_CAST({expr} AS DOUBLE)",
+    not_boolean=lambda ph: f"coalesce(json_type(metadata, {ph}) <> 'BOOLEAN', TRUE)",
 )
 POSTGRES = Dialect(
     placeholder="%s",
     json_text=lambda ph: f"(metadata #>> {ph}::text[])",
-    to_double=lambda expr: f"(CASE WHEN {expr} ~ '^-?[0-9.eE+-]+$' THEN ({expr})::double precision END)",
+    # `expr` holds a placeholder, so it may appear only once; a strict number
+    # pattern keeps text such as "e" or "-" from failing the cast (TRY_CAST's NULL).
+    to_double=lambda expr: (
+        "(SELECT CASE WHEN v ~ '^\\s*[-+]?([0-9]+([.][0-9]*)?|[.][0-9]+)([eE][-+]?[0-9]+)?\\s*$'"
+        f" THEN v::double precision END FROM (VALUES ({expr})) AS hkb_num(v))"
+    ),
+    not_boolean=lambda ph: f"coalesce(jsonb_typeof(metadata #> {ph}::text[]) <> 'boolean', TRUE)",
 )
 
 _SQL_OPS = {"$eq": "=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
@@ -198,8 +206,10 @@ def _compile(node: Filter, d: Dialect, params: list[Any]) -> str:
     if isinstance(value, (int, float)):
         params.append(float(value))
         return f"({d.to_double(expr)} {_SQL_OPS[node.op]} {d.placeholder})"
+    # Strings never match a boolean (JSON true/false would compare as text otherwise).
     params.append(value)
-    return f"({expr} {_SQL_OPS[node.op]} {d.placeholder})"
+    params.append(_key_param(node.key, d))
+    return f"({expr} {_SQL_OPS[node.op]} {d.placeholder} AND {d.not_boolean(d.placeholder)})"
 
 
 def matches(node: Filter | None, row: Mapping[str, Any]) -> bool:
@@ -224,7 +234,10 @@ def matches(node: Filter | None, row: Mapping[str, Any]) -> bool:
         return False
     a, b = actual, node.value
     if isinstance(b, bool) or isinstance(a, bool):
-        a, b = str(a).lower(), str(b).lower()
+        # Booleans only ever equal booleans (stored as JSON true/false).
+        if not (isinstance(a, bool) and isinstance(b, bool)) or node.op != "$eq":
+            return False
+        return a == b
     elif isinstance(b, (int, float)) and not isinstance(a, (int, float)):
         try:
             a = float(a)  # type: ignore[arg-type]

@@ -11,9 +11,12 @@ import hashlib
 import json
 import sys
 from collections.abc import Iterable, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 from .analysis import analyze, detect_language
 from .chunking import chunk_blocks, document_text
@@ -21,11 +24,13 @@ from .embed_cache import EmbeddingCache, embed_with_cache
 from .embedders import Embedder
 from .errors import ConfigError, KBError
 from .loaders import file_sha256, iter_files, load_file
+from .normalize import normalize_text
 from .settings import Settings
 from .storage.base import (
     ChunkRecord,
     CollectionRecord,
     DocumentRecord,
+    PutItem,
     Storage,
     chunk_key,
     make_chunk_id,
@@ -79,18 +84,29 @@ def _language(ctx: IngestContext, text: str) -> str:
     return detect_language(text[:4000])
 
 
-def _store(
-    ctx: IngestContext,
-    doc: DocumentRecord,
-    drafts: Sequence[ChunkDraft],
-    language: str,
-) -> int:
-    texts = [d.text for d in drafts]
-    vectors = embed_with_cache(ctx.embedder, texts, ctx.cache)
-    chunks = []
-    for i, draft in enumerate(drafts):
+@dataclass
+class Prepared:
+    """A document parsed, chunked and analysed, waiting for its vectors."""
+
+    doc: DocumentRecord
+    drafts: list[ChunkDraft]
+    result: FileResult
+
+
+Outcome = Union[Prepared, FileResult, FailedFile]  # FileResult alone = unchanged
+
+# A batch is embedded in one call and written in one transaction.
+BATCH_CHUNKS = 256
+BATCH_DOCS = 64
+PREFETCH = 4
+
+
+def _chunk_records(ctx: IngestContext, item: Prepared) -> list[ChunkRecord]:
+    doc = item.doc
+    records = []
+    for i, draft in enumerate(item.drafts):
         chunk_id = make_chunk_id(ctx.coll.id, doc.document_id, doc.content_hash, i)
-        chunks.append(
+        records.append(
             ChunkRecord(
                 key=chunk_key(chunk_id),
                 chunk_id=chunk_id,
@@ -102,17 +118,40 @@ def _store(
                 char_start=draft.char_start,
                 char_end=draft.char_end,
                 content_hash=hashlib.sha256(draft.text.encode("utf-8", "surrogatepass")).hexdigest(),
-                language=language,
-                terms=analyze(draft.text, language),
+                language=doc.language,
+                terms=analyze(draft.text, doc.language),
                 metadata=doc.metadata,
                 filename=doc.filename,
                 path=doc.path,
             )
         )
-    doc.chunk_count = len(chunks)
-    doc.language = language
-    ctx.storage.put_document(ctx.coll, doc, chunks, vectors)
-    return len(chunks)
+    return records
+
+
+def _write_batch(ctx: IngestContext, batch: list[Prepared], report: AddReport) -> None:
+    """Embed a batch in one call and write it in one transaction; isolate failures per document."""
+    if not batch:
+        return
+    try:
+        records = [_chunk_records(ctx, item) for item in batch]
+        texts = [r.text for recs in records for r in recs]
+        vectors = embed_with_cache(ctx.embedder, texts, ctx.cache)
+        items, start = [], 0
+        for item, recs in zip(batch, records, strict=True):
+            items.append(PutItem(item.doc, recs, vectors[start : start + len(recs)]))
+            start += len(recs)
+        ctx.storage.put_documents(ctx.coll, items)
+    except KBError as exc:
+        if len(batch) == 1:
+            item = batch[0]
+            report.failed.append(FailedFile(item.result.filename, str(exc), exc.code, item.result.path))
+            return
+        for item in batch:  # find the culprit; the others still land
+            _write_batch(ctx, [item], report)
+        return
+    for item in batch:
+        item.result.chunks = len(item.drafts)
+        report.added.append(item.result)
 
 
 def _chunk(ctx: IngestContext, blocks: list[Block]) -> list[ChunkDraft]:
@@ -125,36 +164,85 @@ def _chunk(ctx: IngestContext, blocks: list[Block]) -> list[ChunkDraft]:
     )
 
 
-def ingest_file(ctx: IngestContext, path: Path, metadata: dict[str, Any]) -> tuple[str, FileResult]:
-    """Ingest one file; returns ("added" | "unchanged", result). Raises KBError on bad input."""
-    path = path.resolve()
-    document_id = document_id_for_path(path)
-    content_hash = file_sha256(path)
-    sig = signature(ctx.coll)
-    existing = ctx.storage.get_document(ctx.coll, document_id)
-    if (
+def _unchanged(existing: DocumentRecord | None, content_hash: str, sig: str, meta: dict[str, Any]) -> bool:
+    return (
         existing is not None
         and existing.content_hash == content_hash
         and existing.signature == sig
-        and existing.metadata == metadata
-    ):
-        return "unchanged", FileResult(path.name, document_id, existing.chunk_count, [], str(path))
-    loaded = load_file(path, pdf_password=ctx.settings.pdf_password)
-    blocks = loaded.blocks
-    language = _language(ctx, document_text(blocks))
-    drafts = _chunk(ctx, blocks)
-    doc = DocumentRecord(
-        document_id=document_id,
-        path=str(path),
-        filename=path.name,
-        source="file",
-        content_hash=content_hash,
-        signature=sig,
-        metadata=metadata,
-        bytes=path.stat().st_size,
+        and existing.metadata == meta
     )
-    count = _store(ctx, doc, drafts, language)
-    return "added", FileResult(path.name, document_id, count, list(loaded.warnings), str(path))
+
+
+def prepare_file(ctx: IngestContext, path: Path, metadata: dict[str, Any]) -> Outcome:
+    """Parse and chunk one file (no embedding); unchanged files stop at the hash check."""
+    try:
+        path = path.resolve()
+        document_id = document_id_for_path(path)
+        content_hash = file_sha256(path)
+        sig = signature(ctx.coll)
+        existing = ctx.storage.get_document(ctx.coll, document_id)
+        if _unchanged(existing, content_hash, sig, metadata):
+            assert existing is not None
+            return FileResult(path.name, document_id, existing.chunk_count, [], str(path))
+        loaded = load_file(path, pdf_password=ctx.settings.pdf_password)
+        language = _language(ctx, document_text(loaded.blocks))
+        doc = DocumentRecord(
+            document_id=document_id,
+            path=str(path),
+            filename=path.name,
+            source="file",
+            content_hash=content_hash,
+            signature=sig,
+            metadata=metadata,
+            language=language,
+            bytes=path.stat().st_size,
+        )
+        result = FileResult(path.name, document_id, 0, list(loaded.warnings), str(path))
+        return Prepared(doc, _chunk(ctx, loaded.blocks), result)
+    except KBError as exc:
+        return FailedFile(path.name, str(exc), exc.code, str(path))
+    except OSError as exc:
+        return FailedFile(
+            path.name, f"{path.name}: cannot read ({exc.strerror or exc}); check the file's permissions",
+            "ingest_error", str(path),
+        )
+
+
+def run_pipeline(ctx: IngestContext, jobs: list[Callable[[], Outcome]]) -> AddReport:
+    """Prepare items in a background thread while the previous batch embeds and writes.
+
+    Parsing (pypdf, python-docx) overlaps with embedding, which releases the GIL.
+    """
+    report = AddReport()
+    bar = _progress(len(jobs))
+    batch: list[Prepared] = []
+    pending: deque[Future[Outcome]] = deque()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hybridkb-prepare") as pool:
+        queue = iter(jobs)
+        for job in queue:
+            pending.append(pool.submit(job))
+            if len(pending) >= PREFETCH:
+                break
+        while pending:
+            outcome = pending.popleft().result()
+            nxt = next(queue, None)
+            if nxt is not None:
+                pending.append(pool.submit(nxt))
+            if isinstance(outcome, FailedFile):
+                report.failed.append(outcome)
+            elif isinstance(outcome, FileResult):
+                report.unchanged.append(outcome)
+            else:
+                batch.append(outcome)
+                if len(batch) >= BATCH_DOCS or sum(len(b.drafts) for b in batch) >= BATCH_CHUNKS:
+                    _write_batch(ctx, batch, report)
+                    batch = []
+            if bar is not None:
+                bar.update(1)
+        _write_batch(ctx, batch, report)
+    if bar is not None:
+        bar.close()
+    return report
 
 
 def ingest_paths(
@@ -162,24 +250,15 @@ def ingest_paths(
 ) -> AddReport:
     """Ingest files and folders; every file gets a line in the report."""
     user_meta = _user_metadata(metadata)
-    report = AddReport()
-    items = list(iter_files([Path(p) for p in paths]))
-    bar = _progress(len(items))
-    try:
-        for item in items:
-            if isinstance(item, FailedFile):
-                report.failed.append(item)
-            else:
-                try:
-                    status, result = ingest_file(ctx, item, user_meta)
-                    (report.added if status == "added" else report.unchanged).append(result)
-                except KBError as exc:
-                    report.failed.append(FailedFile(item.name, str(exc), exc.code, str(item)))
-            if bar is not None:
-                bar.update(1)
-    finally:
-        if bar is not None:
-            bar.close()
+    failed: list[FailedFile] = []
+    jobs: list[Callable[[], Outcome]] = []
+    for item in iter_files([Path(p) for p in paths]):
+        if isinstance(item, FailedFile):
+            failed.append(item)
+        else:
+            jobs.append(lambda p=item: prepare_file(ctx, p, user_meta))
+    report = run_pipeline(ctx, jobs)
+    report.failed[:0] = failed
     return report
 
 
@@ -201,53 +280,56 @@ def ingest_texts(
     """Store raw texts as documents under the caller's ids (or content-derived ones)."""
     if isinstance(texts, str):
         raise ConfigError("texts: expected a list of strings, got one string; wrap it in a list")
+    texts = list(texts)
     if metadatas is not None and len(metadatas) != len(texts):
         raise ConfigError(f"metadatas: {len(metadatas)} given for {len(texts)} texts; pass one per text")
     if ids is not None:
         if len(ids) != len(texts):
             raise ConfigError(f"ids: {len(ids)} given for {len(texts)} texts; pass one per text")
-        if len(set(ids)) != len(ids):
-            raise ConfigError("ids: duplicates in one call; ids must be unique within the collection")
         if any(not isinstance(i, str) or not i for i in ids):
             raise ConfigError("ids: every id must be a non-empty string")
-    report = AddReport()
-    sig = signature(ctx.coll)
+        if len(set(ids)) != len(ids):
+            raise ConfigError("ids: duplicates in one call; ids must be unique within the collection")
     for n, text in enumerate(texts):
         if not isinstance(text, str):
-            raise ConfigError(f"texts[{n}]: expected a string")
-        meta = _user_metadata(metadatas[n] if metadatas is not None else None)
-        content_hash = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-        document_id = ids[n] if ids is not None else content_hash[:16]
-        label = str(meta.get("filename") or meta.get("source") or document_id)
-        existing = ctx.storage.get_document(ctx.coll, document_id)
-        if (
-            existing is not None
-            and existing.content_hash == content_hash
-            and existing.signature == sig
-            and existing.metadata == meta
-        ):
-            report.unchanged.append(FileResult(label, document_id, existing.chunk_count))
-            continue
-        from .normalize import normalize_text
+            raise ConfigError(f"texts[{n}]: expected a string, got {type(text).__name__}")
+    metas = [_user_metadata(metadatas[n] if metadatas is not None else None) for n in range(len(texts))]
+    doc_ids = list(ids) if ids is not None else [_text_hash(t)[:16] for t in texts]
+    if ids is None and len(set(doc_ids)) != len(doc_ids):
+        raise ConfigError("texts: the same text appears twice; pass ids to store both copies")
+    sig = signature(ctx.coll)
+    jobs: list[Callable[[], Outcome]] = [
+        lambda n=n: _prepare_text(ctx, texts[n], metas[n], doc_ids[n], sig) for n in range(len(texts))
+    ]
+    return run_pipeline(ctx, jobs)
 
-        clean = normalize_text(text)
-        if not clean.strip():
-            report.failed.append(
-                FailedFile(label, f"{label}: empty text; nothing to add", "extraction_error")
-            )
-            continue
-        blocks = [Block(p.strip()) for p in clean.split("\n\n") if p.strip()]
-        language = _language(ctx, clean)
-        doc = DocumentRecord(
-            document_id=document_id,
-            path=None,
-            filename=str(meta["filename"]) if "filename" in meta else None,
-            source="text",
-            content_hash=content_hash,
-            signature=sig,
-            metadata=meta,
-            bytes=len(text.encode("utf-8", "surrogatepass")),
-        )
-        count = _store(ctx, doc, _chunk(ctx, blocks), language)
-        report.added.append(FileResult(label, document_id, count))
-    return report
+
+def _text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _prepare_text(
+    ctx: IngestContext, text: str, meta: dict[str, Any], document_id: str, sig: str
+) -> Outcome:
+    label = str(meta.get("filename") or meta.get("source") or document_id)
+    content_hash = _text_hash(text)
+    existing = ctx.storage.get_document(ctx.coll, document_id)
+    if _unchanged(existing, content_hash, sig, meta):
+        assert existing is not None
+        return FileResult(label, document_id, existing.chunk_count)
+    clean = normalize_text(text)
+    if not clean.strip():
+        return FailedFile(label, f"{label}: empty text; nothing to add", "extraction_error")
+    blocks = [Block(p.strip()) for p in clean.split("\n\n") if p.strip()]
+    doc = DocumentRecord(
+        document_id=document_id,
+        path=None,
+        filename=str(meta["filename"]) if "filename" in meta else None,
+        source="text",
+        content_hash=content_hash,
+        signature=sig,
+        metadata=meta,
+        language=_language(ctx, clean),
+        bytes=len(text.encode("utf-8", "surrogatepass")),
+    )
+    return Prepared(doc, _chunk(ctx, blocks), FileResult(label, document_id, 0))

@@ -14,6 +14,7 @@ from typing import Any
 from .embed_cache import EmbeddingCache
 from .embedders import Embedder, get_embedder
 from .errors import CollectionNotFound, ConfigError, EmbeddingMismatch
+from .graph import attach_graph
 from .ingest import IngestContext, ingest_paths, ingest_texts
 from .search import Target, run_search
 from .settings import Settings, load_settings
@@ -75,6 +76,7 @@ class KnowledgeBase:
         self.settings = settings
         self.workspace = check_name(settings.workspace, "workspace")
         self._cache: EmbeddingCache | None = None
+        self.graph = attach_graph(self)
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -250,7 +252,7 @@ class KnowledgeBase:
             self.storage,
             [self._target(r) for r in records],
             query,
-            k=k or self.settings.default_k,
+            k=self.settings.default_k if k is None else k,
             mode=mode or self.settings.default_mode,
             where=where,
             settings=self.settings,

@@ -72,6 +72,16 @@ class Settings(BaseSettings):
     def _resolve_paths(cls, value: list[Path]) -> list[Path]:
         return [Path(p).expanduser().resolve() for p in value]
 
+    @field_validator("cache_dir")
+    @classmethod
+    def _expand_cache(cls, value: Path) -> Path:
+        return Path(value).expanduser()
+
+    @field_validator("pdf_password", mode="before")
+    @classmethod
+    def _blank_is_none(cls, value: object) -> object:
+        return None if value == "" else value
+
     @field_validator("chunk_overlap")
     @classmethod
     def _overlap_below_size(cls, value: int, info) -> int:  # type: ignore[no-untyped-def]

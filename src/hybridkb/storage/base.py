@@ -8,7 +8,7 @@ backends are data (:class:`Capabilities`), not scattered NotImplementedErrors.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -76,6 +76,15 @@ class ChunkRecord:
 
 
 @dataclass
+class PutItem:
+    """One document to write with its chunks and their vectors (row i for chunk i)."""
+
+    document: DocumentRecord
+    chunks: Sequence[ChunkRecord]
+    vectors: np.ndarray
+
+
+@dataclass
 class CollectionStats:
     documents: int
     chunks: int
@@ -103,10 +112,30 @@ def document_node_id(collection_id: int, document_id: str) -> str:
     return f"doc:{collection_id}:{document_id}"
 
 
+@dataclass
+class WriteEvent:
+    """Passed to write hooks inside the writing transaction (e.g. to keep the graph in step).
+
+    kind: "put" (document replaced: ``document`` + ``chunks``; ``document_ids`` holds its id),
+    "delete" (``document_ids`` removed), "drop" (whole collection, before its tables go).
+    """
+
+    kind: str
+    coll: CollectionRecord
+    document_ids: Sequence[str] = ()
+    document: DocumentRecord | None = None
+    chunks: Sequence[ChunkRecord] = ()
+
+
+# hook(connection_or_cursor, event): runs in the same transaction as the write.
+WriteHook = Callable[[Any, WriteEvent], None]
+
+
 class Storage(Protocol):
     """What the core needs from a database. One instance per open knowledge base."""
 
     capabilities: Capabilities
+    hooks: list[WriteHook]  # called inside every document write/delete/drop transaction
 
     def close(self) -> None: ...
 
@@ -127,6 +156,9 @@ class Storage(Protocol):
         self, coll: CollectionRecord, doc: DocumentRecord, chunks: Sequence[ChunkRecord], vectors: np.ndarray
     ) -> None:
         """Atomically replace the document (and its chunks and vectors) with these."""
+        ...
+    def put_documents(self, coll: CollectionRecord, items: Sequence[PutItem]) -> None:
+        """Atomically replace several documents in one transaction (all or none)."""
         ...
     def delete_documents(self, coll: CollectionRecord, document_ids: Sequence[str]) -> list[str]:
         """Delete; return the ids that existed."""

@@ -1,0 +1,259 @@
+"""Cut a document's blocks into chunks for embedding (pure functions, no I/O).
+
+Every chunk is a slice of the *document text*, the blocks' texts joined with a
+blank line (:func:`document_text`), and carries its ``char_start``/``char_end`` in
+it, so a hit can always be located and highlighted in the original document.
+
+Strategies:
+
+* ``paragraph`` (default): pack consecutive blocks of the same page and section
+  into chunks of up to ``chunk_size`` characters; never mix two pages or
+  sections; split a block that is too long on its own with overlap.
+* ``page``: one chunk per page, split with overlap when longer than
+  ``chunk_size``; documents without pages fall back to ``paragraph``.
+* ``size``: ignore structure and split the whole text into overlapping windows.
+
+Long text is cut where a reader would pause: at a paragraph end, else a sentence
+end, else a line end, else between words, if one lies in the last fifth of the
+window; only text without any of those is cut mid-word.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Sequence
+
+from hybridkb.errors import ConfigError
+from hybridkb.types import Block, ChunkDraft
+
+__all__ = ["STRATEGIES", "chunk_blocks", "document_text", "split_text"]
+
+STRATEGIES = ("paragraph", "page", "size")
+SEPARATOR = "\n\n"
+_BOUNDARY_WINDOW = 0.2  # look for a boundary in the last 20% of a window
+# A sentence ends at . ! ? (with closing quotes/brackets) before whitespace, or at
+# CJK full stops, which are not followed by spaces.
+_SENTENCE_END = re.compile(r"[.!?][\"'”’»)\]]*\s+|[。！？]\s*")
+_WHITESPACE = re.compile(r"\s+")
+
+
+def document_text(blocks: Sequence[Block]) -> str:
+    """The text chunk offsets refer to: block texts joined by a blank line."""
+    return SEPARATOR.join(block.text for block in blocks)
+
+
+def _check_sizes(size: int, overlap: int) -> None:
+    if size < 1:
+        raise ConfigError(f"chunk_size must be at least 1, got {size}")
+    if not 0 <= overlap < size:
+        raise ConfigError(
+            f"chunk_overlap must be at least 0 and smaller than chunk_size ({size}), got {overlap}"
+        )
+
+
+def _cut(text: str, start: int, lo: int, hi: int) -> int:
+    """Best end for a window [start, hi): a boundary in [lo, hi], else ``hi``."""
+    paragraph = text.rfind("\n\n", lo - 2, hi)
+    if paragraph != -1 and paragraph + 2 >= lo:
+        return paragraph + 2
+    best = -1
+    # Matches are clipped at ``hi`` (endpos), so a whitespace run never overruns the window.
+    for match in _SENTENCE_END.finditer(text, max(start, lo - 64), hi):
+        if match.end() >= lo:
+            best = match.end()
+    if best != -1:
+        return best
+    line = text.rfind("\n", lo - 1, hi)
+    if line != -1 and line + 1 >= lo:
+        return line + 1
+    for index in range(hi - 1, lo - 2, -1):
+        if text[index].isspace():
+            return index + 1
+    return hi
+
+
+def _next_start(text: str, start: int, end: int, overlap: int) -> int:
+    """Start of the next window: ``overlap`` characters back, moved to a word start."""
+    if overlap == 0:
+        return end
+    candidate = max(end - overlap, start + 1)
+    if candidate > 0 and not text[candidate - 1].isspace():
+        # Starting mid-word makes a fragment nobody searches for; skip to the next
+        # word, as long as some overlap remains.
+        match = _WHITESPACE.search(text, candidate, end)
+        if match is not None and match.end() < end:
+            candidate = match.end()
+    return candidate
+
+
+def split_text(text: str, size: int, overlap: int) -> list[tuple[int, int]]:
+    """Cut text into windows of at most ``size`` characters covering all of it.
+
+    Consecutive windows overlap by at most ``overlap`` characters (and by at least
+    one when ``overlap`` > 0). A window ends at the last paragraph, sentence, line
+    or word boundary in its final fifth, if there is one.
+
+    Args:
+        text: The text to split.
+        size: Longest window, in characters (>= 1).
+        overlap: Characters shared by consecutive windows (0 <= overlap < size).
+
+    Returns:
+        ``(start, end)`` offsets into ``text``, in order; ``[]`` for empty text.
+
+    Raises:
+        ConfigError: ``size`` < 1 or ``overlap`` outside [0, size).
+    """
+    _check_sizes(size, overlap)
+    length = len(text)
+    if length <= size:
+        return [(0, length)] if length else []
+    spans: list[tuple[int, int]] = []
+    start = end = 0
+    margin = max(1, int(size * _BOUNDARY_WINDOW))
+    while True:
+        hi = start + size
+        if hi >= length:
+            spans.append((start, length))
+            return spans
+        # Past the previous end too, or a window could end where the last one did.
+        lo = max(start + 1, hi - margin, end + 1)
+        end = _cut(text, start, lo, hi)
+        spans.append((start, end))
+        start = _next_start(text, start, end, overlap)
+
+
+def _draft(text: str, start: int, end: int, block: Block) -> ChunkDraft:
+    return ChunkDraft(
+        text=text[start:end], page=block.page, section=block.section, char_start=start, char_end=end
+    )
+
+
+def _split_range(
+    text: str, start: int, end: int, block: Block, size: int, overlap: int
+) -> list[ChunkDraft]:
+    if end - start <= size:
+        return [_draft(text, start, end, block)]
+    return [
+        _draft(text, start + s, start + e, block)
+        for s, e in split_text(text[start:end], size, overlap)
+    ]
+
+
+def _offsets(blocks: Sequence[Block]) -> list[int]:
+    starts, position = [], 0
+    for block in blocks:
+        starts.append(position)
+        position += len(block.text) + len(SEPARATOR)
+    return starts
+
+
+def _groups(blocks: Sequence[Block], key: str) -> list[tuple[int, int]]:
+    """Index ranges [i, j) of consecutive blocks sharing page (and section)."""
+
+    def label(block: Block) -> tuple[int | None, str | None]:
+        return (block.page, block.section if key == "section" else None)
+
+    ranges: list[tuple[int, int]] = []
+    first = 0
+    for index in range(1, len(blocks) + 1):
+        if index == len(blocks) or label(blocks[index]) != label(blocks[first]):
+            ranges.append((first, index))
+            first = index
+    return ranges
+
+
+def _by_paragraph(
+    text: str, blocks: Sequence[Block], starts: list[int], size: int, overlap: int
+) -> list[ChunkDraft]:
+    chunks: list[ChunkDraft] = []
+    for first, stop in _groups(blocks, "section"):
+        pack_first: int | None = None  # first block of the chunk being packed
+        pack_end = 0
+        for index in range(first, stop):
+            block_start = starts[index]
+            block_end = block_start + len(blocks[index].text)
+            if pack_first is not None and block_end - starts[pack_first] <= size:
+                pack_end = block_end
+                continue
+            if pack_first is not None:
+                chunks.append(_draft(text, starts[pack_first], pack_end, blocks[pack_first]))
+                pack_first = None
+            if block_end - block_start > size:
+                chunks.extend(
+                    _split_range(text, block_start, block_end, blocks[index], size, overlap)
+                )
+            else:
+                pack_first, pack_end = index, block_end
+        if pack_first is not None:
+            chunks.append(_draft(text, starts[pack_first], pack_end, blocks[pack_first]))
+    return chunks
+
+
+def _by_page(
+    text: str, blocks: Sequence[Block], starts: list[int], size: int, overlap: int
+) -> list[ChunkDraft]:
+    chunks: list[ChunkDraft] = []
+    for first, stop in _groups(blocks, "page"):
+        start = starts[first]
+        end = starts[stop - 1] + len(blocks[stop - 1].text)
+        for chunk in _split_range(text, start, end, blocks[first], size, overlap):
+            # A page may hold several sections: label each piece by where it starts.
+            owner = blocks[_block_at(starts, blocks, chunk.char_start)]
+            chunks.append(_draft(text, chunk.char_start, chunk.char_end, owner))
+    return chunks
+
+
+def _block_at(starts: list[int], blocks: Sequence[Block], position: int) -> int:
+    """Index of the block holding ``position``; a separator belongs to the next block."""
+    index = bisect.bisect_right(starts, position) - 1
+    if position >= starts[index] + len(blocks[index].text) and index + 1 < len(blocks):
+        index += 1
+    return index
+
+
+def chunk_blocks(
+    blocks: Sequence[Block],
+    *,
+    strategy: str = "paragraph",
+    chunk_size: int = 1000,
+    chunk_overlap: int = 150,
+) -> list[ChunkDraft]:
+    """Cut a document's blocks into chunks.
+
+    Args:
+        blocks: The document's blocks, in order (as a loader returns them).
+        strategy: "paragraph", "page" or "size" (see the module docstring).
+        chunk_size: Longest chunk, in characters.
+        chunk_overlap: Characters shared by consecutive pieces of one split text.
+
+    Returns:
+        Chunks in document order. ``text`` equals
+        ``document_text(blocks)[char_start:char_end]``; chunks that would be only
+        whitespace are left out.
+
+    Raises:
+        ConfigError: Unknown strategy, or sizes out of range.
+    """
+    if strategy not in STRATEGIES:
+        raise ConfigError(
+            f"unknown chunk strategy {strategy!r}; use one of: {', '.join(STRATEGIES)}"
+        )
+    _check_sizes(chunk_size, chunk_overlap)
+    if not blocks:
+        return []
+    text = document_text(blocks)
+    starts = _offsets(blocks)
+    if strategy == "page" and all(block.page is None for block in blocks):
+        strategy = "paragraph"  # nothing to group by; keep the structure we do have
+    if strategy == "paragraph":
+        chunks = _by_paragraph(text, blocks, starts, chunk_size, chunk_overlap)
+    elif strategy == "page":
+        chunks = _by_page(text, blocks, starts, chunk_size, chunk_overlap)
+    else:
+        chunks = [
+            _draft(text, s, e, blocks[_block_at(starts, blocks, s)])
+            for s, e in split_text(text, chunk_size, chunk_overlap)
+        ]
+    return [chunk for chunk in chunks if chunk.text.strip()]

@@ -1,0 +1,530 @@
+"""The ``hybridkb`` command line: a thin front end over :class:`hybridkb.KnowledgeBase`.
+
+Every command maps to one facade call. A :class:`KBError` becomes one line on
+stderr (``hybridkb: <message>``) and an exit code; any other exception is a bug and
+propagates with its traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from .errors import ConfigError, InvalidFilter, KBError
+
+EXIT_OK = 0
+EXIT_ERROR = 1  # an operation failed, or partly failed (add: a file; delete: an id)
+EXIT_USAGE = 2  # bad arguments, flags or settings; refused without confirmation
+EXIT_INTERRUPTED = 130
+
+EPILOG = """\b
+Exit codes:
+  0    success
+  1    failure: unknown collection, locked database, a file that could
+       not be added, a document id that was not found, ...
+  2    usage or configuration error: bad option or argument, bad
+       HYBRIDKB_* setting, malformed --where/--metadata JSON,
+       `drop` refused without --yes
+  130  interrupted
+\b
+Settings come from HYBRIDKB_* environment variables and ./.env
+(HYBRIDKB_MODEL, HYBRIDKB_CACHE_DIR, HYBRIDKB_CHUNK_SIZE, ...).
+--db takes a file path, duckdb:///path, :memory: or postgresql://...
+"""
+
+MODES = ("hybrid", "vector", "keyword", "filter")
+SNIPPET_CHARS = 240
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Refused(KBError):
+    """A destructive command refused without confirmation (exit code 2)."""
+
+    code = "refused"
+
+
+def _exit_code(exc: KBError) -> int:
+    return EXIT_USAGE if isinstance(exc, (ConfigError, InvalidFilter, Refused)) else EXIT_ERROR
+
+
+def _one_line(text: str) -> str:
+    return re.sub(r"\s*\n\s*", " ", text).strip()
+
+
+def _fail(message: str) -> None:
+    click.echo(f"hybridkb: {_one_line(message)}", err=True)
+
+
+# -- state shared by the commands ------------------------------------------------------
+
+
+class State:
+    """Global options; the knowledge base is opened by the first command that needs it."""
+
+    def __init__(self, db: str | None, workspace: str | None) -> None:
+        self.db = db
+        self.workspace = workspace
+        self._kb: Any = None
+
+    def kb(self, *, write: bool = True) -> Any:
+        if self._kb is None:
+            import pydantic
+
+            from .kb import connect
+            from .settings import load_settings
+
+            try:
+                settings = load_settings(db=self.db, workspace=self.workspace)
+            except pydantic.ValidationError as exc:
+                # A bad HYBRIDKB_* value is the user's to fix, not a bug.
+                errors = "; ".join(
+                    f"HYBRIDKB_{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']}"
+                    for e in exc.errors()
+                )
+                raise ConfigError(f"bad setting: {errors}") from exc
+            read_only = not write and _existing_duckdb_file(settings.db)
+            self._kb = connect(settings=settings, read_only=read_only)
+        return self._kb
+
+    def close(self) -> None:
+        if self._kb is not None:
+            self._kb.close()
+            self._kb = None
+
+
+def _existing_duckdb_file(db: str) -> bool:
+    """Readers open an existing DuckDB file read-only, so several can run at once."""
+    if db == ":memory:" or db.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
+        return False
+    path = db.removeprefix("duckdb://")
+    return bool(path) and path != ":memory:" and Path(path).expanduser().is_file()
+
+
+pass_state = click.make_pass_decorator(State)
+
+
+def _emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, ensure_ascii=False, indent=2))
+
+
+def json_option(fn: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")(fn)
+
+
+def _parse_json_object(value: str | None, what: str) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    try:
+        data = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{what}: not valid JSON ({exc.msg} at character {exc.pos})") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{what}: expected a JSON object such as '{{\"year\": 2024}}'")
+    return data
+
+
+# -- the group -------------------------------------------------------------------------
+
+
+@click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--db",
+    metavar="PATH_OR_URL",
+    help="Database: file path, duckdb:///path, :memory: or postgresql://... [env HYBRIDKB_DB]",
+)
+@click.option(
+    "--workspace",
+    metavar="NAME",
+    help="Workspace (a separate set of collections). [env HYBRIDKB_WORKSPACE]",
+)
+@click.version_option(package_name="hybridkb", prog_name="hybridkb")
+@click.pass_context
+def cli(ctx: click.Context, db: str | None, workspace: str | None) -> None:
+    """A local hybrid (BM25 + vector) knowledge base.
+
+    \b
+    Example:
+      hybridkb create "Tax Documents"
+      hybridkb add "Tax Documents" ~/Documents/tax/
+      hybridkb search "Tax Documents" "depreciation of a laptop"
+    """
+    state = State(db, workspace)
+    ctx.obj = state
+    ctx.call_on_close(state.close)
+
+
+@cli.command(epilog=EPILOG, short_help="Create a collection.")
+@click.argument("name")
+@click.option("--model", help="Embedding model (default HYBRIDKB_MODEL).")
+@click.option(
+    "--chunk-strategy",
+    type=click.Choice(["paragraph", "page", "size"]),
+    help="How documents are cut.",
+)
+@click.option("--chunk-size", type=click.IntRange(min=1), help="Chunk size in characters.")
+@click.option("--chunk-overlap", type=click.IntRange(min=0), help="Overlap in characters.")
+@click.option("--language", help="ISO 639-1 code, or 'auto' to detect per document.")
+@click.option("--exist-ok", is_flag=True, help="Succeed if the collection already exists.")
+@json_option
+@pass_state
+def create(
+    state: State,
+    name: str,
+    model: str | None,
+    chunk_strategy: str | None,
+    chunk_size: int | None,
+    chunk_overlap: int | None,
+    language: str | None,
+    exist_ok: bool,
+    as_json: bool,
+) -> int:
+    """Create the collection NAME (any text, e.g. "Tax Documents")."""
+    kb = state.kb()
+    coll = kb.create_collection(
+        name,
+        model=model,
+        chunk_strategy=chunk_strategy,
+        chunk_size=chunk_size,
+        chunk_overlap=chunk_overlap,
+        language=language,
+        exist_ok=exist_ok,
+    )
+    info = coll.describe()
+    if as_json:
+        _emit_json(_describe_dict(info))
+    else:
+        c = info.chunking
+        click.echo(
+            f"collection {info.name!r}: {info.embedding_model} ({info.dim} dims), "
+            f"{c.get('strategy')} chunks of {c.get('size')} chars (overlap {c.get('overlap')})"
+        )
+    return EXIT_OK
+
+
+@cli.command(name="list", epilog=EPILOG)
+@json_option
+@pass_state
+def list_(state: State, as_json: bool) -> int:
+    """List the collections of the workspace."""
+    infos = state.kb(write=False).list_collections()
+    if as_json:
+        _emit_json(
+            {
+                "collections": [
+                    {"name": i.name, "documents": i.documents, "chunks": i.chunks} for i in infos
+                ]
+            }
+        )
+        return EXIT_OK
+    if not infos:
+        click.echo("no collections yet; create one with: hybridkb create NAME")
+        return EXIT_OK
+    rows = [("NAME", "DOCUMENTS", "CHUNKS", "MODEL", "UPDATED")]
+    rows += [
+        (i.name, str(i.documents), str(i.chunks), i.embedding_model, _short_time(i.updated_at))
+        for i in infos
+    ]
+    _table(rows, right=frozenset({1, 2}))
+    return EXIT_OK
+
+
+def _short_time(value: str | None) -> str:
+    return value[:19].replace("T", " ") if value else "-"
+
+
+def _table(rows: Sequence[Sequence[str]], right: frozenset[int] = frozenset()) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        cells = [
+            cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
+            for i, cell in enumerate(row)
+        ]
+        click.echo("  ".join(cells).rstrip())
+
+
+def _describe_dict(info: Any) -> dict[str, Any]:
+    return {
+        "name": info.name,
+        "documents": info.documents,
+        "chunks": info.chunks,
+        "embedding_model": info.embedding_model,
+        "dim": info.dim,
+        "languages": list(info.languages),
+        "bytes": info.bytes,
+        "updated_at": info.updated_at,
+    }
+
+
+@cli.command(epilog=EPILOG)
+@click.argument("name")
+@json_option
+@pass_state
+def describe(state: State, name: str, as_json: bool) -> int:
+    """Show size, model, languages and chunking of the collection NAME."""
+    info = state.kb(write=False).describe(name)
+    if as_json:
+        _emit_json(_describe_dict(info))
+        return EXIT_OK
+    c = info.chunking
+    lines = [
+        ("name", info.name),
+        ("workspace", info.workspace),
+        ("documents", str(info.documents)),
+        ("chunks", str(info.chunks)),
+        ("embedding model", f"{info.embedding_model} ({info.dim} dims)"),
+        ("chunking", f"{c.get('strategy')}, {c.get('size')} chars, overlap {c.get('overlap')}"),
+        ("languages", ", ".join(info.languages) or "-"),
+        ("bytes", f"{info.bytes:,}"),
+        ("created", _short_time(info.created_at)),
+        ("updated", _short_time(info.updated_at)),
+    ]
+    for label, value in lines:
+        click.echo(f"{label + ':':<17}{value}")
+    return EXIT_OK
+
+
+@cli.command(epilog=EPILOG, short_help="Add files and folders to a collection.")
+@click.argument("name")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--metadata",
+    metavar="JSON",
+    help="JSON object stored with every chunk, e.g. '{\"year\": 2024}'.",
+)
+@click.option(
+    "--create", "create_missing", is_flag=True, help="Create the collection if it does not exist."
+)
+@json_option
+@pass_state
+def add(
+    state: State,
+    name: str,
+    paths: tuple[Path, ...],
+    metadata: str | None,
+    create_missing: bool,
+    as_json: bool,
+) -> int:
+    """Add files and folders (PDF, DOCX, Markdown, text) to the collection NAME.
+
+    Unchanged files are skipped. A file that cannot be read is reported and the
+    others are still added; the exit code is then 1.
+    """
+    meta = _parse_json_object(metadata, "--metadata")
+    kb = state.kb()
+    coll = kb.collection(name, create=create_missing)
+    report = coll.add(list(paths), metadata=meta)
+    if as_json:
+        _emit_json(report.to_dict())
+    else:
+        for status, files in (("added", report.added), ("unchanged", report.unchanged)):
+            for f in files:
+                plural = "" if f.chunks == 1 else "s"
+                click.echo(
+                    f"{status:<10} {f.filename} ({f.chunks} chunk{plural}, doc {f.document_id})"
+                )
+                for warning in f.warnings:
+                    click.echo(f"           warning: {_one_line(warning)}")
+        for failed in report.failed:
+            error = _one_line(failed.error)
+            if not error.startswith(failed.filename):
+                error = f"{failed.filename}: {error}"
+            click.echo(f"{'failed':<10} {error}")
+        click.echo(
+            f"{len(report.added)} added, {len(report.unchanged)} unchanged, {len(report.failed)} failed"
+        )
+    return EXIT_ERROR if report.failed else EXIT_OK
+
+
+def _citation(hit: Any) -> str:
+    parts = [f"[{hit.collection}]"]
+    if hit.filename:
+        parts.append(hit.filename)
+    if hit.page is not None:
+        parts.append(f"p.{hit.page}")
+    if hit.section:
+        parts.append(f"§ {hit.section}")
+    parts.append(f"(doc {hit.document_id})")
+    return " ".join(parts)
+
+
+def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[:limit].rsplit(" ", 1)[0] if " " in flat[:limit] else flat[:limit]
+    return cut + " …"
+
+
+@cli.command(epilog=EPILOG)
+@click.argument("name")
+@click.argument("query")
+@click.option(
+    "--k",
+    "-k",
+    "k",
+    type=click.IntRange(min=1),
+    help="Number of results (default HYBRIDKB_DEFAULT_K).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(MODES),
+    help="hybrid (BM25 + vector, fused), vector, keyword, or filter (keyword-filtered, vector-ranked).",
+)
+@click.option("--where", metavar="JSON", help='Metadata filter, e.g. \'{"year": {"$gte": 2020}}\'.')
+@click.option("--full", is_flag=True, help="Print whole chunk texts, not snippets.")
+@json_option
+@pass_state
+def search(
+    state: State,
+    name: str,
+    query: str,
+    k: int | None,
+    mode: str | None,
+    where: str | None,
+    full: bool,
+    as_json: bool,
+) -> int:
+    """Search the collection NAME ('*' = every collection) for QUERY."""
+    kb = state.kb(write=False)
+    collections = None if name == "*" else [name]
+    hits = kb.search(query, k=k, mode=mode, where=where, collections=collections)
+    if as_json:
+        _emit_json({"results": [h.to_dict() for h in hits]})
+        return EXIT_OK
+    if not hits:
+        click.echo("no results")
+        return EXIT_OK
+    for hit in hits:
+        click.echo(f"{hit.rank:>2}. {hit.score:.4f}  {_citation(hit)}")
+        if full:
+            for line in hit.text.splitlines():
+                click.echo(f"    {line}")
+        else:
+            click.echo(f"    {_snippet(hit.text)}")
+    return EXIT_OK
+
+
+@cli.command(epilog=EPILOG)
+@click.argument("name")
+@click.argument("document_ids", metavar="DOC_ID...", nargs=-1, required=True)
+@json_option
+@pass_state
+def delete(state: State, name: str, document_ids: tuple[str, ...], as_json: bool) -> int:
+    """Delete documents by id from the collection NAME.
+
+    Ids that exist are deleted even when others are unknown; the exit code is then 1.
+    """
+    report = state.kb().collection(name).delete(list(document_ids))
+    if as_json:
+        _emit_json(report.to_dict())
+    else:
+        plural = "" if len(report.deleted) == 1 else "s"
+        click.echo(
+            f"deleted {len(report.deleted)} document{plural}"
+            + (f": {', '.join(report.deleted)}" if report.deleted else "")
+        )
+    if report.not_found:
+        _fail(f"not found in {name!r}: {', '.join(report.not_found)}")
+        return EXIT_ERROR
+    return EXIT_OK
+
+
+@cli.command(epilog=EPILOG)
+@click.argument("name")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@pass_state
+def drop(state: State, name: str, yes: bool) -> int:
+    """Delete the collection NAME with all its documents."""
+    kb = state.kb()
+    info = kb.describe(name)  # an unknown name fails here, before any question
+    if not yes:
+        if not sys.stdin.isatty():
+            raise Refused(f"refusing to drop {info.name!r} without confirmation; pass --yes")
+        question = f"Drop collection {info.name!r} and its {info.documents} documents?"
+        if not click.confirm(question, default=False):
+            click.echo("not dropped")
+            return EXIT_ERROR
+    kb.drop_collection(info.name)
+    click.echo(f"dropped {info.name!r} ({info.documents} documents)")
+    return EXIT_OK
+
+
+@cli.command(name="eval", epilog=EPILOG)
+@click.argument("beir_dir", type=click.Path(path_type=Path))
+@click.option(
+    "--mode", type=click.Choice(MODES), default="hybrid", show_default=True, help="Search mode."
+)
+@click.option("--split", default="test", show_default=True, help="qrels/<SPLIT>.tsv to evaluate.")
+@click.option(
+    "--k-docs",
+    type=click.IntRange(100, 3000),
+    default=100,
+    show_default=True,
+    help="Documents ranked per query.",
+)
+@json_option
+@pass_state
+def eval_(state: State, beir_dir: Path, mode: str, split: str, k_docs: int, as_json: bool) -> int:
+    """Measure nDCG@10, recall@100 and search latency on a BEIR folder.
+
+    BEIR_DIR holds corpus.jsonl, queries.jsonl and qrels/SPLIT.tsv. The corpus is
+    loaded into the collection 'eval:<folder name>' and reused on later runs while
+    the corpus and the chunking/model settings are unchanged. Latency excludes
+    query embedding.
+    """
+    from .evaluate import run_eval
+
+    result = run_eval(state.kb(), beir_dir, mode=mode, split=split, k_docs=k_docs)
+    if as_json:
+        _emit_json(result)
+        return EXIT_OK
+    load = result["load"]
+    how = (
+        "reused"
+        if result["reused"]
+        else (
+            f"loaded {load['added']} added, {load['unchanged']} unchanged in {result['load_seconds']:.1f}s"
+        )
+    )
+    click.echo(
+        f"{result['collection']} ({result['documents']} documents, {how}); "
+        f"split {result['split']}, {result['queries']} queries, mode {result['mode']}"
+    )
+    click.echo(f"nDCG@10     {result['ndcg@10']:.4f}")
+    click.echo(f"recall@100  {result['recall@100']:.4f}")
+    if k_docs != 100:
+        click.echo(f"recall@{k_docs:<4} {result[f'recall@{k_docs}']:.4f}")
+    click.echo(
+        f"latency     p50 {result['p50_ms']:.1f} ms, p95 {result['p95_ms']:.1f} ms (search only)"
+    )
+    return EXIT_OK
+
+
+# -- entry point -----------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (``hybridkb`` and ``python -m hybridkb`` exit with it)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        result = cli.main(args=args, prog_name="hybridkb", standalone_mode=False)
+    except KBError as exc:
+        _fail(str(exc))
+        return _exit_code(exc)
+    except click.exceptions.Abort:
+        _fail("interrupted")
+        return EXIT_INTERRUPTED
+    except KeyboardInterrupt:
+        _fail("interrupted")
+        return EXIT_INTERRUPTED
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    return result if isinstance(result, int) else EXIT_OK

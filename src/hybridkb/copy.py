@@ -1,0 +1,323 @@
+"""Copy a knowledge base between stores (DuckDB <-> PostgreSQL) without re-embedding.
+
+Everything moves as stored: collections (model, dimension, chunking, language),
+documents, chunks with their analysed terms, vectors, and the graph rows of the
+copied collections when both stores keep a graph. Chunk ids are derived from the
+destination collection's id (as an ingest there would have made them), and graph
+node ids that embed a chunk id or a collection id are rewritten to match.
+
+Nothing is overwritten: a collection that already exists in the destination stops
+the copy before anything is written. Counts are compared at the end.
+
+Example:
+    >>> copy_kb("kb.duckdb", "postgresql://user@host/db")  # doctest: +SKIP
+    {'collections': [{'workspace': 'default', 'name': 'Tax', 'documents': 12, ...}], ...}
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from .errors import BackendError, CollectionExists, ConfigError, KBError
+from .storage import open_storage
+from .storage.base import (
+    ChunkRecord,
+    CollectionRecord,
+    DocumentRecord,
+    Storage,
+    chunk_key,
+    document_node_id,
+    make_chunk_id,
+)
+
+Exported = tuple[DocumentRecord, list[ChunkRecord], np.ndarray]
+Progress = Callable[[str, int, int], None]  # (collection name, documents done, total)
+
+
+def _redact(url: str) -> str:
+    from .storage.postgres import redact
+
+    return redact(url)
+
+
+def list_workspaces(storage: Storage) -> list[str]:
+    """Workspaces holding at least one collection."""
+    own = getattr(storage, "list_workspaces", None)
+    if own is not None:
+        return list(own())
+    rows = storage.query(  # type: ignore[attr-defined]
+        "SELECT DISTINCT workspace FROM hybridkb_collections ORDER BY workspace"
+    )
+    return [r[0] for r in rows]
+
+
+def export_documents(storage: Storage, coll: CollectionRecord, *, batch: int = 200) -> Iterator[Exported]:
+    """Each stored document with its chunks (terms included) and vectors."""
+    own = getattr(storage, "export_documents", None)
+    if own is not None:
+        yield from own(coll, batch=batch)
+        return
+    if storage.capabilities.name != "duckdb":
+        raise BackendError(f"cannot export from the {storage.capabilities.name} backend")
+    yield from _export_duckdb(storage, coll, batch)
+
+
+def _export_duckdb(storage: Any, coll: CollectionRecord, batch: int) -> Iterator[Exported]:
+    from .storage.duckdb_schema import table_names
+
+    t = table_names(coll.id)
+    offset = 0
+    while True:
+        docs = storage.list_documents(coll, limit=batch, offset=offset)
+        if not docs:
+            return
+        offset += len(docs)
+        rows = storage.query(
+            f"SELECT key, chunk_id, document_id, chunk_index, text, page, section, char_start, char_end,"
+            f" content_hash, language, metadata, filename, path, terms FROM {t['chunks']}"
+            " WHERE document_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY document_id, chunk_index",
+            [[d.document_id for d in docs]],
+        )
+        by_doc: dict[str, list[ChunkRecord]] = {}
+        for r in rows:
+            meta = r[11]
+            by_doc.setdefault(r[2], []).append(ChunkRecord(
+                key=int(r[0]), chunk_id=r[1], document_id=r[2], chunk_index=int(r[3]), text=r[4],
+                page=r[5], section=r[6], char_start=int(r[7] or 0), char_end=int(r[8] or 0),
+                content_hash=r[9] or "", language=r[10] or "und", terms=list(r[14] or []),
+                metadata=json.loads(meta) if isinstance(meta, str) and meta else dict(meta or {}),
+                filename=r[12], path=r[13],
+            ))
+        for d in docs:
+            chunks = by_doc.get(d.document_id, [])
+            vectors = storage.fetch_vectors(coll, [c.key for c in chunks]) if chunks else np.zeros(
+                (0, coll.dim), np.float32
+            )
+            yield d, chunks, vectors
+
+
+def _vector_count(storage: Any, coll: CollectionRecord) -> int:
+    if storage.capabilities.name == "duckdb":
+        from .storage.duckdb_schema import table_names
+
+        return int(storage.query(f"SELECT count(*) FROM {table_names(coll.id)['vectors']}")[0][0])
+    return int(storage.consistency(coll)["chunks"])  # vectors live in the chunk rows (NOT NULL)
+
+
+def copy_kb(
+    src_url: str,
+    dst_url: str,
+    *,
+    workspace: str | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Copy every collection (of ``workspace``, or of all workspaces) from one store to another.
+
+    Args:
+        src_url: Source: DuckDB path / ``duckdb:///path`` or ``postgresql://...``.
+        dst_url: Destination, created if it is a new DuckDB file or an empty database.
+        workspace: Copy only this workspace.
+        progress: Called as ``progress(collection, documents_done, documents_total)``.
+
+    Returns:
+        ``{"source", "destination", "collections": [{workspace, name, documents, chunks,
+        vectors, graph_nodes, graph_edges}], "documents", "chunks", "graph": {copied,
+        user_nodes, user_edges}}``.
+
+    Raises:
+        CollectionExists: a collection of the same workspace and name is in the destination.
+        BackendError: a store cannot be opened, or the counts differ after the copy.
+    """
+    if src_url == dst_url:
+        raise ConfigError("copy: source and destination are the same store; name another one")
+    src = open_storage(src_url, read_only=True)
+    try:
+        dst = open_storage(dst_url)
+        try:
+            return _copy(src, dst, src_url, dst_url, workspace, progress)
+        finally:
+            dst.close()
+    finally:
+        src.close()
+
+
+def _copy(
+    src: Storage, dst: Storage, src_url: str, dst_url: str, workspace: str | None,
+    progress: Progress | None,
+) -> dict[str, Any]:
+    workspaces = [workspace] if workspace is not None else list_workspaces(src)
+    plan = [c for ws in workspaces for c in src.list_collections(ws)]
+    clashes = [c for c in plan if dst.get_collection(c.workspace, c.name) is not None]
+    if clashes:
+        names = ", ".join(f"{c.workspace}/{c.name}" for c in clashes)
+        raise CollectionExists(
+            f"copy: the destination already has {names}; drop those collections there or copy "
+            "into an empty store (nothing was copied)"
+        )
+    graph = _GraphCopy.open(src, dst)
+    report: list[dict[str, Any]] = []
+    for coll in plan:
+        report.append(_copy_collection(src, dst, coll, graph, progress))
+    user_graph = {"nodes": 0, "edges": 0}
+    if graph is not None:
+        for ws in dict.fromkeys(c.workspace for c in plan):
+            n, e = graph.copy_workspace(ws)
+            user_graph["nodes"] += n
+            user_graph["edges"] += e
+    return {
+        "source": _redact(src_url),
+        "destination": _redact(dst_url),
+        "collections": report,
+        "documents": sum(r["documents"] for r in report),
+        "chunks": sum(r["chunks"] for r in report),
+        "graph": {"copied": graph is not None, "user_nodes": user_graph["nodes"],
+                  "user_edges": user_graph["edges"]},
+    }
+
+
+def _copy_collection(
+    src: Storage, dst: Storage, coll: CollectionRecord, graph: _GraphCopy | None,
+    progress: Progress | None,
+) -> dict[str, Any]:
+    new = dst.create_collection(
+        coll.workspace, coll.name, model=coll.model, dim=coll.dim, chunking=dict(coll.chunking),
+        language=coll.language,
+    )
+    total = src.stats(coll).documents
+    chunk_ids: dict[str, str] = {}
+    done = 0
+    try:
+        for doc, chunks, vectors in export_documents(src, coll):
+            moved = []
+            for c in chunks:
+                new_id = make_chunk_id(new.id, doc.document_id, doc.content_hash, c.chunk_index)
+                chunk_ids[c.chunk_id] = new_id
+                moved.append(ChunkRecord(
+                    key=chunk_key(new_id), chunk_id=new_id, document_id=c.document_id,
+                    chunk_index=c.chunk_index, text=c.text, page=c.page, section=c.section,
+                    char_start=c.char_start, char_end=c.char_end, content_hash=c.content_hash,
+                    language=c.language, terms=list(c.terms), metadata=dict(c.metadata),
+                    filename=c.filename, path=c.path,
+                ))
+            dst.put_document(new, doc, moved, np.asarray(vectors, dtype=np.float32))
+            done += 1
+            if progress is not None:
+                progress(coll.name, done, total)
+        nodes = edges = 0
+        if graph is not None:
+            nodes, edges = graph.copy_collection(coll, new, chunk_ids)
+    except BaseException:
+        # A half-copied collection must not look complete: remove it, keep the cause.
+        try:
+            dst.drop_collection(new)
+        except KBError:
+            pass
+        raise
+    have, want = dst.stats(new), src.stats(coll)
+    vectors_src, vectors_dst = _vector_count(src, coll), _vector_count(dst, new)
+    if (have.documents, have.chunks, vectors_dst) != (want.documents, want.chunks, vectors_src):
+        raise BackendError(
+            f"copy: counts differ for {coll.workspace}/{coll.name}: source has {want.documents} "
+            f"documents, {want.chunks} chunks, {vectors_src} vectors; destination has "
+            f"{have.documents}, {have.chunks}, {vectors_dst}"
+        )
+    return {
+        "workspace": coll.workspace, "name": coll.name, "documents": have.documents,
+        "chunks": have.chunks, "vectors": vectors_dst, "graph_nodes": nodes, "graph_edges": edges,
+    }
+
+
+class _GraphCopy:
+    """Moves graph rows, rewriting node ids that embed a chunk id or a collection id."""
+
+    def __init__(self, src: Storage, dst: Storage, src_sql: Any, dst_sql: Any) -> None:
+        self.src, self.dst, self.src_sql, self.dst_sql = src, dst, src_sql, dst_sql
+        self.chunk_ids: dict[str, str] = {}
+        self.collection_ids: dict[int, int] = {}
+
+    @classmethod
+    def open(cls, src: Storage, dst: Storage) -> _GraphCopy | None:
+        try:
+            from .graph.store import sql_backend
+        except ImportError:
+            return None
+        src_sql, dst_sql = sql_backend(src), sql_backend(dst)
+        if src_sql is None or dst_sql is None:
+            return None
+        if not src.transaction(src_sql.has_schema):  # type: ignore[attr-defined]
+            return None
+        dst.transaction(dst_sql.ensure_schema)  # type: ignore[attr-defined]
+        return cls(src, dst, src_sql, dst_sql)
+
+    def remap(self, node_id: str) -> str:
+        if node_id in self.chunk_ids:
+            return self.chunk_ids[node_id]
+        head, _, rest = node_id.partition(":")
+        if head in ("doc", "sec", "coll"):
+            cid, sep, tail = rest.partition(":")
+            if cid.isdigit() and int(cid) in self.collection_ids:
+                return f"{head}:{self.collection_ids[int(cid)]}{sep}{tail}"
+        return node_id
+
+    def _rows(self, ws: str, collection_id: int) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
+        from .graph.build import EdgeRow, NodeRow
+        from .graph.store_duckdb import load_props
+
+        nodes_t, edges_t = self.src.transaction(  # type: ignore[attr-defined]
+            lambda con: self.src_sql.rows_of_collection(con, ws, collection_id)
+        )
+        nodes: dict[str, list[Any]] = {}
+        for r in nodes_t.to_pylist():
+            nodes.setdefault(r["document_id"], []).append(NodeRow(
+                id=self.remap(r["id"]), type=r["type"], properties=load_props(r["properties"]) or {},
+                chunk_id=self.remap(r["chunk_id"] or ""),
+            ))
+        edges: dict[str, list[Any]] = {}
+        for r in edges_t.to_pylist():
+            edges.setdefault(r["document_id"], []).append(EdgeRow(
+                source=self.remap(r["source"]), target=self.remap(r["target"]), type=r["type"],
+                weight=float(r["weight"]), properties=load_props(r["properties"]) or {},
+                chunk_id=self.remap(r["chunk_id"] or ""),
+            ))
+        return nodes, edges
+
+    def copy_collection(
+        self, old: CollectionRecord, new: CollectionRecord, chunk_ids: dict[str, str]
+    ) -> tuple[int, int]:
+        self.chunk_ids.update(chunk_ids)
+        self.collection_ids[old.id] = new.id
+        nodes, edges = self._rows(old.workspace, old.id)
+
+        def write(con: Any) -> None:
+            for doc in sorted(set(nodes) | set(edges)):
+                self.dst_sql.insert_nodes(con, new.workspace, new.id, doc, nodes.get(doc, []))
+                self.dst_sql.insert_edges(con, new.workspace, new.id, doc, edges.get(doc, []))
+            self.dst_sql.bump(con, new.workspace)
+
+        self.dst.transaction(write)  # type: ignore[attr-defined]
+        return sum(map(len, nodes.values())), sum(map(len, edges.values()))
+
+    def copy_workspace(self, ws: str) -> tuple[int, int]:
+        """Nodes and edges a user made through the API (collection 0), and entity aliases."""
+        nodes, edges = self._rows(ws, 0)
+        user_nodes = [n for rows in nodes.values() for n in rows]
+        user_edges = [e for rows in edges.values() for e in rows]
+        aliases = self.src.transaction(  # type: ignore[attr-defined]
+            lambda con: self.src_sql.aliases(con, ws)
+        )
+
+        def write(con: Any) -> None:
+            if user_nodes:
+                self.dst_sql.upsert_user_nodes(con, ws, user_nodes)
+            if user_edges:
+                self.dst_sql.upsert_user_edges(con, ws, user_edges)
+            for alias, canonical in aliases.items():
+                self.dst_sql.set_alias(con, ws, alias, canonical)
+            self.dst_sql.bump(con, ws)
+
+        self.dst.transaction(write)  # type: ignore[attr-defined]
+        return len(user_nodes), len(user_edges)

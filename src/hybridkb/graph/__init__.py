@@ -1,0 +1,72 @@
+"""Knowledge graph of a workspace, kept in the same store as the chunks.
+
+``attach_graph(kb)`` registers one write hook per storage object (so graph rows are
+written and pruned in the same transaction as each document) and returns the
+:class:`Graph` of ``kb.workspace``, available as ``kb.graph``::
+
+    kb = hybridkb.connect("kb.duckdb")
+    hit = kb.search("depreciation of cars")[0]
+    kb.graph.neighbors(hit.chunk_id)
+    kb.graph.find_paths(hit.document_node, "ent:itaa-1997")
+    kb.graph.search("instant asset write-off", strategy="parallel")
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from ..errors import GraphError
+from .api import Graph
+from .extract import Entity, EntityExtractor, RuleExtractor
+from .model import (
+    ContextItem, Edge, GraphSearchResult, GraphSearchResults, Neighbor, NeighborsResult, Node, Path,
+    PathsResult, Subgraph, TraverseResult,
+)
+from .store import GraphStore, sql_backend
+
+if TYPE_CHECKING:
+    from ..kb import KnowledgeBase
+
+__all__ = [
+    "ContextItem", "Edge", "Entity", "EntityExtractor", "Graph", "GraphError", "GraphSearchResult",
+    "GraphSearchResults", "Neighbor", "NeighborsResult", "Node", "Path", "PathsResult",
+    "RuleExtractor", "Subgraph", "TraverseResult", "attach_graph",
+]
+
+_STORES: weakref.WeakKeyDictionary[Any, GraphStore | None] = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
+
+
+def graph_store(storage: Any) -> GraphStore | None:
+    """The one GraphStore of a storage object, created (and its hook registered) once."""
+    with _LOCK:
+        if storage in _STORES:
+            return _STORES[storage]
+        sql = sql_backend(storage)
+        store = None
+        if sql is not None:
+            store = GraphStore(storage, sql)
+            store.setup()
+            storage.hooks.append(store.hook)
+        _STORES[storage] = store
+        return store
+
+
+class UnavailableGraph:
+    """Stands in for the graph on a backend that has no graph tables yet."""
+
+    def __init__(self, backend: str) -> None:
+        self.backend = backend
+
+    def __getattr__(self, name: str) -> Any:
+        raise GraphError(f"the knowledge graph is not available on the {self.backend} backend yet")
+
+
+def attach_graph(kb: KnowledgeBase) -> Graph:
+    """Register the graph write hook on ``kb.storage`` (once) and return ``kb``'s Graph."""
+    store = graph_store(kb.storage)
+    if store is None:
+        return UnavailableGraph(kb.storage.capabilities.name)  # type: ignore[return-value]
+    return Graph(kb, store)

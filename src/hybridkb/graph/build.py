@@ -1,0 +1,232 @@
+"""Graph rows for one document, derived at ingest from its chunks (no LLM).
+
+document -contains-> section -contains-> sub-section ... -contains-> chunk
+chunk -next-> chunk (reading order); chunk -mentions-> entity
+document -categorized_as-> the collection and each tag in ``metadata["tags"]``
+document -TYPE-> target for each entry of ``metadata["graph_links"]``
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import GraphError
+from ..storage.base import ChunkRecord, CollectionRecord, DocumentRecord
+from .extract import EntityExtractor, resolve_aliases
+from .model import (
+    CATEGORIZED_AS, CATEGORY, CHUNK, CONTAINS, DOCUMENT, EDGE_RESERVED, ENTITY, MENTIONS, NEXT,
+    NODE_RESERVED, SECTION, category_node_id, collection_node_id, document_node_id, entity_node_id,
+    section_node_id,
+)
+
+PREVIEW_CHARS = 160
+SECTION_SEP = " > "
+TAG_KEYS = ("tags", "tag", "categories", "category")
+_CHUNK_ID = re.compile(r"^[0-9a-f]{16}$")
+
+
+@dataclass
+class NodeRow:
+    id: str
+    type: str
+    properties: dict[str, Any] = field(default_factory=dict)
+    chunk_id: str = ""
+
+
+@dataclass
+class EdgeRow:
+    source: str
+    target: str
+    type: str
+    weight: float = 1.0
+    properties: dict[str, Any] = field(default_factory=dict)
+    chunk_id: str = ""
+
+
+class RowSet:
+    """Nodes deduplicated by id, edges by (source, target, type): later rows update earlier."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, NodeRow] = {}
+        self.edges: dict[tuple[str, str, str], EdgeRow] = {}
+
+    def node(self, row: NodeRow) -> None:
+        found = self.nodes.get(row.id)
+        if found is None:
+            self.nodes[row.id] = row
+        else:
+            found.properties.update(row.properties)
+
+    def edge(self, row: EdgeRow) -> None:
+        key = (row.source, row.target, row.type)
+        found = self.edges.get(key)
+        if found is None:
+            self.edges[key] = row
+        else:
+            found.weight = row.weight
+            found.properties.update(row.properties)
+
+
+def tags_of(metadata: Mapping[str, Any]) -> list[str]:
+    """Tags from metadata: a list, or one comma-separated string, under tags/categories."""
+    out: list[str] = []
+    for key in TAG_KEYS:
+        value = metadata.get(key)
+        if isinstance(value, str):
+            out.extend(t.strip() for t in value.split(","))
+        elif isinstance(value, (list, tuple)):
+            out.extend(str(t).strip() for t in value if isinstance(t, (str, int, float)))
+    return [t for t in dict.fromkeys(out) if t]
+
+
+def resolve_target(
+    target: str, coll: CollectionRecord, collection: str | None, find_collection: Callable[[str], int | None]
+) -> str:
+    """A link target: a node id when it has a ':' or is a chunk id, else a document id."""
+    if collection is not None:
+        cid = find_collection(collection)
+        if cid is None:
+            raise GraphError(
+                f"graph_links: collection {collection!r} not found; create it first or drop "
+                "'collection' to link within this collection"
+            )
+        return document_node_id(cid, target)
+    if ":" in target or _CHUNK_ID.match(target):
+        return target
+    return document_node_id(coll.id, target)
+
+
+def parse_links(
+    value: Any, coll: CollectionRecord, find_collection: Callable[[str], int | None]
+) -> list[tuple[str, str, float, dict[str, Any]]]:
+    """``graph_links`` metadata -> (type, target node id, weight, properties)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise GraphError("graph_links: expected a list of {\"type\", \"target\"} objects")
+    out = []
+    for n, link in enumerate(value):
+        if not isinstance(link, Mapping):
+            raise GraphError(f"graph_links[{n}]: expected an object with 'type' and 'target'")
+        kind, target = link.get("type"), link.get("target")
+        if not isinstance(kind, str) or not kind.strip():
+            raise GraphError(f"graph_links[{n}]: 'type' must be a non-empty string, e.g. \"AMENDS\"")
+        if not isinstance(target, str) or not target.strip():
+            raise GraphError(f"graph_links[{n}]: 'target' must be a document id or node id")
+        props = link.get("properties") or {}
+        if not isinstance(props, Mapping):
+            raise GraphError(f"graph_links[{n}]: 'properties' must be an object")
+        weight = link.get("weight", 1.0)
+        if not isinstance(weight, (int, float)) or isinstance(weight, bool):
+            raise GraphError(f"graph_links[{n}]: 'weight' must be a number")
+        collection = link.get("collection")
+        if collection is not None and not isinstance(collection, str):
+            raise GraphError(f"graph_links[{n}]: 'collection' must be a collection name")
+        resolved = resolve_target(target.strip(), coll, collection, find_collection)
+        clean = {str(k): v for k, v in props.items() if k not in EDGE_RESERVED}
+        out.append((kind.strip(), resolved, float(weight), clean))
+    return out
+
+
+def document_node(coll: CollectionRecord, doc: DocumentRecord) -> NodeRow:
+    meta = doc.metadata or {}
+    title = meta.get("title") if isinstance(meta.get("title"), str) else None
+    props: dict[str, Any] = {
+        "name": title or doc.filename or doc.document_id,
+        "collection": coll.name,
+        "collection_id": coll.id,
+        "document_id": doc.document_id,
+        "filename": doc.filename,
+        "source": doc.source,
+    }
+    return NodeRow(document_node_id(coll.id, doc.document_id), DOCUMENT, props)
+
+
+def document_rows(
+    coll: CollectionRecord,
+    doc: DocumentRecord,
+    chunks: Sequence[ChunkRecord],
+    *,
+    extractors: Iterable[EntityExtractor],
+    aliases: Mapping[str, str],
+    find_collection: Callable[[str], int | None],
+    structure: bool = True,
+) -> RowSet:
+    """Every node and edge one document contributes. ``structure=False`` keeps only the
+    document node, its categories and its links (an import brings its own structure)."""
+    rows = RowSet()
+    doc_row = document_node(coll, doc)
+    doc_id = doc_row.id
+    rows.node(doc_row)
+    coll_id = collection_node_id(coll.id)
+    rows.node(NodeRow(coll_id, CATEGORY, {"name": coll.name, "kind": "collection", "collection_id": coll.id}))
+    rows.edge(EdgeRow(doc_id, coll_id, CATEGORIZED_AS))
+    for tag in tags_of(doc.metadata or {}):
+        cat = category_node_id(tag)
+        rows.node(NodeRow(cat, CATEGORY, {"name": tag, "kind": "tag"}))
+        rows.edge(EdgeRow(doc_id, cat, CATEGORIZED_AS))
+    for kind, target, weight, props in parse_links((doc.metadata or {}).get("graph_links"), coll, find_collection):
+        rows.edge(EdgeRow(doc_id, target, kind, weight, props))
+    if not structure:
+        return rows
+    extractors = list(extractors)
+    ordered = sorted(chunks, key=lambda c: c.chunk_index)
+    previous: str | None = None
+    for chunk in ordered:
+        parent = doc_id
+        if chunk.section:
+            parts = [p.strip() for p in chunk.section.split(SECTION_SEP.strip()) if p.strip()]
+            for depth in range(len(parts)):
+                path = SECTION_SEP.join(parts[: depth + 1])
+                sec = section_node_id(coll.id, doc.document_id, path)
+                rows.node(NodeRow(sec, SECTION, {
+                    "name": parts[depth], "path": path, "level": depth + 1, "collection": coll.name,
+                    "document_id": doc.document_id,
+                }, chunk.chunk_id))
+                rows.edge(EdgeRow(parent, sec, CONTAINS, chunk_id=chunk.chunk_id))
+                parent = sec
+        rows.node(NodeRow(chunk.chunk_id, CHUNK, {
+            "name": _preview(chunk.text, 60),
+            "collection": coll.name,
+            "collection_id": coll.id,
+            "document_id": doc.document_id,
+            "chunk_index": chunk.chunk_index,
+            "page": chunk.page,
+            "section": chunk.section,
+            "filename": chunk.filename,
+            "preview": _preview(chunk.text, PREVIEW_CHARS),
+        }, chunk.chunk_id))
+        rows.edge(EdgeRow(parent, chunk.chunk_id, CONTAINS, chunk_id=chunk.chunk_id))
+        if previous is not None:
+            rows.edge(EdgeRow(previous, chunk.chunk_id, NEXT, chunk_id=chunk.chunk_id))
+        previous = chunk.chunk_id
+        entities = []
+        for extractor in extractors:
+            entities.extend(extractor.extract(chunk.text))
+        counts: dict[str, int] = {}
+        for one in entities:
+            for ent in resolve_aliases([one], aliases):
+                counts[ent.key] = counts.get(ent.key, 0) + 1
+        for ent in resolve_aliases(entities, aliases):
+            node = entity_node_id(ent.key)
+            rows.node(NodeRow(node, ENTITY, {"name": ent.name, "kind": ent.kind}, chunk.chunk_id))
+            count = counts.get(ent.key, 1)
+            rows.edge(EdgeRow(chunk.chunk_id, node, MENTIONS, float(count),
+                              {"surface": ent.surface}, chunk.chunk_id))
+    return rows
+
+
+def _preview(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
+def clean_properties(props: Mapping[str, Any] | None, reserved: frozenset[str] = NODE_RESERVED) -> dict[str, Any]:
+    if props is None:
+        return {}
+    if not isinstance(props, Mapping):
+        raise GraphError("properties: expected an object")
+    return {str(k): v for k, v in props.items() if str(k) not in reserved}

@@ -1,0 +1,493 @@
+"""Graph import and export.
+
+Folder format, one set per document ``<name>``:
+
+* ``<name>.nodes.json``: a JSON list of nodes ``{"id", "type", ...properties}`` (or
+  ``{"nodes": [...]}``). Nodes with text (``text`` or ``content``) of type chunk or
+  code become the document's chunks; section, entity, category and other nodes
+  become graph nodes.
+* ``<name>.edges.json``: a list of edges ``{"source", "target", "type", ...}`` (types
+  such as parent_of, contains, next, mentions, categorized_as, related).
+* ``<name>.parquet``: embeddings, columns ``id`` and ``embedding`` (a float list).
+
+Importing stores each set as one document of a collection. Vectors are used as they
+are when their dimension matches the collection's; chunks without a usable vector
+are embedded with the collection's model. Chunk node ids become chunk_ids; entities
+and categories join the workspace's own (``ent:<name>``, ``cat:<name>``); other node
+ids are kept under ``imp:<collection_id>:``.
+
+Export writes the same folder format, GraphML (for Gephi, yEd, networkx) or Mermaid.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from xml.etree import ElementTree as ET
+
+import numpy as np
+
+from ..errors import EmbeddingMismatch, GraphError, KBError
+from ..storage.base import ChunkRecord, DocumentRecord, chunk_key, make_chunk_id
+from .build import EdgeRow, NodeRow, RowSet
+from .extract import canonical_key
+from .model import (
+    CATEGORY, CHUNK, CHUNK_TYPES, CONTAINS, DOCUMENT, EDGE_RESERVED, ENTITY, NODE_RESERVED, SECTION, Edge, Node,
+    category_node_id, collection_node_id, document_node_id, entity_node_id,
+)
+
+if TYPE_CHECKING:
+    from .api import Graph
+
+TEXT_KEYS = ("text", "content")
+VECTOR_KEYS = ("embedding", "vector", "embeddings")
+FORMATS = ("graphml", "mermaid")
+_SAFE = re.compile(r"[^\w.\-]+")
+
+
+# -- reading the folder ------------------------------------------------------------------
+
+
+def _read_list(path: Path, key: str) -> list[dict[str, Any]]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise GraphError(f"{path.name}: not readable JSON ({exc})") from exc
+    if isinstance(data, dict):
+        data = data.get(key)
+    if not isinstance(data, list) or not all(isinstance(x, dict) for x in data):
+        raise GraphError(f"{path.name}: expected a JSON list of {key} objects (or {{\"{key}\": [...]}})")
+    return data
+
+
+def _read_vectors(path: Path) -> dict[str, np.ndarray]:
+    if not path.is_file():
+        return {}
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # pyarrow raises several unrelated types for a bad file
+        raise GraphError(f"{path.name}: not a readable Parquet file ({exc})") from exc
+    column = next((c for c in VECTOR_KEYS if c in table.column_names), None)
+    if "id" not in table.column_names or column is None:
+        raise GraphError(f"{path.name}: needs columns 'id' and 'embedding' (a list of floats)")
+    ids = [str(i) for i in table.column("id").to_pylist()]
+    out: dict[str, np.ndarray] = {}
+    for node_id, vec in zip(ids, table.column(column).to_pylist(), strict=True):
+        if vec is not None:
+            out[node_id] = np.asarray(vec, dtype=np.float32)
+    return out
+
+
+def _text(node: dict[str, Any]) -> str | None:
+    for key in TEXT_KEYS:
+        value = node.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
+
+
+def _edge_field(edge: dict[str, Any], *names: str) -> Any:
+    for n in names:
+        if n in edge:
+            return edge[n]
+    return None
+
+
+def _props(node: dict[str, Any], drop: Iterable[str]) -> dict[str, Any]:
+    skip = set(drop) | set(TEXT_KEYS) | set(VECTOR_KEYS)
+    return {k: v for k, v in node.items() if k not in skip}
+
+
+def import_folder(graph: Graph, collection: str, folder: Path) -> dict[str, Any]:
+    """Import every ``*.nodes.json`` set in ``folder`` as documents of ``collection``."""
+    if not folder.is_dir():
+        raise GraphError(f"{folder}: not a folder; pass the folder holding <name>.nodes.json files")
+    sets = sorted(folder.glob("*.nodes.json"))
+    if not sets:
+        raise GraphError(f"{folder}: no <name>.nodes.json files found")
+    kb = graph.kb
+    coll = kb.collection(collection, create=True)
+    record = coll.record
+    report: dict[str, Any] = {
+        "collection": record.name, "added": [], "unchanged": [], "failed": [], "reembedded": 0,
+    }
+    embedder = None
+    for nodes_path in sets:
+        name = nodes_path.name[: -len(".nodes.json")]
+        try:
+            staged = _prepare(graph, record, folder, name)
+            existing = kb.storage.get_document(record, staged["doc"].document_id)
+            doc = staged["doc"]
+            if existing is not None and existing.content_hash == doc.content_hash and existing.signature == doc.signature:
+                report["unchanged"].append({"name": name, "document_id": doc.document_id,
+                                            "chunks": existing.chunk_count})
+                continue
+            vectors = staged["vectors"]
+            missing = staged["missing"]
+            if missing:
+                if embedder is None:
+                    embedder = kb.embedder_for(record)
+                fresh = embedder.embed_documents([staged["chunks"][i].text for i in missing])
+                vectors[missing] = fresh
+                report["reembedded"] += len(missing)
+            graph._store.staged[(record.id, doc.document_id)] = staged["rows"]
+            try:
+                kb.storage.put_document(record, doc, staged["chunks"], vectors)
+            finally:
+                graph._store.staged.pop((record.id, doc.document_id), None)
+            report["added"].append({"name": name, "document_id": doc.document_id,
+                                    "chunks": len(staged["chunks"]), "reembedded": len(missing)})
+        except KBError as exc:
+            report["failed"].append({"name": name, "error": str(exc), "code": exc.code})
+    return report
+
+
+def _prepare(graph: Graph, record: Any, folder: Path, name: str) -> dict[str, Any]:
+    from ..analysis import analyze, detect_language
+    from ..ingest import signature
+
+    nodes_path = folder / f"{name}.nodes.json"
+    edges_path = folder / f"{name}.edges.json"
+    nodes = _read_list(nodes_path, "nodes")
+    edges = _read_list(edges_path, "edges") if edges_path.is_file() else []
+    vectors_by_id = _read_vectors(folder / f"{name}.parquet")
+    raw = nodes_path.read_bytes() + (edges_path.read_bytes() if edges_path.is_file() else b"")
+    content_hash = hashlib.sha256(raw).hexdigest()
+    doc_meta: dict[str, Any] = {"imported_from": name}
+    document_id = name
+    old_cid: int | None = None
+    for n in nodes:
+        if n.get("type") == DOCUMENT:
+            document_id = str(n.get("document_id") or document_id)
+            doc_meta.update(_props(n, ("id", "type", "document_id", "collection", "collection_id",
+                                       "name", "source")))
+            if isinstance(n.get("collection_id"), int):
+                old_cid = n["collection_id"]  # an export of ours: re-point its doc: ids
+    cid = record.id
+    mapping: dict[str, str] = {}
+    renames = {} if old_cid is None else {f"doc:{old_cid}:": f"doc:{cid}:", f"coll:{old_cid}": f"coll:{cid}"}
+    chunk_nodes: list[tuple[int, dict[str, Any], str]] = []
+    for pos, n in enumerate(nodes):
+        orig = n.get("id")
+        if not isinstance(orig, str) or not orig:
+            raise GraphError(f"{name}.nodes.json: node {pos} has no string 'id'")
+        kind = n.get("type")
+        if not isinstance(kind, str) or not kind:
+            raise GraphError(f"{name}.nodes.json: node {orig!r} has no 'type'")
+        text = _text(n)
+        if kind in CHUNK_TYPES and text is not None:
+            chunk_nodes.append((pos, n, text))
+    order = sorted(
+        range(len(chunk_nodes)),
+        key=lambda j: (_int(chunk_nodes[j][1], ("chunk_index", "index", "order"), chunk_nodes[j][0]), j),
+    )
+    chunk_nodes = [chunk_nodes[j] for j in order]
+    if not chunk_nodes:
+        raise GraphError(f"{name}.nodes.json: no chunk or code node with 'text'; nothing to search")
+    doc_node = document_node_id(cid, document_id)
+    language = record.language if record.language and record.language != "auto" else detect_language(
+        " ".join(t for _, _, t in chunk_nodes)[:4000]
+    )
+    chunks: list[ChunkRecord] = []
+    rows = RowSet()
+    dim = record.dim
+    vectors = np.zeros((len(chunk_nodes), dim), dtype=np.float32)
+    missing: list[int] = []
+    offset = 0
+    for index, (_pos, n, text) in enumerate(chunk_nodes):
+        chunk_id = make_chunk_id(cid, document_id, content_hash, index)
+        mapping[n["id"]] = chunk_id
+        page = n.get("page") if isinstance(n.get("page"), int) else None
+        section = n.get("section") if isinstance(n.get("section"), str) else None
+        chunks.append(ChunkRecord(
+            key=chunk_key(chunk_id), chunk_id=chunk_id, document_id=document_id, chunk_index=index,
+            text=text, page=page, section=section, char_start=offset, char_end=offset + len(text),
+            content_hash=hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(),
+            language=language, terms=analyze(text, language), metadata=doc_meta, filename=None, path=None,
+        ))
+        offset += len(text) + 2
+        vec = vectors_by_id.get(n["id"])
+        if vec is not None and vec.shape == (dim,) and np.isfinite(vec).all() and np.linalg.norm(vec) > 1e-12:
+            vectors[index] = vec / np.linalg.norm(vec)
+        else:
+            missing.append(index)
+        props = _props(n, NODE_RESERVED)
+        props.update({
+            "name": props.get("name") or " ".join(text.split())[:60],
+            "collection": record.name, "collection_id": cid, "document_id": document_id,
+            "chunk_index": index, "source_id": n["id"], "preview": " ".join(text.split())[:160],
+        })
+        rows.node(NodeRow(chunk_id, n["type"], props, chunk_id))
+    for n in nodes:
+        orig, kind = n["id"], n["type"]
+        if orig in mapping or kind == DOCUMENT:
+            if kind == DOCUMENT:
+                mapping[orig] = doc_node
+            continue
+        label = n.get("name") or n.get("title") or n.get("label")
+        if kind == CATEGORY and n.get("kind") == "collection":
+            mapping[orig] = collection_node_id(cid)  # the ingest hook writes this node
+            continue
+        if kind == ENTITY and isinstance(label, str) and canonical_key(label):
+            new_id = entity_node_id(canonical_key(label))
+        elif kind == CATEGORY and isinstance(label, str) and canonical_key(label):
+            new_id = category_node_id(label)
+        elif kind == SECTION:
+            new_id = f"imp:{cid}:{document_id}:{orig}"
+        else:
+            new_id = f"imp:{cid}:{orig}"
+        mapping[orig] = new_id
+        props = _props(n, NODE_RESERVED)
+        props.setdefault("name", label if isinstance(label, str) else orig)
+        props["source_id"] = orig
+        rows.node(NodeRow(new_id, kind, props))
+    has_parent: set[str] = set()
+    for k, e in enumerate(edges):
+        src = _edge_field(e, "source", "from", "src")
+        dst = _edge_field(e, "target", "to", "dst")
+        kind = _edge_field(e, "type", "relation", "label")
+        if not all(isinstance(v, str) and v for v in (src, dst, kind)):
+            raise GraphError(f"{name}.edges.json: edge {k} needs string 'source', 'target' and 'type'")
+        weight = e.get("weight", 1.0)
+        if not isinstance(weight, (int, float)) or isinstance(weight, bool):
+            weight = 1.0
+        s, t = _map_endpoint(mapping, src, cid, renames), _map_endpoint(mapping, dst, cid, renames)
+        props = {k2: v for k2, v in e.items() if k2 not in EDGE_RESERVED | {"from", "to", "src", "dst",
+                                                                            "relation", "label"}}
+        rows.edge(EdgeRow(s, t, kind, float(weight), props))
+        if kind in (CONTAINS, "parent_of"):
+            has_parent.add(t)
+    # Hang the document's top-level parts (no parent of their own) off its document node.
+    for node_id, row in list(rows.nodes.items()):
+        if row.type in (SECTION, *CHUNK_TYPES) and node_id not in has_parent:
+            rows.edge(EdgeRow(doc_node, node_id, CONTAINS))
+    doc = DocumentRecord(
+        document_id=document_id, path=None, filename=f"{name}.nodes.json", source="import",
+        content_hash=content_hash, signature=signature(record), metadata=doc_meta,
+        bytes=len(raw), chunk_count=len(chunks), language=language,
+    )
+    return {"doc": doc, "chunks": chunks, "vectors": vectors, "missing": missing, "rows": rows}
+
+
+def _int(node: dict[str, Any], keys: Sequence[str], default: int) -> int:
+    for k in keys:
+        v = node.get(k)
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+    return default
+
+
+def _map_endpoint(mapping: dict[str, str], orig: str, cid: int, renames: dict[str, str]) -> str:
+    found = mapping.get(orig)
+    if found is not None:
+        return found
+    for old, new in renames.items():
+        if orig.startswith(old):
+            return new + orig[len(old):]
+    return orig if ":" in orig else f"imp:{cid}:{orig}"
+
+
+# -- selecting what to export ------------------------------------------------------------
+
+
+def collection_part(graph: Graph, collection: str, node_limit: int, edge_limit: int) -> tuple[list[Node], list[Edge], bool]:
+    """Nodes and edges that came from a collection's documents, plus user edges among them."""
+    record = graph.kb.record(collection)
+    g = graph._graph()
+    node_idx: dict[int, None] = {}
+    edge_idx: dict[int, None] = {}
+    for doc in sorted(g.by_coll.get(record.id, ())):
+        nodes, edges = g.by_prov.get((record.id, doc), ([], []))
+        for i in nodes:
+            if g.nprov[i] is not None:
+                node_idx[i] = None
+        for e in edges:
+            if g.eprov[e] is not None:
+                edge_idx[e] = None
+    for i in list(node_idx):
+        for e in g.out[i]:
+            if g.edst[e] in node_idx:
+                edge_idx[e] = None
+    for e in edge_idx:
+        node_idx.setdefault(g.esrc[e], None)
+        node_idx.setdefault(g.edst[e], None)
+    truncated = len(node_idx) > node_limit or len(edge_idx) > edge_limit
+    kept_nodes = list(node_idx)[:node_limit]
+    keep = set(kept_nodes)
+    kept_edges = [e for e in edge_idx if g.esrc[e] in keep and g.edst[e] in keep][:edge_limit]
+    return [g.node(i) for i in kept_nodes], [g.edge(e) for e in kept_edges], truncated
+
+
+def export_text(
+    graph: Graph, *, collection: str | None, node: str | None, max_depth: int, fmt: str,
+    node_limit: int, edge_limit: int,
+) -> str:
+    if fmt not in FORMATS:
+        raise GraphError(f"format: {fmt!r} unknown; use graphml or mermaid (or export_folder for JSON)")
+    if node is not None:
+        sub = graph.subgraph(node, max_depth=max_depth, node_limit=node_limit, edge_limit=edge_limit)
+        nodes, edges = sub.nodes, sub.edges
+    elif collection is not None:
+        nodes, edges, _ = collection_part(graph, collection, node_limit, edge_limit)
+    else:
+        raise GraphError("export: name a collection or a node")
+    return to_graphml(nodes, edges) if fmt == "graphml" else to_mermaid(nodes, edges)
+
+
+# -- GraphML and Mermaid -----------------------------------------------------------------
+
+
+def _graphml_type(values: list[Any]) -> str:
+    if all(isinstance(v, bool) for v in values):
+        return "boolean"
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        return "long"
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return "double"
+    return "string"
+
+
+def _graphml_value(value: Any, kind: str) -> str:
+    if kind == "boolean":
+        return "true" if value else "false"
+    if kind in ("long", "double"):
+        return repr(value) if kind == "double" else str(value)
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def to_graphml(nodes: Sequence[Node], edges: Sequence[Edge]) -> str:
+    """GraphML with one typed <key> per property name (lists and objects as JSON text)."""
+    root = ET.Element("graphml", xmlns="http://graphml.graphdrawing.org/xmlns")
+    keys: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def declare(scope: str, items: list[dict[str, Any]]) -> None:
+        values: dict[str, list[Any]] = {}
+        for item in items:
+            for k, v in item.items():
+                if v is not None and k != "id" and not (scope == "edge" and k in ("source", "target")):
+                    values.setdefault(k, []).append(v)
+        for k in sorted(values):
+            kind = _graphml_type(values[k])
+            key_id = f"{scope[0]}{len(keys)}"
+            keys[(scope, k)] = (key_id, kind)
+            ET.SubElement(root, "key", {"id": key_id, "for": scope, "attr.name": k, "attr.type": kind})
+
+    node_dicts = [n.to_dict() for n in nodes]
+    edge_dicts = [e.to_dict() for e in edges]
+    declare("node", node_dicts)
+    declare("edge", edge_dicts)
+    g = ET.SubElement(root, "graph", {"id": "G", "edgedefault": "directed"})
+    for d in node_dicts:
+        el = ET.SubElement(g, "node", {"id": d["id"]})
+        for k, v in d.items():
+            if k != "id" and v is not None:
+                key_id, kind = keys[("node", k)]
+                ET.SubElement(el, "data", {"key": key_id}).text = _graphml_value(v, kind)
+    known = {d["id"] for d in node_dicts}
+    for n, d in enumerate(edge_dicts):
+        if d["source"] not in known or d["target"] not in known:
+            continue
+        el = ET.SubElement(g, "edge", {"id": f"e{n}", "source": d["source"], "target": d["target"]})
+        for k, v in d.items():
+            if k not in ("source", "target") and v is not None:
+                key_id, kind = keys[("edge", k)]
+                ET.SubElement(el, "data", {"key": key_id}).text = _graphml_value(v, kind)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+_MERMAID_ESCAPES = {'"': "#quot;", "<": "#lt;", ">": "#gt;", "|": "#124;", "\n": " ", "`": "#96;"}
+_MERMAID_STYLE = {
+    DOCUMENT: "fill:#dbeafe,stroke:#1d4ed8", SECTION: "fill:#e0e7ff,stroke:#4338ca",
+    CHUNK: "fill:#f3f4f6,stroke:#6b7280", ENTITY: "fill:#dcfce7,stroke:#15803d",
+    CATEGORY: "fill:#fef3c7,stroke:#b45309",
+}
+
+
+def _mermaid_text(text: str, limit: int = 48) -> str:
+    flat = " ".join(str(text).split())
+    if len(flat) > limit:
+        flat = flat[: limit - 1] + "…"
+    return "".join(_MERMAID_ESCAPES.get(ch, ch) for ch in flat)
+
+
+def to_mermaid(nodes: Sequence[Node], edges: Sequence[Edge]) -> str:
+    """A Mermaid flowchart; node ids become n0, n1, ... (labels carry name and type)."""
+    alias = {n.id: f"n{i}" for i, n in enumerate(nodes)}
+    lines = ["flowchart LR"]
+    for n in nodes:
+        name = n.properties.get("name") or n.id
+        lines.append(f'    {alias[n.id]}["{_mermaid_text(name)}<br/><i>{_mermaid_text(n.type, 20)}</i>"]')
+    for e in edges:
+        if e.source in alias and e.target in alias:
+            lines.append(f"    {alias[e.source]} -->|{_mermaid_text(e.type, 30)}| {alias[e.target]}")
+    used = sorted({n.type for n in nodes} & set(_MERMAID_STYLE))
+    for t in used:
+        lines.append(f"    classDef {t} {_MERMAID_STYLE[t]}")
+        members = ",".join(alias[n.id] for n in nodes if n.type == t)
+        lines.append(f"    class {members} {t}")
+    return "\n".join(lines) + "\n"
+
+
+# -- folder export -----------------------------------------------------------------------
+
+
+def export_folder(graph: Graph, collection: str, folder: Path) -> list[Path]:
+    """Write ``<doc>.nodes.json``, ``<doc>.edges.json`` and ``<doc>.parquet`` per document."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    kb = graph.kb
+    record = kb.record(collection)
+    g = graph._graph()
+    folder.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    used_names: set[str] = set()
+    for doc in sorted(g.by_coll.get(record.id, ())):
+        node_ids, edge_ids = g.by_prov.get((record.id, doc), ([], []))
+        nodes = [g.node(i) for i in dict.fromkeys(node_ids) if g.nprov[i] is not None]
+        edges = [g.edge(e) for e in dict.fromkeys(edge_ids) if g.eprov[e] is not None]
+        chunk_ids = [n.id for n in nodes if n.type in CHUNK_TYPES]
+        keys = [chunk_key(c) for c in chunk_ids]
+        rows = kb.storage.fetch_chunks(record, keys)
+        texts = {r.chunk_id: r.text for r in rows.values()}
+        out_nodes = []
+        for n in nodes:
+            d = n.to_dict()
+            if n.type in CHUNK_TYPES and n.id in texts:
+                d["text"] = texts[n.id]
+                d.pop("preview", None)
+            if n.type == DOCUMENT:
+                d["document_id"] = doc
+            out_nodes.append(d)
+        base = _SAFE.sub("_", doc).strip("._") or "document"
+        name, k = base, 1
+        while name in used_names:
+            k += 1
+            name = f"{base}_{k}"
+        used_names.add(name)
+        paths = [folder / f"{name}.nodes.json", folder / f"{name}.edges.json", folder / f"{name}.parquet"]
+        paths[0].write_text(json.dumps(out_nodes, ensure_ascii=False, indent=1), encoding="utf-8")
+        paths[1].write_text(
+            json.dumps([e.to_dict() for e in edges], ensure_ascii=False, indent=1), encoding="utf-8"
+        )
+        present = [c for c in chunk_ids if c in texts]
+        vecs = kb.storage.fetch_vectors(record, [chunk_key(c) for c in present]) if present else np.zeros((0, record.dim))
+        table = pa.table({
+            "id": pa.array(present, pa.string()),
+            "embedding": pa.array([v.tolist() for v in vecs], pa.list_(pa.float32())),
+        })
+        pq.write_table(table, paths[2])
+        written.extend(paths)
+    return written
+
+
+__all__ = ["EmbeddingMismatch", "export_folder", "export_text", "import_folder", "to_graphml", "to_mermaid"]

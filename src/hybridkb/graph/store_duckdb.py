@@ -1,0 +1,307 @@
+"""Graph tables in DuckDB. Everything DuckDB-specific about the graph lives here.
+
+Tables (one set per database; every row carries its workspace and provenance):
+
+* ``hybridkb_graph_nodes``  (workspace, id, type, properties, collection_id, document_id, chunk_id)
+* ``hybridkb_graph_edges``  (workspace, source, target, type, weight, properties,
+  collection_id, document_id, chunk_id)
+* ``hybridkb_graph_state``  (workspace, version): bumped by every graph write, so an
+  in-memory copy can tell whether it is current
+* ``hybridkb_graph_aliases`` (workspace, alias, canonical)
+
+Rows from a document have ``collection_id > 0``; rows a user made through the API
+have ``collection_id = 0`` and ``document_id = ''``. There are no unique constraints:
+each write deletes the rows it replaces first, which keeps upserts idempotent and
+the SQL plain (a Postgres twin only changes the array parameters and bulk load).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from .build import EdgeRow, NodeRow
+
+NODES = "hybridkb_graph_nodes"
+EDGES = "hybridkb_graph_edges"
+STATE = "hybridkb_graph_state"
+ALIASES = "hybridkb_graph_aliases"
+
+SCHEMA = [
+    f"""CREATE TABLE IF NOT EXISTS {NODES} (
+        workspace VARCHAR NOT NULL, id VARCHAR NOT NULL, type VARCHAR NOT NULL, properties JSON,
+        collection_id INTEGER NOT NULL, document_id VARCHAR NOT NULL, chunk_id VARCHAR NOT NULL)""",
+    f"""CREATE TABLE IF NOT EXISTS {EDGES} (
+        workspace VARCHAR NOT NULL, source VARCHAR NOT NULL, target VARCHAR NOT NULL,
+        type VARCHAR NOT NULL, weight DOUBLE NOT NULL, properties JSON,
+        collection_id INTEGER NOT NULL, document_id VARCHAR NOT NULL, chunk_id VARCHAR NOT NULL)""",
+    f"CREATE TABLE IF NOT EXISTS {STATE} (workspace VARCHAR NOT NULL, version BIGINT NOT NULL)",
+    f"""CREATE TABLE IF NOT EXISTS {ALIASES} (
+        workspace VARCHAR NOT NULL, alias VARCHAR NOT NULL, canonical VARCHAR NOT NULL)""",
+]
+
+_NODE_SCHEMA = pa.schema([
+    ("workspace", pa.string()), ("id", pa.string()), ("type", pa.string()),
+    ("properties", pa.string()), ("collection_id", pa.int32()), ("document_id", pa.string()),
+    ("chunk_id", pa.string()),
+])  # fmt: skip
+_EDGE_SCHEMA = pa.schema([
+    ("workspace", pa.string()), ("source", pa.string()), ("target", pa.string()),
+    ("type", pa.string()), ("weight", pa.float64()), ("properties", pa.string()),
+    ("collection_id", pa.int32()), ("document_id", pa.string()), ("chunk_id", pa.string()),
+])  # fmt: skip
+
+
+def dump_props(props: dict[str, Any] | None) -> str | None:
+    return json.dumps(props, ensure_ascii=False, default=str) if props else None
+
+
+def load_props(text: str | None) -> dict[str, Any] | None:
+    if not text or text == "{}":
+        return None
+    value = json.loads(text)
+    return value if isinstance(value, dict) else None
+
+
+class DuckDBGraphSQL:
+    """SQL for the graph tables; ``con`` is the connection inside the caller's transaction."""
+
+    name = "duckdb"
+
+    def ensure_schema(self, con: Any) -> None:
+        for statement in SCHEMA:
+            con.execute(statement)
+
+    def has_schema(self, con: Any) -> bool:
+        rows = con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name IN (?, ?, ?, ?)",
+            [NODES, EDGES, STATE, ALIASES],
+        ).fetchone()
+        return bool(rows and rows[0] == 4)
+
+    # -- versions -------------------------------------------------------------------
+
+    def version(self, con: Any, workspace: str) -> int:
+        row = con.execute(f"SELECT max(version) FROM {STATE} WHERE workspace = ?", [workspace]).fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+
+    def bump(self, con: Any, workspace: str) -> tuple[int, int]:
+        """Advance the workspace's graph version inside the write; return (before, after)."""
+        before = self.version(con, workspace)
+        if con.execute(f"SELECT 1 FROM {STATE} WHERE workspace = ?", [workspace]).fetchone():
+            con.execute(f"UPDATE {STATE} SET version = ? WHERE workspace = ?", [before + 1, workspace])
+        else:
+            con.execute(f"INSERT INTO {STATE} VALUES (?, ?)", [workspace, before + 1])
+        return before, before + 1
+
+    # -- writes ---------------------------------------------------------------------
+
+    def _insert(self, con: Any, table: str, data: pa.Table) -> None:
+        if data.num_rows == 0:
+            return
+        con.register("_hkb_graph_rows", data)
+        try:
+            con.execute(f"INSERT INTO {table} SELECT * FROM _hkb_graph_rows")
+        finally:
+            con.unregister("_hkb_graph_rows")
+
+    def insert_nodes(
+        self, con: Any, workspace: str, collection_id: int, document_id: str, rows: Sequence[NodeRow]
+    ) -> None:
+        n = len(rows)
+        self._insert(con, NODES, pa.table(
+            [
+                [workspace] * n, [r.id for r in rows], [r.type for r in rows],
+                [dump_props(r.properties) for r in rows], [collection_id] * n, [document_id] * n,
+                [r.chunk_id for r in rows],
+            ],
+            schema=_NODE_SCHEMA,
+        ))
+
+    def insert_edges(
+        self, con: Any, workspace: str, collection_id: int, document_id: str, rows: Sequence[EdgeRow]
+    ) -> None:
+        n = len(rows)
+        self._insert(con, EDGES, pa.table(
+            [
+                [workspace] * n, [r.source for r in rows], [r.target for r in rows],
+                [r.type for r in rows], [float(r.weight) for r in rows],
+                [dump_props(r.properties) for r in rows], [collection_id] * n, [document_id] * n,
+                [r.chunk_id for r in rows],
+            ],
+            schema=_EDGE_SCHEMA,
+        ))
+
+    def _prune_vanished(self, con: Any, workspace: str, old_ids: Iterable[str]) -> None:
+        """Drop user edges on nodes that lost their last row."""
+        old = list(dict.fromkeys(old_ids))
+        if not old:
+            return
+        still = {
+            r[0]
+            for r in con.execute(
+                f"SELECT DISTINCT id FROM {NODES} WHERE workspace = ? AND id IN (SELECT unnest(?::VARCHAR[]))",
+                [workspace, old],
+            ).fetchall()
+        }
+        vanished = [i for i in old if i not in still]
+        if vanished:
+            con.execute(
+                f"DELETE FROM {EDGES} WHERE workspace = ? AND collection_id = 0 AND"
+                " (source IN (SELECT unnest(?::VARCHAR[])) OR target IN (SELECT unnest(?::VARCHAR[])))",
+                [workspace, vanished, vanished],
+            )
+
+    def replace_documents(
+        self,
+        con: Any,
+        workspace: str,
+        collection_id: int,
+        document_ids: Sequence[str],
+        nodes: Sequence[NodeRow] = (),
+        edges: Sequence[EdgeRow] = (),
+    ) -> None:
+        """Delete the rows of these documents, then insert the given rows (for the first one)."""
+        docs = list(document_ids)
+        where = "workspace = ? AND collection_id = ? AND document_id IN (SELECT unnest(?::VARCHAR[]))"
+        params = [workspace, collection_id, docs]
+        old = [r[0] for r in con.execute(f"SELECT DISTINCT id FROM {NODES} WHERE {where}", params).fetchall()]
+        con.execute(f"DELETE FROM {NODES} WHERE {where}", params)
+        con.execute(f"DELETE FROM {EDGES} WHERE {where}", params)
+        if docs and (nodes or edges):
+            self.insert_nodes(con, workspace, collection_id, docs[0], nodes)
+            self.insert_edges(con, workspace, collection_id, docs[0], edges)
+        self._prune_vanished(con, workspace, old)
+
+    def drop_collection(self, con: Any, workspace: str, collection_id: int) -> None:
+        where = "workspace = ? AND collection_id = ?"
+        params = [workspace, collection_id]
+        old = [r[0] for r in con.execute(f"SELECT DISTINCT id FROM {NODES} WHERE {where}", params).fetchall()]
+        con.execute(f"DELETE FROM {NODES} WHERE {where}", params)
+        con.execute(f"DELETE FROM {EDGES} WHERE {where}", params)
+        self._prune_vanished(con, workspace, old)
+
+    def upsert_user_nodes(self, con: Any, workspace: str, rows: Sequence[NodeRow]) -> None:
+        ids = [r.id for r in rows]
+        con.execute(
+            f"DELETE FROM {NODES} WHERE workspace = ? AND collection_id = 0 AND id IN (SELECT unnest(?::VARCHAR[]))",
+            [workspace, ids],
+        )
+        self.insert_nodes(con, workspace, 0, "", rows)
+
+    def upsert_user_edges(self, con: Any, workspace: str, rows: Sequence[EdgeRow]) -> None:
+        if not rows:
+            return
+        keys = pa.table({
+            "source": [r.source for r in rows], "target": [r.target for r in rows],
+            "type": [r.type for r in rows],
+        })  # fmt: skip
+        con.register("_hkb_graph_keys", keys)
+        try:
+            con.execute(
+                f"DELETE FROM {EDGES} AS e USING _hkb_graph_keys AS k WHERE e.workspace = ? AND"
+                " e.collection_id = 0 AND e.source = k.source AND e.target = k.target AND e.type = k.type",
+                [workspace],
+            )
+        finally:
+            con.unregister("_hkb_graph_keys")
+        self.insert_edges(con, workspace, 0, "", rows)
+
+    def delete_user_edge(self, con: Any, workspace: str, source: str, target: str, etype: str) -> int:
+        where = "workspace = ? AND collection_id = 0 AND source = ? AND target = ? AND type = ?"
+        params = [workspace, source, target, etype]
+        (count,) = con.execute(f"SELECT count(*) FROM {EDGES} WHERE {where}", params).fetchone()
+        con.execute(f"DELETE FROM {EDGES} WHERE {where}", params)
+        return int(count)
+
+    def delete_user_node(self, con: Any, workspace: str, node_id: str) -> int:
+        params = [workspace, node_id]
+        (count,) = con.execute(
+            f"SELECT count(*) FROM {NODES} WHERE workspace = ? AND collection_id = 0 AND id = ?", params
+        ).fetchone()
+        con.execute(f"DELETE FROM {NODES} WHERE workspace = ? AND collection_id = 0 AND id = ?", params)
+        self._prune_vanished(con, workspace, [node_id])
+        return int(count)
+
+    # -- reads ----------------------------------------------------------------------
+
+    def load(self, con: Any, workspace: str) -> tuple[int, pa.Table, pa.Table]:
+        version = self.version(con, workspace)
+        nodes = con.execute(
+            f"SELECT id, type, properties::VARCHAR AS properties, collection_id, document_id"
+            f" FROM {NODES} WHERE workspace = ?",
+            [workspace],
+        ).fetch_arrow_table()
+        edges = con.execute(
+            f"SELECT source, target, type, weight, properties::VARCHAR AS properties, collection_id,"
+            f" document_id FROM {EDGES} WHERE workspace = ?",
+            [workspace],
+        ).fetch_arrow_table()
+        return version, nodes, edges
+
+    def rows_of_collection(self, con: Any, workspace: str, collection_id: int) -> tuple[pa.Table, pa.Table]:
+        nodes = con.execute(
+            f"SELECT id, type, properties::VARCHAR AS properties, document_id, chunk_id FROM {NODES}"
+            " WHERE workspace = ? AND collection_id = ?",
+            [workspace, collection_id],
+        ).fetch_arrow_table()
+        edges = con.execute(
+            f"SELECT source, target, type, weight, properties::VARCHAR AS properties, document_id,"
+            f" chunk_id FROM {EDGES} WHERE workspace = ? AND collection_id = ?",
+            [workspace, collection_id],
+        ).fetch_arrow_table()
+        return nodes, edges
+
+    def find_collection(self, con: Any, workspace: str, name: str) -> int | None:
+        row = con.execute(
+            "SELECT id FROM hybridkb_collections WHERE workspace = ? AND name = ?", [workspace, name]
+        ).fetchone()
+        return int(row[0]) if row else None
+
+    # -- aliases --------------------------------------------------------------------
+
+    def aliases(self, con: Any, workspace: str) -> dict[str, str]:
+        rows = con.execute(
+            f"SELECT alias, canonical FROM {ALIASES} WHERE workspace = ? ORDER BY alias", [workspace]
+        ).fetchall()
+        return {a: c for a, c in rows}
+
+    def set_alias(self, con: Any, workspace: str, alias: str, canonical: str | None) -> None:
+        con.execute(f"DELETE FROM {ALIASES} WHERE workspace = ? AND alias = ?", [workspace, alias])
+        if canonical is not None:
+            con.execute(f"INSERT INTO {ALIASES} VALUES (?, ?, ?)", [workspace, alias, canonical])
+
+    def stored_documents(self, con: Any, coll: Any) -> list[tuple[Any, list[Any]]]:
+        """Every stored document of a collection with its chunks (for ``Graph.rebuild``)."""
+        from ..storage.base import ChunkRecord, DocumentRecord
+        from ..storage.duckdb_schema import table_names
+
+        t = table_names(coll.id)
+        docs: dict[str, tuple[Any, list[Any]]] = {}
+        for row in con.execute(
+            f"SELECT document_id, path, filename, source, content_hash, signature, metadata::VARCHAR,"
+            f" language, bytes, chunk_count FROM {t['documents']} ORDER BY document_id"
+        ).fetchall():
+            doc = DocumentRecord(
+                document_id=row[0], path=row[1], filename=row[2], source=row[3], content_hash=row[4],
+                signature=row[5], metadata=json.loads(row[6]) if row[6] else {}, language=row[7] or "und",
+                bytes=int(row[8] or 0), chunk_count=int(row[9] or 0),
+            )
+            docs[doc.document_id] = (doc, [])
+        for r in con.execute(
+            f"SELECT key, chunk_id, document_id, chunk_index, text, page, section, char_start, char_end,"
+            f" content_hash, language, filename, path FROM {t['chunks']} ORDER BY document_id, chunk_index"
+        ).fetchall():
+            entry = docs.get(r[2])
+            if entry is None:
+                continue
+            entry[1].append(ChunkRecord(
+                key=int(r[0]), chunk_id=r[1], document_id=r[2], chunk_index=int(r[3]), text=r[4],
+                page=r[5], section=r[6], char_start=int(r[7] or 0), char_end=int(r[8] or 0),
+                content_hash=r[9] or "", language=r[10] or "und", terms=[], metadata=entry[0].metadata,
+                filename=r[11], path=r[12],
+            ))
+        return list(docs.values())

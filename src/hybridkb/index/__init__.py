@@ -1,0 +1,1 @@
+"""Derived in-memory search indexes, rebuilt from the database tables on demand."""

@@ -1,0 +1,226 @@
+"""PDF loader: text layer per page, split into paragraphs, with page numbers kept.
+
+pypdf reads in non-strict mode so PDFs whose cross-reference table needs repair
+still load. Scanned pages (no text layer) are reported, not silently dropped, so a
+user knows which pages to OCR. Every pypdf failure becomes an ExtractionError:
+PDF parsing raises anything from KeyError to RecursionError on broken input.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+from typing import Any
+
+from pypdf import PasswordType, PdfReader
+
+from hybridkb.errors import ExtractionError
+from hybridkb.normalize import normalize_text
+from hybridkb.types import Block, LoadedFile
+
+__all__ = ["load_pdf", "page_ranges", "split_page_paragraphs"]
+
+# pypdf logs every repair it makes ("Ignoring wrong pointing object ..."). Without a
+# handler those go to stderr through logging's last resort and clutter the CLI;
+# applications that configure logging still receive them.
+logging.getLogger("pypdf").addHandler(logging.NullHandler())
+
+_HEADER_WINDOW = 1024  # the spec lets junk precede %PDF-; readers look this far
+_SENTENCE_END = re.compile(r"[.!?:;。！？][\"'”’»)\]]*$")
+
+
+def _short(exc: BaseException) -> str:
+    """A one-line cause for the user: exception type plus a clipped message."""
+    text = " ".join(str(exc).split())
+    text = text[:80] + "..." if len(text) > 80 else text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _corrupt(name: str, exc: BaseException) -> ExtractionError:
+    return ExtractionError(
+        f"{name}: corrupt or truncated PDF ({_short(exc)}); re-export or repair it"
+    )
+
+
+def page_ranges(pages: list[int]) -> str:
+    """Format sorted page numbers compactly: ``[3, 7, 8, 9]`` -> ``"3, 7-9"``."""
+    parts: list[str] = []
+    start = prev = pages[0]
+    for number in [*pages[1:], None]:
+        if number is not None and number == prev + 1:
+            prev = number
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if number is not None:
+            start = prev = number
+    return ", ".join(parts)
+
+
+def _pages_phrase(pages: list[int], singular: str, plural: str) -> str:
+    if len(pages) == 1:
+        return f"page {pages[0]} {singular}"
+    return f"pages {page_ranges(pages)} {plural}"
+
+
+def split_page_paragraphs(text: str) -> list[str]:
+    """Split normalised page text into paragraphs.
+
+    pypdf's text has one line per printed line and no blank lines between
+    paragraphs, so paragraph ends are inferred the way a reader sees them: a line
+    that ends a sentence and stops well short of the page's usual line width, or a
+    very short line (a heading, a caption) followed by a capitalised line. Lines
+    inside a paragraph keep their line breaks.
+
+    Args:
+        text: Output of :func:`normalize_text` for one page.
+
+    Returns:
+        Non-empty paragraphs in reading order.
+    """
+    paragraphs: list[str] = []
+    for chunk in text.split("\n\n"):
+        lines = chunk.split("\n")
+        widths = sorted(len(line) for line in lines)
+        # 90th percentile, not the maximum: one long table row must not make every
+        # ordinary line look "short".
+        full = widths[int(0.9 * (len(widths) - 1))]
+        current: list[str] = []
+        for index, line in enumerate(lines):
+            current.append(line)
+            following = lines[index + 1] if index + 1 < len(lines) else ""
+            short = len(line) < 0.75 * full
+            ends_sentence = bool(_SENTENCE_END.search(line))
+            heading_like = len(line) < 0.5 * full and following[:1].isupper()
+            if following and short and (ends_sentence or heading_like):
+                paragraphs.append("\n".join(current))
+                current = []
+        if current:
+            paragraphs.append("\n".join(current))
+    return [p.strip() for p in paragraphs if p.strip()]
+
+
+def _may_have_text(page: Any) -> tuple[bool, bool]:
+    """``(drawn, may_have_text)`` for a page, judged from its dictionaries alone.
+
+    Nothing is decoded, so a PDF of thousands of blank pages costs no more than
+    parsing its page tree. Text needs a font, directly or inside a form XObject;
+    a page with neither fonts nor XObjects and (almost) no content stream is
+    blank, one with a sizeable stream is drawings or inline images (a scan).
+    """
+    contents = page.get("/Contents")
+    if contents is None:
+        return False, False
+    contents = contents.get_object()
+    streams = contents if isinstance(contents, list) else [contents]
+    if not streams:
+        return False, False
+    resources = page.get("/Resources")
+    resources = resources.get_object() if resources is not None else {}
+    if "/Font" in resources or "/XObject" in resources:
+        return True, True
+    declared = sum(int(s.get_object().get("/Length", 0)) for s in streams)
+    return declared > 64, False
+
+
+def _unlock(reader: PdfReader, name: str, password: str | None) -> None:
+    """Decrypt with the empty password, then ``password``; raise if neither opens it."""
+    try:
+        if not reader.is_encrypted:
+            return
+        # Many "encrypted" PDFs only restrict printing and open with an empty password.
+        if reader.decrypt("") != PasswordType.NOT_DECRYPTED:
+            return
+        if password and reader.decrypt(password) != PasswordType.NOT_DECRYPTED:
+            return
+    except Exception as exc:  # unsupported handler, missing crypto backend, broken dict
+        raise ExtractionError(
+            f"{name}: encrypted with an unsupported method ({_short(exc)}); "
+            "remove the password and add it again"
+        ) from exc
+    if password:
+        raise ExtractionError(
+            f"{name}: encrypted and the password was rejected; check HYBRIDKB_PDF_PASSWORD"
+        )
+    raise ExtractionError(f"{name}: encrypted; set HYBRIDKB_PDF_PASSWORD or remove the password")
+
+
+def load_pdf(path: Path, *, password: str | None = None) -> LoadedFile:
+    """Extract the text layer of a PDF as paragraph blocks with 1-based page numbers.
+
+    Args:
+        path: The PDF file.
+        password: User password for encrypted PDFs (tried after the empty password).
+
+    Returns:
+        Blocks of kind "paragraph", each with its page. ``warnings`` lists pages
+        that have drawings or images but no text, and pages pypdf could not read.
+
+    Raises:
+        ExtractionError: Not a PDF, corrupt or truncated, encrypted without the
+            right password, or no page has a text layer.
+    """
+    name = path.name
+    with path.open("rb") as handle:
+        head = handle.read(_HEADER_WINDOW)
+    if not head:
+        raise ExtractionError(f"{name}: corrupt or truncated PDF (0 bytes); re-export or repair it")
+    if b"%PDF-" not in head:
+        raise ExtractionError(f"{name}: not a PDF (no %PDF- header); check the file")
+    try:
+        reader = PdfReader(path, strict=False)
+    except Exception as exc:
+        raise _corrupt(name, exc) from exc
+    _unlock(reader, name, password)
+    try:
+        page_count = len(reader.pages)
+    except Exception as exc:
+        raise _corrupt(name, exc) from exc
+    if page_count == 0:
+        raise ExtractionError(f"{name}: corrupt PDF (no pages found); re-export or repair it")
+
+    blocks: list[Block] = []
+    no_text: list[int] = []
+    unreadable: list[int] = []
+    first_error: Exception | None = None
+    for number in range(1, page_count + 1):
+        try:
+            page = reader.pages[number - 1]
+            drawn, may_have_text = _may_have_text(page)
+            raw = page.extract_text() if may_have_text else ""
+            if not drawn:
+                continue  # blank page: nothing to OCR either, so no warning
+        except Exception as exc:  # noqa: BLE001 - one broken page must not lose the others
+            unreadable.append(number)
+            first_error = first_error or exc
+            continue
+        paragraphs = split_page_paragraphs(normalize_text(raw))
+        if not paragraphs:
+            no_text.append(number)
+        blocks.extend(Block(text=p, page=number, kind="paragraph") for p in paragraphs)
+
+    if not blocks:
+        if no_text:
+            raise ExtractionError(f"{name}: no text layer; OCR it first")
+        if first_error is not None:
+            raise _corrupt(name, first_error) from first_error
+        raise ExtractionError(f"{name}: no text (every page is blank); nothing to add")
+    warnings: list[str] = []
+    if no_text:
+        warnings.append(
+            _pages_phrase(
+                no_text,
+                "has no text layer (OCR it to include it)",
+                "have no text layer (OCR them to include them)",
+            )
+        )
+    if unreadable and first_error is not None:
+        cause = f"({_short(first_error)}); re-export the PDF"
+        warnings.append(
+            _pages_phrase(
+                unreadable,
+                f"could not be read {cause} to include it",
+                f"could not be read {cause} to include them",
+            )
+        )
+    return LoadedFile(blocks=blocks, warnings=warnings, file_type="pdf")

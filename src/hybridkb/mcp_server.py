@@ -1,0 +1,168 @@
+"""``hybridkb mcp``: the knowledge-base tools over MCP (stdio, or streamable HTTP on 127.0.0.1).
+
+The tools are the LangChain tools of :mod:`hybridkb.tools` (same names, arguments,
+descriptions, budgets and error text), registered on the official SDK's
+``MCPServer``. Our errors are rendered here as an error result carrying the code
+and the fix, because an exception escaping a tool reaches the client only as
+"Error executing tool X".
+
+The server opens the knowledge base once and holds it (and the embedding model)
+for its whole life: the derived search indexes stay warm. With DuckDB that means
+the file is this process's while it runs; a CLI command in another terminal waits
+``HYBRIDKB_LOCK_TIMEOUT`` seconds and then fails with a message saying the
+knowledge base is in use and to send requests through the server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Annotated, Any
+
+from langchain_core.tools import BaseTool, ToolException
+from pydantic import Field
+from pydantic_core import PydanticUndefined
+
+from .errors import KBError
+from .kb import KnowledgeBase, connect
+from .render import render_error
+from .settings import Settings
+from .tools import WRITE_TOOLS, KBToolkit, toolkit_tools
+
+__all__ = ["build_server", "main", "serve"]
+
+INSTRUCTIONS = (
+    "A local knowledge base of the user's documents. Use search_kb to answer questions from "
+    "their files and cite the numbered passages; kb_list and describe_kb_collection show what "
+    "is stored; create_kb_collection, add_kb_documents and delete_kb_documents change it."
+)
+_DESTRUCTIVE = frozenset({"drop_kb_collection", "delete_kb_documents"})
+
+
+def _mcp_function(lc_tool: BaseTool) -> Callable[..., Any]:
+    """A plain function with the tool's signature, returning an MCP result, never raising ours."""
+    from mcp_types import CallToolResult, TextContent
+
+    func = getattr(lc_tool, "func", None)
+    if func is None:
+        raise TypeError(f"{lc_tool.name}: only function tools can be served over MCP")
+    schema = lc_tool.args_schema
+    fields = getattr(schema, "model_fields", {})
+
+    def call(**kwargs: Any) -> CallToolResult:
+        try:
+            out = func(**kwargs)
+        except ToolException as exc:
+            text = str(exc.args[0]) if exc.args else "Error: the tool failed"
+            return CallToolResult(content=[TextContent(text=text)], is_error=True)
+        except KBError as exc:  # a graph tool that does not wrap its own errors
+            return CallToolResult(content=[TextContent(text=render_error(exc))], is_error=True)
+        content = out[0] if lc_tool.response_format == "content_and_artifact" else out
+        return CallToolResult(content=[TextContent(text=str(content))])
+
+    params = []
+    for name, info in fields.items():
+        annotation = Annotated[info.annotation, Field(description=info.description or "")]  # type: ignore[name-defined]
+        default = inspect.Parameter.empty if info.is_required() else info.default
+        if default is PydanticUndefined:
+            default = inspect.Parameter.empty
+        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                        annotation=annotation))
+    call.__signature__ = inspect.Signature(params, return_annotation=CallToolResult)  # type: ignore[attr-defined]
+    call.__name__ = lc_tool.name
+    call.__doc__ = lc_tool.description
+    return call
+
+
+def build_server(
+    kb: KnowledgeBase,
+    *,
+    workspace: str | None = None,
+    allowed_paths: Iterable[str | Path] | None = None,
+    read_only: bool = False,
+    name: str = "hybridkb",
+) -> Any:
+    """An ``MCPServer`` serving the tools of ``make_tools(kb, ...)`` (same names and arguments)."""
+    from mcp.server.mcpserver import MCPServer
+    from mcp_types import ToolAnnotations
+
+    from . import __version__
+
+    toolkit = KBToolkit(kb, workspace=workspace, allowed_paths=allowed_paths, read_only=read_only)
+    server: Any = MCPServer(name, instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
+    for lc_tool in toolkit_tools(toolkit):
+        writes = lc_tool.name in WRITE_TOOLS
+        server.add_tool(
+            _mcp_function(lc_tool),
+            name=lc_tool.name,
+            description=lc_tool.description,
+            annotations=ToolAnnotations(
+                read_only_hint=not writes,
+                destructive_hint=lc_tool.name in _DESTRUCTIVE if writes else None,
+                open_world_hint=False,
+            ),
+            structured_output=False,
+        )
+    return server
+
+
+def serve(
+    kb: KnowledgeBase | Settings | None = None,
+    *,
+    http_port: int | None = None,
+    host: str = "127.0.0.1",
+    workspace: str | None = None,
+    read_only: bool = False,
+) -> None:
+    """Serve the tools until the client disconnects (stdio) or the process is stopped (HTTP).
+
+    Args:
+        kb: An open knowledge base, or Settings to open one with (default: env/.env).
+        http_port: Serve streamable HTTP at ``http://{host}:{port}/mcp`` instead of stdio.
+        host: HTTP bind address; 127.0.0.1 keeps it on this machine.
+        workspace: Serve this workspace.
+        read_only: Leave out the tools that write (and open the database read-only).
+    """
+    owned = not isinstance(kb, KnowledgeBase)
+    base = kb if isinstance(kb, KnowledgeBase) else connect(settings=kb, read_only=read_only)
+    try:
+        try:
+            # Load the default model now, once, rather than inside the first tool call.
+            base.embedder(base.settings.model)
+        except KBError as exc:
+            print(f"hybridkb mcp: {exc}", file=sys.stderr)
+        server = build_server(base, workspace=workspace, read_only=read_only)
+        if http_port is None:
+            server.run("stdio")
+        else:
+            server.run("streamable-http", host=host, port=http_port)
+    finally:
+        if owned:
+            base.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m hybridkb.mcp_server [--http PORT] [--db PATH] [--workspace NAME] [--read-only]``."""
+    parser = argparse.ArgumentParser(prog="hybridkb mcp", description=__doc__.splitlines()[0])
+    parser.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on 127.0.0.1:PORT/mcp")
+    parser.add_argument("--db", help="database path or URL [env HYBRIDKB_DB]")
+    parser.add_argument("--workspace", help="workspace to serve [env HYBRIDKB_WORKSPACE]")
+    parser.add_argument("--read-only", action="store_true", help="serve only the reading tools")
+    args = parser.parse_args(argv)
+    try:
+        kb = connect(args.db, workspace=args.workspace, read_only=args.read_only)
+    except KBError as exc:
+        print(f"hybridkb mcp: {exc}", file=sys.stderr)
+        return 1
+    try:
+        serve(kb, http_port=args.http, read_only=args.read_only)
+    finally:
+        kb.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,298 @@
+"""Compact, cited text for models, trimmed to a token budget (shared by LangChain tools and MCP).
+
+A model reads every character we send, so answers are numbered passages with
+their citation (collection, file, page or section, document id), trimmed to a
+budget (4 characters counted as a token), ending with one line that says what was
+cut and how to get more. All functions are pure: records in, text out.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import KBError
+from .types import AddReport, CollectionInfo, DeleteReport, Hit
+
+CHARS_PER_TOKEN = 4
+MIN_BODY_CHARS = 160  # a passage shorter than this is not worth showing
+_WS = re.compile(r"\s+")
+
+
+def tokens(text: str) -> int:
+    """Estimated tokens: 4 characters a token, rounded up."""
+    return -(-len(text) // CHARS_PER_TOKEN)
+
+
+def clip(text: str, limit: int, *, ellipsis: str = "…") -> str:
+    """``text`` cut to at most ``limit`` characters, at a word boundary when one is near."""
+    if len(text) <= limit:
+        return text
+    if limit <= len(ellipsis):
+        return text[: max(limit, 0)]
+    cut = text[: limit - len(ellipsis)]
+    space = cut.rfind(" ")
+    if space >= 0.8 * len(cut):
+        cut = cut[:space]
+    return cut.rstrip() + ellipsis
+
+
+def compact(text: str) -> str:
+    """Whitespace runs folded to one space (models need the words, not the layout)."""
+    return _WS.sub(" ", text).strip()
+
+
+@dataclass(frozen=True)
+class Rendered:
+    text: str
+    shown: int  # items shown (whole or trimmed)
+    total: int  # items available
+    trimmed: int  # items shown shortened
+
+    @property
+    def cut(self) -> bool:
+        return self.shown < self.total or self.trimmed > 0
+
+
+# -- search results ----------------------------------------------------------------------
+
+
+def citation(hit: Hit) -> str:
+    """``Tax Documents | guide.pdf | p. 4 | § Depreciation | doc 1a2b3c``."""
+    parts = [clip(compact(hit.collection), 60)]
+    if hit.filename:
+        parts.append(clip(compact(hit.filename), 80))
+    if hit.page is not None:
+        parts.append(f"p. {hit.page}")
+    if hit.section:
+        parts.append("§ " + clip(compact(hit.section), 60))
+    parts.append("doc " + clip(compact(hit.document_id), 64))
+    return " | ".join(parts)
+
+
+def _water_fill(lengths: Sequence[int], avail: int) -> list[int]:
+    """Share ``avail`` characters: short items get all they need, long ones split the rest."""
+    caps = [0] * len(lengths)
+    remaining = max(avail, 0)
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    for pos, i in enumerate(order):
+        share = remaining // (len(order) - pos)
+        caps[i] = min(lengths[i], share)
+        remaining -= caps[i]
+    return caps
+
+
+def render_hits(hits: Sequence[Hit], *, query: str, budget_tokens: int, scope: str) -> Rendered:
+    """Numbered passages with citations, as many and as long as the budget allows.
+
+    Passages keep rank order; when they do not all fit, the lowest-ranked are
+    dropped first, then the longest are shortened (marked with …). A final line says
+    what was cut and how to get more.
+    """
+    budget = max(budget_tokens, 1) * CHARS_PER_TOKEN
+    q = clip(compact(query), 80)
+    if not hits:
+        return Rendered(
+            f'No passages found for "{q}" in {clip(scope, 80)}. Try other words, a broader question, '
+            "or another collection (kb_list shows them).",
+            0, 0, 0,
+        )
+    total = len(hits)
+    header = f'{total} passage{"s" if total != 1 else ""} for "{q}" in {clip(scope, 80)}:'
+    heads = [f"[{i}] {citation(h)}" for i, h in enumerate(hits, 1)]
+    bodies = [compact(h.text) or "(empty)" for h in hits]
+    footer_reserve = len(_hits_footer(total, total, total, budget_tokens))
+    shown = total
+    while shown > 1:
+        fixed = len(header) + sum(len(heads[i]) + 2 for i in range(shown)) + footer_reserve + 1
+        need = sum(min(len(bodies[i]), MIN_BODY_CHARS) for i in range(shown))
+        if fixed + need <= budget:
+            break
+        shown -= 1
+    fixed = len(header) + sum(len(heads[i]) + 2 for i in range(shown))
+    if shown < total or fixed + sum(len(b) for b in bodies[:shown]) > budget:
+        fixed += footer_reserve + 1
+    caps = _water_fill([len(b) for b in bodies[:shown]], budget - fixed)
+    lines = [header]
+    trimmed = 0
+    for i in range(shown):
+        body = bodies[i]
+        if caps[i] < len(body):
+            body = clip(body, caps[i])
+            trimmed += 1
+        lines.append(heads[i])
+        lines.append(body)
+    if shown < total or trimmed:
+        lines.append(_hits_footer(total - shown, trimmed, total, budget_tokens))
+    return Rendered("\n".join(lines), shown, total, trimmed)
+
+
+def _hits_footer(dropped: int, trimmed: int, total: int, budget_tokens: int) -> str:
+    parts = []
+    if dropped:
+        parts.append(f"{dropped} lower-ranked passage{'s' if dropped != 1 else ''} not shown")
+    if trimmed:
+        parts.append(f"{trimmed} shortened (…)")
+    return (
+        f"[cut to fit ~{budget_tokens} tokens: {', '.join(parts)}. For more, search again with a "
+        "narrower query, a collection_name, or a smaller limit.]"
+    )
+
+
+# -- listings ----------------------------------------------------------------------------
+
+
+def fit_lines(
+    header: str, lines: Sequence[str], *, budget_tokens: int, more: int = 0, hint: str
+) -> Rendered:
+    """``header`` and as many ``lines`` as fit, then a line counting the rest.
+
+    ``more`` counts items that exist but were not even passed in (e.g. past a page).
+    """
+    budget = max(budget_tokens, 1) * CHARS_PER_TOKEN
+    total = len(lines) + more
+    reserve = len(_lines_footer(total, budget_tokens, hint)) + 1
+    out = [header]
+    used = len(header)
+    shown = 0
+    for line in lines:
+        remaining_after = total - shown - 1
+        extra = len(line) + 1 + (reserve if remaining_after > 0 else 0)
+        if used + extra > budget:
+            break
+        out.append(line)
+        used += len(line) + 1
+        shown += 1
+    if shown < total:
+        out.append(_lines_footer(total - shown, budget_tokens, hint))
+    return Rendered("\n".join(out), shown, total, 0)
+
+
+def _lines_footer(hidden: int, budget_tokens: int, hint: str) -> str:
+    return f"[{hidden} more not shown (budget ~{budget_tokens} tokens). {hint}]"
+
+
+def _when(ts: str | None) -> str:
+    return ts[:16].replace("T", " ") if ts else "-"
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def render_collections(infos: Sequence[CollectionInfo], *, workspace: str, budget_tokens: int) -> Rendered:
+    if not infos:
+        return Rendered(
+            f"No collections yet in workspace '{workspace}'. Create one with create_kb_collection.",
+            0, 0, 0,
+        )
+    header = f"{len(infos)} collection{'s' if len(infos) != 1 else ''} in workspace '{workspace}':"
+    lines = [
+        f"- {clip(i.name, 120)}: {_n(i.documents, 'document')}, {_n(i.chunks, 'chunk')}, {_size(i.bytes)}, model {i.embedding_model}, updated {_when(i.updated_at)}"
+        for i in infos
+    ]
+    return fit_lines(
+        header, lines, budget_tokens=budget_tokens,
+        hint="Name a collection in describe_kb_collection or search_kb to work with it.",
+    )
+
+
+def render_description(
+    info: CollectionInfo, documents: Sequence[Any], *, budget_tokens: int
+) -> Rendered:
+    """A collection's facts and its documents (``DocumentRecord``s), newest last."""
+    chunking = info.chunking or {}
+    header = (
+        f"Collection '{clip(info.name, 120)}' (workspace '{info.workspace}'): "
+        f"{_n(info.documents, 'document')}, {_n(info.chunks, 'chunk')}, {_size(info.bytes)}; model {info.embedding_model} ({info.dim} dims); "
+        f"chunking {chunking.get('strategy', '?')} size {chunking.get('size', '?')} overlap "
+        f"{chunking.get('overlap', '?')}; languages {', '.join(info.languages) or '-'}; created "
+        f"{_when(info.created_at)}, updated {_when(info.updated_at)}."
+    )
+    if not documents:
+        return Rendered(header + "\nNo documents yet. Add some with add_kb_documents.", 0, 0, 0)
+    header += "\nDocuments (id, name, chunks, added):"
+    lines = [_document_line(d) for d in documents]
+    return fit_lines(
+        header, lines, budget_tokens=budget_tokens, more=max(info.documents - len(documents), 0),
+        hint="Use search_kb to find passages, or query_kb_sql (if enabled) for full listings.",
+    )
+
+
+def _document_line(d: Any) -> str:
+    name = d.filename or (d.path and d.path.rsplit("/", 1)[-1]) or f"({d.source} note)"
+    meta = ""
+    if d.metadata:
+        meta = " " + clip(json.dumps(d.metadata, ensure_ascii=False, default=str), 120)
+    return f"- {d.document_id}  {clip(name, 100)}  {_n(d.chunk_count, 'chunk')}  {_when(d.added_at)}{meta}"
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def _label(filename: str, document_id: str) -> str:
+    return "(note)" if filename == document_id else clip(filename, 100)
+
+
+def render_add_report(report: AddReport, *, collection: str, budget_tokens: int) -> Rendered:
+    n_add, n_same, n_fail = len(report.added), len(report.unchanged), len(report.failed)
+    header = (
+        f"'{collection}': added {n_add}, unchanged {n_same}, failed {n_fail}."
+        + (" Cite or delete documents by the ids below." if n_add or n_same else "")
+    )
+    lines = [f"+ added {_label(f.filename, f.document_id)}  id {f.document_id}  {_n(f.chunks, 'chunk')}"
+             + (f"  warnings: {clip('; '.join(f.warnings), 200)}" if f.warnings else "")
+             for f in report.added]
+    lines += [f"= unchanged {_label(f.filename, f.document_id)}  id {f.document_id}"
+              for f in report.unchanged]
+    lines += [f"! failed {clip(f.filename, 100)}: {clip(f.error, 300)}" for f in report.failed]
+    return fit_lines(header, lines, budget_tokens=budget_tokens,
+                     hint="Add fewer files per call to see every line.")
+
+
+def render_delete_report(report: DeleteReport, *, collection: str, budget_tokens: int) -> Rendered:
+    header = f"'{collection}': deleted {len(report.deleted)}, not found {len(report.not_found)}."
+    lines = [f"- deleted {i}" for i in report.deleted]
+    if report.not_found:
+        lines += [f"? not found {clip(i, 100)}" for i in report.not_found]
+        lines.append("(Document ids are shown by search_kb and describe_kb_collection.)")
+    return fit_lines(header, lines, budget_tokens=budget_tokens, hint="Delete fewer ids per call.")
+
+
+def render_table(
+    columns: Sequence[str], rows: Sequence[Sequence[Any]], *, budget_tokens: int, more_rows: bool
+) -> Rendered:
+    """Rows as ``a | b | c`` lines under a header; long cells clipped."""
+    head = " | ".join(columns)
+    header = f"{len(rows)}{'+' if more_rows else ''} row{'s' if len(rows) != 1 else ''}:\n{head}"
+    lines = [" | ".join(_cell(v) for v in row) for row in rows]
+    r = fit_lines(
+        header, lines, budget_tokens=budget_tokens, more=1 if more_rows else 0,
+        hint="Narrow the query (WHERE, LIMIT, fewer columns) or aggregate (count, GROUP BY).",
+    )
+    return r
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, (dict, list)):
+        value = json.dumps(value, ensure_ascii=False, default=str)
+    return clip(compact(str(value)), 200)
+
+
+# -- errors ------------------------------------------------------------------------------
+
+
+def render_error(exc: KBError) -> str:
+    """One observation a model can act on: the code and the message (which names the fix)."""
+    return f"Error ({exc.code}): {exc}"

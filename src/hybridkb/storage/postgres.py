@@ -1,0 +1,726 @@
+"""PostgreSQL + pgvector backend: many processes read and write one knowledge base.
+
+Search runs in SQL, so every process sees every committed write at once:
+
+* keyword: BM25 over a postings table (term, key, tf, dl) with the same formula,
+  k1 and b as the in-memory index of the DuckDB backend (:mod:`hybridkb.index.keyword`),
+  and N / avgdl from the catalog row, which every write updates in its own
+  transaction. Ranking therefore matches the DuckDB backend, not ``ts_rank``'s.
+* vector: exact cosine scan while a collection is small (``exact_scan_rows``), else the
+  HNSW index with pgvector's iterative scan for filters, falling back to an exact
+  scan of the filtered rows whenever the index returns fewer than k.
+
+Writers serialise per document on an advisory lock, so concurrent adds of the same
+document end with it stored once; readers never wait for writers (MVCC).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+
+from ..errors import BackendError, CollectionExists, CollectionNotFound, MissingDependency
+from ..filters import POSTGRES, Filter, to_sql
+from ..index.keyword import DEFAULT_B, DEFAULT_K1
+from .base import (
+    Capabilities,
+    ChunkRecord,
+    CollectionRecord,
+    CollectionStats,
+    DocumentRecord,
+    PutItem,
+    Ranked,
+    WriteEvent,
+    WriteHook,
+)
+from .postgres_schema import (
+    LOCK_DOCUMENT,
+    LOCK_WORKSPACE,
+    create_collection_tables,
+    current_version,
+    drop_collection_tables,
+    migrate,
+    table_names,
+    text_config,
+    workspace_schema,
+)
+
+try:
+    import psycopg
+    from psycopg import errors as pg_errors
+except ImportError:  # pragma: no cover - the extra is missing
+    psycopg = None  # type: ignore[assignment]
+
+T = TypeVar("T")
+
+# Below this many chunks an exact scan is as fast as the graph and exact (the
+# DuckDB backend's flat/HNSW threshold is the same number).
+EXACT_SCAN_ROWS = 20_000
+# pgvector caps hnsw.ef_search at 1000; iterative scans continue past it.
+_EF_MIN, _EF_MAX = 100, 1000
+_MAX_SCAN_TUPLES = 50_000
+
+
+def _ts(value: Any) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _clean(value: str | None) -> str | None:
+    """PostgreSQL text takes neither NUL nor lone surrogates (from undecodable file names)."""
+    if value is None:
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        value = value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    return value.replace("\x00", "\ufffd") if "\x00" in value else value
+
+
+def _clean_json(value: Any) -> Any:
+    if isinstance(value, str):
+        return _clean(value)
+    if isinstance(value, dict):
+        return {_clean(str(k)): _clean_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean_json(v) for v in value]
+    return value
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(_clean_json(value), ensure_ascii=False)
+
+
+def vector_text(vec: np.ndarray) -> str:
+    """pgvector's text form; Python's float repr round-trips float32 exactly."""
+    return "[" + ",".join(map(repr, np.asarray(vec, dtype=np.float32).tolist())) + "]"
+
+
+def parse_vector(text: str) -> np.ndarray:
+    return np.array(text[1:-1].split(","), dtype=np.float32)
+
+
+def _lock_key(collection_id: int, document_id: str) -> int:
+    raw = f"{collection_id}\x00{document_id}".encode("utf-8", "surrogatepass")
+    return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "big", signed=True)
+
+
+def _hash32(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=4).digest(),
+                          "big", signed=True)
+
+
+def plain_url(url: str) -> str:
+    """SQLAlchemy-style ``postgresql+psycopg://`` and ``postgres://`` -> libpq's form."""
+    for prefix in ("postgresql+psycopg://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql://" + url[len(prefix):]
+    return url
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    head, sep, tail = url.partition("://")
+    if "@" not in tail:
+        return url
+    cred, _, rest = tail.rpartition("@")
+    user = cred.split(":", 1)[0]
+    return f"{head}{sep}{user}:***@{rest}" if ":" in cred else url
+
+
+class PostgresStorage:
+    """Storage protocol over one PostgreSQL database (pgvector required)."""
+
+    exact_scan_rows = EXACT_SCAN_ROWS
+
+    def __init__(self, url: str, *, read_only: bool = False, connect_timeout: float = 10.0) -> None:
+        if psycopg is None:
+            raise MissingDependency("psycopg is not installed; run: pip install 'hybridkb[postgres]'")
+        self.url = plain_url(url)
+        self.read_only = read_only
+        self.capabilities = Capabilities(name="postgres", concurrent_writers=True, persistent=True)
+        self.hooks: list[WriteHook] = []
+        self._lock = threading.RLock()
+        self._connect_timeout = connect_timeout
+        self._ef = 0
+        self._schemas: dict[int, str] = {}  # collection id -> workspace schema
+        self._con = self._connect()
+        self.schema_version = self._prepare()
+
+    # -- plumbing -------------------------------------------------------------------
+
+    def _connect(self) -> Any:
+        try:
+            con = psycopg.connect(self.url, autocommit=True, connect_timeout=int(self._connect_timeout))
+        except psycopg.Error as exc:
+            raise BackendError(f"{redact(self.url)}: cannot connect to PostgreSQL ({exc})") from exc
+        self._ef = 0
+        return con
+
+    def _prepare(self) -> int:
+        con = self._con
+        try:
+            if self.read_only:
+                con.execute("SET default_transaction_read_only = on")
+                with con.cursor() as cur:
+                    version = current_version(cur)
+                if version == 0:
+                    raise BackendError(
+                        f"{redact(self.url)}: no knowledge base here yet; open it once without "
+                        "read_only to create the schema"
+                    )
+            else:
+                try:
+                    if not con.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone():
+                        con.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                except (pg_errors.InsufficientPrivilege, pg_errors.FeatureNotSupported,
+                        pg_errors.UndefinedFile) as exc:
+                    raise BackendError(
+                        f"{redact(self.url)}: the pgvector extension is not available ({exc}); "
+                        "install pgvector >= 0.8 and run CREATE EXTENSION vector as a superuser"
+                    ) from exc
+                except pg_errors.UniqueViolation:
+                    pass  # another process created it at the same moment
+                version = migrate(con)
+            row = con.execute(
+                "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
+                " WHERE e.extname = 'vector'"
+            ).fetchone()
+            if row is None:
+                raise BackendError(f"{redact(self.url)}: the pgvector extension is not installed")
+            # Unqualified names (hooks, graph tables) land in the catalog schema.
+            con.execute(f"SET search_path = hybridkb, \"{row[0]}\", public")
+            con.execute("SET hnsw.iterative_scan = relaxed_order")
+            con.execute(f"SET hnsw.max_scan_tuples = {_MAX_SCAN_TUPLES}")
+        except psycopg.Error as exc:
+            raise BackendError(f"{redact(self.url)}: cannot prepare the database ({exc})") from exc
+        return version
+
+    def close(self) -> None:
+        with self._lock:
+            self._con.close()
+
+    @contextlib.contextmanager
+    def _errors(self, coll: CollectionRecord | None = None) -> Iterator[None]:
+        """Translate driver errors at the boundary, keeping the cause."""
+        try:
+            yield
+        except pg_errors.UndefinedTable as exc:
+            if coll is not None:
+                raise CollectionNotFound(
+                    f"collection {coll.name!r} was dropped by another process; create it again"
+                ) from exc
+            raise BackendError(f"PostgreSQL: {exc}") from exc
+        except pg_errors.ReadOnlySqlTransaction as exc:
+            raise BackendError(
+                "the knowledge base is open read-only; reconnect without read_only to change it"
+            ) from exc
+        except psycopg.OperationalError as exc:
+            raise BackendError(f"PostgreSQL connection failed ({exc}); check the server") from exc
+        except psycopg.Error as exc:
+            raise BackendError(f"PostgreSQL: {exc}") from exc
+
+    def _live(self) -> Any:
+        if self._con.closed or self._con.broken:
+            self._con = self._connect()
+            self._prepare()
+        return self._con
+
+    def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
+        """Run one statement (``%s`` placeholders) and return its rows (for modules beside the core)."""
+        with self._lock, self._errors():
+            cur = self._live().execute(sql, params)
+            return cur.fetchall() if cur.description is not None else []
+
+    def transaction(self, fn: Callable[[Any], T]) -> T:
+        """Run ``fn(connection)`` in one transaction; ``connection.execute`` takes ``%s`` params."""
+        return self._write(fn)
+
+    def _query(self, sql: str, params: Sequence[Any] | None = None,
+               coll: CollectionRecord | None = None) -> list[tuple[Any, ...]]:
+        with self._lock, self._errors(coll):
+            return self._live().execute(sql, params).fetchall()  # type: ignore[no-any-return]
+
+    def _write(self, fn: Callable[[Any], T], coll: CollectionRecord | None = None) -> T:
+        with self._lock, self._errors(coll):
+            con = self._live()
+            with con.transaction():
+                return fn(con)
+
+    def _emit(self, con: Any, event: WriteEvent) -> None:
+        for hook in self.hooks:
+            hook(con, event)
+
+    def _tables(self, coll: CollectionRecord) -> dict[str, str]:
+        schema = self._schemas.get(coll.id)
+        if schema is None:
+            rows = self._query(
+                "SELECT workspace_id FROM hybridkb.hybridkb_collections WHERE id = %s", [coll.id]
+            )
+            if not rows:
+                raise CollectionNotFound(
+                    f"collection {coll.name!r} was dropped by another process; create it again"
+                )
+            schema = self._schemas[coll.id] = workspace_schema(int(rows[0][0]))
+        return table_names(schema, coll.id)
+
+    # -- catalog --------------------------------------------------------------------
+
+    _CATALOG_COLUMNS = (
+        "id, workspace, name, model, dim, chunking, language, created_at, updated_at, generation,"
+        " workspace_id"
+    )
+
+    def _record(self, row: tuple[Any, ...]) -> CollectionRecord:
+        self._schemas[int(row[0])] = workspace_schema(int(row[10]))
+        chunking = row[5] if isinstance(row[5], dict) else json.loads(row[5] or "{}")
+        return CollectionRecord(
+            id=int(row[0]), workspace=row[1], name=row[2], model=row[3], dim=int(row[4]),
+            chunking=chunking, language=row[6], created_at=_ts(row[7]), updated_at=_ts(row[8]),
+            generation=int(row[9] or 0),
+        )
+
+    def create_collection(
+        self, workspace: str, name: str, *, model: str, dim: int, chunking: dict[str, Any], language: str
+    ) -> CollectionRecord:
+        if not isinstance(dim, int) or not 0 < dim <= 16_000:
+            raise BackendError(f"dimension {dim!r} is outside pgvector's range (1..16000)")
+        config = text_config(language)
+
+        def create(con: Any) -> tuple[Any, ...]:
+            con.execute("SELECT pg_advisory_xact_lock(%s, %s)", [LOCK_WORKSPACE, _hash32(workspace)])
+            if con.execute(
+                "SELECT 1 FROM hybridkb.hybridkb_collections WHERE workspace = %s AND name = %s",
+                [workspace, name],
+            ).fetchone():
+                raise CollectionExists(f"collection {name!r} already exists; use it, or drop it first")
+            con.execute(
+                "INSERT INTO hybridkb.hybridkb_workspaces (name) VALUES (%s) ON CONFLICT (name) DO NOTHING",
+                [workspace],
+            )
+            (ws_id,) = con.execute(
+                "SELECT id FROM hybridkb.hybridkb_workspaces WHERE name = %s", [workspace]
+            ).fetchone()
+            schema = workspace_schema(int(ws_id))
+            try:
+                with con.transaction():  # a savepoint: a racing creator may have just made it
+                    con.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+            except (pg_errors.UniqueViolation, pg_errors.DuplicateSchema):
+                pass
+            row = con.execute(
+                "INSERT INTO hybridkb.hybridkb_collections"
+                " (workspace, workspace_id, name, model, dim, chunking, language, text_config)"
+                f" VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, %s) RETURNING {self._CATALOG_COLUMNS}",
+                [workspace, ws_id, name, model, dim, _dumps(chunking), language, config],
+            ).fetchone()
+            create_collection_tables(con, schema, int(row[0]), dim, config)
+            return tuple(row)
+
+        try:
+            row = self._write(create)
+        except BackendError as exc:
+            if isinstance(exc.__cause__, pg_errors.UniqueViolation):
+                raise CollectionExists(f"collection {name!r} already exists; use it, or drop it first") from exc
+            raise
+        return self._record(row)
+
+    def get_collection(self, workspace: str, name: str) -> CollectionRecord | None:
+        rows = self._query(
+            f"SELECT {self._CATALOG_COLUMNS} FROM hybridkb.hybridkb_collections"
+            " WHERE workspace = %s AND name = %s",
+            [workspace, name],
+        )
+        return self._record(rows[0]) if rows else None
+
+    def list_collections(self, workspace: str) -> list[CollectionRecord]:
+        rows = self._query(
+            f"SELECT {self._CATALOG_COLUMNS} FROM hybridkb.hybridkb_collections WHERE workspace = %s"
+            " ORDER BY name",
+            [workspace],
+        )
+        return [self._record(r) for r in rows]
+
+    def list_workspaces(self) -> list[str]:
+        """Workspaces that hold at least one collection."""
+        return [r[0] for r in self._query(
+            "SELECT DISTINCT workspace FROM hybridkb.hybridkb_collections ORDER BY workspace"
+        )]
+
+    def drop_collection(self, coll: CollectionRecord) -> None:
+        t = self._tables(coll)
+        schema = t["documents"].split(".")[0]
+
+        def drop(con: Any) -> None:
+            self._emit(con, WriteEvent("drop", coll))
+            drop_collection_tables(con, schema, coll.id)
+            con.execute("DELETE FROM hybridkb.hybridkb_collections WHERE id = %s", [coll.id])
+
+        self._write(drop, coll)
+        self._schemas.pop(coll.id, None)
+
+    # -- documents ------------------------------------------------------------------
+
+    _DOC_COLUMNS = (
+        "document_id, path, filename, source, content_hash, signature, metadata, language, bytes,"
+        " chunk_count, added_at"
+    )
+
+    @staticmethod
+    def _doc(row: tuple[Any, ...]) -> DocumentRecord:
+        return DocumentRecord(
+            document_id=row[0], path=row[1], filename=row[2], source=row[3], content_hash=row[4],
+            signature=row[5], metadata=row[6] if isinstance(row[6], dict) else json.loads(row[6] or "{}"),
+            language=row[7] or "und", bytes=int(row[8] or 0), chunk_count=int(row[9] or 0),
+            added_at=_ts(row[10]),
+        )
+
+    def get_document(self, coll: CollectionRecord, document_id: str) -> DocumentRecord | None:
+        t = self._tables(coll)
+        rows = self._query(
+            f"SELECT {self._DOC_COLUMNS} FROM {t['documents']} WHERE document_id = %s",
+            [_clean(document_id)], coll,
+        )
+        return self._doc(rows[0]) if rows else None
+
+    def list_documents(
+        self, coll: CollectionRecord, *, limit: int = 100, offset: int = 0
+    ) -> list[DocumentRecord]:
+        t = self._tables(coll)
+        rows = self._query(
+            f"SELECT {self._DOC_COLUMNS} FROM {t['documents']} ORDER BY added_at, document_id"
+            " LIMIT %s OFFSET %s",
+            [limit, offset], coll,
+        )
+        return [self._doc(r) for r in rows]
+
+    def put_document(
+        self, coll: CollectionRecord, doc: DocumentRecord, chunks: Sequence[ChunkRecord], vectors: np.ndarray
+    ) -> None:
+        self.put_documents(coll, [PutItem(doc, chunks, vectors)])
+
+    def put_documents(self, coll: CollectionRecord, items: Sequence[PutItem]) -> None:
+        """Replace several documents in ONE transaction (all or none)."""
+        if not items:
+            return
+        t = self._tables(coll)
+        ids = [_clean(item.document.document_id) or "" for item in items]
+        if len(set(ids)) != len(ids):
+            raise ValueError("put_documents: a document id appears twice in one batch")
+        doc_rows = []
+        chunk_rows = []
+        postings = []
+        n_chunks = new_len = 0
+        for item, doc_id in zip(items, ids, strict=True):
+            doc, chunks = item.document, item.chunks
+            vectors = np.asarray(item.vectors, dtype=np.float32).reshape(len(chunks), coll.dim)
+            doc_rows.append((
+                doc_id, _clean(doc.path), _clean(doc.filename), doc.source, doc.content_hash,
+                doc.signature, _dumps(doc.metadata), doc.language, doc.bytes, len(chunks),
+            ))
+            for c, vec in zip(chunks, vectors, strict=True):
+                terms = [_clean(term) or "" for term in c.terms]
+                chunk_rows.append((
+                    c.key, _clean(c.chunk_id), doc_id, c.chunk_index, _clean(c.text), c.page,
+                    _clean(c.section), c.char_start, c.char_end, _clean(c.content_hash),
+                    _clean(c.language), terms, _dumps(c.metadata), _clean(c.filename), _clean(c.path),
+                    vector_text(vec),
+                ))
+                postings.extend((term, c.key, tf, len(terms)) for term, tf in Counter(terms).items())
+                new_len += len(terms)
+            n_chunks += len(chunks)
+
+        def put(con: Any) -> None:
+            # One lock order for every writer, so batches never deadlock.
+            for key in sorted({_lock_key(coll.id, i) for i in ids}):
+                con.execute("SELECT pg_advisory_xact_lock(%s)", [key])
+            old_n, old_len = con.execute(
+                f"SELECT count(*), coalesce(sum(cardinality(terms)), 0) FROM {t['chunks']}"
+                " WHERE document_id = ANY(%s)",
+                [ids],
+            ).fetchone()
+            self._delete_rows(con, t, ids)
+            with con.cursor() as cur:
+                with cur.copy(
+                    f"COPY {t['documents']} (document_id, path, filename, source, content_hash, signature,"
+                    " metadata, language, bytes, chunk_count) FROM STDIN"
+                ) as cp:
+                    for r in doc_rows:
+                        cp.write_row(r)
+                if chunk_rows:
+                    with cur.copy(
+                        f"COPY {t['chunks']} (key, chunk_id, document_id, chunk_index, text, page, section,"
+                        " char_start, char_end, content_hash, language, terms, metadata, filename, path,"
+                        " embedding) FROM STDIN"
+                    ) as cp:
+                        for r in chunk_rows:
+                            cp.write_row(r)
+                if postings:
+                    with cur.copy(f"COPY {t['postings']} (term, key, tf, dl) FROM STDIN") as cp:
+                        for p in postings:
+                            cp.write_row(p)
+            for item in items:
+                self._emit(
+                    con, WriteEvent("put", coll, [item.document.document_id], item.document, item.chunks)
+                )
+            self._bump(con, coll, n_chunks - int(old_n), new_len - int(old_len))
+
+        self._write(put, coll)
+
+    @staticmethod
+    def _delete_rows(con: Any, t: dict[str, str], ids: Sequence[str | None]) -> None:
+        # Postings are found through the old chunks' terms, so the (term, key)
+        # primary key serves the delete and no second index on key is needed.
+        con.execute(
+            f"DELETE FROM {t['postings']} p USING (SELECT DISTINCT u.term, c.key FROM {t['chunks']} c,"
+            " unnest(c.terms) AS u(term) WHERE c.document_id = ANY(%s)) o"
+            " WHERE p.term = o.term AND p.key = o.key",
+            [list(ids)],
+        )
+        con.execute(f"DELETE FROM {t['chunks']} WHERE document_id = ANY(%s)", [list(ids)])
+        con.execute(f"DELETE FROM {t['documents']} WHERE document_id = ANY(%s)", [list(ids)])
+
+    @staticmethod
+    def _bump(con: Any, coll: CollectionRecord, d_chunks: int, d_len: int) -> int:
+        # Last statement of a write: the catalog row lock is held only until commit.
+        row = con.execute(
+            "UPDATE hybridkb.hybridkb_collections SET generation = generation + 1, updated_at = now(),"
+            " n_chunks = n_chunks + %s, total_len = total_len + %s WHERE id = %s RETURNING generation",
+            [d_chunks, d_len, coll.id],
+        ).fetchone()
+        if row is None:
+            raise CollectionNotFound(f"collection {coll.name!r} was dropped by another process")
+        return int(row[0])
+
+    def delete_documents(self, coll: CollectionRecord, document_ids: Sequence[str]) -> list[str]:
+        t = self._tables(coll)
+        ids = list(dict.fromkeys(document_ids))
+        clean = [_clean(i) for i in ids]
+
+        def delete(con: Any) -> list[str]:
+            for key in sorted({_lock_key(coll.id, i or "") for i in clean}):  # one order: no deadlock
+                con.execute("SELECT pg_advisory_xact_lock(%s)", [key])
+            found = [r[0] for r in con.execute(
+                f"SELECT document_id FROM {t['documents']} WHERE document_id = ANY(%s)", [clean]
+            ).fetchall()]
+            if not found:
+                return []
+            n, total = con.execute(
+                f"SELECT count(*), coalesce(sum(cardinality(terms)), 0) FROM {t['chunks']}"
+                " WHERE document_id = ANY(%s)",
+                [found],
+            ).fetchone()
+            self._delete_rows(con, t, found)
+            self._emit(con, WriteEvent("delete", coll, found))
+            self._bump(con, coll, -int(n), -int(total))
+            return found
+
+        found = set(self._write(delete, coll))
+        return [i for i, c in zip(ids, clean, strict=True) if c in found]
+
+    def stats(self, coll: CollectionRecord) -> CollectionStats:
+        t = self._tables(coll)
+        rows = self._query(
+            f"SELECT (SELECT count(*) FROM {t['documents']}),"
+            f" (SELECT count(*) FROM {t['chunks']}),"
+            " (SELECT coalesce(sum(pg_total_relation_size(r)), 0) FROM unnest(%s::regclass[]) r),"
+            " (SELECT updated_at FROM hybridkb.hybridkb_collections WHERE id = %s)",
+            [list(t.values()), coll.id], coll,
+        )
+        docs, chunks, nbytes, updated = rows[0]
+        langs = [r[0] for r in self._query(
+            f"SELECT language FROM {t['documents']} WHERE language IS NOT NULL"
+            " GROUP BY language ORDER BY count(*) DESC, language",
+            None, coll,
+        )]
+        return CollectionStats(
+            documents=int(docs), chunks=int(chunks), languages=langs, bytes=int(nbytes),
+            updated_at=_ts(updated),
+        )
+
+    # -- search ---------------------------------------------------------------------
+
+    @staticmethod
+    def _where(where: Filter | None) -> tuple[str, list[Any]]:
+        if where is None:
+            return "TRUE", []
+        sql, params = to_sql(where, POSTGRES)
+        return sql, params
+
+    def keyword_search(
+        self, coll: CollectionRecord, terms: Sequence[str], k: int, where: Filter | None
+    ) -> Ranked:
+        terms = list(dict.fromkeys(_clean(x) for x in terms))
+        if not terms or k <= 0:
+            return []
+        t = self._tables(coll)
+        k1, b = DEFAULT_K1, DEFAULT_B
+        allowed, params = self._where(where)
+        restrict = "" if where is None else f" AND p.key IN (SELECT key FROM {t['chunks']} WHERE {allowed})"
+        # Same arithmetic as KeywordIndex.search: Lucene idf times (k1 + 1), float64.
+        sql = (
+            "WITH st AS (SELECT n_chunks::float8 AS n, total_len::float8 / greatest(n_chunks, 1) AS avgdl"
+            " FROM hybridkb.hybridkb_collections WHERE id = %s),"
+            f" hit AS (SELECT p.term, p.key, p.tf, p.dl FROM {t['postings']} p WHERE p.term = ANY(%s)),"
+            " w AS (SELECT h.term, ln(1 + (st.n - count(*) + 0.5) / (count(*) + 0.5)) * (%s + 1) AS weight"
+            " FROM hit h, st GROUP BY h.term, st.n)"
+            " SELECT p.key, sum(w.weight * p.tf / (p.tf + %s * (1 - %s + %s * p.dl / st.avgdl))) AS score"
+            f" FROM hit p JOIN w ON w.term = p.term CROSS JOIN st WHERE TRUE{restrict}"
+            " GROUP BY p.key ORDER BY score DESC, p.key LIMIT %s"
+        )
+        rows = self._query(sql, [coll.id, terms, k1, k1, b, b, *params, k], coll)
+        return [(int(key), float(score)) for key, score in rows]
+
+    def _set_ef(self, con: Any, k: int) -> None:
+        ef = min(_EF_MAX, max(_EF_MIN, k))
+        if ef != self._ef:
+            con.execute(f"SET hnsw.ef_search = {int(ef)}")
+            self._ef = ef
+
+    def _nearest(
+        self, coll: CollectionRecord, query: np.ndarray, k: int, predicate: str, params: list[Any]
+    ) -> Ranked:
+        """k nearest chunks satisfying ``predicate`` by cosine; exactly min(k, matches) of them."""
+        if k <= 0:
+            return []
+        t = self._tables(coll)
+        q = vector_text(np.asarray(query, dtype=np.float32).reshape(-1))
+        with self._lock, self._errors(coll):
+            con = self._live()
+            (n,) = con.execute(
+                "SELECT n_chunks FROM hybridkb.hybridkb_collections WHERE id = %s", [coll.id]
+            ).fetchone() or (0,)
+            rows: list[tuple[Any, ...]] = []
+            if int(n) > self.exact_scan_rows:
+                # HNSW; a filter walks on with the iterative scan (relaxed order, re-sorted here).
+                self._set_ef(con, k)
+                rows = con.execute(
+                    f"WITH c AS MATERIALIZED (SELECT key, embedding <=> %s::vector AS d FROM {t['chunks']}"
+                    f" WHERE {predicate} ORDER BY embedding <=> %s::vector LIMIT %s)"
+                    " SELECT key, (1 - d)::float4 AS s FROM c ORDER BY s DESC, key",
+                    [q, *params, q, k],
+                ).fetchall()
+            if len(rows) < k:
+                # Exact. Ordering on the float4 similarity keeps the planner off the
+                # index (nothing is skipped) and breaks ties by key as the DuckDB
+                # backend does on its float32 scores.
+                rows = con.execute(
+                    f"SELECT key, s FROM (SELECT key, (1 - (embedding <=> %s::vector))::float4 AS s"
+                    f" FROM {t['chunks']} WHERE {predicate}) x ORDER BY s DESC, key LIMIT %s",
+                    [q, *params, k],
+                ).fetchall()
+        return [(int(key), float(score)) for key, score in rows]
+
+    def vector_search(
+        self, coll: CollectionRecord, query: np.ndarray, k: int, where: Filter | None
+    ) -> Ranked:
+        predicate, params = self._where(where)
+        return self._nearest(coll, query, k, predicate, params)
+
+    def filter_search(
+        self, coll: CollectionRecord, terms: Sequence[str], query: np.ndarray, k: int, where: Filter | None
+    ) -> Ranked:
+        terms = list(dict.fromkeys(_clean(x) for x in terms))
+        if not terms:
+            return []
+        t = self._tables(coll)
+        predicate, params = self._where(where)
+        predicate = f"key IN (SELECT key FROM {t['postings']} WHERE term = ANY(%s)) AND {predicate}"
+        return self._nearest(coll, query, k, predicate, [terms, *params])
+
+    _CHUNK_COLUMNS = (
+        "key, chunk_id, document_id, chunk_index, text, page, section, char_start, char_end,"
+        " content_hash, language, metadata, filename, path, added_at"
+    )
+
+    @staticmethod
+    def _chunk(r: tuple[Any, ...], terms: list[str] | None = None) -> ChunkRecord:
+        return ChunkRecord(
+            key=int(r[0]), chunk_id=r[1], document_id=r[2], chunk_index=int(r[3]), text=r[4],
+            page=r[5], section=r[6], char_start=int(r[7] or 0), char_end=int(r[8] or 0),
+            content_hash=r[9] or "", language=r[10] or "und", terms=terms or [],
+            metadata=r[11] if isinstance(r[11], dict) else json.loads(r[11] or "{}"),
+            filename=r[12], path=r[13], added_at=_ts(r[14]),
+        )
+
+    def fetch_chunks(self, coll: CollectionRecord, keys: Sequence[int]) -> dict[int, ChunkRecord]:
+        if not len(keys):
+            return {}
+        t = self._tables(coll)
+        rows = self._query(
+            f"SELECT {self._CHUNK_COLUMNS} FROM {t['chunks']} WHERE key = ANY(%s)",
+            [[int(k) for k in keys]], coll,
+        )
+        return {int(r[0]): self._chunk(r) for r in rows}
+
+    def fetch_vectors(self, coll: CollectionRecord, keys: Sequence[int]) -> np.ndarray:
+        """Full-precision vectors in the order of ``keys`` (zeros for unknown keys)."""
+        t = self._tables(coll)
+        key_list = [int(k) for k in np.asarray(keys).reshape(-1).tolist()]
+        out = np.zeros((len(key_list), coll.dim), dtype=np.float32)
+        if not key_list:
+            return out
+        rows = self._query(
+            f"SELECT key, embedding::text FROM {t['chunks']} WHERE key = ANY(%s)", [key_list], coll
+        )
+        pos = {int(k): parse_vector(v) for k, v in rows}
+        for i, k in enumerate(key_list):
+            vec = pos.get(k)
+            if vec is not None:
+                out[i] = vec
+        return out
+
+    # -- bulk export (copy between backends) ------------------------------------------
+
+    def export_documents(
+        self, coll: CollectionRecord, *, batch: int = 200
+    ) -> Iterator[tuple[DocumentRecord, list[ChunkRecord], np.ndarray]]:
+        """Every document with its chunks (terms included) and vectors, in batches."""
+        t = self._tables(coll)
+        offset = 0
+        while True:
+            docs = [self._doc(r) for r in self._query(
+                f"SELECT {self._DOC_COLUMNS} FROM {t['documents']} ORDER BY document_id"
+                " LIMIT %s OFFSET %s", [batch, offset], coll,
+            )]
+            if not docs:
+                return
+            offset += len(docs)
+            rows = self._query(
+                f"SELECT {self._CHUNK_COLUMNS}, terms, embedding::text FROM {t['chunks']}"
+                " WHERE document_id = ANY(%s) ORDER BY document_id, chunk_index",
+                [[d.document_id for d in docs]], coll,
+            )
+            by_doc: dict[str, list[tuple[Any, ...]]] = {}
+            for r in rows:
+                by_doc.setdefault(r[2], []).append(r)
+            for d in docs:
+                mine = by_doc.get(d.document_id, [])
+                chunks = [self._chunk(r, list(r[15] or [])) for r in mine]
+                vecs = (np.stack([parse_vector(r[16]) for r in mine]) if mine
+                        else np.zeros((0, coll.dim), np.float32))
+                yield d, chunks, vecs
+
+    def consistency(self, coll: CollectionRecord) -> dict[str, int]:
+        """Counts that must agree after any mix of concurrent writes (used by tests and copy)."""
+        t = self._tables(coll)
+        row = self._query(
+            f"SELECT (SELECT count(*) FROM {t['documents']}),"
+            f" (SELECT coalesce(sum(chunk_count), 0) FROM {t['documents']}),"
+            f" (SELECT count(*) FROM {t['chunks']}),"
+            f" (SELECT count(DISTINCT chunk_id) FROM {t['chunks']}),"
+            f" (SELECT coalesce(sum(cardinality(terms)), 0) FROM {t['chunks']}),"
+            f" (SELECT count(*) FROM {t['postings']}),"
+            f" (SELECT count(*) FROM (SELECT DISTINCT u.term, c.key FROM {t['chunks']} c,"
+            " unnest(c.terms) u(term)) x),"
+            " n_chunks, total_len FROM hybridkb.hybridkb_collections WHERE id = %s",
+            [coll.id], coll,
+        )[0]
+        names = ("documents", "document_chunk_count", "chunks", "distinct_chunk_ids", "terms",
+                 "postings", "expected_postings", "stat_chunks", "stat_total_len")
+        return {n: int(v) for n, v in zip(names, row, strict=True)}

@@ -1,0 +1,216 @@
+"""PostgreSQL schema: names, per-collection tables and numbered migrations.
+
+Layout:
+
+* schema ``hybridkb`` holds the catalog: ``hybridkb_meta`` (schema version),
+  ``hybridkb_workspaces`` and ``hybridkb_collections`` (one row per collection,
+  also carrying the BM25 statistics N and total length, updated in the writing
+  transaction);
+* each workspace gets its own schema ``hkb_ws<N>`` (so grants and ``pg_dump -n``
+  can keep workspaces apart), holding that workspace's collection tables
+  ``c<id>_documents``, ``c<id>_chunks`` (text, JSONB metadata and the pgvector
+  embedding with an HNSW cosine index) and ``c<id>_postings`` (term, key, tf,
+  dl: BM25 computed in SQL with the same formula as the in-memory index).
+
+Identifiers come from integer ids only; display names never reach SQL text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+CATALOG_SCHEMA = "hybridkb"
+SCHEMA_VERSION_KEY = "schema_version"
+# pg_advisory_xact_lock key spaces (first int of the two-int form).
+LOCK_MIGRATE = 0x686B6200  # "hkb\0"
+LOCK_WORKSPACE = 0x686B6201
+LOCK_DOCUMENT = 0x686B6202
+
+# analysis.py language code -> PostgreSQL text search configuration (for the
+# per-collection full-text index beside the BM25 postings).
+TEXT_CONFIGS: dict[str, str] = {
+    "ar": "arabic", "ca": "catalan", "da": "danish", "de": "german", "el": "greek",
+    "en": "english", "es": "spanish", "eu": "basque", "fi": "finnish", "fr": "french",
+    "ga": "irish", "hi": "hindi", "hu": "hungarian", "hy": "armenian", "id": "indonesian",
+    "it": "italian", "lt": "lithuanian", "nb": "norwegian", "ne": "nepali", "nl": "dutch",
+    "nn": "norwegian", "no": "norwegian", "pt": "portuguese", "ro": "romanian",
+    "ru": "russian", "sr": "serbian", "sv": "swedish", "ta": "tamil", "tr": "turkish",
+    "yi": "yiddish",
+}  # fmt: skip
+
+
+def text_config(language: str) -> str:
+    """The regconfig for a collection language ("auto"/unknown: 'simple', no stemming)."""
+    return TEXT_CONFIGS.get(language.split("-")[0].split("_")[0].lower(), "simple")
+
+
+def workspace_schema(workspace_id: int) -> str:
+    if not isinstance(workspace_id, int) or workspace_id < 0:
+        raise ValueError(f"bad workspace id {workspace_id!r}")
+    return f"hkb_ws{workspace_id}"
+
+
+def table_names(schema: str, collection_id: int) -> dict[str, str]:
+    """The one place that names a collection's tables (schema-qualified)."""
+    if not isinstance(collection_id, int) or collection_id < 0:
+        raise ValueError(f"bad collection id {collection_id!r}")
+    if not schema.startswith("hkb_ws") or not schema[6:].isdigit():
+        raise ValueError(f"bad workspace schema {schema!r}")
+    prefix = f"{schema}.c{collection_id}"
+    return {
+        "documents": f"{prefix}_documents",
+        "chunks": f"{prefix}_chunks",
+        "postings": f"{prefix}_postings",
+    }
+
+
+def create_collection_tables(cur: Any, schema: str, collection_id: int, dim: int, config: str) -> None:
+    t = table_names(schema, collection_id)
+    bare = f"c{collection_id}"
+    if config not in TEXT_CONFIGS.values() and config != "simple":
+        raise ValueError(f"bad text search configuration {config!r}")
+    cur.execute(
+        f"""CREATE TABLE {t['documents']} (
+            document_id TEXT PRIMARY KEY,
+            path TEXT,
+            filename TEXT,
+            source TEXT NOT NULL,
+            content_hash TEXT NOT NULL,
+            signature TEXT NOT NULL,
+            metadata JSONB NOT NULL DEFAULT '{{}}',
+            language TEXT,
+            bytes BIGINT,
+            chunk_count INTEGER,
+            added_at TIMESTAMPTZ NOT NULL DEFAULT now()
+        )"""
+    )
+    cur.execute(
+        f"""CREATE TABLE {t['chunks']} (
+            key BIGINT PRIMARY KEY,
+            chunk_id TEXT NOT NULL,
+            document_id TEXT NOT NULL,
+            chunk_index INTEGER NOT NULL,
+            text TEXT NOT NULL,
+            page INTEGER,
+            section TEXT,
+            char_start INTEGER,
+            char_end INTEGER,
+            content_hash TEXT,
+            language TEXT,
+            terms TEXT[] NOT NULL,
+            metadata JSONB NOT NULL DEFAULT '{{}}',
+            filename TEXT,
+            path TEXT,
+            added_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+            embedding vector({int(dim)}) NOT NULL
+        )"""
+    )
+    cur.execute(f"CREATE INDEX {bare}_chunks_doc ON {t['chunks']} (document_id)")
+    cur.execute(
+        f"CREATE INDEX {bare}_chunks_hnsw ON {t['chunks']} USING hnsw (embedding vector_cosine_ops)"
+        " WITH (m = 16, ef_construction = 64)"
+    )
+    # The collection's language decides stemming for ad-hoc full-text SQL
+    # (`to_tsvector(<config>, text) @@ ...`); ranking itself uses the postings.
+    cur.execute(
+        f"CREATE INDEX {bare}_chunks_fts ON {t['chunks']}"
+        f" USING gin (to_tsvector('{config}'::regconfig, text))"
+    )
+    cur.execute(
+        f"""CREATE TABLE {t['postings']} (
+            term TEXT NOT NULL,
+            key BIGINT NOT NULL,
+            tf INTEGER NOT NULL,
+            dl INTEGER NOT NULL,
+            PRIMARY KEY (term, key)
+        )"""
+    )
+
+
+def drop_collection_tables(cur: Any, schema: str, collection_id: int) -> None:
+    for name in table_names(schema, collection_id).values():
+        cur.execute(f"DROP TABLE IF EXISTS {name}")
+
+
+def _m1_catalog(cur: Any) -> None:
+    cur.execute(
+        """CREATE TABLE IF NOT EXISTS hybridkb.hybridkb_workspaces (
+            id SERIAL PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            created_at TIMESTAMPTZ NOT NULL DEFAULT now()
+        )"""
+    )
+    cur.execute(
+        """CREATE TABLE IF NOT EXISTS hybridkb.hybridkb_collections (
+            id BIGSERIAL PRIMARY KEY,
+            workspace TEXT NOT NULL,
+            workspace_id INTEGER NOT NULL REFERENCES hybridkb.hybridkb_workspaces (id),
+            name TEXT NOT NULL,
+            model TEXT NOT NULL,
+            dim INTEGER NOT NULL,
+            chunking JSONB NOT NULL,
+            language TEXT NOT NULL,
+            text_config TEXT NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+            updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+            generation BIGINT NOT NULL DEFAULT 0,
+            n_chunks BIGINT NOT NULL DEFAULT 0,
+            total_len BIGINT NOT NULL DEFAULT 0,
+            UNIQUE (workspace, name)
+        )"""
+    )
+
+
+# Append only: each entry moves the schema one version forward. A step that
+# changes per-collection tables must loop over hybridkb_collections itself.
+MIGRATIONS: list[Callable[[Any], None]] = [_m1_catalog]
+
+
+def current_version(cur: Any) -> int:
+    cur.execute("SELECT to_regclass('hybridkb.hybridkb_meta') IS NOT NULL")
+    if not cur.fetchone()[0]:
+        return 0
+    cur.execute("SELECT value FROM hybridkb.hybridkb_meta WHERE key = %s", [SCHEMA_VERSION_KEY])
+    row = cur.fetchone()
+    return int(row[0]) if row else 0
+
+
+def migrate(conn: Any) -> int:
+    """Apply pending migrations in one transaction under an advisory lock; return the version.
+
+    Concurrent first connections serialise on the lock, so each step runs once.
+    """
+    from ..errors import BackendError
+
+    with conn.cursor() as cur:
+        version = current_version(cur)
+    if version > len(MIGRATIONS):
+        raise BackendError(
+            f"database schema version {version} is newer than this hybridkb supports "
+            f"({len(MIGRATIONS)}); upgrade hybridkb"
+        )
+    if version == len(MIGRATIONS):
+        return version
+    # A session lock taken outside the transaction: a transaction that began before
+    # another process committed its DDL can keep stale catalog caches and trip
+    # over "already exists" even with IF NOT EXISTS.
+    conn.execute("SELECT pg_advisory_lock(%s, 0)", [LOCK_MIGRATE])
+    try:
+        with conn.transaction(), conn.cursor() as cur:
+            cur.execute("CREATE SCHEMA IF NOT EXISTS hybridkb")
+            cur.execute(
+                "CREATE TABLE IF NOT EXISTS hybridkb.hybridkb_meta"
+                " (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+            )
+            version = current_version(cur)  # another process may have migrated meanwhile
+            for step in MIGRATIONS[version:]:
+                step(cur)
+            cur.execute(
+                "INSERT INTO hybridkb.hybridkb_meta (key, value) VALUES (%s, %s)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                [SCHEMA_VERSION_KEY, str(len(MIGRATIONS))],
+            )
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s, 0)", [LOCK_MIGRATE])
+    return len(MIGRATIONS)

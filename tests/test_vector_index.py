@@ -1,0 +1,358 @@
+"""Promises of the in-memory vector index, checked against brute force on random vectors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hybridkb.index.vector import VectorIndex
+
+DIM = 48
+
+
+def unit_rows(n: int, seed: int = 0, dim: int = DIM) -> np.ndarray:
+    rows = np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def brute_force(vectors: np.ndarray, keys: np.ndarray, query: np.ndarray, k: int
+                ) -> list[tuple[int, float]]:
+    scores = vectors @ query
+    order = np.lexsort((keys, -scores))[:k]
+    return [(int(keys[i]), float(scores[i])) for i in order]
+
+
+def filled(n: int, *, quantization: str = "f32", hnsw_threshold: int = 20_000, seed: int = 0
+           ) -> tuple[VectorIndex, np.ndarray, np.ndarray]:
+    index = VectorIndex(DIM, quantization=quantization, hnsw_threshold=hnsw_threshold)
+    keys = np.arange(1000, 1000 + n, dtype=np.int64)
+    vectors = unit_rows(n, seed)
+    index.add(keys, vectors)
+    return index, keys, vectors
+
+
+def table_reader(keys: np.ndarray, vectors: np.ndarray):  # type: ignore[no-untyped-def]
+    """A rerank callback standing in for the core reading full vectors from the database."""
+    row_of = {int(k): i for i, k in enumerate(keys)}
+
+    def read(wanted: np.ndarray) -> np.ndarray:
+        return vectors[[row_of[int(k)] for k in wanted]]
+
+    return read
+
+
+@pytest.fixture(scope="module")
+def graph() -> tuple[VectorIndex, np.ndarray, np.ndarray]:
+    """An index past its HNSW threshold, shared because building it dominates test time."""
+    index, keys, vectors = filled(4000, quantization="i8", hnsw_threshold=500, seed=7)
+    assert index.layout == "hnsw"
+    return index, keys, vectors
+
+
+def test_flat_search_matches_brute_force() -> None:
+    index, keys, vectors = filled(600)
+    assert index.layout == "flat"
+    for query in unit_rows(5, seed=1):
+        got = index.search(query, 10)
+        want = brute_force(vectors, keys, query, 10)
+        assert [k for k, _ in got] == [k for k, _ in want]
+        np.testing.assert_allclose([s for _, s in got], [s for _, s in want], atol=1e-5)
+
+
+@pytest.mark.parametrize("quantization", ["i8", "b1"])
+def test_compact_search_finds_exact_neighbours(quantization: str) -> None:
+    index, keys, vectors = filled(600, quantization=quantization)
+    query = vectors[42]
+    assert index.search(query, 1)[0][0] == keys[42]
+
+
+def test_results_sorted_by_score_then_key() -> None:
+    index = VectorIndex(DIM, quantization="f32")
+    twin = unit_rows(1, seed=3)
+    index.add(np.array([9, 4, 7]), np.vstack([twin, twin, unit_rows(1, seed=4)]))
+    got = index.search(twin[0], 3)
+    assert [k for k, _ in got[:2]] == [4, 9]
+    assert got[0][1] >= got[1][1] >= got[2][1]
+
+
+def test_add_replaces_existing_key() -> None:
+    index, keys, vectors = filled(300)
+    new = unit_rows(1, seed=99)
+    index.add(np.array([keys[10]]), new)
+    assert len(index) == 300
+    got = index.search(new[0], 1)
+    assert got[0][0] == keys[10]
+    assert got[0][1] == pytest.approx(1.0, abs=1e-5)
+    assert index.search(vectors[10], 1)[0][0] != keys[10]
+
+
+def test_add_last_row_wins_within_a_batch() -> None:
+    index = VectorIndex(DIM, quantization="f32")
+    rows = unit_rows(2, seed=5)
+    index.add(np.array([1, 1]), rows)
+    assert len(index) == 1
+    assert index.search(rows[1], 1)[0][1] == pytest.approx(1.0, abs=1e-5)
+
+
+@pytest.mark.parametrize("threshold", [20_000, 100])
+def test_remove_excludes_keys_and_ignores_unknown(threshold: int) -> None:
+    index, keys, vectors = filled(400, quantization="i8", hnsw_threshold=threshold)
+    gone = keys[::3]
+    index.remove([*gone.tolist(), 10**9])
+    assert len(index) == 400 - len(gone)
+    assert int(gone[0]) not in index and int(keys[1]) in index
+    hits = index.search(vectors[0], 50)
+    assert not set(gone.tolist()) & {k for k, _ in hits}
+    assert index.search(vectors[1], 1)[0][0] == keys[1]
+
+
+def test_remove_then_add_keeps_flat_rows_consistent() -> None:
+    index, keys, vectors = filled(200, quantization="f32")
+    index.remove(keys[:150:2].tolist())
+    index.add(keys[:20], vectors[:20])
+    live = np.array(sorted(set(keys.tolist()) - set(keys[20:150:2].tolist())))
+    for key in live[::17]:
+        assert index.search(vectors[key - 1000], 1)[0] == (key, pytest.approx(1.0, abs=1e-5))
+    assert len(index) == len(live)
+
+
+def test_wrong_dimension_raises_value_error() -> None:
+    index, _, _ = filled(10)
+    with pytest.raises(ValueError, match="dimension"):
+        index.search(np.ones(DIM + 1, np.float32), 3)
+    with pytest.raises(ValueError, match="shape"):
+        index.add(np.array([1]), np.ones((1, DIM - 1), np.float32))
+
+
+def test_empty_index_returns_nothing() -> None:
+    index = VectorIndex(DIM)
+    assert index.search(unit_rows(1)[0], 5) == []
+    assert index.search(unit_rows(1)[0], 5, allowed=np.array([1, 2])) == []
+
+
+@pytest.mark.parametrize("quantization", ["f32", "i8", "b1"])
+def test_filtered_flat_search_returns_exactly_allowed(quantization: str) -> None:
+    index, keys, vectors = filled(1000, quantization=quantization)
+    allowed = np.concatenate([keys[::100], [5, 6]])  # 10 live keys plus 2 unknown
+    for k in (3, 10, 50):
+        hits = index.search(unit_rows(1, seed=k)[0], k, allowed=allowed)
+        assert len(hits) == min(k, 10)
+        assert {key for key, _ in hits} <= set(keys[::100].tolist())
+
+
+def test_wide_filter_on_flat_index_matches_brute_force() -> None:
+    index, keys, vectors = filled(400, quantization="f32")
+    allowed = np.concatenate([keys[1::2], [1, 2, 3]])[::-1]  # unsorted, with unknown keys
+    mask = np.isin(keys, allowed)
+    for k in (10, 250):
+        query = unit_rows(1, seed=k)[0]
+        hits = index.search(query, k, allowed=allowed)
+        want = brute_force(vectors[mask], keys[mask], query, k)
+        assert [key for key, _ in hits] == [key for key, _ in want]
+
+
+def test_filtered_graph_search_at_one_percent_returns_k(graph) -> None:  # type: ignore[no-untyped-def]
+    index, keys, vectors = graph
+    allowed = keys[::100]  # 40 of 4000
+    query = unit_rows(1, seed=11)[0]
+    hits = index.search(query, 10, allowed=allowed)
+    assert len(hits) == 10
+    assert {k for k, _ in hits} <= set(allowed.tolist())
+    mask = np.isin(keys, allowed)
+    want = brute_force(vectors[mask], keys[mask], query, 10)
+    assert [k for k, _ in hits][:5] == [k for k, _ in want][:5]
+
+
+def test_filtered_graph_search_with_wide_filter_returns_k(graph) -> None:  # type: ignore[no-untyped-def]
+    index, keys, _ = graph
+    import hybridkb.index.vector as module
+
+    allowed = keys[::2]
+    original = module._EXACT_FILTER_ROWS
+    module._EXACT_FILTER_ROWS = 100  # force the oversampled graph path at this small size
+    try:
+        hits = index.search(unit_rows(1, seed=12)[0], 25, allowed=allowed)
+    finally:
+        module._EXACT_FILTER_ROWS = original
+    assert len(hits) == 25
+    assert {k for k, _ in hits} <= set(allowed.tolist())
+
+
+def test_graph_filter_of_mostly_absent_keys_still_returns_every_live_one(graph) -> None:  # type: ignore[no-untyped-def]
+    index, keys, _ = graph
+    import hybridkb.index.vector as module
+
+    live = keys[::500]  # 8 live keys among 10,000 unknown ones
+    allowed = np.concatenate([live, np.arange(10**6, 10**6 + 10_000)])
+    original = module._EXACT_FILTER_ROWS
+    module._EXACT_FILTER_ROWS = 100  # a wide filter, so the graph is searched first
+    try:
+        hits = index.search(unit_rows(1, seed=18)[0], 10, allowed=allowed)
+    finally:
+        module._EXACT_FILTER_ROWS = original
+    assert sorted(k for k, _ in hits) == sorted(live.tolist())
+
+
+def test_graph_search_recall_close_to_exact(graph) -> None:  # type: ignore[no-untyped-def]
+    index, keys, vectors = graph
+    queries = vectors[:20] + 0.3 * unit_rows(20, seed=13)
+    found = 0
+    for query in queries / np.linalg.norm(queries, axis=1, keepdims=True):
+        want = {k for k, _ in brute_force(vectors, keys, query, 10)}
+        found += len(want & {k for k, _ in index.search(query, 10)})
+    assert found / 200 >= 0.9
+
+
+def test_rerank_returns_exact_cosines(graph) -> None:  # type: ignore[no-untyped-def]
+    index, keys, vectors = graph
+    query = unit_rows(1, seed=14)[0]
+    hits = index.search(query, 10, rerank=table_reader(keys, vectors), candidates=400)
+    want = brute_force(vectors, keys, query, 10)
+    assert [k for k, _ in hits] == [k for k, _ in want]
+    np.testing.assert_allclose([s for _, s in hits], [s for _, s in want], atol=1e-5)
+
+
+def test_binary_with_rerank_recovers_exact_top_hits() -> None:
+    index, keys, vectors = filled(2000, quantization="b1")
+    query = vectors[5] + 0.2 * unit_rows(1, seed=15)[0]
+    query /= np.linalg.norm(query)
+    hits = index.search(query, 5, rerank=table_reader(keys, vectors))
+    want = brute_force(vectors, keys, query, 5)
+    assert hits[0] == (want[0][0], pytest.approx(want[0][1], abs=1e-5))
+
+
+def test_rerank_with_wrong_shape_raises() -> None:
+    index, _, _ = filled(50)
+    with pytest.raises(ValueError, match="rerank"):
+        index.search(unit_rows(1)[0], 3, rerank=lambda keys: np.zeros((1, DIM), np.float32))
+
+
+@pytest.mark.parametrize("mmap", [True, False])
+@pytest.mark.parametrize("threshold", [20_000, 300])
+def test_save_load_round_trip_gives_identical_results(
+    tmp_path: Path, mmap: bool, threshold: int
+) -> None:
+    index, keys, vectors = filled(800, quantization="i8", hnsw_threshold=threshold)
+    index.remove(keys[:10].tolist())
+    path = tmp_path / "vectors.idx"
+    index.save(path)
+    loaded = VectorIndex.load(path, mmap=mmap)
+    assert (loaded.dim, loaded.quantization, loaded.layout) == (DIM, "i8", index.layout)
+    assert len(loaded) == len(index)
+    allowed = keys[::40]
+    for query in unit_rows(5, seed=16):
+        assert loaded.search(query, 10) == index.search(query, 10)
+        assert loaded.search(query, 5, allowed=allowed) == index.search(query, 5, allowed=allowed)
+
+
+def test_loaded_index_accepts_writes(tmp_path: Path) -> None:
+    for threshold in (20_000, 300):
+        index, keys, vectors = filled(500, quantization="i8", hnsw_threshold=threshold)
+        path = tmp_path / f"v{threshold}.idx"
+        index.save(path)
+        loaded = VectorIndex.load(path, mmap=True)
+        loaded.remove([int(keys[0])])
+        loaded.add(np.array([1]), vectors[:1])
+        assert loaded.search(vectors[0], 1)[0][0] == 1
+        assert int(keys[0]) not in loaded and len(loaded) == 500
+        # The file on disk is untouched by writes to the mapped copy.
+        assert VectorIndex.load(path).search(vectors[0], 1)[0][0] == keys[0]
+
+
+def test_save_replaces_file_atomically(tmp_path: Path) -> None:
+    index, _, _ = filled(100)
+    path = tmp_path / "vectors.idx"
+    path.write_bytes(b"old")
+    index.save(path)
+    assert len(VectorIndex.load(path)) == 100
+    assert [p.name for p in tmp_path.iterdir()] == ["vectors.idx"]
+
+
+@pytest.mark.parametrize("threshold", [20_000, 300])
+def test_load_of_truncated_file_raises_value_error(tmp_path: Path, threshold: int) -> None:
+    index, _, _ = filled(500, quantization="i8", hnsw_threshold=threshold)
+    path = tmp_path / "vectors.idx"
+    index.save(path)
+    data = path.read_bytes()
+    for cut in (0, 10, 100, len(data) // 2, len(data) - 1):
+        path.write_bytes(data[:cut])
+        with pytest.raises(ValueError):
+            VectorIndex.load(path)
+
+
+def test_load_of_corrupt_file_raises_value_error(tmp_path: Path) -> None:
+    index, _, _ = filled(500, quantization="i8", hnsw_threshold=300)
+    path = tmp_path / "vectors.idx"
+    index.save(path)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="corrupt"):
+        VectorIndex.load(path)
+
+
+def test_crossing_threshold_keeps_every_row() -> None:
+    index, keys, vectors = filled(250, quantization="f32", hnsw_threshold=300)
+    assert index.layout == "flat"
+    more = unit_rows(100, seed=17)
+    index.add(np.arange(100, dtype=np.int64), more)
+    assert index.layout == "hnsw" and len(index) == 350
+    assert index.search(more[3], 1)[0][0] == 3
+    assert index.search(vectors[7], 1)[0][0] == keys[7]
+
+
+def test_nbytes_of_int8_stays_under_thirty_percent_of_float32() -> None:
+    index, _, vectors = filled(1000, quantization="i8")
+    wide = VectorIndex(384, quantization="i8")
+    wide.add(np.arange(1000), unit_rows(1000, dim=384))
+    assert wide.nbytes <= 0.30 * 1000 * 384 * 4
+    assert index.nbytes < vectors.nbytes
+
+
+def test_invalid_arguments_raise_value_error() -> None:
+    with pytest.raises(ValueError):
+        VectorIndex(0)
+    with pytest.raises(ValueError):
+        VectorIndex(8, quantization="f16")
+    with pytest.raises(ValueError, match="non-negative"):
+        VectorIndex(DIM).add(np.array([-1]), unit_rows(1))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_adds_and_removes_match_a_model(seed: int) -> None:
+    """The flat bookkeeping (dense rows, sorted key index) never loses or mixes up a row."""
+    rng = np.random.default_rng(seed)
+    index = VectorIndex(DIM, quantization="f32")
+    model: dict[int, np.ndarray] = {}
+    for step in range(60):
+        if rng.random() < 0.6:
+            keys = rng.integers(0, 300, rng.integers(1, 20))
+            rows = unit_rows(len(keys), seed=seed * 1000 + step)
+            index.add(keys, rows)
+            model.update(zip(keys.tolist(), rows))
+        else:
+            keys = rng.integers(0, 300, rng.integers(1, 30)).tolist()
+            index.remove(keys)
+            for key in keys:
+                model.pop(key, None)
+        assert len(index) == len(model)
+    keys = np.array(sorted(model), dtype=np.int64)
+    vectors = np.array([model[k] for k in keys])
+    for query in unit_rows(3, seed=seed + 50):
+        got = index.search(query, 15)
+        assert [k for k, _ in got] == [k for k, _ in brute_force(vectors, keys, query, 15)]
+    assert all(int(k) in index for k in keys)
+
+
+def test_int8_scan_without_simd_kernels_gives_same_results(monkeypatch: pytest.MonkeyPatch) -> None:
+    import hybridkb.index.vector as module
+
+    index, _, _ = filled(500, quantization="i8")
+    query = unit_rows(1, seed=21)[0]
+    fast = index.search(query, 10)
+    monkeypatch.setattr(module, "_numkong", None)
+    slow = index.search(query, 10)
+    assert [k for k, _ in slow] == [k for k, _ in fast]
+    np.testing.assert_allclose([s for _, s in slow], [s for _, s in fast], atol=1e-5)
