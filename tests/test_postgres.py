@@ -140,8 +140,11 @@ def test_read_only_reads_and_refuses_writes(pg_url: str) -> None:
         kb.create_collection("R").add_texts(["readable text"], ids=["r"])
     with hybridkb.connect(pg_url, model="fake", read_only=True) as kb:
         assert [h.document_id for h in kb.search("readable", k=3)] == ["r"]
+        report = kb["R"].add_texts(["another text"], ids=["x"])
+        assert [f.code for f in report.failed] == ["backend_error"]
+        assert "read-only" in report.failed[0].error
         with pytest.raises(BackendError, match="read-only"):
-            kb["R"].add_texts(["another text"], ids=["x"])
+            kb["R"].delete(["r"])
         with pytest.raises(BackendError, match="read-only"):
             kb.create_collection("New")
 
@@ -158,8 +161,12 @@ def test_bad_server_is_a_backend_error() -> None:
 def test_filtered_hnsw_search_returns_k(pg_kb: hybridkb.KnowledgeBase) -> None:
     """Above the exact-scan size the HNSW index answers; a 1 % filter still yields k."""
     coll = pg_kb.create_collection("Big", chunk_size=100, chunk_overlap=0)
-    paragraphs = [f"paragraph {i} words {'alpha' if i % 2 else 'beta'} common text" for i in range(1000)]
+    paragraphs = [
+        f"paragraph {i} words {'alpha' if i % 2 else 'beta'} common text padding padding padding pad"
+        for i in range(1000)
+    ]
     coll.add_texts(["\n\n".join(paragraphs)], ids=["big"])
+    assert coll.describe().chunks == 1000
     storage = pg_kb.storage
     storage.exact_scan_rows = 0  # force the index path
     record = coll.record

@@ -238,19 +238,19 @@ class VectorIndex:
 
     def __init__(self, dim: int, *, quantization: str = "i8",
                  hnsw_threshold: int = DEFAULT_HNSW_THRESHOLD) -> None:
-        if not isinstance(dim, int) or dim <= 0:
+        if not isinstance(dim, (int, np.integer)) or dim <= 0:
             raise ValueError(f"vector index: dim must be a positive integer, got {dim!r}")
         if quantization not in _QUANTIZATIONS:
             raise ValueError(
                 f"vector index: unknown quantization {quantization!r}; use one of {_QUANTIZATIONS}")
         if hnsw_threshold < 0:
             raise ValueError(f"vector index: hnsw_threshold must be >= 0, got {hnsw_threshold}")
-        self.dim = dim
+        self.dim = int(dim)
         self.quantization = quantization
         self.hnsw_threshold = hnsw_threshold
-        self._width = (dim + 7) // 8 if quantization == "b1" else dim
+        self._width = (self.dim + 7) // 8 if quantization == "b1" else self.dim
         # usearch counts b1 dimensions in bits of whole bytes; the zero pad bits never differ.
-        self._usearch_ndim = self._width * 8 if quantization == "b1" else dim
+        self._usearch_ndim = self._width * 8 if quantization == "b1" else self.dim
         self._dtype = _NUMPY_DTYPE[quantization]
         self._flat: _Flat | None = _Flat(np.empty((0, self._width), self._dtype),
                                          np.empty(0, np.float32), np.empty(0, np.int64))

@@ -19,9 +19,15 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from ..errors import BackendError, CollectionExists, DatabaseLocked
+from ..errors import BackendError, CollectionExists, DatabaseLocked, KBError
 from ..filters import Filter, to_sql
-from ..index.derived import CollectionIndexes, build_indexes
+from ..index.derived import (
+    CollectionIndexes,
+    build_indexes,
+    drop_snapshot,
+    load_snapshot,
+    save_snapshot,
+)
 from .base import (
     Capabilities,
     ChunkRecord,
@@ -92,8 +98,29 @@ class DuckDBStorage:
 
     # -- plumbing -------------------------------------------------------------------
 
+    @property
+    def snapshot_dir(self) -> Path | None:
+        """Where derived indexes are persisted (None for :memory:)."""
+        if self.path == ":memory:":
+            return None
+        return Path(self.path).expanduser().resolve().with_name(Path(self.path).name + ".hkbidx")
+
+    def save_indexes(self) -> None:
+        """Persist the in-memory indexes that changed since they were last saved."""
+        folder = self.snapshot_dir
+        if folder is None or self.read_only:
+            return
+        with self._lock:
+            for cid, idx in self._indexes.items():
+                if idx.saved_generation != idx.generation:
+                    try:
+                        save_snapshot(folder, cid, idx)
+                    except (OSError, KBError):
+                        pass  # a snapshot is an optimisation; the next open rebuilds
+
     def close(self) -> None:
         with self._lock:
+            self.save_indexes()
             self._indexes.clear()
             self._con.close()
 
@@ -194,6 +221,8 @@ class DuckDBStorage:
 
         self._write(drop)
         self._indexes.pop(coll.id, None)
+        if self.snapshot_dir is not None:
+            drop_snapshot(self.snapshot_dir, coll.id)
 
     # -- documents ------------------------------------------------------------------
 
@@ -466,9 +495,23 @@ class DuckDBStorage:
             current = self._get_by_id(coll.id)
             generation = current.generation if current else coll.generation
             found = self._indexes.get(coll.id)
-            if found is None or found.generation != generation:
+            if found is not None and found.generation == generation:
+                return found
+            folder = self.snapshot_dir
+            if folder is not None:
+                t = table_names(coll.id)
+                (chunks,) = self._con.execute(f"SELECT count(*) FROM {t['chunks']}").fetchone()  # type: ignore[misc]
+                found = load_snapshot(folder, coll.id, generation=generation, chunks=int(chunks))
+            else:
+                found = None
+            if found is None:
                 found = build_indexes(coll.dim, generation, lambda: self._load_rows(coll))
-                self._indexes[coll.id] = found
+                if folder is not None and not self.read_only:
+                    try:
+                        save_snapshot(folder, coll.id, found)
+                    except (OSError, KBError):
+                        pass
+            self._indexes[coll.id] = found
             return found
 
     def _mirror(self, coll: CollectionRecord, **change: Any) -> None:
