@@ -36,11 +36,16 @@ class Page:
             None writes no text operators at all (no text layer).
         image: Paint a small image XObject, as a scanner would.
         rectangle: Paint a filled rectangle (vector drawing without text).
+        resources: Give the page the shared font and image resources; False writes
+            an empty resource dictionary (a page that cannot show text or images).
+        raw: Content-stream operators appended as they are (e.g. ``b"q Q"``).
     """
 
     text: str | None = None
     image: bool = False
     rectangle: bool = False
+    resources: bool = True
+    raw: bytes = b""
 
 
 def _pdf_string(line: str) -> bytes:
@@ -69,6 +74,8 @@ def _content_stream(page: Page) -> bytes:
             # which leaves the vertical gap a reader sees as a paragraph break.
             ops.append(_pdf_string(line) + b" Tj T*" if line else b"T*")
         ops.append(b"ET")
+    if page.raw:
+        ops.append(page.raw)
     return b"\n".join(ops)
 
 
@@ -108,7 +115,7 @@ def make_pdf(pages: Sequence[Page]) -> bytes:
         kids.append(
             add(
                 b"<< /Type /Page /Parent %d 0 R /MediaBox [0 0 612 792] /Resources %s%s >>"
-                % (page_tree, resources, contents)
+                % (page_tree, resources if page.resources else b"<< >>", contents)
             )
         )
     objects[catalog - 1] = b"<< /Type /Catalog /Pages %d 0 R >>" % page_tree

@@ -90,6 +90,18 @@ def test_pdf_image_only_pages_are_listed_in_one_warning(tmp_path: Path) -> None:
     assert loaded.warnings == ["pages 2, 4 have no text layer (OCR them to include them)"]
 
 
+def test_pdf_pages_without_fonts_are_judged_by_their_content(tmp_path: Path) -> None:
+    drawing = b"0 0 1 rg " + b"10 10 50 50 re f " * 10  # vector art, no resources needed
+    pages = [
+        Page(resources=False, raw=drawing),
+        Page(resources=False, raw=b"q Q"),  # an empty page some producers write
+        Page("Words."),
+    ]
+    loaded = load_file(write_pdf(tmp_path / "art.pdf", pages))
+    assert [b.page for b in loaded.blocks] == [3]
+    assert loaded.warnings == ["page 1 has no text layer (OCR it to include it)"]
+
+
 def test_pdf_single_missing_text_layer_is_worded_in_singular(tmp_path: Path) -> None:
     pages = [Page("Text."), Page(image=True, rectangle=True)]
     loaded = load_file(write_pdf(tmp_path / "one.pdf", pages))

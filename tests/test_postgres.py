@@ -182,10 +182,10 @@ def test_filtered_hnsw_search_returns_k(pg_kb: hybridkb.KnowledgeBase) -> None:
         assert sorted(h.metadata["chunk_index"] for h in hits) == list(range(0, 1000, 100)), mode
     ranked = storage.vector_search(record, q, 50, parse_filter({"chunk_index": {"$lt": 500}}))
     assert len(ranked) == 50
-    exact_keys = {
-        k for k, _ in _exact(storage, record, q, 50, "chunk_index < 500")
-    }
-    assert len(exact_keys & {k for k, _ in ranked}) >= 45  # approximate, but close to exact
+    exact = _exact(storage, record, q, 50, "chunk_index < 500")
+    kth = exact[-1][1]
+    # Approximate, but close to exact (scores, since the fake embedder makes many ties).
+    assert sum(s >= kth - 1e-6 for _, s in ranked) >= 45
     unfiltered = storage.vector_search(record, q, 10, None)
     assert len(unfiltered) == 10
     assert [s for _, s in unfiltered] == sorted((s for _, s in unfiltered), reverse=True)
@@ -201,13 +201,20 @@ def _exact(storage: Any, record: Any, q: np.ndarray, k: int, predicate: str) -> 
     return [(int(a), float(b)) for a, b in rows]
 
 
-def test_postgres_filter_dialect_survives_odd_values(pg_kb: hybridkb.KnowledgeBase) -> None:
-    coll = pg_kb.create_collection("Odd")
-    values = ["e", "-", "+", ".", "1e3", " 7 ", "12", "abc", "3.5", "-2", True, None, 5]
-    coll.add_texts([f"odd value text {i}" for i in range(len(values))],
-                   metadatas=[{"v": v} for v in values], ids=[f"o{i}" for i in range(len(values))])
-    hits = coll.search("odd value", k=20, where={"v": {"$gt": 4}})
-    assert sorted(h.document_id for h in hits) == ["o10", "o12", "o4", "o5", "o6"]
+def test_postgres_filter_dialect_survives_odd_values(pg_kb: hybridkb.KnowledgeBase, tmp_path: Path) -> None:
+    """Numeric comparisons on text that is not a number neither fail nor differ from DuckDB."""
+    values = ["e", "-", "+", ".", "1e3", " 7 ", "12", "abc", "3.5", "-2", True, None, 5, "1e5x"]
+    wheres = [{"v": {"$gt": 4}}, {"v": {"$lte": 3.5}}, {"v": 12}, {"v": {"$ne": 5}}, {"v": "e"}]
+    found = []
+    with hybridkb.connect(tmp_path / "odd.duckdb", model="fake") as duck:
+        for kb in (pg_kb, duck):
+            coll = kb.create_collection("Odd")
+            coll.add_texts([f"odd value text {i}" for i in range(len(values))],
+                           metadatas=[{"v": v} for v in values], ids=[f"o{i}" for i in range(len(values))])
+            found.append([sorted(h.document_id for h in coll.search("odd value", k=20, where=w))
+                          for w in wheres])
+    assert found[0] == found[1]
+    assert found[0][0] == ["o12", "o4", "o5", "o6"]
     sql, params = to_sql(parse_filter({"v": {"$gte": 1}}), POSTGRES)
     assert sql.count("%s") == len(params)
 

@@ -33,8 +33,11 @@ STRATEGIES = ("paragraph", "page", "size")
 SEPARATOR = "\n\n"
 _BOUNDARY_WINDOW = 0.2  # look for a boundary in the last 20% of a window
 # A sentence ends at . ! ? (with closing quotes/brackets) before whitespace, or at
-# CJK full stops, which are not followed by spaces.
-_SENTENCE_END = re.compile(r"[.!?][\"'”’»)\]]*\s+|[。！？]\s*")
+# CJK full stops, which are not followed by spaces; NFKC turns the full-width
+# ！？ into ASCII, so those count before a CJK character too.
+_SENTENCE_END = re.compile(
+    r"[.!?][\"'”’»)\]]*\s+|[。！？]\s*|[!?](?=[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af])"
+)
 _WHITESPACE = re.compile(r"\s+")
 
 

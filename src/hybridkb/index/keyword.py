@@ -57,6 +57,7 @@ _TF_MAX = np.iinfo(np.uint16).max  # tf is stored in 16 bits; BM25 saturates lon
 _CHUNK_TERMS = 4_000_000  # terms per slice of a bulk add
 _MERGE_MIN = 65_536  # tail postings below this never trigger a merge
 _MERGE_FRACTION = 0.25
+_APPEND_COST = 32  # one tail append costs about as much as merging 32 postings
 _COMPACT_MIN = 1_024  # tombstones below this never trigger a compaction
 _COMPACT_FRACTION = 0.25
 
@@ -305,9 +306,13 @@ class KeywordIndex:
         self._rows.update(zip(keys, range(start, start + n)))
         self._total_len += int(lengths.sum())
 
-        if self._tail_size + len(pairs) >= max(_MERGE_MIN, _MERGE_FRACTION * len(self._base.rows)):
-            # A big batch: sort it into CSR form and merge, which beats appending
-            # posting by posting.
+        base = len(self._base.rows)
+        if (
+            self._tail_size + len(pairs) >= max(_MERGE_MIN, _MERGE_FRACTION * base)
+            or len(pairs) * _APPEND_COST >= base + self._tail_size
+        ):
+            # Merge the tail and this batch into the base: O(all postings) in numpy
+            # beats O(batch) appends in Python once the batch is a few % of the base.
             self._merge(_batch_csr(tids, rel_rows, tf16, start, n_terms))
         else:
             self._append_tail(tids, rel_rows + start, tf16)

@@ -83,6 +83,15 @@ def _iter_body(element: Any) -> Iterator[Any]:
                 yield from _iter_body(content)
 
 
+def _cell_text(cell: Any) -> str:
+    # Every paragraph below the cell, nested tables included (cell.text skips them).
+    from docx.text.paragraph import Paragraph
+
+    return " ".join(
+        " ".join(Paragraph(p, cell).text.split()) for p in cell._tc.iter(f"{_W}p")
+    ).strip()
+
+
 def _table_text(table: Any) -> str:
     rows: list[str] = []
     for row in table.rows:
@@ -93,7 +102,7 @@ def _table_text(table: Any) -> str:
             if cell._tc is previous:
                 continue
             previous = cell._tc
-            cells.append(" ".join(cell.text.split()))
+            cells.append(" ".join(_cell_text(cell).split()))
         if any(cells):
             rows.append(" | ".join(cells))
     return "\n".join(rows)

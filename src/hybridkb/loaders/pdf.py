@@ -101,12 +101,12 @@ def split_page_paragraphs(text: str) -> list[str]:
 
 
 def _may_have_text(page: Any) -> tuple[bool, bool]:
-    """``(drawn, may_have_text)`` for a page, judged from its dictionaries alone.
+    """``(drawn, may_have_text)`` for a page, judged without extracting any text.
 
-    Nothing is decoded, so a PDF of thousands of blank pages costs no more than
-    parsing its page tree. Text needs a font, directly or inside a form XObject;
-    a page with neither fonts nor XObjects and (almost) no content stream is
-    blank, one with a sizeable stream is drawings or inline images (a scan).
+    No text is extracted, so a PDF of thousands of blank pages costs little more
+    than parsing its page tree. Text needs a font, directly or inside a form
+    XObject; a page with neither fonts nor XObjects and (almost) no content is
+    blank, one with a sizeable content stream holds drawings or inline images.
     """
     contents = page.get("/Contents")
     if contents is None:
@@ -119,8 +119,10 @@ def _may_have_text(page: Any) -> tuple[bool, bool]:
     resources = resources.get_object() if resources is not None else {}
     if "/Font" in resources or "/XObject" in resources:
         return True, True
-    declared = sum(int(s.get_object().get("/Length", 0)) for s in streams)
-    return declared > 64, False
+    # Only pages without fonts or XObjects get here (rare outside blank pages), so
+    # decoding their streams to measure them costs little.
+    size = sum(len(stream.get_object().get_data().strip()) for stream in streams)
+    return size > 64, False
 
 
 def _unlock(reader: PdfReader, name: str, password: str | None) -> None:

@@ -118,6 +118,16 @@ class DuckDBStorage:
                     except (OSError, KBError):
                         pass  # a snapshot is an optimisation; the next open rebuilds
 
+    def reopen(self, between: Any = None) -> None:
+        """Close the file, run ``between()`` (e.g. swap in a compacted copy), open it again."""
+        with self._lock:
+            self.save_indexes()
+            self._con.close()
+            if between is not None:
+                between()
+            self._con = open_duckdb(self.path, read_only=self.read_only, lock_timeout=0)
+            self._indexes.clear()
+
     def close(self) -> None:
         with self._lock:
             self.save_indexes()

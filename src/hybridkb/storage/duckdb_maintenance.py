@@ -1,0 +1,287 @@
+"""Maintenance on a DuckDB store: integrity checks and repair, re-embedding, compaction.
+
+Kept apart from duckdb.py so the hot path stays small. Every function takes the
+open :class:`DuckDBStorage` and works under its lock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from ..embedders import Embedder, validate_vectors
+from ..errors import BackendError, ConfigError
+from ..index.derived import drop_snapshot, snapshot_paths
+from .base import CollectionRecord
+from .duckdb_schema import table_names
+
+if TYPE_CHECKING:
+    from .duckdb import DuckDBStorage
+
+GRAPH_NODES = "hybridkb_graph_nodes"
+GRAPH_EDGES = "hybridkb_graph_edges"
+
+
+@dataclass
+class Finding:
+    check: str
+    count: int
+    detail: str
+    repaired: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"check": self.check, "count": self.count, "detail": self.detail, "repaired": self.repaired}
+
+
+@dataclass
+class CollectionHealth:
+    collection: str
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(f.count == 0 or f.repaired for f in self.findings)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "collection": self.collection,
+            "ok": self.ok,
+            "problems": [f.to_dict() for f in self.findings if f.count],
+        }
+
+
+def _table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    return bool(
+        con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]).fetchone()[0]  # type: ignore[index]
+    )
+
+
+def check_collection(storage: DuckDBStorage, coll: CollectionRecord, *, repair: bool) -> CollectionHealth:
+    """Tables vs each other, vs the derived indexes and the graph's provenance."""
+    t = table_names(coll.id)
+    health = CollectionHealth(coll.name)
+    con = storage._con
+    with storage._lock:
+        q = lambda sql: con.execute(sql).fetchall()  # noqa: E731
+        orphan_chunks = q(
+            f"SELECT key FROM {t['chunks']} c WHERE NOT EXISTS"
+            f" (SELECT 1 FROM {t['documents']} d WHERE d.document_id = c.document_id)"
+        )
+        orphan_vectors = q(
+            f"SELECT key FROM {t['vectors']} v WHERE NOT EXISTS (SELECT 1 FROM {t['chunks']} c WHERE c.key = v.key)"
+        )
+        missing_vectors = q(
+            f"SELECT DISTINCT document_id FROM {t['chunks']} c WHERE NOT EXISTS"
+            f" (SELECT 1 FROM {t['vectors']} v WHERE v.key = c.key)"
+        )
+        miscounted = q(
+            f"SELECT d.document_id FROM {t['documents']} d LEFT JOIN (SELECT document_id, count(*) AS n"
+            f" FROM {t['chunks']} GROUP BY document_id) c USING (document_id)"
+            " WHERE coalesce(c.n, 0) <> d.chunk_count"
+        )
+        bad_vectors = q(
+            f"SELECT DISTINCT c.document_id FROM {t['vectors']} v JOIN {t['chunks']} c USING (key)"
+            " WHERE list_bool_or(list_transform(v.embedding, x -> x IS NULL OR isnan(x) OR isinf(x)))"
+            " OR list_sum(list_transform(v.embedding, x -> coalesce(x * x, 0))) < 1e-12"
+        )
+        graph_orphans = 0
+        if _table_exists(con, GRAPH_NODES):
+            graph_orphans = int(
+                con.execute(
+                    f"SELECT count(*) FROM {GRAPH_NODES} g WHERE g.collection_id = ? AND g.document_id IS NOT NULL"
+                    f" AND NOT EXISTS (SELECT 1 FROM {t['documents']} d WHERE d.document_id = g.document_id)",
+                    [coll.id],
+                ).fetchone()[0]  # type: ignore[index]
+            )
+    bad_docs = sorted({r[0] for r in missing_vectors + miscounted + bad_vectors})
+    health.findings += [
+        Finding("orphan_chunks", len(orphan_chunks), "chunks whose document row is missing"),
+        Finding("orphan_vectors", len(orphan_vectors), "vectors whose chunk is missing"),
+        Finding(
+            "incomplete_documents",
+            len(bad_docs),
+            "documents with missing, extra, NaN or zero vectors: "
+            + ", ".join(bad_docs[:10])
+            + ("" if not bad_docs else "; re-add them after repair"),
+        ),
+        Finding("graph_orphans", graph_orphans, "graph nodes from documents that no longer exist"),
+    ]
+    index_problem = _check_indexes(storage, coll)
+    health.findings.append(Finding("derived_indexes", int(bool(index_problem)), index_problem or "in step"))
+    if repair and not health.ok:
+        _repair(storage, coll, orphan_chunks, orphan_vectors, bad_docs, graph_orphans)
+        for f in health.findings:
+            f.repaired = f.count > 0
+    return health
+
+
+def _check_indexes(storage: DuckDBStorage, coll: CollectionRecord) -> str:
+    t = table_names(coll.id)
+    with storage._lock:
+        keys = {int(r[0]) for r in storage._con.execute(f"SELECT key FROM {t['chunks']}").fetchall()}
+        loaded = storage._indexes.get(coll.id)
+        record = storage._get_by_id(coll.id)
+    problems = []
+    if loaded is not None:
+        if len(loaded.keyword) != len(keys) or len(loaded.vector) != len(keys):
+            problems.append("in-memory index size differs from the tables")
+        elif any(k not in loaded.vector for k in list(keys)[:1000]):
+            problems.append("in-memory vector index misses chunks")
+    folder = storage.snapshot_dir
+    if folder is not None and record is not None:
+        meta_path = snapshot_paths(folder, coll.id)["meta"]
+        if meta_path.exists():
+            try:
+                meta = json.loads(meta_path.read_text())
+                if meta.get("generation") != record.generation:
+                    problems.append("saved index snapshot is stale (will be rebuilt on next use)")
+            except (OSError, ValueError):
+                problems.append("saved index snapshot is unreadable")
+    return "; ".join(problems)
+
+
+def _repair(
+    storage: DuckDBStorage,
+    coll: CollectionRecord,
+    orphan_chunks: list[tuple[Any, ...]],
+    orphan_vectors: list[tuple[Any, ...]],
+    bad_docs: list[str],
+    graph_orphans: int,
+) -> None:
+    t = table_names(coll.id)
+
+    def fix(con: duckdb.DuckDBPyConnection) -> None:
+        keys = [int(r[0]) for r in orphan_chunks] + [int(r[0]) for r in orphan_vectors]
+        if keys:
+            con.execute(f"DELETE FROM {t['chunks']} WHERE key IN (SELECT unnest(?::BIGINT[]))", [keys])
+            con.execute(f"DELETE FROM {t['vectors']} WHERE key IN (SELECT unnest(?::BIGINT[]))", [keys])
+        if bad_docs:
+            storage._delete_rows(con, coll, bad_docs)
+        if graph_orphans:
+            docs = f"(SELECT document_id FROM {t['documents']})"
+            con.execute(
+                f"DELETE FROM {GRAPH_EDGES} WHERE collection_id = ? AND document_id IS NOT NULL"
+                f" AND document_id NOT IN {docs}",
+                [coll.id],
+            )
+            con.execute(
+                f"DELETE FROM {GRAPH_NODES} WHERE collection_id = ? AND document_id IS NOT NULL"
+                f" AND document_id NOT IN {docs}",
+                [coll.id],
+            )
+        storage._bump(con, coll)
+
+    storage.transaction(fix)
+    invalidate_indexes(storage, coll)
+
+
+def invalidate_indexes(storage: DuckDBStorage, coll: CollectionRecord) -> None:
+    """Forget in-memory and saved indexes: the next search rebuilds them from the tables."""
+    with storage._lock:
+        storage._indexes.pop(coll.id, None)
+        if storage.snapshot_dir is not None:
+            drop_snapshot(storage.snapshot_dir, coll.id)
+
+
+def reembed_collection(
+    storage: DuckDBStorage,
+    coll: CollectionRecord,
+    embedder: Embedder,
+    *,
+    signature: str,
+    batch: int = 256,
+    progress: Callable[[int, int], None] | None = None,
+) -> int:
+    """Embed every chunk again into a side table, then switch over in one transaction.
+
+    Searches keep using the old vectors until the switch; chunks added or deleted
+    meanwhile are caught up inside the switching transaction.
+    """
+    t = table_names(coll.id)
+    side = f"{t['vectors']}_next"
+    dim = int(embedder.dim)
+    con = storage._con
+    with storage._lock:
+        con.execute(f"DROP TABLE IF EXISTS {side}")
+        con.execute(f"CREATE TABLE {side} (key BIGINT NOT NULL, embedding FLOAT[{dim}] NOT NULL)")
+        (total,) = con.execute(f"SELECT count(*) FROM {t['chunks']}").fetchone()  # type: ignore[misc]
+
+    def pending(c: duckdb.DuckDBPyConnection, limit: int) -> list[tuple[Any, ...]]:
+        return c.execute(
+            f"SELECT key, text FROM {t['chunks']} c WHERE NOT EXISTS"
+            f" (SELECT 1 FROM {side} s WHERE s.key = c.key) ORDER BY key LIMIT ?",
+            [limit],
+        ).fetchall()
+
+    def insert(c: duckdb.DuckDBPyConnection, rows: list[tuple[Any, ...]]) -> None:
+        vectors = validate_vectors(embedder.embed_documents([r[1] for r in rows]), dim)
+        table = pa.table(
+            {
+                "key": pa.array([int(r[0]) for r in rows], pa.int64()),
+                "embedding": pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), dim),
+            }
+        )
+        c.register("_hkb_reembed", table)
+        try:
+            c.execute(f"INSERT INTO {side} SELECT key, embedding FROM _hkb_reembed")
+        finally:
+            c.unregister("_hkb_reembed")
+
+    done = 0
+    while True:
+        with storage._lock:
+            rows = pending(con, batch)
+        if not rows:
+            break
+        storage.transaction(lambda c, rows=rows: insert(c, rows))
+        done += len(rows)
+        if progress is not None:
+            progress(done, int(total))
+
+    def switch(c: duckdb.DuckDBPyConnection) -> None:
+        while rows := pending(c, batch):
+            insert(c, rows)
+        c.execute(f"DELETE FROM {side} WHERE key NOT IN (SELECT key FROM {t['chunks']})")
+        c.execute(f"DROP TABLE {t['vectors']}")
+        c.execute(f"ALTER TABLE {side} RENAME TO {t['vectors']}")
+        c.execute(
+            "UPDATE hybridkb_collections SET model = ?, dim = ? WHERE id = ?", [embedder.model_id, dim, coll.id]
+        )
+        c.execute(f"UPDATE {t['documents']} SET signature = ?", [signature])
+        storage._bump(c, coll)
+
+    storage.transaction(switch)
+    invalidate_indexes(storage, coll)
+    return done
+
+
+def compact_database(storage: DuckDBStorage) -> dict[str, int]:
+    """Rewrite the file without dead space (DuckDB does not shrink files in place)."""
+    if storage.path == ":memory:" or storage.read_only:
+        raise ConfigError("compact: needs a database file opened for writing")
+    path = Path(storage.path).expanduser().resolve()
+    tmp = path.with_name(path.name + ".compact")
+    with storage._lock:
+        storage._con.execute("CHECKPOINT")
+        before = path.stat().st_size
+        if tmp.exists():
+            tmp.unlink()
+        (current,) = storage._con.execute("SELECT current_database()").fetchone()  # type: ignore[misc]
+        quoted = str(tmp).replace("'", "''")
+        try:
+            storage._con.execute(f"ATTACH '{quoted}' AS hkb_compact")
+            storage._con.execute(f'COPY FROM DATABASE "{current}" TO hkb_compact')
+            storage._con.execute("DETACH hkb_compact")
+        except duckdb.Error as exc:
+            raise BackendError(f"{path}: compaction failed ({exc}); the database is unchanged") from exc
+        storage.reopen(lambda: os.replace(tmp, path))
+        after = path.stat().st_size
+    return {"bytes_before": before, "bytes_after": after}
