@@ -24,6 +24,10 @@ import sys
 # (bench/keyword.py) would then shadow it for every import below.
 if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
     sys.path.pop(0)
+# One BLAS thread: on a shared 2-core machine a threaded float32 baseline swings
+# 0.2-50 ms with the neighbours' load; the index itself never calls BLAS for int8.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
 import json  # noqa: E402

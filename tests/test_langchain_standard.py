@@ -34,12 +34,18 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def _seeded_kb() -> hybridkb.KnowledgeBase:
+def _seeded_kb(name: str) -> hybridkb.KnowledgeBase:
+    """A fresh in-memory knowledge base holding just what the tool's example call needs."""
     kb = hybridkb.connect(":memory:", model="fake", enable_sql_tool=True)
-    kb.create_collection("Tax Documents").add_texts(
-        ["Depreciation of equipment is spread over five years."], ids=["note-1"]
-    )
+    if name in ("search_kb", "describe_kb_collection", "drop_kb_collection", "add_kb_documents",
+                "delete_kb_documents"):
+        coll = kb.create_collection("Tax Documents")
+        if name in ("search_kb", "delete_kb_documents"):
+            coll.add_texts(["Depreciation of equipment is spread over five years."], ids=["note-1"])
     return kb
+
+
+_SCHEMA_ONLY: dict[str, BaseTool] = {}  # unit suites only read schemas: one tool each
 
 
 EXAMPLES: dict[str, dict[str, Any]] = {
@@ -58,7 +64,11 @@ def _tool_suite(name: str, base: type) -> type:
     class Suite(base):  # type: ignore[misc, valid-type]
         @property
         def tool_constructor(self) -> BaseTool:
-            return {t.name: t for t in make_tools(_seeded_kb())}[name]
+            if base is ToolsUnitTests:
+                if name not in _SCHEMA_ONLY:
+                    _SCHEMA_ONLY[name] = {t.name: t for t in make_tools(_seeded_kb(""))}[name]
+                return _SCHEMA_ONLY[name]
+            return {t.name: t for t in make_tools(_seeded_kb(name))}[name]
 
         @property
         def tool_invoke_params_example(self) -> dict[str, Any]:

@@ -596,3 +596,18 @@ def test_pdfgen_writes_a_pdf_pypdf_reads_strictly() -> None:
     reader = PdfReader(io.BytesIO(make_pdf([Page("Hi (there) \\ café"), Page()])), strict=True)
     assert len(reader.pages) == 2
     assert reader.pages[0].extract_text().strip() == "Hi (there) \\ café"
+
+
+def test_iter_files_reports_unusable_paths_instead_of_crashing(tmp_path: Path) -> None:
+    found = list(iter_files([tmp_path / ("x" * 5000), "bad\x00name.txt"]))
+    assert all(isinstance(f, FailedFile) and "check the path" in f.error for f in found)
+    assert len(found) == 2
+
+
+def test_iter_files_reports_a_self_referencing_symlink(tmp_path: Path) -> None:
+    try:
+        os.symlink(tmp_path / "self.txt", tmp_path / "self.txt")
+    except (OSError, NotImplementedError):
+        pytest.skip("symlinks not available on this platform")
+    (found,) = list(iter_files([tmp_path]))
+    assert isinstance(found, FailedFile) and found.filename == "self.txt"

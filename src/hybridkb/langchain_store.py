@@ -32,7 +32,7 @@ from langchain_core.vectorstores import VectorStore
 from pydantic import ConfigDict
 
 from .embedders import Embedder, normalize_rows
-from .errors import ConfigError
+from .errors import ConfigError, EmbeddingMismatch
 from .filters import parse_filter
 from .kb import Collection, KnowledgeBase, connect
 from .search import MAX_K
@@ -163,6 +163,12 @@ class HybridKBVectorStore(VectorStore):
         self.mode: Mode = mode
         self.collection: Collection = self.kb.collection(collection_name, create=True, model=model)
         self.collection_name = self.collection.name
+        stored_model = self.collection.record.model
+        if embedding is None and stored_model.startswith("langchain:"):
+            raise EmbeddingMismatch(
+                f"collection {self.collection_name!r} was embedded with the LangChain model "
+                f"{stored_model[len('langchain:'):]}; pass the same model as embedding="
+            )
 
     # -- VectorStore API --------------------------------------------------------------
 

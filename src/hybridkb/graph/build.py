@@ -8,7 +8,6 @@ document -TYPE-> target for each entry of ``metadata["graph_links"]``
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +24,6 @@ from .model import (
 PREVIEW_CHARS = 160
 SECTION_SEP = " > "
 TAG_KEYS = ("tags", "tag", "categories", "category")
-_CHUNK_ID = re.compile(r"^[0-9a-f]{16}$")
 
 
 @dataclass
@@ -85,7 +83,8 @@ def tags_of(metadata: Mapping[str, Any]) -> list[str]:
 def resolve_target(
     target: str, coll: CollectionRecord, collection: str | None, find_collection: Callable[[str], int | None]
 ) -> str:
-    """A link target: a node id when it has a ':' or is a chunk id, else a document id."""
+    """A link target: a node id when it has a ':' (``doc:1:x``, ``ent:itaa-1997``), else the id
+    of a document in this collection (or in ``collection``). Chunk ids go in ``"node"``."""
     if collection is not None:
         cid = find_collection(collection)
         if cid is None:
@@ -94,7 +93,7 @@ def resolve_target(
                 "'collection' to link within this collection"
             )
         return document_node_id(cid, target)
-    if ":" in target or _CHUNK_ID.match(target):
+    if ":" in target:
         return target
     return document_node_id(coll.id, target)
 
@@ -111,11 +110,16 @@ def parse_links(
     for n, link in enumerate(value):
         if not isinstance(link, Mapping):
             raise GraphError(f"graph_links[{n}]: expected an object with 'type' and 'target'")
-        kind, target = link.get("type"), link.get("target")
+        kind, target, node = link.get("type"), link.get("target"), link.get("node")
         if not isinstance(kind, str) or not kind.strip():
             raise GraphError(f"graph_links[{n}]: 'type' must be a non-empty string, e.g. \"AMENDS\"")
-        if not isinstance(target, str) or not target.strip():
-            raise GraphError(f"graph_links[{n}]: 'target' must be a document id or node id")
+        if node is not None:
+            if not isinstance(node, str) or not node.strip() or target is not None:
+                raise GraphError(f"graph_links[{n}]: 'node' must be one node id (and no 'target')")
+        elif not isinstance(target, str) or not target.strip():
+            raise GraphError(
+                f"graph_links[{n}]: needs 'target' (a document id) or 'node' (any node id)"
+            )
         props = link.get("properties") or {}
         if not isinstance(props, Mapping):
             raise GraphError(f"graph_links[{n}]: 'properties' must be an object")
@@ -125,7 +129,10 @@ def parse_links(
         collection = link.get("collection")
         if collection is not None and not isinstance(collection, str):
             raise GraphError(f"graph_links[{n}]: 'collection' must be a collection name")
-        resolved = resolve_target(target.strip(), coll, collection, find_collection)
+        if node is not None:
+            resolved = node.strip()
+        else:
+            resolved = resolve_target(str(target).strip(), coll, collection, find_collection)
         clean = {str(k): v for k, v in props.items() if k not in EDGE_RESERVED}
         out.append((kind.strip(), resolved, float(weight), clean))
     return out

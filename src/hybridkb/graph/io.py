@@ -161,12 +161,15 @@ def _prepare(graph: Graph, record: Any, folder: Path, name: str) -> dict[str, An
     content_hash = hashlib.sha256(raw).hexdigest()
     doc_meta: dict[str, Any] = {"imported_from": name}
     document_id = name
+    filename = f"{name}.nodes.json"
     old_cid: int | None = None
     for n in nodes:
         if n.get("type") == DOCUMENT:
             document_id = str(n.get("document_id") or document_id)
             doc_meta.update(_props(n, ("id", "type", "document_id", "collection", "collection_id",
-                                       "name", "source")))
+                                       "name", "source", "filename")))
+            if isinstance(n.get("filename"), str) and n["filename"]:
+                filename = n["filename"]
             if isinstance(n.get("collection_id"), int):
                 old_cid = n["collection_id"]  # an export of ours: re-point its doc: ids
     cid = record.id
@@ -209,7 +212,7 @@ def _prepare(graph: Graph, record: Any, folder: Path, name: str) -> dict[str, An
             key=chunk_key(chunk_id), chunk_id=chunk_id, document_id=document_id, chunk_index=index,
             text=text, page=page, section=section, char_start=offset, char_end=offset + len(text),
             content_hash=hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(),
-            language=language, terms=analyze(text, language), metadata=doc_meta, filename=None, path=None,
+            language=language, terms=analyze(text, language), metadata=doc_meta, filename=filename, path=None,
         ))
         offset += len(text) + 2
         vec = vectors_by_id.get(n["id"])
@@ -234,7 +237,9 @@ def _prepare(graph: Graph, record: Any, folder: Path, name: str) -> dict[str, An
         if kind == CATEGORY and n.get("kind") == "collection":
             mapping[orig] = collection_node_id(cid)  # the ingest hook writes this node
             continue
-        if kind == ENTITY and isinstance(label, str) and canonical_key(label):
+        if kind in (ENTITY, CATEGORY) and orig.startswith(("ent:", "cat:")):
+            new_id = orig  # ours already: entities and tags are shared by the workspace
+        elif kind == ENTITY and isinstance(label, str) and canonical_key(label):
             new_id = entity_node_id(canonical_key(label))
         elif kind == CATEGORY and isinstance(label, str) and canonical_key(label):
             new_id = category_node_id(label)
@@ -268,7 +273,7 @@ def _prepare(graph: Graph, record: Any, folder: Path, name: str) -> dict[str, An
         if row.type in (SECTION, *CHUNK_TYPES) and node_id not in has_parent:
             rows.edge(EdgeRow(doc_node, node_id, CONTAINS))
     doc = DocumentRecord(
-        document_id=document_id, path=None, filename=f"{name}.nodes.json", source="import",
+        document_id=document_id, path=None, filename=filename, source="import",
         content_hash=content_hash, signature=signature(record), metadata=doc_meta,
         bytes=len(raw), chunk_count=len(chunks), language=language,
     )

@@ -434,7 +434,7 @@ class KeywordIndex:
             avgdl = self._total_len / len(self._rows)
             dl = self._dl.view().astype(np.float64)
             norms = self.k1 * (1.0 - self.b + self.b * dl / avgdl)
-            self._norm_cache = (self._generation, norms.astype(np.float32))
+            self._norm_cache = (self._generation, norms)
         return self._norm_cache[1]
 
     def search(
@@ -477,17 +477,19 @@ class KeywordIndex:
         return _top_k(keys[cand], scores[cand], k)
 
     def _scores(self, tids: list[int]) -> np.ndarray[Any, Any]:
-        """Dense float32 BM25 scores per row (tombstones included) for known term ids."""
+        """Dense BM25 scores per row (tombstones included) for known term ids."""
         norms = self._norms()
-        scores = np.zeros(self._keys.size, np.float32)
+        # float64 throughout: the Postgres backend computes the same scores in SQL
+        # and the two must agree to 1e-6.
+        scores = np.zeros(self._keys.size)
         n_docs = len(self._rows)
         df = self._df.data
         for tid in tids:
             d = int(df[tid])
-            weight = np.float32(math.log1p((n_docs - d + 0.5) / (d + 0.5)) * (self.k1 + 1.0))
+            weight = math.log1p((n_docs - d + 0.5) / (d + 0.5)) * (self.k1 + 1.0)
             for rows, tf16 in self._postings(tid):
                 # weight * tf / (tf + norm), in place; take/put beat fancy indexing.
-                tf = tf16.astype(np.float32)
+                tf = tf16.astype(np.float64)
                 denom = norms.take(rows)
                 denom += tf
                 np.divide(tf, denom, out=tf)

@@ -93,6 +93,8 @@ def load_file(path: Path, *, pdf_password: str | None = None) -> LoadedFile:
     if loader is None:
         kind = suffix or "(no extension)"
         raise UnsupportedFileType(f"{name}: unsupported file type {kind}; {_SUPPORTED_HINT}")
+    if "\x00" in str(path):
+        raise ExtractionError(f"{name}: not a usable path (NUL character); check the path")
     try:
         return loader(path, pdf_password)
     except OSError as exc:
@@ -125,6 +127,17 @@ def _missing(path: Path) -> FailedFile:
     )
 
 
+def _unusable(path: Path, exc: Exception) -> FailedFile:
+    name = path.name or str(path)
+    cause = getattr(exc, "strerror", None) or str(exc)
+    return FailedFile(
+        filename=name,
+        error=f"{name}: not a usable path ({cause}); check the path",
+        code="ingest_error",
+        path=str(path),
+    )
+
+
 def _walk(folder: Path, seen_dirs: set[Path]) -> Iterator[Path | FailedFile]:
     """Yield supported files under ``folder`` in sorted order, following symlinks once."""
     try:
@@ -141,16 +154,16 @@ def _walk(folder: Path, seen_dirs: set[Path]) -> Iterator[Path | FailedFile]:
     for entry in entries:
         if entry.name.startswith("."):
             continue
-        target = Path(entry.path).resolve()
         if entry.is_dir():  # follows symlinks
             # A symlink back up the tree would recurse forever; resolved paths repeat.
+            target = Path(entry.path).resolve()
             if target not in seen_dirs:
                 seen_dirs.add(target)
                 yield from _walk(target, seen_dirs)
         elif Path(entry.name).suffix.lower() in SUPPORTED_EXTENSIONS:
             if entry.is_file():
-                yield target
-            elif entry.is_symlink():  # dangling link
+                yield Path(entry.path).resolve()
+            elif entry.is_symlink():  # dangling or self-referencing link
                 yield _missing(Path(entry.path))
 
 
@@ -173,8 +186,15 @@ def iter_files(paths: Iterable[str | Path]) -> Iterator[Path | FailedFile]:
     seen_files: set[Path] = set()
     seen_dirs: set[Path] = set()
     for raw in paths:
-        path = Path(raw).expanduser()
-        if not path.exists():
+        path = Path(raw)
+        try:
+            path = path.expanduser()
+            exists = path.exists()
+        except (OSError, ValueError, RuntimeError) as exc:
+            # Name too long, NUL byte, unknown ~user: still one report line, not a crash.
+            yield _unusable(path, exc)
+            continue
+        if not exists:
             yield _missing(path)
             continue
         resolved = path.resolve()

@@ -128,8 +128,12 @@ def _may_have_text(page: Any) -> tuple[bool, bool]:
 def _unlock(reader: PdfReader, name: str, password: str | None) -> None:
     """Decrypt with the empty password, then ``password``; raise if neither opens it."""
     try:
-        if not reader.is_encrypted:
-            return
+        encrypted = reader.is_encrypted
+    except Exception as exc:
+        raise _corrupt(name, exc) from exc
+    if not encrypted:
+        return
+    try:
         # Many "encrypted" PDFs only restrict printing and open with an empty password.
         if reader.decrypt("") != PasswordType.NOT_DECRYPTED:
             return

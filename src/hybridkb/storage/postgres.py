@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -68,6 +69,9 @@ _EF_MIN, _EF_MAX = 100, 1000
 _MAX_SCAN_TUPLES = 50_000
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _ts(value: Any) -> str | None:
     return value.isoformat() if value is not None else None
 
@@ -79,7 +83,7 @@ def _clean(value: str | None) -> str | None:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        value = value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+        value = _SURROGATE.sub("\ufffd", value)
     return value.replace("\x00", "\ufffd") if "\x00" in value else value
 
 

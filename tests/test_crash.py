@@ -1,0 +1,122 @@
+"""Crash safety: SIGKILL a writer at random moments; the KB must always open and be whole.
+
+Every document is either complete (the same chunks a clean ingest gives for its
+content) or absent, searches agree with the tables, and no derived index returns a
+chunk that no longer exists. The long variant (more kills) is marked slow.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import hybridkb
+from hybridkb import maintenance
+from hybridkb.storage.duckdb_schema import table_names
+
+pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL (POSIX)")
+
+WORKER = Path(__file__).with_name("crash_worker.py")
+
+
+def _make_corpus(folder: Path, n: int = 14) -> None:
+    folder.mkdir()
+    rng = random.Random(7)
+    words = "alpha beta gamma delta shared words epsilon zeta eta theta iota kappa lambda".split()
+    for i in range(n):
+        paras = [
+            " ".join(rng.choice(words) for _ in range(rng.randint(20, 160))) for _ in range(rng.randint(2, 12))
+        ]
+        ext = ".md" if i % 3 == 0 else ".txt"
+        (folder / f"doc{i:02d}{ext}").write_text(f"VERSION-A file {i}\n\n" + "\n\n".join(paras), encoding="utf-8")
+
+
+def _reference(corpus: Path, tmp: Path) -> dict[str, list[str]]:
+    """content hash -> chunk texts, for both versions of every file (clean ingests)."""
+    ref: dict[str, list[str]] = {}
+    for version in ("VERSION-A", "VERSION-B"):
+        folder = tmp / f"ref-{version}"
+        folder.mkdir()
+        for p in corpus.iterdir():
+            text = p.read_text(encoding="utf-8").replace("VERSION-A", version)
+            (folder / p.name).write_text(text, encoding="utf-8")
+        with hybridkb.connect(tmp / f"ref-{version}.duckdb", model="fake") as kb:
+            coll = kb.create_collection("Crash")
+            coll.add(folder)
+            t = table_names(coll.record.id)
+            for doc in coll.documents(limit=1000):
+                rows = kb.storage.query(  # type: ignore[attr-defined]
+                    f"SELECT text FROM {t['chunks']} WHERE document_id = ? ORDER BY chunk_index", [doc.document_id]
+                )
+                ref[doc.content_hash] = [r[0] for r in rows]
+    return ref
+
+
+def _verify(db: Path, ref: dict[str, list[str]]) -> None:
+    with hybridkb.connect(db, model="fake") as kb:
+        if "Crash" not in kb.collection_names():
+            return
+        coll = kb.collection("Crash")
+        t = table_names(coll.record.id)
+        docs = coll.documents(limit=1000)
+        for doc in docs:
+            rows = kb.storage.query(  # type: ignore[attr-defined]
+                f"SELECT text FROM {t['chunks']} WHERE document_id = ? ORDER BY chunk_index", [doc.document_id]
+            )
+            assert [r[0] for r in rows] == ref[doc.content_hash], f"half document {doc.filename}"
+        table_problems = {
+            f.check: f.count
+            for h in maintenance.doctor(kb)
+            for f in h.findings
+            if f.count and f.check != "derived_indexes"
+        }
+        assert table_problems == {}
+        live = {r[0] for r in kb.storage.query(f"SELECT chunk_id FROM {t['chunks']}")}  # type: ignore[attr-defined]
+        for mode in ("keyword", "vector", "hybrid"):
+            hits = coll.search("shared words alpha", k=1000, mode=mode)
+            assert {h.chunk_id for h in hits} <= live
+        assert len(coll.search("shared words", k=1000, mode="vector")) == len(live)
+
+
+def _run_kills(tmp_path: Path, kills: int, seed: int) -> int:
+    corpus = tmp_path / "corpus"
+    _make_corpus(corpus)
+    ref = _reference(corpus, tmp_path)
+    db = tmp_path / "crash.duckdb"
+    rng = random.Random(seed)
+    survived = 0
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    for i in range(kills):
+        proc = subprocess.Popen(
+            [sys.executable, str(WORKER), str(db), str(corpus), str(seed * 1000 + i)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+        )
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # wait until it holds the database
+        if not line.startswith(b"ready"):
+            proc.kill()
+            pytest.fail(f"worker did not start: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
+        time.sleep(rng.uniform(0.02, 1.2))
+        if proc.poll() is not None:
+            pytest.fail(f"worker died by itself: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        _verify(db, ref)
+        survived += 1
+    return survived
+
+
+def test_kb_survives_sigkill_30_times(tmp_path: Path) -> None:
+    assert _run_kills(tmp_path, kills=30, seed=1) == 30
+
+
+@pytest.mark.slow
+def test_kb_survives_sigkill_200_times(tmp_path: Path) -> None:
+    assert _run_kills(tmp_path, kills=200, seed=2) == 200

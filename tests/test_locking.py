@@ -1,0 +1,65 @@
+"""One writer at a time, said out loud."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import hybridkb
+from hybridkb.errors import DatabaseLocked
+
+HOLD = """
+import sys, time, hybridkb
+kb = hybridkb.connect(sys.argv[1], model="fake")
+print("holding", flush=True)
+time.sleep(float(sys.argv[2]))
+kb.close()
+"""
+
+
+def _hold(db: Path, seconds: float) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(db), str(seconds)], stdout=subprocess.PIPE, env=env)
+    assert proc.stdout is not None and proc.stdout.readline().startswith(b"holding")
+    return proc
+
+
+def test_second_writer_fails_after_timeout_naming_the_holder(tmp_path: Path) -> None:
+    db = tmp_path / "kb.duckdb"
+    hybridkb.connect(db, model="fake").close()
+    proc = _hold(db, 30)
+    try:
+        started = time.monotonic()
+        with pytest.raises(DatabaseLocked) as err:
+            hybridkb.connect(db, model="fake", lock_timeout=0.5)
+        assert time.monotonic() - started >= 0.5
+        message = str(err.value)
+        assert f"process {proc.pid}" in message and "MCP server" in message and "kb.duckdb" in message
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_writer_waits_for_the_holder_to_finish(tmp_path: Path) -> None:
+    db = tmp_path / "kb.duckdb"
+    hybridkb.connect(db, model="fake").close()
+    proc = _hold(db, 1.0)
+    try:
+        with hybridkb.connect(db, model="fake", lock_timeout=20) as kb:
+            kb.create_collection("After")
+    finally:
+        proc.wait()
+
+
+def test_readers_work_alongside_each_other(tmp_path: Path) -> None:
+    db = tmp_path / "kb.duckdb"
+    with hybridkb.connect(db, model="fake") as kb:
+        kb.create_collection("Notes").add_texts(["shared reading"], ids=["r"])
+    with hybridkb.connect(db, model="fake", read_only=True) as a, hybridkb.connect(db, model="fake", read_only=True) as b:
+        assert a.collection("Notes").search("reading", k=1)[0].document_id == "r"
+        assert b.collection("Notes").search("reading", k=1)[0].document_id == "r"
