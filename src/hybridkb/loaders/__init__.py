@@ -154,14 +154,18 @@ def _walk(folder: Path, seen_dirs: set[Path]) -> Iterator[Path | FailedFile]:
     for entry in entries:
         if entry.name.startswith("."):
             continue
-        if entry.is_dir():  # follows symlinks
+        try:
+            is_dir, is_file = entry.is_dir(), entry.is_file()  # both follow symlinks
+        except OSError:  # a link pointing at itself (ELOOP)
+            is_dir = is_file = False
+        if is_dir:
             # A symlink back up the tree would recurse forever; resolved paths repeat.
             target = Path(entry.path).resolve()
             if target not in seen_dirs:
                 seen_dirs.add(target)
                 yield from _walk(target, seen_dirs)
         elif Path(entry.name).suffix.lower() in SUPPORTED_EXTENSIONS:
-            if entry.is_file():
+            if is_file:
                 yield Path(entry.path).resolve()
             elif entry.is_symlink():  # dangling or self-referencing link
                 yield _missing(Path(entry.path))
