@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from hybridkb.analysis import STOPWORDS, _analyzers, analyze, analyze_query, detect_language
+from hybridkb.analysis import STOPWORDS, _clear_cache, analyze, analyze_query, detect_language
 from hybridkb.index.keyword import DEFAULT_B, DEFAULT_K1, KeywordIndex
 
 Qrels = dict[str, dict[str, int]]
@@ -160,7 +160,7 @@ def tune(
     try:
         for stop in (True, False):
             STOPWORDS["en"] = saved if stop else frozenset()
-            _analyzers.clear()  # analysers cache their stop words
+            _clear_cache()  # analysers cache their stop words
             doc_terms, qterms = analyse(corpus, queries, langs)
             train = {q: qterms[q] for q in qrels}
             for k1 in (0.6, 0.9, 1.2, 1.5, 2.0):
@@ -170,7 +170,7 @@ def tune(
                     print(f"  stopwords={stop!s:<5} k1={k1:<4} b={b:<5} train nDCG@10={score:.4f}")
     finally:
         STOPWORDS["en"] = saved
-        _analyzers.clear()
+        _clear_cache()
     return {"grid": grid, "best": max(grid, key=lambda g: g["ndcg10_train"])}
 
 

@@ -71,7 +71,7 @@ def test_split_text_rejects_impossible_sizes(size: int, overlap: int) -> None:
 _TEXTS = st.text(alphabet="ab  .!\n\n。", max_size=600) | st.text(max_size=300)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(text=_TEXTS, size=st.integers(3, 120), overlap_share=st.floats(0, 0.9))
 def test_split_text_covers_everything_within_size_and_overlap(
     text: str, size: int, overlap_share: float
@@ -179,7 +179,7 @@ _BLOCK = st.builds(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(
     blocks=st.lists(_BLOCK, max_size=12),
     strategy=st.sampled_from(STRATEGIES),
@@ -202,7 +202,7 @@ def test_chunks_are_exact_bounded_complete_and_deterministic(
     assert chunk_blocks(blocks, strategy=strategy, chunk_size=size, chunk_overlap=overlap) == chunks
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(blocks=st.lists(_BLOCK, min_size=1, max_size=12), size=st.integers(10, 200))
 def test_paragraph_chunks_never_span_two_pages_or_sections(blocks: list[Block], size: int) -> None:
     starts, position = [], 0

@@ -206,7 +206,7 @@ def test_incremental_adds_score_exactly_like_a_fresh_build(small: bool, monkeypa
     vocab = [f"w{i}" for i in range(200)]
     docs = random_corpus(rng, 1_500, vocab)
     keys = list(docs)
-    grown = KeywordIndex()
+    grown = KeywordIndex(k1=K1, b=B)
     grown.add(keys[:1_000], [docs[k] for k in keys[:1_000]])
     for i in range(1_000, len(keys), 10):
         grown.add(keys[i : i + 10], [docs[k] for k in keys[i : i + 10]])
@@ -374,3 +374,10 @@ def test_any_write_sequence_behaves_like_a_dict_of_documents(small: bool, monkey
     run_state_machine_as_test(
         IndexMachine, settings=settings(max_examples=40, stateful_step_count=25, deadline=None)
     )
+
+
+def test_a_key_outside_int64_is_rejected_without_changing_the_index() -> None:
+    index = build({1: ["apple"]})
+    with pytest.raises(ConfigError):
+        index.add([1, 2**63], [["pear"], ["fig"]])
+    assert len(index) == 1 and [key for key, _ in index.search(["apple"], 3)] == [1]

@@ -65,14 +65,14 @@ _TRICKY = "ab Z-.\n\r\t\u00ad\u200b\u00a0\u2029\u2028\ufeff\x00\x85ﬁé\u0301�
 _TEXT = st.text(alphabet=_TRICKY, max_size=80) | st.text(max_size=60)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(_TEXT)
 def test_normalize_is_idempotent(raw: str) -> None:
     once = normalize_text(raw)
     assert normalize_text(once) == once
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(_TEXT)
 def test_normalize_output_has_no_invisible_or_ragged_whitespace(raw: str) -> None:
     out = normalize_text(raw)

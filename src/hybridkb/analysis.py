@@ -15,8 +15,8 @@ Rules, applied after NFKC normalisation and casefolding:
   unigram. A query for 线程 therefore matches 多线程编程 with no dictionary.
 
 Example:
-    >>> analyze("Running C++ on 多线程", "en")
-    ['run', 'c++', 'c', 'on', '多线', '线程']
+    >>> analyze("Running C++ on 多线程 v2", "en")
+    ['run', 'c++', 'c', '多线', '线程', 'v2', 'v', '2']
 """
 
 from __future__ import annotations
@@ -162,8 +162,9 @@ class _Analyzer:
         out.append(run)
 
 
-_analyzers: dict[str, _Analyzer] = {}
-_analyzers_lock = threading.Lock()
+# PyStemmer objects must not be shared between threads, so each thread keeps
+# its own analysers (the MCP server and LangChain tools may search in threads).
+_local = threading.local()
 
 
 def _base_language(language: str) -> str:
@@ -173,16 +174,21 @@ def _base_language(language: str) -> str:
 
 
 def _analyzer(language: str) -> _Analyzer:
-    """Return the cached analyser for a base language code."""
-    found = _analyzers.get(language)
-    if found is not None:
-        return found
-    with _analyzers_lock:  # Stemmer objects are not shareable across threads' creation races
+    """Return this thread's cached analyser for a base language code."""
+    cache: dict[str, _Analyzer] | None = getattr(_local, "analyzers", None)
+    if cache is None:
+        cache = _local.analyzers = {}
+    found = cache.get(language)
+    if found is None:
         algo = SNOWBALL_LANGUAGES.get(language)
         stem = Stemmer.Stemmer(algo).stemWord if algo else None
-        found = _Analyzer(stem=stem, stopwords=STOPWORDS.get(language, frozenset()))
-        _analyzers[language] = found
+        found = cache[language] = _Analyzer(stem, STOPWORDS.get(language, frozenset()))
     return found
+
+
+def _clear_cache() -> None:
+    """Forget this thread's analysers, e.g. after changing STOPWORDS (bench tuning)."""
+    _local.analyzers = {}
 
 
 def _tokens(text: str, analyzer: _Analyzer, stop: frozenset[str], out: list[str]) -> None:

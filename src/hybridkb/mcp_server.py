@@ -23,14 +23,14 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from langchain_core.tools import BaseTool, ToolException
-from pydantic import Field
+from pydantic import ValidationError, WithJsonSchema
 from pydantic_core import PydanticUndefined
 
 from .errors import KBError
 from .kb import KnowledgeBase, connect
 from .render import render_error
 from .settings import Settings
-from .tools import WRITE_TOOLS, KBToolkit, toolkit_tools
+from .tools import KBToolkit, _validation_message, toolkit_tools
 
 __all__ = ["build_server", "main", "serve"]
 
@@ -54,7 +54,13 @@ def _mcp_function(lc_tool: BaseTool) -> Callable[..., Any]:
 
     def call(**kwargs: Any) -> CallToolResult:
         try:
+            if fields:
+                parsed = schema.model_validate(kwargs)  # type: ignore[union-attr]
+                kwargs = {name: getattr(parsed, name) for name in fields}
             out = func(**kwargs)
+        except ValidationError as exc:
+            text = _validation_message(lc_tool.name)(exc)
+            return CallToolResult(content=[TextContent(text=text)], is_error=True)
         except ToolException as exc:
             text = str(exc.args[0]) if exc.args else "Error: the tool failed"
             return CallToolResult(content=[TextContent(text=text)], is_error=True)
@@ -63,9 +69,12 @@ def _mcp_function(lc_tool: BaseTool) -> Callable[..., Any]:
         content = out[0] if lc_tool.response_format == "content_and_artifact" else out
         return CallToolResult(content=[TextContent(text=str(content))])
 
+    # Advertise the tool's own JSON schema per argument, but let values of any type
+    # through to the LangChain schema above, so a wrong type gets our error text.
+    properties = schema.model_json_schema().get("properties", {}) if fields else {}  # type: ignore[union-attr]
     params = []
     for name, info in fields.items():
-        annotation = Annotated[info.annotation, Field(description=info.description or "")]  # type: ignore[name-defined]
+        annotation = Annotated[Any, WithJsonSchema(properties.get(name, {}))]
         default = inspect.Parameter.empty if info.is_required() else info.default
         if default is PydanticUndefined:
             default = inspect.Parameter.empty
@@ -92,9 +101,11 @@ def build_server(
     from . import __version__
 
     toolkit = KBToolkit(kb, workspace=workspace, allowed_paths=allowed_paths, read_only=read_only)
+    # Whatever a read-only toolkit leaves out writes (graph tools included).
+    readers = {t.name for t in toolkit_tools(KBToolkit(kb, workspace=workspace, read_only=True))}
     server: Any = MCPServer(name, instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
     for lc_tool in toolkit_tools(toolkit):
-        writes = lc_tool.name in WRITE_TOOLS
+        writes = lc_tool.name not in readers
         server.add_tool(
             _mcp_function(lc_tool),
             name=lc_tool.name,

@@ -52,8 +52,9 @@ class SentenceTransformerEmbedder:
         try:
             self._model = SentenceTransformer(source, device=resolve_device(device))
         except Exception as exc:  # the library raises OSError/ValueError/HF errors
+            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise EmbeddingMismatch(
-                f"cannot load embedding model {model_id!r}: {exc}; set HYBRIDKB_MODEL to an "
+                f"cannot load embedding model {model_id!r}: {first_line}; set HYBRIDKB_MODEL to an "
                 "installed sentence-transformers model or path"
             ) from exc
         self.model_id = model_id

@@ -6,12 +6,12 @@ saved to one file for a fast cold start.
 
 Layout (a "row" is a dense id given to each added document, in add order):
 
-* Postings are term-major and split in two. The *base* is three CSR arrays
-  (``_ptr``, ``_prow``, ``_ptf``); the *tail* holds, per term, growable
-  ``array`` buffers for documents added since the last merge. Rows only grow,
-  so each posting list is sorted by row and tail rows follow base rows. A merge
-  folds the tail into the base in O(postings) once it reaches a quarter of the
-  base, which keeps an add of a few documents O(their terms).
+* Postings are term-major and split in two. The *base* is one CSR block
+  (``_Csr``: ptr, rows, tf); the *tail* holds, per term, a growable ``array``
+  for documents added since the last merge. Rows only grow, so tail rows follow
+  base rows. A merge folds the tail into the base in O(postings) with numpy once
+  it reaches a quarter of the base (or a batch is big enough that merging beats
+  appending), which keeps an add of a few documents O(their terms).
 * The forward index (``_fptr``, ``_fterm``) lists each row's distinct term ids,
   so a remove decrements document frequencies without touching postings.
 * Removed rows are tombstones until a compaction renumbers the rows, which
@@ -260,10 +260,13 @@ class KeywordIndex:
         last = {int(key): i for i, key in enumerate(keys)}
         if not last:
             return
+        try:  # before any change, so a bad key leaves the index untouched
+            new_keys = np.array(list(last), np.int64)
+        except OverflowError as exc:
+            raise ConfigError(f"document keys must fit in int64: {exc}") from exc
         self._remove_rows([self._rows.pop(key) for key in last if key in self._rows])
 
         order = list(last.values())
-        new_keys = list(last)
         begin = 0
         while begin < len(order):
             # Bulk loads go in slices of ~4M terms to bound the sort buffers.
@@ -275,7 +278,7 @@ class KeywordIndex:
             begin = end
         self._changed()
 
-    def _add_rows(self, keys: list[int], docs: list[Sequence[str]]) -> None:
+    def _add_rows(self, keys: IntArray, docs: list[Sequence[str]]) -> None:
         """Append new rows for keys not present in the index."""
         n = len(docs)
         lengths = np.fromiter(map(len, docs), np.int64, n)
@@ -298,12 +301,12 @@ class KeywordIndex:
         n_terms = len(self._vocab)
         self._df.extend(np.zeros(n_terms - self._df.size, np.int64))
         self._df.view()[:] += np.bincount(tids, minlength=n_terms)
-        self._keys.extend(np.array(keys, np.int64))
+        self._keys.extend(keys)
         self._dl.extend(lengths)
         self._live.extend(np.ones(n, np.bool_))
         self._fptr.extend(self._fptr.data[self._fptr.size - 1] + np.cumsum(uniq))
         self._fterm.extend(tids)
-        self._rows.update(zip(keys, range(start, start + n)))
+        self._rows.update(zip(keys.tolist(), range(start, start + n)))
         self._total_len += int(lengths.sum())
 
         base = len(self._base.rows)
@@ -531,7 +534,6 @@ class KeywordIndex:
         """
         self._compact()
         path = Path(path)
-        joined = "\n".join(self._vocab)
         arrays: dict[str, np.ndarray[Any, Any]] = {
             "ptr": self._base.ptr,
             "rows": self._base.rows,
@@ -540,13 +542,15 @@ class KeywordIndex:
             "dl": self._dl.view(),
             "fptr": self._fptr.view(),
             "fterm": self._fterm.view(),
-            "vocab": np.frombuffer(joined.encode("utf-8", "surrogatepass"), np.uint8),
         }
+        joined = "\n".join(self._vocab)
         if joined.count("\n") != max(len(self._vocab) - 1, 0):
-            # Some term holds a newline: store lengths so the split stays exact.
+            # Some term holds a newline: store the terms unseparated, with lengths.
+            joined = "".join(self._vocab)
             arrays["vocab_lengths"] = np.array(
                 [len(t.encode("utf-8", "surrogatepass")) for t in self._vocab], np.int64
             )
+        arrays["vocab"] = np.frombuffer(joined.encode("utf-8", "surrogatepass"), np.uint8)
         meta = {
             "format": _FORMAT,
             "version": _VERSION,
@@ -597,7 +601,7 @@ class KeywordIndex:
             return cls._from_arrays(meta, data)
         except FileNotFoundError:
             raise
-        except (OSError, ValueError, KeyError, IndexError, zipfile.BadZipFile) as exc:
+        except (OSError, EOFError, ValueError, KeyError, IndexError, zipfile.BadZipFile) as exc:
             raise BackendError(
                 f"{path}: not a readable keyword index ({exc}); delete it to rebuild it "
                 "from the database"
@@ -606,15 +610,14 @@ class KeywordIndex:
     @classmethod
     def _from_arrays(cls, meta: dict[str, Any], data: dict[str, Any]) -> KeywordIndex:
         index = cls(k1=float(meta["k1"]), b=float(meta["b"]))
-        text = data["vocab"].tobytes().decode("utf-8", "surrogatepass")
+        raw = data["vocab"].tobytes()
         if "vocab_lengths" in data:
-            raw = data["vocab"].tobytes()
             ends = np.cumsum(data["vocab_lengths"]).tolist()
             terms = [
                 raw[a:z].decode("utf-8", "surrogatepass") for a, z in zip([0, *ends[:-1]], ends)
             ]
         else:
-            terms = text.split("\n") if meta["terms"] else []
+            terms = raw.decode("utf-8", "surrogatepass").split("\n") if meta["terms"] else []
         ptr = data["ptr"].astype(np.int64)
         keys, fptr = data["keys"].astype(np.int64), data["fptr"].astype(np.int64)
         if not (
