@@ -13,19 +13,27 @@ Usage:
 
 from __future__ import annotations
 
+import os
+import sys
+
+# Run as `python bench/keyword.py`, this folder leads sys.path, and this file
+# would shadow the standard library's `keyword` module (imported by
+# collections). Drop the folder before importing anything else.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+
 import argparse
 import gc
 import json
 import math
-import os
 import platform
 import statistics
-import sys
 import tempfile
 import time
 import tracemalloc
 from collections import Counter
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -166,7 +174,9 @@ def tune(
             for k1 in (0.6, 0.9, 1.2, 1.5, 2.0):
                 for b in (0.3, 0.4, 0.5, 0.6, 0.75, 0.9):
                     score = ndcg_at_10(run_queries(build(doc_terms, k1, b), train, ids), qrels)
-                    grid.append({"stopwords": stop, "k1": k1, "b": b, "ndcg10_train": round(score, 4)})
+                    grid.append(
+                        {"stopwords": stop, "k1": k1, "b": b, "ndcg10_train": round(score, 4)}
+                    )
                     print(f"  stopwords={stop!s:<5} k1={k1:<4} b={b:<5} train nDCG@10={score:.4f}")
     finally:
         STOPWORDS["en"] = saved
@@ -197,7 +207,7 @@ def synthetic_corpus(doc_terms: list[list[str]], n_docs: int, seed: int = 7) -> 
 def latency(index: KeywordIndex, queries: list[list[str]], k: int, **kw: Any) -> dict[str, float]:
     for q in queries[:20]:  # warm caches
         index.search(q, k, **kw)
-    return percentiles([t for q in queries for t in timed(lambda q=q: index.search(q, k, **kw))])
+    return percentiles([t for q in queries for t in timed(partial(index.search, q, k, **kw))])
 
 
 def scale_bench(
@@ -220,7 +230,9 @@ def scale_bench(
     rng = np.random.default_rng(3)
     allowed = np.sort(rng.choice(n_docs, size=n_docs // 10, replace=False)).astype(np.int64)
     result["search_k10_allowed_10pct"] = latency(index, query_terms, 10, allowed=allowed)
-    result["matching"] = percentiles([t for q in query_terms for t in timed(lambda q=q: index.matching(q))])
+    result["matching"] = percentiles(
+        [t for q in query_terms for t in timed(partial(index.matching, q))]
+    )
 
     # 200 rounds of: add 10 new documents, search, remove 10 old ones. Means
     # include the amortised merges and compactions.
@@ -231,10 +243,11 @@ def scale_bench(
         batch = extra[at : at + 10]
         keys = list(range(next_key, next_key + len(batch)))
         next_key += len(batch)
-        adds += timed(lambda: index.add(keys, batch))
-        after += timed(lambda: index.search(query_terms[i % len(query_terms)], 10))
+        query = query_terms[i % len(query_terms)]
         victims = rng.choice(n_docs, size=10, replace=False).tolist()
-        removes += timed(lambda: index.remove(victims))
+        adds += timed(partial(index.add, keys, batch))
+        after += timed(partial(index.search, query, 10))
+        removes += timed(partial(index.remove, victims))
     result["add_10_docs"] = percentiles(adds)
     result["remove_10_docs"] = percentiles(removes)
     result["search_k10_between_writes"] = percentiles(after)
@@ -258,7 +271,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=Path("/work/shared/data/scifact"))
     parser.add_argument("--docs", type=int, default=100_000, help="synthetic corpus size")
-    parser.add_argument("--tune", action="store_true", help="grid-search stop words, k1, b on train")
+    parser.add_argument(
+        "--tune", action="store_true", help="grid-search stop words, k1, b on train"
+    )
     parser.add_argument(
         "--out", type=Path, default=Path(__file__).parent / "results" / "keyword.json"
     )

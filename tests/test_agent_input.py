@@ -27,10 +27,28 @@ from hybridkb.errors import AccessDenied, ConfigError, KBError
 @pytest.mark.parametrize(
     "text",
     [
-        "report.pdf", "REPORT.PDF", "tax 2023.pdf", "notes.md", "a.docx", "data.xlsx",
-        "~/docs/return.pdf", "~", "./x", "../x", "/abs/path", "/home/u/My Documents",
-        "docs/tax", "C:\\Users\\me\\tax.docx", "C:/Users/me", '"~/docs/a b.pdf"',
-        "'report.pdf'", "`notes.txt`", "My Documents/tax 2023.pdf", "\\\\server\\share\\f.txt",
+        "report.pdf",
+        "REPORT.PDF",
+        "tax 2023.pdf",
+        "notes.md",
+        "a.docx",
+        "data.xlsx",
+        "~/docs/return.pdf",
+        "~",
+        "./x",
+        "../x",
+        "/abs/path",
+        "/home/u/My Documents",
+        "docs/tax",
+        "C:\\Users\\me\\tax.docx",
+        "C:/Users/me",
+        '"~/docs/a b.pdf"',
+        "'report.pdf'",
+        "`notes.txt`",
+        ".",
+        "..",
+        "My Documents/tax 2023.pdf",
+        "\\\\server\\share\\f.txt",
     ],
 )
 def test_path_like_strings_are_paths(text: str) -> None:
@@ -40,10 +58,19 @@ def test_path_like_strings_are_paths(text: str) -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        "", "hello", "hello world", "and/or", "24/7", "1/2/2024", "Q3 revenue up 5%",
+        "",
+        "hello",
+        "hello world",
+        "and/or",
+        "24/7",
+        "1/2/2024",
+        "Q3 revenue up 5%",
         "Remember to call the accountant about the 2023 return.pdf next Monday please",
-        "line one\nline two.pdf", "/ 3 of the staff", "meeting notes: budget is fine",
-        "x" * 5000 + ".pdf", "Use TCP/IP and HTTP/2 for this",
+        "line one\nline two.pdf",
+        "/ 3 of the staff",
+        "meeting notes: budget is fine",
+        "x" * 5000 + ".pdf",
+        "Use TCP/IP and HTTP/2 for this",
     ],
 )
 def test_prose_is_not_a_path(text: str) -> None:
@@ -82,8 +109,12 @@ def test_split_items_rejects_non_string_json_items() -> None:
         split_items('[{"a": 1}]')
 
 
-@given(st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), min_size=1,
-                        max_size=20), max_size=10))
+@given(
+    st.lists(
+        st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=20),
+        max_size=10,
+    )
+)
 def test_split_items_json_list_round_trips(items: list[str]) -> None:
     expected = [i for i in dict.fromkeys(unquote(i).strip() for i in items) if i]
     assert split_items(json.dumps(items)) == expected
@@ -132,8 +163,12 @@ def test_single_path_relative_to_base(docs: Path) -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        "a.txt\nb c.md", "a.txt, b c.md", '["a.txt", "b c.md"]', '"a.txt", "b c.md"',
-        "'a.txt'\n'b c.md'", "a.txt,\n b c.md",
+        "a.txt\nb c.md",
+        "a.txt, b c.md",
+        '["a.txt", "b c.md"]',
+        '"a.txt", "b c.md"',
+        "'a.txt'\n'b c.md'",
+        "a.txt,\n b c.md",
     ],
 )
 def test_several_paths_in_any_list_form(docs: Path, text: str) -> None:
@@ -151,6 +186,12 @@ def test_tilde_is_expanded(docs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(docs))
     got = parse_documents("~/sub/d.txt", allowed=[docs], base=Path("/"))
     assert got.paths == [docs / "sub" / "d.txt"]
+
+
+def test_dot_is_the_current_folder(docs: Path) -> None:
+    assert parse_documents(".", allowed=[docs], base=docs / "sub").paths == [docs / "sub"]
+    with pytest.raises(AccessDenied):
+        parse_documents("..", allowed=[docs / "sub"], base=docs / "sub")
 
 
 def test_existing_file_without_extension_is_a_path(docs: Path) -> None:
@@ -177,10 +218,12 @@ def test_missing_path_is_an_error_naming_it(docs: Path) -> None:
 
 
 def test_json_records(docs: Path) -> None:
-    text = json.dumps([
-        {"content": "first", "metadata": {"year": 2023}},
-        {"page_content": "second", "id": "n2"},
-    ])
+    text = json.dumps(
+        [
+            {"content": "first", "metadata": {"year": 2023}},
+            {"page_content": "second", "id": "n2"},
+        ]
+    )
     got = parse_documents(text, allowed=[docs], base=docs)
     assert got.records == [
         {"content": "first", "metadata": {"year": 2023}},

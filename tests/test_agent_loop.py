@@ -21,11 +21,11 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
+from pdfgen import Page, write_pdf
 from pydantic import PrivateAttr
 
 import hybridkb
 from hybridkb.tools import make_tools
-from pdfgen import Page, write_pdf
 
 PASSAGE = (
     "Depreciation of office equipment is claimed over five years using the straight-line "
@@ -50,8 +50,9 @@ class ScriptedChatModel(BaseChatModel):
         self._bound = [getattr(t, "name", str(t)) for t in tools]
         return self
 
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
-                  **kwargs: Any) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
         step: Step = self.steps[self._next]
         self._next += 1
         message = step(messages)
@@ -120,21 +121,31 @@ def transcript(messages: Sequence[BaseMessage]) -> str:
 def test_scripted_agent_creates_adds_searches_and_removes(tmp_path: Path) -> None:
     pdf = write_pdf(
         tmp_path / "2023-tax-guide.pdf",
-        [Page("2023 Tax Guide\n\nKeep receipts for every claim you make."),
-         Page(f"Depreciation\n\n{PASSAGE}")],
+        [
+            Page("2023 Tax Guide\n\nKeep receipts for every claim you make."),
+            Page(f"Depreciation\n\n{PASSAGE}"),
+        ],
     )
     kb = hybridkb.connect(tmp_path / "agent.duckdb", model="fake")
     tools = make_tools(kb, workspace="alice", allowed_paths=[tmp_path])
-    model = ScriptedChatModel(steps=[
-        lambda m: _tool_call("create_kb_collection", collection_name="Tax Documents"),
-        lambda m: AIMessage(content="I created the collection Tax Documents."),
-        lambda m: _tool_call("add_kb_documents", collection_name="Tax Documents", documents=str(pdf)),
-        lambda m: AIMessage(content=f"Added 2023-tax-guide.pdf (document {_added_id(m)})."),
-        lambda m: _tool_call("search_kb", query="depreciation", collection_name="Tax Documents"),
-        _quote_first_passage,
-        lambda m: _tool_call("delete_kb_documents", collection_name="Tax Documents", ids=_added_id(m)),
-        lambda m: AIMessage(content=f"Removed 2023-tax-guide.pdf from Tax Documents."),
-    ])
+    model = ScriptedChatModel(
+        steps=[
+            lambda m: _tool_call("create_kb_collection", collection_name="Tax Documents"),
+            lambda m: AIMessage(content="I created the collection Tax Documents."),
+            lambda m: _tool_call(
+                "add_kb_documents", collection_name="Tax Documents", documents=str(pdf)
+            ),
+            lambda m: AIMessage(content=f"Added 2023-tax-guide.pdf (document {_added_id(m)})."),
+            lambda m: _tool_call(
+                "search_kb", query="depreciation", collection_name="Tax Documents"
+            ),
+            _quote_first_passage,
+            lambda m: _tool_call(
+                "delete_kb_documents", collection_name="Tax Documents", ids=_added_id(m)
+            ),
+            lambda m: AIMessage(content="Removed 2023-tax-guide.pdf from Tax Documents."),
+        ]
+    )
     agent = build_agent(model, tools)
     config = {"configurable": {"thread_id": "alice-1"}}
     turns = [
@@ -160,7 +171,11 @@ def test_scripted_agent_creates_adds_searches_and_removes(tmp_path: Path) -> Non
     assert answers[3] == "Removed 2023-tax-guide.pdf from Tax Documents."
     tool_results = [m for m in messages if isinstance(m, ToolMessage)]
     assert [m.name for m in tool_results] == [
-        "create_kb_collection", "add_kb_documents", "search_kb", "delete_kb_documents"]
+        "create_kb_collection",
+        "add_kb_documents",
+        "search_kb",
+        "delete_kb_documents",
+    ]
     assert all(m.status == "success" for m in tool_results)
     assert tool_results[2].artifact[0]["document_id"] == doc_id  # the structured hits
     search = {t.name: t for t in tools}["search_kb"]
@@ -180,11 +195,13 @@ def test_agent_recovers_from_an_error_observation(tmp_path: Path) -> None:
         assert error.status == "error" and "existing: 'Tax Documents'" in str(error.content)
         return _tool_call("search_kb", query="depreciation", collection_name="Tax Documents")
 
-    model = ScriptedChatModel(steps=[
-        lambda m: _tool_call("search_kb", query="depreciation", collection_name="Taxes"),
-        retry_with_existing_name,
-        _quote_first_passage,
-    ])
+    model = ScriptedChatModel(
+        steps=[
+            lambda m: _tool_call("search_kb", query="depreciation", collection_name="Taxes"),
+            retry_with_existing_name,
+            _quote_first_passage,
+        ]
+    )
     state = build_agent(model, tools).invoke(
         {"messages": [HumanMessage("What do my taxes say about depreciation?")]},
         {"configurable": {"thread_id": "t"}},

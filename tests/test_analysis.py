@@ -98,7 +98,15 @@ def test_code_tokens_keep_the_whole_form_and_its_parts(text: str, expected: list
 
 
 def test_sentence_punctuation_does_not_join_tokens() -> None:
-    assert analyze("It costs 1997. Really, (v2)!", "und") == ["it", "costs", "1997", "really", "v2", "v", "2"]
+    assert analyze("It costs 1997. Really, (v2)!", "und") == [
+        "it",
+        "costs",
+        "1997",
+        "really",
+        "v2",
+        "v",
+        "2",
+    ]
 
 
 @pytest.mark.parametrize("query", ["C++", "c++", "v2", "1997", "s.40-880", "ITAA1997", "40-880"])
@@ -180,7 +188,10 @@ ALL_STOPWORDS = frozenset().union(*STOPWORDS.values())
 
 
 @settings(max_examples=60, deadline=None)
-@given(words=st.lists(st.one_of(WORDS, FILLER), max_size=8), lang=st.sampled_from(["en", "de", "zh", "und"]))
+@given(
+    words=st.lists(st.one_of(WORDS, FILLER), max_size=8),
+    lang=st.sampled_from(["en", "de", "zh", "und"]),
+)
 def test_query_analysis_is_compatible_with_document_analysis(words: list[str], lang: str) -> None:
     text = " ".join(words)
     doc_terms = analyze(text, lang)

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import hybridkb
 from hybridkb.errors import GraphError
+from hybridkb.graph import queries
 from hybridkb.graph.queries import MemGraph
 
 
@@ -251,11 +252,11 @@ def test_memgraph_matches_reference_bfs(edges: list[tuple[int, int, str]], a: in
     ia, ib = g.index[f"n{a}"], g.index[f"n{b}"]
     # traverse reaches exactly the nodes the reference BFS reaches, at their distance
     dist = _bfs_dist(out_adj, f"n{a}")
-    found = {g.ids[nodes[-1]]: d for d, nodes, _ in g.traverse(ia, "out", None, 8, 1000)}
+    found = {g.ids[nodes[-1]]: d for d, nodes, _ in queries.traverse(g, ia, "out", None, 8, 1000)[0]}
     assert found == {n: d for n, d in dist.items() if n != f"n{a}"}
     # the first path found is a shortest one; every path is simple and within bounds
     for direction, adj in (("out", out_adj), ("both", und_adj)):
-        paths, _ = g.find_paths(ia, ib, direction, None, 5, 50)
+        paths, _ = queries.find_paths(g, ia, ib, direction, None, 5, 50)
         ref = _bfs_dist(adj, f"n{a}").get(f"n{b}")
         if ref is None or ref > 5:
             assert paths == []
@@ -271,3 +272,48 @@ def test_memgraph_matches_reference_bfs(edges: list[tuple[int, int, str]], a: in
                 if direction == "out":
                     assert (g.esrc[eid], g.edst[eid]) == (x, y)
         assert len({tuple(e) for _, e in paths}) == len(paths)  # no path twice
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    first=edges_strategy,
+    later=edges_strategy,
+    removed=st.lists(st.integers(0, 60), max_size=8),
+    a=st.integers(0, 7),
+    b=st.integers(0, 7),
+)
+def test_snapshot_plus_delta_matches_reference(
+    first: list[tuple[int, int, str]], later: list[tuple[int, int, str]], removed: list[int], a: int, b: int
+) -> None:
+    """Edges added and removed after the CSR snapshot are seen exactly as if rebuilt."""
+    g = MemGraph()
+    g.add_nodes([(f"n{i}", "t", None, 0, "") for i in range(8)])
+    g.add_edges([(f"n{s}", f"n{t}", e, 1.0, None, 0, "") for s, t, e in first])
+    g.csr()
+    g.add_edges([(f"n{s}", f"n{t}", e, 1.0, None, 0, "") for s, t, e in later])
+    g.add_nodes([("n8", "t", None, 0, "")])
+    g.add_edges([("n8", f"n{a}", "p", 1.0, None, 0, "")])
+    edges = dict.fromkeys((f"n{s}", f"n{t}", e) for s, t, e in [*first, *later])
+    edges[("n8", f"n{a}", "p")] = None
+    keys = list(edges)
+    for k in removed:
+        if k < len(keys) and keys[k] in edges:
+            assert g.remove_user_edge(*keys[k])
+            del edges[keys[k]]
+    fresh = MemGraph()
+    fresh.add_nodes([(f"n{i}", "t", None, 0, "") for i in range(9)])
+    fresh.add_edges([(s, t, e, 1.0, None, 0, "") for s, t, e in edges])
+    for direction in ("out", "in", "both"):
+        for types in (None, frozenset({"p"})):
+            got = queries.traverse(g, g.index["n8"], direction, types, 8, 1000)[0]
+            want = queries.traverse(fresh, fresh.index["n8"], direction, types, 8, 1000)[0]
+            assert {g.ids[n[-1]]: d for d, n, _ in got} == {fresh.ids[n[-1]]: d for d, n, _ in want}
+            pg, _ = queries.find_paths(g, g.index[f"n{a}"], g.index[f"n{b}"], direction, types, 4, 20)
+            pf, _ = queries.find_paths(fresh, fresh.index[f"n{a}"], fresh.index[f"n{b}"], direction, types, 4, 20)
+            as_keys = lambda m, ps: sorted(  # noqa: E731
+                tuple((m.ids[m.esrc[e]], m.ids[m.edst[e]], m.etype[e]) for e in p[1]) for p in ps
+            )
+            assert sorted(len(p[1]) for p in pg) == sorted(len(p[1]) for p in pf)
+            cut = max((len(p[1]) for p in pg), default=0) if len(pg) == 20 else 99
+            short = lambda ps: [p for p in ps if len(p[1]) < cut]  # noqa: E731
+            assert as_keys(g, short(pg)) == as_keys(fresh, short(pf))

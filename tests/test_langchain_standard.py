@@ -37,8 +37,13 @@ def anyio_backend() -> str:
 def _seeded_kb(name: str) -> hybridkb.KnowledgeBase:
     """A fresh in-memory knowledge base holding just what the tool's example call needs."""
     kb = hybridkb.connect(":memory:", model="fake", enable_sql_tool=True)
-    if name in ("search_kb", "describe_kb_collection", "drop_kb_collection", "add_kb_documents",
-                "delete_kb_documents"):
+    if name in (
+        "search_kb",
+        "describe_kb_collection",
+        "drop_kb_collection",
+        "add_kb_documents",
+        "delete_kb_documents",
+    ):
         coll = kb.create_collection("Tax Documents")
         if name in ("search_kb", "delete_kb_documents"):
             coll.add_texts(["Depreciation of equipment is spread over five years."], ids=["note-1"])
@@ -141,9 +146,13 @@ def store() -> Iterator[HybridKBVectorStore]:
 
 
 def test_long_text_comes_back_exactly_although_chunked(store: HybridKBVectorStore) -> None:
-    text = "\n\n".join(
-        f"  Paragraph {i}:\tthe  depreciation\u00a0schedule   spans {i} years.  " * 3 for i in range(8)
-    ) + "\n"
+    text = (
+        "\n\n".join(
+            f"  Paragraph {i}:\tthe  depreciation\u00a0schedule   spans {i} years.  " * 3
+            for i in range(8)
+        )
+        + "\n"
+    )
     meta = {"filename": "mine.txt", "page": 7, "nested": {"a": [1, 2]}, "source": "user"}
     [doc_id] = store.add_documents([Document(text, metadata=meta)])
     assert store.collection.get(doc_id).chunk_count > 1
@@ -163,19 +172,24 @@ def test_plain_text_round_trips_without_a_stored_copy(store: HybridKBVectorStore
 
 def test_search_returns_each_document_once(store: HybridKBVectorStore) -> None:
     long_text = " ".join(f"Depreciation detail number {i}." for i in range(60))
-    store.add_texts([long_text, "Depreciation in brief.", "Unrelated gardening tips."],
-                    ids=["long", "brief", "garden"])
+    store.add_texts(
+        [long_text, "Depreciation in brief.", "Unrelated gardening tips."],
+        ids=["long", "brief", "garden"],
+    )
     docs = store.similarity_search("depreciation detail", k=3)
     assert [d.id for d in docs][:2] == ["long", "brief"]
     assert len({d.id for d in docs}) == len(docs) == 3
 
 
 def test_filter_mode_scores_and_vector_search(store: HybridKBVectorStore) -> None:
-    store.add_texts(["apples in 2023", "apples in 2024"], [{"year": 2023}, {"year": 2024}],
-                    ids=["a", "b"])
+    store.add_texts(
+        ["apples in 2023", "apples in 2024"], [{"year": 2023}, {"year": 2024}], ids=["a", "b"]
+    )
     assert [d.id for d in store.similarity_search("apples", k=2, filter={"year": 2024})] == ["b"]
-    assert store.similarity_search("apples", k=1, mode="keyword")[0].metadata in ({"year": 2023},
-                                                                                  {"year": 2024})
+    assert store.similarity_search("apples", k=1, mode="keyword")[0].metadata in (
+        {"year": 2023},
+        {"year": 2024},
+    )
     scored = store.similarity_search_with_relevance_scores("apples in 2024", k=2)
     assert scored[0][0].id == "b" and all(0.0 <= s <= 1.0 for _, s in scored)
     vec = store.embeddings.embed_query("apples in 2023")
@@ -191,7 +205,9 @@ def test_delete_all_and_reserved_key(store: HybridKBVectorStore) -> None:
 
 
 def test_as_retriever_uses_hybrid_search(store: HybridKBVectorStore) -> None:
-    store.add_texts(["The SKU X-1138 is discontinued.", "Our products are great."], ids=["sku", "p"])
+    store.add_texts(
+        ["The SKU X-1138 is discontinued.", "Our products are great."], ids=["sku", "p"]
+    )
     docs = store.as_retriever(search_kwargs={"k": 1}).invoke("X-1138")
     assert [d.id for d in docs] == ["sku"]
 

@@ -12,14 +12,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from pdfgen import Page, write_pdf
 
 import hybridkb
 from hybridkb.mcp_server import build_server
 from hybridkb.tools import TOOL_NAMES, make_tools
-from pdfgen import Page, write_pdf
 
 pytestmark = pytest.mark.anyio
 DEPRECIATION = "Depreciation of equipment is spread over five years."
@@ -50,7 +51,9 @@ async def test_lists_the_same_tools_with_the_same_arguments(mcpkb: Any) -> None:
     for mcp_tool, lc_tool in zip(listed, lc_tools, strict=True):
         lc_schema = lc_tool.get_input_schema().model_json_schema()
         assert mcp_tool.input_schema.get("properties", {}) == lc_schema.get("properties", {})
-        assert sorted(mcp_tool.input_schema.get("required", [])) == sorted(lc_schema.get("required", []))
+        assert sorted(mcp_tool.input_schema.get("required", [])) == sorted(
+            lc_schema.get("required", [])
+        )
         assert mcp_tool.description == lc_tool.description
     hints = {t.name: t.annotations for t in listed}
     assert hints["search_kb"].read_only_hint is True
@@ -59,25 +62,34 @@ async def test_lists_the_same_tools_with_the_same_arguments(mcpkb: Any) -> None:
 
 
 async def test_call_each_tool(mcpkb: Any, tmp_path: Path) -> None:
-    pdf = write_pdf(tmp_path / "guide.pdf", [Page("Intro"), Page(f"Depreciation\n\n{DEPRECIATION}")])
+    pdf = write_pdf(
+        tmp_path / "guide.pdf", [Page("Intro"), Page(f"Depreciation\n\n{DEPRECIATION}")]
+    )
     async with Client(build_server(mcpkb, allowed_paths=[tmp_path])) as client:
+
         async def ok(name: str, **args: Any) -> str:
             result = await client.call_tool(name, args)
             assert not result.is_error, _text(result)
             return _text(result)
 
         assert "Created collection 'Tax Documents'" in await ok(
-            "create_kb_collection", collection_name="Tax Documents")
+            "create_kb_collection", collection_name="Tax Documents"
+        )
         added = await ok("add_kb_documents", collection_name="Tax Documents", documents=str(pdf))
         doc_id = added.split(" id ")[1].split()[0]
-        found = await ok("search_kb", query="depreciation", collection_name="Tax Documents", limit=2)
+        found = await ok(
+            "search_kb", query="depreciation", collection_name="Tax Documents", limit=2
+        )
         assert f"[1] Tax Documents | guide.pdf | p. 2 | doc {doc_id}" in found
         assert DEPRECIATION in found
         assert "- Tax Documents: 1 document" in await ok("kb_list")
         assert doc_id in await ok("describe_kb_collection", collection_name="Tax Documents")
-        assert f"deleted {doc_id}" in await ok("delete_kb_documents", collection_name="Tax Documents",
-                                               ids=json.dumps([doc_id]))
-        assert "Dropped collection" in await ok("drop_kb_collection", collection_name="Tax Documents")
+        assert f"deleted {doc_id}" in await ok(
+            "delete_kb_documents", collection_name="Tax Documents", ids=json.dumps([doc_id])
+        )
+        assert "Dropped collection" in await ok(
+            "drop_kb_collection", collection_name="Tax Documents"
+        )
 
 
 async def test_errors_come_back_as_rendered_error_results(mcpkb: Any, tmp_path: Path) -> None:
@@ -85,10 +97,13 @@ async def test_errors_come_back_as_rendered_error_results(mcpkb: Any, tmp_path: 
     async with Client(build_server(mcpkb, allowed_paths=[tmp_path / "inbox"])) as client:
         result = await client.call_tool("search_kb", {"query": "x", "collection_name": "Receipts"})
         assert result.is_error
-        assert _text(result) == ("Error (collection_not_found): collection 'Receipts' not found in "
-                                 "workspace 'default'; existing: 'Tax Documents'")
-        denied = await client.call_tool("add_kb_documents", {"collection_name": "Tax Documents",
-                                                             "documents": "/etc/passwd"})
+        assert _text(result) == (
+            "Error (collection_not_found): collection 'Receipts' not found in "
+            "workspace 'default'; existing: 'Tax Documents'"
+        )
+        denied = await client.call_tool(
+            "add_kb_documents", {"collection_name": "Tax Documents", "documents": "/etc/passwd"}
+        )
         assert denied.is_error and _text(denied).startswith("Error (access_denied): /etc/passwd")
         assert str(tmp_path / "inbox") in _text(denied)
         bad = await client.call_tool("search_kb", {"query": "x", "limit": "lots"})
@@ -99,8 +114,12 @@ async def test_errors_come_back_as_rendered_error_results(mcpkb: Any, tmp_path: 
 
 async def test_same_budget_as_the_langchain_tools(tmp_path: Path) -> None:
     with hybridkb.connect(tmp_path / "b.duckdb", model="fake", search_token_budget=150) as kb:
-        kb.create_collection("C").add_texts([f"budget passage {i} " + "words " * 80 for i in range(8)])
-        lc = {t.name: t for t in make_tools(kb)}["search_kb"].invoke({"query": "budget", "limit": 8})
+        kb.create_collection("C").add_texts(
+            [f"budget passage {i} " + "words " * 80 for i in range(8)]
+        )
+        lc = {t.name: t for t in make_tools(kb)}["search_kb"].invoke(
+            {"query": "budget", "limit": 8}
+        )
         async with Client(build_server(kb)) as client:
             result = await client.call_tool("search_kb", {"query": "budget", "limit": 8})
         assert _text(result) == lc and len(lc) <= 150 * 4
@@ -110,31 +129,44 @@ async def test_read_only_and_workspace(mcpkb: Any) -> None:
     mcpkb.in_workspace("alice").create_collection("Alice only")
     async with Client(build_server(mcpkb, workspace="bob", read_only=True)) as client:
         names = [t.name for t in (await client.list_tools()).tools]
-        assert not {"create_kb_collection", "add_kb_documents", "delete_kb_documents",
-                    "drop_kb_collection"} & set(names)
+        assert not {
+            "create_kb_collection",
+            "add_kb_documents",
+            "delete_kb_documents",
+            "drop_kb_collection",
+        } & set(names)
         listing = await client.call_tool("kb_list", {})
         assert "No collections yet in workspace 'bob'" in _text(listing)
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HYBRIDKB_")}
-    env.update({"HYBRIDKB_MODEL": "fake", "HYBRIDKB_CACHE_DIR": str(tmp_path / "cache"),
-                "HYBRIDKB_LOCK_TIMEOUT": "0.5", "HF_HUB_OFFLINE": "1"})
+    env.update(
+        {
+            "HYBRIDKB_MODEL": "fake",
+            "HYBRIDKB_CACHE_DIR": str(tmp_path / "cache"),
+            "HYBRIDKB_LOCK_TIMEOUT": "0.5",
+            "HF_HUB_OFFLINE": "1",
+        }
+    )
     return env
 
 
 async def test_stdio_server_and_the_lock_message(tmp_path: Path) -> None:
     db = tmp_path / "stdio.duckdb"
     params = StdioServerParameters(
-        command=sys.executable, args=["-m", "hybridkb.mcp_server", "--db", str(db)],
-        env=_env(tmp_path), cwd=str(tmp_path),
+        command=sys.executable,
+        args=["-m", "hybridkb.mcp_server", "--db", str(db)],
+        env=_env(tmp_path),
+        cwd=str(tmp_path),
     )
     (tmp_path / "note.md").write_text("# Depreciation\n\n" + DEPRECIATION)
     async with Client(params) as client:
         names = [t.name for t in (await client.list_tools()).tools]
         assert names[:7] == list(TOOL_NAMES)
-        created = await client.call_tool("create_kb_collection",
-                                         {"collection_name": "Tax", "documents": "note.md"})
+        created = await client.call_tool(
+            "create_kb_collection", {"collection_name": "Tax", "documents": "note.md"}
+        )
         assert not created.is_error, _text(created)
         found = await client.call_tool("search_kb", {"query": "depreciation"})
         assert DEPRECIATION in _text(found)
@@ -151,13 +183,33 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def test_streamable_http_server(tmp_path: Path) -> None:
+def test_streamable_http_server(tmp_path: Path) -> None:
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "hybridkb.mcp_server", "--http", str(port), "--db",
-         str(tmp_path / "http.duckdb")],
-        env=_env(tmp_path), cwd=str(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "hybridkb.mcp_server",
+            "--http",
+            str(port),
+            "--db",
+            str(tmp_path / "http.duckdb"),
+        ],
+        env=_env(tmp_path),
+        cwd=str(tmp_path),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
+
+    async def session() -> None:
+        async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+            names = [t.name for t in (await client.list_tools()).tools]
+            assert names[:7] == list(TOOL_NAMES)
+            result = await client.call_tool("kb_list", {})
+            assert "No collections yet" in _text(result)
+            missing = await client.call_tool("describe_kb_collection", {"collection_name": "Nope"})
+            assert missing.is_error and "collection_not_found" in _text(missing)
+
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -168,13 +220,7 @@ async def test_streamable_http_server(tmp_path: Path) -> None:
                 assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
                 assert time.monotonic() < deadline, "server did not start"
                 time.sleep(0.2)
-        async with Client(f"http://127.0.0.1:{port}/mcp") as client:
-            names = [t.name for t in (await client.list_tools()).tools]
-            assert names[:7] == list(TOOL_NAMES)
-            result = await client.call_tool("kb_list", {})
-            assert "No collections yet" in _text(result)
-            missing = await client.call_tool("describe_kb_collection", {"collection_name": "Nope"})
-            assert missing.is_error and "collection_not_found" in _text(missing)
+        anyio.run(session)
     finally:
         proc.terminate()
         try:

@@ -35,7 +35,8 @@ def _backdate(kb: Any, collection: str, filename: str, when: str) -> None:
     t = table_names(kb.record(collection).id)
     kb.storage.transaction(
         lambda con: con.execute(
-            f"UPDATE {t['documents']} SET added_at = ?::TIMESTAMPTZ WHERE filename = ?", [when, filename]
+            f"UPDATE {t['documents']} SET added_at = ?::TIMESTAMPTZ WHERE filename = ?",
+            [when, filename],
         )
     )
 
@@ -57,8 +58,9 @@ def test_how_many_pdfs_did_i_add_last_month(sqlkb: Any, tmp_path: Path) -> None:
     result = run_sql(sqlkb, sql)
     assert result.columns == ["n"] and result.rows == [(2,)]
     tools = {t.name: t for t in make_tools(sqlkb)}
-    msg = tools["query_kb_sql"].invoke({"type": "tool_call", "id": "1", "name": "query_kb_sql",
-                                        "args": {"sql": sql}})
+    msg = tools["query_kb_sql"].invoke(
+        {"type": "tool_call", "id": "1", "name": "query_kb_sql", "args": {"sql": sql}}
+    )
     assert isinstance(msg, ToolMessage)
     assert msg.content.splitlines() == ["1 row:", "n", "2"]
     assert msg.artifact["rows"] == [[2]]
@@ -67,14 +69,32 @@ def test_how_many_pdfs_did_i_add_last_month(sqlkb: Any, tmp_path: Path) -> None:
 def test_views_have_the_documented_columns(sqlkb: Any) -> None:
     sqlkb.create_collection("C").add_texts(["hello world"], [{"year": 2024}], ["n1"])
     docs = run_sql(sqlkb, "SELECT * FROM kb_documents")
-    assert docs.columns == ["collection", "document_id", "filename", "path", "source", "metadata",
-                            "language", "bytes", "chunk_count", "added_at"]
+    assert docs.columns == [
+        "collection",
+        "document_id",
+        "filename",
+        "path",
+        "source",
+        "metadata",
+        "language",
+        "bytes",
+        "chunk_count",
+        "added_at",
+    ]
     assert docs.rows[0][:2] == ("C", "n1")
     chunks = run_sql(sqlkb, "SELECT * FROM kb_chunks")
     assert "embedding" not in chunks.columns and "terms" not in chunks.columns
     assert chunks.columns[:5] == ["collection", "document_id", "chunk_id", "chunk_index", "text"]
     colls = run_sql(sqlkb, "SELECT * FROM kb_collections")
-    assert colls.columns == ["name", "model", "dim", "chunking", "language", "created_at", "updated_at"]
+    assert colls.columns == [
+        "name",
+        "model",
+        "dim",
+        "chunking",
+        "language",
+        "created_at",
+        "updated_at",
+    ]
     year = run_sql(sqlkb, "SELECT json_extract_string(metadata, '$.year') FROM kb_documents")
     assert year.rows == [("2024",)]
     joined = run_sql(
@@ -197,8 +217,14 @@ def test_anything_but_reading_the_views_is_refused(shared_kb: Any, sql: str) -> 
 
 def test_refusal_through_the_tool_is_an_observation(sqlkb: Any) -> None:
     tools = {t.name: t for t in make_tools(sqlkb)}
-    msg = tools["query_kb_sql"].invoke({"type": "tool_call", "id": "1", "name": "query_kb_sql",
-                                        "args": {"sql": "COPY (SELECT 1) TO 'x.csv'"}})
+    msg = tools["query_kb_sql"].invoke(
+        {
+            "type": "tool_call",
+            "id": "1",
+            "name": "query_kb_sql",
+            "args": {"sql": "COPY (SELECT 1) TO 'x.csv'"},
+        }
+    )
     assert msg.status == "error"
     assert msg.content.startswith("Error (config_error): sql: only SELECT statements")
 
@@ -267,8 +293,20 @@ def test_not_supported_on_other_backends() -> None:
 
 
 def test_check_tree_refuses_unknown_table_ref_types() -> None:
-    tree = {"statements": [{"node": {"from_table": {"type": "SOMETHING_NEW", "alias": "",
-                                                   "sample": None, "query_location": 0}}}]}
+    tree = {
+        "statements": [
+            {
+                "node": {
+                    "from_table": {
+                        "type": "SOMETHING_NEW",
+                        "alias": "",
+                        "sample": None,
+                        "query_location": 0,
+                    }
+                }
+            }
+        ]
+    }
     with pytest.raises(ConfigError, match="SOMETHING_NEW is not allowed"):
         check_tree(tree, existing_names=set())
     assert json.dumps(tree)  # the tree itself is untouched

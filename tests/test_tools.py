@@ -14,12 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool, tool
+from pdfgen import Page, write_pdf
 
 import hybridkb
 from hybridkb import render
 from hybridkb.tools import TOOL_NAMES, WRITE_TOOLS, make_tools
 from hybridkb.types import AddReport, CollectionInfo, FailedFile, FileResult, Hit
-from pdfgen import Page, write_pdf
 
 EXPECTED_PARAMS = {
     "create_kb_collection": [("collection_name", None), ("documents", "")],
@@ -52,8 +52,10 @@ def tools(kb: hybridkb.KnowledgeBase) -> dict[str, BaseTool]:
 def tax_pdf(tmp_path: Path) -> Path:
     return write_pdf(
         tmp_path / "guide.pdf",
-        [Page("Tax guide 2023\n\nHome office costs are deductible."),
-         Page(f"Depreciation\n\n{DEPRECIATION}")],
+        [
+            Page("Tax guide 2023\n\nHome office costs are deductible."),
+            Page(f"Depreciation\n\n{DEPRECIATION}"),
+        ],
     )
 
 
@@ -173,16 +175,24 @@ def test_add_a_folder_and_a_tilde_path(
     (tmp_path / "docs" / "two.md").write_text("two")
     monkeypatch.setenv("HOME", str(tmp_path))
     call(tools["create_kb_collection"], collection_name="Files")
-    assert "added 2" in call(tools["add_kb_documents"], collection_name="Files",
-                             documents="~/docs").content
-    assert "unchanged 1" in call(tools["add_kb_documents"], collection_name="Files",
-                                 documents='"~/docs/one.txt"').content
+    assert (
+        "added 2"
+        in call(tools["add_kb_documents"], collection_name="Files", documents="~/docs").content
+    )
+    assert (
+        "unchanged 1"
+        in call(
+            tools["add_kb_documents"], collection_name="Files", documents='"~/docs/one.txt"'
+        ).content
+    )
 
 
 def test_add_json_records_keep_metadata_and_ids(tools: dict[str, BaseTool], kb: Any) -> None:
     call(tools["create_kb_collection"], collection_name="Notes")
-    records = [{"content": "The deadline is 31 October.", "metadata": {"year": 2023}, "id": "n1"},
-               {"content": "Receipts go in the blue folder."}]
+    records = [
+        {"content": "The deadline is 31 October.", "metadata": {"year": 2023}, "id": "n1"},
+        {"content": "Receipts go in the blue folder."},
+    ]
     msg = call(tools["add_kb_documents"], collection_name="Notes", documents=json.dumps(records))
     assert "added 2" in msg.content and "id n1" in msg.content
     assert kb.collection("Notes").get("n1").metadata == {"year": 2023}
@@ -202,7 +212,9 @@ def test_missing_path_is_an_error_naming_it_not_a_note(tools: dict[str, BaseTool
     assert msg.status == "error"
     assert "return.pdf: no such file or folder" in msg.content
     assert "Traceback" not in msg.content
-    assert "No documents yet" in call(tools["describe_kb_collection"], collection_name="Notes").content
+    assert (
+        "No documents yet" in call(tools["describe_kb_collection"], collection_name="Notes").content
+    )
 
 
 def test_create_refuses_bad_documents_before_creating(tools: dict[str, BaseTool]) -> None:
@@ -235,7 +247,10 @@ def test_drop_collection(tools: dict[str, BaseTool]) -> None:
 
 def test_collection_names_match_case_insensitively(tools: dict[str, BaseTool]) -> None:
     call(tools["create_kb_collection"], collection_name="Tax Documents", documents="a note")
-    assert "1 passage" in call(tools["search_kb"], query="note", collection_name="tax  documents").content
+    assert (
+        "1 passage"
+        in call(tools["search_kb"], query="note", collection_name="tax  documents").content
+    )
 
 
 def test_search_every_collection_when_name_is_empty(tools: dict[str, BaseTool]) -> None:
@@ -296,12 +311,18 @@ def test_string_limit_is_coerced(tools: dict[str, BaseTool]) -> None:
 
 
 def test_search_answer_respects_the_budget(tmp_path: Path) -> None:
-    kb = hybridkb.connect(tmp_path / "b.duckdb", model="fake", search_token_budget=200,
-                          chunk_size=400, chunk_overlap=0)
+    kb = hybridkb.connect(
+        tmp_path / "b.duckdb",
+        model="fake",
+        search_token_budget=200,
+        chunk_size=400,
+        chunk_overlap=0,
+    )
     try:
         tools = by_name(make_tools(kb))
-        paragraphs = [f"Depreciation rule {i}: " + "assets lose value over time. " * 12
-                      for i in range(12)]
+        paragraphs = [
+            f"Depreciation rule {i}: " + "assets lose value over time. " * 12 for i in range(12)
+        ]
         call(tools["create_kb_collection"], collection_name="Big")
         records = [{"content": p} for p in paragraphs]
         call(tools["add_kb_documents"], collection_name="Big", documents=json.dumps(records))
@@ -338,8 +359,13 @@ def test_paths_outside_allowed_folders_are_refused(kb: Any, tmp_path: Path) -> N
     (inside / "ok.txt").write_text("fine")
     tools = by_name(make_tools(kb, allowed_paths=[inside]))
     call(tools["create_kb_collection"], collection_name="C")
-    for documents in [str(outside / "secret.txt"), "../out/secret.txt", "out/secret.txt",
-                      f"{inside}/../out/secret.txt", str(outside)]:
+    for documents in [
+        str(outside / "secret.txt"),
+        "../out/secret.txt",
+        "out/secret.txt",
+        f"{inside}/../out/secret.txt",
+        str(outside),
+    ]:
         msg = call(tools["add_kb_documents"], collection_name="C", documents=documents)
         assert msg.status == "error", documents
         assert msg.content.startswith("Error (access_denied)"), documents
@@ -361,9 +387,15 @@ def test_allowed_paths_default_to_settings(tmp_path: Path, monkeypatch: pytest.M
     with hybridkb.connect(tmp_path / "s.duckdb", model="fake") as kb:
         tools = by_name(make_tools(kb))
         call(tools["create_kb_collection"], collection_name="C")
-        assert call(tools["add_kb_documents"], collection_name="C",
-                    documents=str(allowed / "x.txt")).status == "success"
-        denied = call(tools["add_kb_documents"], collection_name="C", documents=str(tmp_path / "y.txt"))
+        assert (
+            call(
+                tools["add_kb_documents"], collection_name="C", documents=str(allowed / "x.txt")
+            ).status
+            == "success"
+        )
+        denied = call(
+            tools["add_kb_documents"], collection_name="C", documents=str(tmp_path / "y.txt")
+        )
         assert denied.status == "error" and str(allowed) in denied.content
 
 
@@ -377,8 +409,11 @@ def test_the_library_is_not_restricted(kb: Any, tmp_path: Path) -> None:
 def test_workspaces_cannot_see_or_change_each_other(kb: Any) -> None:
     alice = by_name(make_tools(kb, workspace="alice"))
     bob = by_name(make_tools(kb, workspace="bob"))
-    added = call(alice["create_kb_collection"], collection_name="Private",
-                 documents="alice's salary is confidential")
+    added = call(
+        alice["create_kb_collection"],
+        collection_name="Private",
+        documents="alice's salary is confidential",
+    )
     doc_id = added.artifact["report"]["added"][0]["document_id"]
     assert "No collections yet in workspace 'bob'" in call(bob["kb_list"]).content
     assert "No collections yet" in call(bob["search_kb"], query="salary").content
@@ -441,7 +476,7 @@ def test_graph_tools_extension_point(kb: Any, monkeypatch: pytest.MonkeyPatch) -
 
 WEIRD = [
     "Robert'); DROP TABLE hybridkb_collections;--",
-    "50% off; \"quoted\" `tick`",
+    '50% off; "quoted" `tick`',
     "emoji 📚🧾 тест 中文",
     "back\\slash %_ LIKE wildcards",
     "x" * 200,
@@ -456,7 +491,10 @@ def test_hostile_names_and_queries_are_data(tools: dict[str, BaseTool], kb: Any,
     found = call(tools["search_kb"], query=name, collection_name=name)
     assert found.status == "success" and found.artifact[0]["collection"] == name
     assert call(tools["delete_kb_documents"], collection_name=name, ids=name).status == "error"
-    assert call(tools["search_kb"], query="'; DROP TABLE x; --", collection_name=name).status == "success"
+    assert (
+        call(tools["search_kb"], query="'; DROP TABLE x; --", collection_name=name).status
+        == "success"
+    )
     assert call(tools["drop_kb_collection"], collection_name=name).status == "success"
     assert name not in kb.collection_names()
 
@@ -465,9 +503,14 @@ def test_hostile_names_and_queries_are_data(tools: dict[str, BaseTool], kb: Any,
     ("name", "needle"),
     [("bad\x00name", "control characters"), ("x" * 10_000, "longer than 200"), ("", "empty")],
 )
-def test_unusable_names_are_clear_errors(tools: dict[str, BaseTool], name: str, needle: str) -> None:
-    for tool_name, extra in [("create_kb_collection", {}), ("search_kb", {"query": "q"}),
-                             ("describe_kb_collection", {})]:
+def test_unusable_names_are_clear_errors(
+    tools: dict[str, BaseTool], name: str, needle: str
+) -> None:
+    for tool_name, extra in [
+        ("create_kb_collection", {}),
+        ("search_kb", {"query": "q"}),
+        ("describe_kb_collection", {}),
+    ]:
         msg = call(tools[tool_name], collection_name=name, **extra)
         if tool_name == "search_kb" and name == "":
             assert msg.status == "success"  # empty name means every collection
@@ -487,18 +530,30 @@ def test_long_and_nul_queries(tools: dict[str, BaseTool]) -> None:
 
 
 def _hit(i: int, text: str, filename: str | None = "f.pdf", page: int | None = 1) -> Hit:
-    return Hit(rank=i, score=1.0 / i, text=text, collection="C", document_id=f"d{i}",
-               chunk_id=f"c{i}", filename=filename, page=page, section=None, metadata={},
-               scores={})
+    return Hit(
+        rank=i,
+        score=1.0 / i,
+        text=text,
+        collection="C",
+        document_id=f"d{i}",
+        chunk_id=f"c{i}",
+        filename=filename,
+        page=page,
+        section=None,
+        metadata={},
+        scores={},
+    )
 
 
 def test_render_hits_shows_everything_when_it_fits() -> None:
     hits = [_hit(1, "alpha"), _hit(2, "beta")]
     out = render.render_hits(hits, query="q", budget_tokens=2000, scope="'C'")
     assert out.text.splitlines() == [
-        '2 passages for "q" in \'C\':',
-        "[1] C | f.pdf | p. 1 | doc d1", "alpha",
-        "[2] C | f.pdf | p. 1 | doc d2", "beta",
+        "2 passages for \"q\" in 'C':",
+        "[1] C | f.pdf | p. 1 | doc d1",
+        "alpha",
+        "[2] C | f.pdf | p. 1 | doc d2",
+        "beta",
     ]
     assert not out.cut
 
@@ -543,8 +598,11 @@ def test_render_hits_budget_invariants(
 
 
 @settings(max_examples=200, deadline=None)
-@given(lines=st.lists(st.text(max_size=400), max_size=50),
-       budget=st.integers(min_value=100, max_value=3000), more=st.integers(0, 5))
+@given(
+    lines=st.lists(st.text(max_size=400), max_size=50),
+    budget=st.integers(min_value=100, max_value=3000),
+    more=st.integers(0, 5),
+)
 def test_fit_lines_invariants(lines: list[str], budget: int, more: int) -> None:
     out = render.fit_lines("Header:", lines, budget_tokens=budget, more=more, hint="Ask again.")
     assert len(out.text) <= budget * render.CHARS_PER_TOKEN
@@ -574,13 +632,18 @@ def test_render_add_report_and_collections() -> None:
     assert "+ added a.pdf  id id1  3 chunks  warnings: page 2" in text
     assert "= unchanged (note)  id n1" in text and "! failed b.xyz" in text
     info = CollectionInfo("C", 1, 1, "fake", 64, ["en"], 10, None)
-    assert "- C: 1 document, 1 chunk," in render.render_collections(
-        [info], workspace="w", budget_tokens=1000).text
+    assert (
+        "- C: 1 document, 1 chunk,"
+        in render.render_collections([info], workspace="w", budget_tokens=1000).text
+    )
 
 
 def test_error_rendering_has_code_and_message() -> None:
     exc = hybridkb.CollectionNotFound("collection 'x' not found; existing: 'y'")
-    assert render.render_error(exc) == "Error (collection_not_found): collection 'x' not found; existing: 'y'"
+    assert (
+        render.render_error(exc)
+        == "Error (collection_not_found): collection 'x' not found; existing: 'y'"
+    )
 
 
 def test_module_tools_are_structured_tools() -> None:
@@ -595,3 +658,17 @@ def _no_module_kb_leak() -> Iterator[None]:
     import hybridkb.tools as module
 
     assert module._DEFAULT._kb is None, "the module-level tools opened a knowledge base"
+
+
+def test_real_json_lists_are_accepted_where_text_is_expected(
+    tools: dict[str, BaseTool], tmp_path: Path
+) -> None:
+    (tmp_path / "a.txt").write_text("alpha")
+    msg = call(tools["create_kb_collection"], collection_name="L", documents=["a.txt"])
+    assert "added 1" in msg.content
+    notes = call(
+        tools["add_kb_documents"], collection_name="L", documents=[{"content": "beta", "id": "b"}]
+    )
+    assert "id b" in notes.content
+    gone = call(tools["delete_kb_documents"], collection_name="L", ids=["b"])
+    assert "deleted b" in gone.content

@@ -46,7 +46,7 @@ def table_reader(keys: np.ndarray, vectors: np.ndarray):  # type: ignore[no-unty
 @pytest.fixture(scope="module")
 def graph() -> tuple[VectorIndex, np.ndarray, np.ndarray]:
     """An index past its HNSW threshold, shared because building it dominates test time."""
-    index, keys, vectors = filled(4000, quantization="i8", hnsw_threshold=500, seed=7)
+    index, keys, vectors = filled(2000, quantization="i8", hnsw_threshold=500, seed=7)
     assert index.layout == "hnsw"
     return index, keys, vectors
 
@@ -155,7 +155,7 @@ def test_wide_filter_on_flat_index_matches_brute_force() -> None:
 
 def test_filtered_graph_search_at_one_percent_returns_k(graph) -> None:  # type: ignore[no-untyped-def]
     index, keys, vectors = graph
-    allowed = keys[::100]  # 40 of 4000
+    allowed = keys[::100]  # 20 of 2000
     query = unit_rows(1, seed=11)[0]
     hits = index.search(query, 10, allowed=allowed)
     assert len(hits) == 10
@@ -165,33 +165,31 @@ def test_filtered_graph_search_at_one_percent_returns_k(graph) -> None:  # type:
     assert [k for k, _ in hits][:5] == [k for k, _ in want][:5]
 
 
-def test_filtered_graph_search_with_wide_filter_returns_k(graph) -> None:  # type: ignore[no-untyped-def]
+def test_filtered_graph_search_with_wide_filter_returns_k(  # type: ignore[no-untyped-def]
+    graph, monkeypatch: pytest.MonkeyPatch
+) -> None:
     index, keys, _ = graph
     import hybridkb.index.vector as module
 
     allowed = keys[::2]
-    original = module._EXACT_FILTER_ROWS
-    module._EXACT_FILTER_ROWS = 100  # force the oversampled graph path at this small size
-    try:
-        hits = index.search(unit_rows(1, seed=12)[0], 25, allowed=allowed)
-    finally:
-        module._EXACT_FILTER_ROWS = original
+    scanned: list[tuple[int, ...]] = []
+    monkeypatch.setattr(module, "_prefer_scan", lambda *args: scanned.append(args) or False)
+    hits = index.search(unit_rows(1, seed=12)[0], 25, allowed=allowed)
+    assert scanned  # the graph path was the one taken
     assert len(hits) == 25
     assert {k for k, _ in hits} <= set(allowed.tolist())
 
 
-def test_graph_filter_of_mostly_absent_keys_still_returns_every_live_one(graph) -> None:  # type: ignore[no-untyped-def]
+def test_graph_filter_of_mostly_absent_keys_still_returns_every_live_one(  # type: ignore[no-untyped-def]
+    graph, monkeypatch: pytest.MonkeyPatch
+) -> None:
     index, keys, _ = graph
     import hybridkb.index.vector as module
 
-    live = keys[::500]  # 8 live keys among 10,000 unknown ones
+    live = keys[::250]  # 8 live keys among 10,000 unknown ones
     allowed = np.concatenate([live, np.arange(10**6, 10**6 + 10_000)])
-    original = module._EXACT_FILTER_ROWS
-    module._EXACT_FILTER_ROWS = 100  # a wide filter, so the graph is searched first
-    try:
-        hits = index.search(unit_rows(1, seed=18)[0], 10, allowed=allowed)
-    finally:
-        module._EXACT_FILTER_ROWS = original
+    monkeypatch.setattr(module, "_prefer_scan", lambda *args: False)  # graph first
+    hits = index.search(unit_rows(1, seed=18)[0], 10, allowed=allowed)
     assert sorted(k for k, _ in hits) == sorted(live.tolist())
 
 
@@ -242,8 +240,10 @@ def test_save_load_round_trip_gives_identical_results(
     assert (loaded.dim, loaded.quantization, loaded.layout) == (DIM, "i8", index.layout)
     assert len(loaded) == len(index)
     allowed = keys[::40]
+    loaded.save(tmp_path / "again.idx")  # a mapped index saves like any other
+    again = VectorIndex.load(tmp_path / "again.idx", mmap=mmap)
     for query in unit_rows(5, seed=16):
-        assert loaded.search(query, 10) == index.search(query, 10)
+        assert loaded.search(query, 10) == index.search(query, 10) == again.search(query, 10)
         assert loaded.search(query, 5, allowed=allowed) == index.search(query, 5, allowed=allowed)
 
 

@@ -29,9 +29,29 @@ from .loaders import SUPPORTED_EXTENSIONS
 # "unsupported file type" is a better answer than storing the name as a note.
 PATH_EXTENSIONS: frozenset[str] = SUPPORTED_EXTENSIONS | frozenset(
     {
-        ".doc", ".rtf", ".odt", ".pptx", ".ppt", ".xlsx", ".xls", ".csv", ".tsv", ".json",
-        ".html", ".htm", ".xml", ".rst", ".epub", ".png", ".jpg", ".jpeg", ".gif", ".zip",
-        ".log", ".yaml", ".yml",
+        ".doc",
+        ".rtf",
+        ".odt",
+        ".pptx",
+        ".ppt",
+        ".xlsx",
+        ".xls",
+        ".csv",
+        ".tsv",
+        ".json",
+        ".html",
+        ".htm",
+        ".xml",
+        ".rst",
+        ".epub",
+        ".png",
+        ".jpg",
+        ".jpeg",
+        ".gif",
+        ".zip",
+        ".log",
+        ".yaml",
+        ".yml",
     }
 )
 MAX_PATH_CHARS = 4096
@@ -41,11 +61,34 @@ _QUOTES = "\"'`"
 _QUOTED = re.compile(r"\"([^\"]*)\"|'([^']*)'|`([^`]*)`")
 _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
 _EXT = re.compile(r"\.[A-Za-z0-9]{1,5}$")
-_SLASH_WORDS = frozenset({
-    "and/or", "either/or", "he/she", "his/her", "him/her", "s/he", "w/o", "w/", "n/a", "yes/no",
-    "on/off", "i/o", "input/output", "read/write", "true/false", "pass/fail", "tcp/ip", "km/h",
-    "24/7", "a/b", "q&a/faq", "pros/cons", "before/after", "am/pm",
-})
+_SLASH_WORDS = frozenset(
+    {
+        "and/or",
+        "either/or",
+        "he/she",
+        "his/her",
+        "him/her",
+        "s/he",
+        "w/o",
+        "w/",
+        "n/a",
+        "yes/no",
+        "on/off",
+        "i/o",
+        "input/output",
+        "read/write",
+        "true/false",
+        "pass/fail",
+        "tcp/ip",
+        "km/h",
+        "24/7",
+        "a/b",
+        "q&a/faq",
+        "pros/cons",
+        "before/after",
+        "am/pm",
+    }
+)
 _HEXISH = re.compile(r"^[0-9A-Za-z_:.\-]{4,}$")
 
 
@@ -83,6 +126,8 @@ def looks_like_path(text: str) -> bool:
     s = unquote(text)
     if not s or "\n" in s or "\x00" in s or len(s) > MAX_PATH_CHARS:
         return False
+    if s in (".", ".."):
+        return True
     lower = s.lower()
     ext = _EXT.search(lower)
     if ext and ext.group(0) in PATH_EXTENSIONS:
@@ -275,7 +320,7 @@ def parse_documents(
         if parsed is not None:
             if isinstance(parsed, list) and all(isinstance(p, str) for p in parsed):
                 return DocumentsInput(paths=_check_paths(parsed, allowed, base, force=True))
-            return DocumentsInput(records=parsed)  # type: ignore[arg-type]
+            return DocumentsInput(records=parsed)
     items = split_items(s) if len(s) <= MAX_ITEMS * MAX_PATH_CHARS else []
     if items and len(items) <= MAX_ITEMS:
         flags = [looks_like_path(i) or _exists_allowed(i, allowed, base) for i in items]
@@ -293,9 +338,11 @@ def _exists_allowed(item: str, allowed: Sequence[Path], base: Path | None) -> bo
         return False
     try:
         path = resolve_path(item, base=base)
+        return (
+            is_allowed(path, allowed) and path.exists() and path != (base or Path.cwd()).resolve()
+        )
     except (OSError, RuntimeError, ValueError, ConfigError):
         return False
-    return is_allowed(path, allowed) and path.exists() and path != (base or Path.cwd()).resolve()
 
 
 def _check_paths(
@@ -304,13 +351,19 @@ def _check_paths(
     out: list[Path] = []
     for item in items:
         path = check_allowed(item, allowed, base=base)
-        if not path.exists():
+        try:
+            exists, is_dir = path.exists(), path.is_dir()
+        except OSError as exc:
+            raise ConfigError(
+                f"{unquote(item)[:200]}: cannot use this path ({exc.strerror})"
+            ) from exc
+        if not exists:
             raise ConfigError(
                 f"{unquote(item)}: no such file or folder (looked for {path}); check the path "
-                '(kb_list and describe_kb_collection show what is stored), or to store this text '
+                "(kb_list and describe_kb_collection show what is stored), or to store this text "
                 'as a note send it as JSON: [{"content": "your text"}]'
             )
-        if path.is_dir():
+        if is_dir:
             check_folder_links(path, allowed)
         out.append(path)
     return list(dict.fromkeys(out))
@@ -322,7 +375,7 @@ def _parse_json_documents(s: str) -> list[Any] | None:
         value = json.loads(s)
     except json.JSONDecodeError as exc:
         closing = {"[": "]", "{": "}"}[s[0]]
-        if s.endswith(closing) and ('"content"' in s or s.startswith('["') or s.startswith('[{')):
+        if s.endswith(closing) and ('"content"' in s or s.startswith(('["', "[{"))):
             raise ConfigError(
                 f"documents: not valid JSON ({exc.msg} at character {exc.pos}); send a JSON list "
                 'such as [{"content": "text", "metadata": {"source": "x"}}]'
@@ -348,7 +401,7 @@ def _record(v: Any, n: int) -> dict[str, Any]:
     where = f"documents[{n}]"
     if not isinstance(v, dict):
         raise ConfigError(
-            f"{where}: expected an object like {{\"content\": \"text\", \"metadata\": {{}}}}, "
+            f'{where}: expected an object like {{"content": "text", "metadata": {{}}}}, '
             f"got {json.dumps(v)[:60]}"
         )
     content = next((v[k] for k in ("content", "page_content", "text") if k in v), None)
@@ -364,7 +417,11 @@ def _record(v: Any, n: int) -> dict[str, Any]:
         )
     record: dict[str, Any] = {"content": content, "metadata": metadata}
     if "id" in v and v["id"] is not None:
-        if not isinstance(v["id"], (str, int)) or isinstance(v["id"], bool) or not str(v["id"]).strip():
+        if (
+            not isinstance(v["id"], (str, int))
+            or isinstance(v["id"], bool)
+            or not str(v["id"]).strip()
+        ):
             raise ConfigError(f'{where}: "id" must be a non-empty string')
         record["id"] = str(v["id"]).strip()
     return record

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 import threading
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -59,29 +59,34 @@ SNOWBALL_LANGUAGES: dict[str, str] = {
     code: algo for code, algo in _SNOWBALL_CANDIDATES.items() if algo in _AVAILABLE
 }
 
+
+def _wordset(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
 # Short lists of function words. BM25's idf already discounts them; removing
 # them mostly saves scoring work on huge posting lists and keeps a German "die"
 # from matching English "die" in a mixed collection. English is measured on
 # SciFact in bench/keyword.py.
 STOPWORDS: dict[str, frozenset[str]] = {
-    "en": frozenset(
+    "en": _wordset(
         "a an and are as at be but by for if in into is it no not of on or such that the "
-        "their then there these they this to was will with".split()
+        "their then there these they this to was will with"
     ),
-    "de": frozenset(
+    "de": _wordset(
         "aber als am an auch auf aus bei bin bis da dann das dass dem den der des die "
         "doch du ein eine einem einen einer eines er es für hat ich ihr im in ist ja "
         "kein man mit nach nicht noch nur oder sich sie sind so um und uns von vor "
-        "war was wie wir wird zu zum zur".split()
+        "war was wie wir wird zu zum zur"
     ),
-    "fr": frozenset(
+    "fr": _wordset(
         "au aux avec ce ces dans de des du elle en et il ils je la le les leur lui ma "
         "mais me même mes mon ne nos notre nous on ou par pas pour qu que qui sa se "
-        "ses son sur ta te tes ton tu un une vos votre vous".split()
+        "ses son sur ta te tes ton tu un une vos votre vous c d j l m n s t"
     ),
-    "es": frozenset(
+    "es": _wordset(
         "a al con de del el en es la las lo los más mi no o para pero por que se sin "
-        "su sus un una uno y ya".split()
+        "su sus un una uno y ya"
     ),
 }
 
@@ -135,9 +140,7 @@ def _patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
     """Compile the tokenizer once, on first use (building the mark class takes ~40 ms)."""
     word = rf"(?:[^\W_{_UNSPACED}]|[{_mark_class()}])"
     joiner = rf"(?:[{_CONNECTORS}]+|(?<=\d),(?=\d))"
-    token = re.compile(
-        rf"(?P<cjk>[{_UNSPACED}]+)|(?P<tok>{word}+(?:{joiner}{word}+)*[+#]*)"
-    )
+    token = re.compile(rf"(?P<cjk>[{_UNSPACED}]+)|(?P<tok>{word}+(?:{joiner}{word}+)*[+#]*)")
     run = re.compile(rf"{word}+")
     return token, run
 
@@ -150,16 +153,17 @@ _ALNUM_PIECES = re.compile(r"\d+|\D+")
 class _Analyzer:
     """Stemmer and stop words for one language; ``stem`` is None when unstemmed."""
 
-    stem: Any
+    stem: Callable[[str], str] | None
     stopwords: frozenset[str]
 
-    def word(self, run: str, out: list[str], stop: frozenset[str]) -> None:
-        """Append the term for one alphanumeric run (nothing for a stop word)."""
-        if run in stop or len(run) > _MAX_TOKEN_CHARS:
-            return
-        if self.stem is not None and _DIGIT.search(run) is None:
-            run = self.stem(run)
-        out.append(run)
+
+def _word(
+    run: str, stem: Callable[[str], str] | None, stop: frozenset[str], out: list[str]
+) -> None:
+    """Append the term for one alphanumeric run (nothing for a stop word)."""
+    if run in stop or len(run) > _MAX_TOKEN_CHARS:
+        return
+    out.append(stem(run) if stem is not None and _DIGIT.search(run) is None else run)
 
 
 # PyStemmer objects must not be shared between threads, so each thread keeps
@@ -194,31 +198,34 @@ def _clear_cache() -> None:
 def _tokens(text: str, analyzer: _Analyzer, stop: frozenset[str], out: list[str]) -> None:
     """Append the terms of ``text`` to ``out`` (see the module docstring for the rules)."""
     token_re, run_re = _patterns()
+    stem = analyzer.stem
+    append = out.append
     norm = unicodedata.normalize("NFKC", text).casefold().replace("\u2019", "'")
-    for m in token_re.finditer(norm):
-        tok = m.group("tok")
-        if tok is None:
-            cjk = m.group("cjk")
+    for cjk, tok in token_re.findall(norm):
+        if not tok:
             if len(cjk) == 1:
-                out.append(cjk)
+                append(cjk)
             else:
                 out.extend([cjk[i : i + 2] for i in range(len(cjk) - 1)])
-            continue
-        runs = run_re.findall(tok)
-        compound = len(runs) > 1 or len(runs[0]) != len(tok)
-        if compound and len(tok) <= _MAX_TOKEN_CHARS:
-            out.append(tok)
-        for run in runs:
-            pieces = _ALNUM_PIECES.findall(run) if _DIGIT.search(run) else ()
-            if len(pieces) > 1:
-                # "p53", "cd4", "itaa1997": the run, then letters and digits apart.
-                # Worth +0.01 nDCG@10 on SciFact (bench/keyword.py).
-                if len(run) <= _MAX_TOKEN_CHARS:
-                    out.append(run)
-                for piece in pieces:
-                    analyzer.word(piece, out, stop)
-            else:
-                analyzer.word(run, out, stop)
+        elif tok.isalpha():  # the common case, a plain word: inlined _word
+            if tok not in stop and len(tok) <= _MAX_TOKEN_CHARS:
+                append(stem(tok) if stem is not None else tok)
+        else:
+            runs = run_re.findall(tok)
+            compound = len(runs) > 1 or len(runs[0]) != len(tok)
+            if compound and len(tok) <= _MAX_TOKEN_CHARS:
+                append(tok)  # the whole code-like token, unstemmed
+            for run in runs:
+                pieces = _ALNUM_PIECES.findall(run) if _DIGIT.search(run) else ()
+                if len(pieces) > 1:
+                    # "p53", "cd4", "itaa1997": the run, then letters and digits apart.
+                    # Worth +0.01 nDCG@10 on SciFact (bench/keyword.py).
+                    if len(run) <= _MAX_TOKEN_CHARS:
+                        append(run)
+                    for piece in pieces:
+                        _word(piece, stem, stop, out)
+                else:
+                    _word(run, stem, stop, out)
 
 
 def analyze(text: str, language: str) -> list[str]:

@@ -12,18 +12,20 @@ import json
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
+
+import numpy as np
 
 from .analysis import analyze, detect_language
 from .chunking import chunk_blocks, document_text
 from .embed_cache import EmbeddingCache, embed_with_cache
 from .embedders import Embedder
 from .errors import ConfigError, KBError
-from .loaders import file_sha256, iter_files, load_file
+from .loaders import file_sha256, iter_files, iter_text_blocks, load_file
 from .normalize import normalize_text
 from .settings import Settings
 from .storage.base import (
@@ -93,7 +95,20 @@ class Prepared:
     result: FileResult
 
 
-Outcome = Union[Prepared, FileResult, FailedFile]  # FileResult alone = unchanged
+@dataclass
+class Streamed:
+    """A text file too large to hold: chunked, embedded and written window by window."""
+
+    doc: DocumentRecord
+    path: Path
+    result: FileResult
+
+
+Outcome = Union[Prepared, Streamed, FileResult, FailedFile]  # FileResult alone = unchanged
+
+# Plain-text files above this size are streamed in bounded memory.
+STREAM_BYTES = 16 * 1024 * 1024
+WINDOW_CHARS = 256 * 1024
 
 # A batch is embedded in one call and written in one transaction.
 BATCH_CHUNKS = 256
@@ -101,10 +116,11 @@ BATCH_DOCS = 64
 PREFETCH = 4
 
 
-def _chunk_records(ctx: IngestContext, item: Prepared) -> list[ChunkRecord]:
-    doc = item.doc
+def _chunk_records(
+    ctx: IngestContext, doc: DocumentRecord, drafts: Sequence[ChunkDraft], start: int = 0
+) -> list[ChunkRecord]:
     records = []
-    for i, draft in enumerate(item.drafts):
+    for i, draft in enumerate(drafts, start=start):
         chunk_id = make_chunk_id(ctx.coll.id, doc.document_id, doc.content_hash, i)
         records.append(
             ChunkRecord(
@@ -133,7 +149,7 @@ def _write_batch(ctx: IngestContext, batch: list[Prepared], report: AddReport) -
     if not batch:
         return
     try:
-        records = [_chunk_records(ctx, item) for item in batch]
+        records = [_chunk_records(ctx, item.doc, item.drafts) for item in batch]
         texts = [r.text for recs in records for r in recs]
         vectors = embed_with_cache(ctx.embedder, texts, ctx.cache)
         items, start = [], 0
@@ -152,6 +168,44 @@ def _write_batch(ctx: IngestContext, batch: list[Prepared], report: AddReport) -
     for item in batch:
         item.result.chunks = len(item.drafts)
         report.added.append(item.result)
+
+
+def _write_stream(ctx: IngestContext, item: Streamed, report: AddReport) -> None:
+    """One huge document, one transaction, bounded memory: window -> chunks -> vectors -> rows."""
+
+    def batches() -> Iterator[tuple[list[ChunkRecord], np.ndarray]]:
+        offset, index = 0, 0
+        window: list[Block] = []
+        size = 0
+        blocks = iter_text_blocks(item.path)
+        while True:
+            block = next(blocks, None)
+            if block is not None:
+                window.append(block)
+                size += len(block.text) + 2
+                if size < WINDOW_CHARS:
+                    continue
+            if not window:
+                return
+            drafts = [
+                ChunkDraft(d.text, d.page, d.section, d.char_start + offset, d.char_end + offset)
+                for d in _chunk(ctx, window)
+            ]
+            records = _chunk_records(ctx, item.doc, drafts, start=index)
+            yield records, embed_with_cache(ctx.embedder, [r.text for r in records], ctx.cache)
+            offset += len(document_text(window)) + 2
+            index += len(records)
+            window, size = [], 0
+            if block is None:
+                return
+
+    try:
+        count = ctx.storage.put_document_stream(ctx.coll, item.doc, batches())
+    except KBError as exc:
+        report.failed.append(FailedFile(item.result.filename, str(exc), exc.code, item.result.path))
+        return
+    item.result.chunks = count
+    report.added.append(item.result)
 
 
 def _chunk(ctx: IngestContext, blocks: list[Block]) -> list[ChunkDraft]:
@@ -184,6 +238,19 @@ def prepare_file(ctx: IngestContext, path: Path, metadata: dict[str, Any]) -> Ou
         if _unchanged(existing, content_hash, sig, metadata):
             assert existing is not None
             return FileResult(path.name, document_id, existing.chunk_count, [], str(path))
+        size = path.stat().st_size
+        if path.suffix.lower() in (".txt", ".text") and size > STREAM_BYTES:
+            sample = ""
+            for block in iter_text_blocks(path):
+                sample += block.text + "\n\n"
+                if len(sample) >= 4000:
+                    break
+            doc = DocumentRecord(
+                document_id=document_id, path=str(path), filename=path.name, source="file",
+                content_hash=content_hash, signature=sig, metadata=metadata,
+                language=_language(ctx, sample), bytes=size,
+            )
+            return Streamed(doc, path, FileResult(path.name, document_id, 0, [], str(path)))
         loaded = load_file(path, pdf_password=ctx.settings.pdf_password)
         language = _language(ctx, document_text(loaded.blocks))
         doc = DocumentRecord(
@@ -232,6 +299,10 @@ def run_pipeline(ctx: IngestContext, jobs: list[Callable[[], Outcome]]) -> AddRe
                 report.failed.append(outcome)
             elif isinstance(outcome, FileResult):
                 report.unchanged.append(outcome)
+            elif isinstance(outcome, Streamed):
+                _write_batch(ctx, batch, report)
+                batch = []
+                _write_stream(ctx, outcome, report)
             else:
                 batch.append(outcome)
                 if len(batch) >= BATCH_DOCS or sum(len(b.drafts) for b in batch) >= BATCH_CHUNKS:

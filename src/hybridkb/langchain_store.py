@@ -59,7 +59,9 @@ class _EmbeddingsAdapter:
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return normalize_rows(np.asarray(self.embeddings.embed_documents(list(texts)), dtype=np.float32))
+        return normalize_rows(
+            np.asarray(self.embeddings.embed_documents(list(texts)), dtype=np.float32)
+        )
 
     def embed_query(self, text: str) -> np.ndarray:
         return normalize_rows(np.asarray(self.embeddings.embed_query(text), dtype=np.float32))
@@ -77,7 +79,7 @@ class _KBWithEmbeddings(KnowledgeBase):
             return self._lc
         return super().embedder(model)
 
-    def embedding_cache(self) -> None:  # type: ignore[override]
+    def embedding_cache(self) -> None:
         # The cache is keyed by model id, which cannot tell two LangChain models apart.
         return None
 
@@ -105,8 +107,10 @@ def stored_text(kb: KnowledgeBase, record: CollectionRecord, doc: DocumentRecord
         return str(doc.metadata[TEXT_KEY])
     if doc.chunk_count <= 0:
         return ""
-    keys = [chunk_key(make_chunk_id(record.id, doc.document_id, doc.content_hash, i))
-            for i in range(doc.chunk_count)]
+    keys = [
+        chunk_key(make_chunk_id(record.id, doc.document_id, doc.content_hash, i))
+        for i in range(doc.chunk_count)
+    ]
     chunks = kb.storage.fetch_chunks(record, keys)
     text = ""
     for key in keys:
@@ -114,7 +118,7 @@ def stored_text(kb: KnowledgeBase, record: CollectionRecord, doc: DocumentRecord
         if c is None or c.char_end - c.char_start != len(c.text) or c.char_start > len(text):
             return None
         if c.char_end <= len(text):
-            if text[c.char_start:c.char_end] != c.text:
+            if text[c.char_start : c.char_end] != c.text:
                 return None
             continue
         if not text.startswith(c.text[: max(len(text) - c.char_start, 0)], c.char_start):
@@ -167,7 +171,7 @@ class HybridKBVectorStore(VectorStore):
         if embedding is None and stored_model.startswith("langchain:"):
             raise EmbeddingMismatch(
                 f"collection {self.collection_name!r} was embedded with the LangChain model "
-                f"{stored_model[len('langchain:'):]}; pass the same model as embedding="
+                f"{stored_model[len('langchain:') :]}; pass the same model as embedding="
             )
 
     # -- VectorStore API --------------------------------------------------------------
@@ -183,7 +187,7 @@ class HybridKBVectorStore(VectorStore):
         texts: Iterable[str],
         metadatas: list[dict[Any, Any]] | None = None,
         *,
-        ids: list[str | None] | None = None,
+        ids: list[str] | None = None,
         **kwargs: Any,
     ) -> list[str]:
         texts = list(texts)
@@ -194,7 +198,9 @@ class HybridKBVectorStore(VectorStore):
         metas = [dict(m or {}) for m in metadatas] if metadatas is not None else [{} for _ in texts]
         if any(TEXT_KEY in m for m in metas):
             raise ConfigError(f"metadata key {TEXT_KEY!r} is reserved")
-        out_ids = [str(i) if i else uuid.uuid4().hex for i in (ids or [None] * len(texts))]
+        # add_documents passes None for documents without an id: generate those.
+        given: list[Any] = list(ids) if ids is not None else [None] * len(texts)
+        out_ids = [str(i) if i else uuid.uuid4().hex for i in given]
         # The last of several texts given one id wins, as an upsert would.
         last = {doc_id: n for n, doc_id in enumerate(out_ids)}
         order = sorted(last.values())
@@ -212,7 +218,9 @@ class HybridKBVectorStore(VectorStore):
                 continue
             doc = self.collection.get(out_ids[n])
             if doc is not None and stored_text(self.kb, record, doc) != texts[n]:
-                self.collection.add_texts([texts[n]], [{**metas[n], TEXT_KEY: texts[n]}], [out_ids[n]])
+                self.collection.add_texts(
+                    [texts[n]], [{**metas[n], TEXT_KEY: texts[n]}], [out_ids[n]]
+                )
         return out_ids
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
@@ -254,7 +262,10 @@ class HybridKBVectorStore(VectorStore):
         return [(doc, _relevance(hit)) for doc, hit in found]
 
     def similarity_search_by_vector(
-        self, embedding: list[float], k: int = 4, filter: dict[str, Any] | str | None = None,
+        self,
+        embedding: list[float],
+        k: int = 4,
+        filter: dict[str, Any] | str | None = None,
         **kwargs: Any,
     ) -> list[Document]:
         record = self.collection.record
@@ -283,16 +294,20 @@ class HybridKBVectorStore(VectorStore):
         **kwargs: Any,
     ) -> HybridKBVectorStore:
         store = cls(collection_name, embedding, kb=kb, **kwargs)
-        store.add_texts(texts, metadatas, ids=ids)  # type: ignore[arg-type]
+        store.add_texts(texts, metadatas, ids=ids)
         return store
 
     # -- helpers ----------------------------------------------------------------------
 
-    def _document(self, record: CollectionRecord, doc: DocumentRecord, hit: Hit | None = None) -> Document:
+    def _document(
+        self, record: CollectionRecord, doc: DocumentRecord, hit: Hit | None = None
+    ) -> Document:
         text = stored_text(self.kb, record, doc)
         if text is None:  # only if chunks were changed behind our back
             text = hit.text if hit is not None else ""
-        return Document(id=doc.document_id, page_content=text, metadata=_user_metadata(doc.metadata))
+        return Document(
+            id=doc.document_id, page_content=text, metadata=_user_metadata(doc.metadata)
+        )
 
     def _search(
         self, query: str, k: int, where: dict[str, Any] | str | None, mode: str | None
@@ -352,7 +367,10 @@ class HybridKBRetriever(BaseRetriever):
         names = self.collection_name
         collections = [names] if isinstance(names, str) else names
         hits = self.kb.search(
-            query, k=k, mode=kwargs.get("mode", self.mode), where=kwargs.get("where", self.where),
+            query,
+            k=k,
+            mode=kwargs.get("mode", self.mode),
+            where=kwargs.get("where", self.where),
             collections=collections,
         )
         records: dict[str, CollectionRecord] = {}
@@ -363,9 +381,15 @@ class HybridKBRetriever(BaseRetriever):
             stored = self.kb.storage.get_document(record, h.document_id)
             meta = _user_metadata(stored.metadata) if stored is not None else {}
             meta["hybridkb"] = {
-                "collection": h.collection, "filename": h.filename, "page": h.page,
-                "section": h.section, "document_id": h.document_id, "chunk_id": h.chunk_id,
-                "rank": h.rank, "score": h.score, "scores": dict(h.scores),
+                "collection": h.collection,
+                "filename": h.filename,
+                "page": h.page,
+                "section": h.section,
+                "document_id": h.document_id,
+                "chunk_id": h.chunk_id,
+                "rank": h.rank,
+                "score": h.score,
+                "scores": dict(h.scores),
             }
             docs.append(Document(id=h.chunk_id, page_content=h.text, metadata=meta))
         return docs

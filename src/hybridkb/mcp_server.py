@@ -78,8 +78,11 @@ def _mcp_function(lc_tool: BaseTool) -> Callable[..., Any]:
         default = inspect.Parameter.empty if info.is_required() else info.default
         if default is PydanticUndefined:
             default = inspect.Parameter.empty
-        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default,
-                                        annotation=annotation))
+        params.append(
+            inspect.Parameter(
+                name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
+            )
+        )
     call.__signature__ = inspect.Signature(params, return_annotation=CallToolResult)  # type: ignore[attr-defined]
     call.__name__ = lc_tool.name
     call.__doc__ = lc_tool.description
@@ -103,7 +106,9 @@ def build_server(
     toolkit = KBToolkit(kb, workspace=workspace, allowed_paths=allowed_paths, read_only=read_only)
     # Whatever a read-only toolkit leaves out writes (graph tools included).
     readers = {t.name for t in toolkit_tools(KBToolkit(kb, workspace=workspace, read_only=True))}
-    server: Any = MCPServer(name, instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
+    server: Any = MCPServer(
+        name, instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
+    )
     for lc_tool in toolkit_tools(toolkit):
         writes = lc_tool.name not in readers
         server.add_tool(
@@ -158,7 +163,9 @@ def serve(
 def main(argv: list[str] | None = None) -> int:
     """``python -m hybridkb.mcp_server [--http PORT] [--db PATH] [--workspace NAME] [--read-only]``."""
     parser = argparse.ArgumentParser(prog="hybridkb mcp", description=__doc__.splitlines()[0])
-    parser.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on 127.0.0.1:PORT/mcp")
+    parser.add_argument(
+        "--http", type=int, metavar="PORT", help="serve streamable HTTP on 127.0.0.1:PORT/mcp"
+    )
     parser.add_argument("--db", help="database path or URL [env HYBRIDKB_DB]")
     parser.add_argument("--workspace", help="workspace to serve [env HYBRIDKB_WORKSPACE]")
     parser.add_argument("--read-only", action="store_true", help="serve only the reading tools")

@@ -48,7 +48,9 @@ _LINE_ENDS = re.compile("\r\n?|\u0085|\u2028")
 _SPACE_RUN = re.compile("  +")
 _TRAILING_SPACE = re.compile(" +\n")
 _DELETE_ASCII = re.compile("[" + re.escape(_CONTROLS[: _CONTROLS.index("\x80")]) + "]+")
-_TRAILING_WHITESPACE = re.compile("[ \t]+\n")
+# Matches only from the start of a blank run: tried at every position of a long run
+# that does not end a line, `[ \t]+\n` costs quadratic time.
+_TRAILING_WHITESPACE = re.compile("(?<![ \t])[ \t]+\n")
 _BLANK_RUN = re.compile("\n{3,}")
 # "depre-\nciation": a hyphen ending the line between two letters. The letter
 # before is checked in the callback (a leading look-behind would defeat the

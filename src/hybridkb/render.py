@@ -98,7 +98,9 @@ def render_hits(hits: Sequence[Hit], *, query: str, budget_tokens: int, scope: s
         return Rendered(
             f'No passages found for "{q}" in {clip(scope, 80)}. Try other words, a broader question, '
             "or another collection (kb_list shows them).",
-            0, 0, 0,
+            0,
+            0,
+            0,
         )
     total = len(hits)
     header = f'{total} passage{"s" if total != 1 else ""} for "{q}" in {clip(scope, 80)}:'
@@ -188,11 +190,15 @@ def _size(n: int) -> str:
     return f"{n} B"  # pragma: no cover
 
 
-def render_collections(infos: Sequence[CollectionInfo], *, workspace: str, budget_tokens: int) -> Rendered:
+def render_collections(
+    infos: Sequence[CollectionInfo], *, workspace: str, budget_tokens: int
+) -> Rendered:
     if not infos:
         return Rendered(
             f"No collections yet in workspace '{workspace}'. Create one with create_kb_collection.",
-            0, 0, 0,
+            0,
+            0,
+            0,
         )
     header = f"{len(infos)} collection{'s' if len(infos) != 1 else ''} in workspace '{workspace}':"
     lines = [
@@ -200,7 +206,9 @@ def render_collections(infos: Sequence[CollectionInfo], *, workspace: str, budge
         for i in infos
     ]
     return fit_lines(
-        header, lines, budget_tokens=budget_tokens,
+        header,
+        lines,
+        budget_tokens=budget_tokens,
         hint="Name a collection in describe_kb_collection or search_kb to work with it.",
     )
 
@@ -222,7 +230,10 @@ def render_description(
     header += "\nDocuments (id, name, chunks, added):"
     lines = [_document_line(d) for d in documents]
     return fit_lines(
-        header, lines, budget_tokens=budget_tokens, more=max(info.documents - len(documents), 0),
+        header,
+        lines,
+        budget_tokens=budget_tokens,
+        more=max(info.documents - len(documents), 0),
         hint="Use search_kb to find passages, or query_kb_sql (if enabled) for full listings.",
     )
 
@@ -245,18 +256,25 @@ def _label(filename: str, document_id: str) -> str:
 
 def render_add_report(report: AddReport, *, collection: str, budget_tokens: int) -> Rendered:
     n_add, n_same, n_fail = len(report.added), len(report.unchanged), len(report.failed)
-    header = (
-        f"'{collection}': added {n_add}, unchanged {n_same}, failed {n_fail}."
-        + (" Cite or delete documents by the ids below." if n_add or n_same else "")
+    header = f"'{collection}': added {n_add}, unchanged {n_same}, failed {n_fail}." + (
+        " Cite or delete documents by the ids below." if n_add or n_same else ""
     )
-    lines = [f"+ added {_label(f.filename, f.document_id)}  id {f.document_id}  {_n(f.chunks, 'chunk')}"
-             + (f"  warnings: {clip('; '.join(f.warnings), 200)}" if f.warnings else "")
-             for f in report.added]
-    lines += [f"= unchanged {_label(f.filename, f.document_id)}  id {f.document_id}"
-              for f in report.unchanged]
+    lines = [
+        f"+ added {_label(f.filename, f.document_id)}  id {f.document_id}  {_n(f.chunks, 'chunk')}"
+        + (f"  warnings: {clip('; '.join(f.warnings), 200)}" if f.warnings else "")
+        for f in report.added
+    ]
+    lines += [
+        f"= unchanged {_label(f.filename, f.document_id)}  id {f.document_id}"
+        for f in report.unchanged
+    ]
     lines += [f"! failed {clip(f.filename, 100)}: {clip(f.error, 300)}" for f in report.failed]
-    return fit_lines(header, lines, budget_tokens=budget_tokens,
-                     hint="Add fewer files per call to see every line.")
+    return fit_lines(
+        header,
+        lines,
+        budget_tokens=budget_tokens,
+        hint="Add fewer files per call to see every line.",
+    )
 
 
 def render_delete_report(report: DeleteReport, *, collection: str, budget_tokens: int) -> Rendered:
@@ -276,7 +294,10 @@ def render_table(
     header = f"{len(rows)}{'+' if more_rows else ''} row{'s' if len(rows) != 1 else ''}:\n{head}"
     lines = [" | ".join(_cell(v) for v in row) for row in rows]
     r = fit_lines(
-        header, lines, budget_tokens=budget_tokens, more=1 if more_rows else 0,
+        header,
+        lines,
+        budget_tokens=budget_tokens,
+        more=1 if more_rows else 0,
         hint="Narrow the query (WHERE, LIMIT, fewer columns) or aggregate (count, GROUP BY).",
     )
     return r

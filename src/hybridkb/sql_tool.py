@@ -50,18 +50,35 @@ VIEWS_DOC = """        Views (this workspace only):
 # Table functions that only generate values.
 _TABLE_FUNCTIONS_OK = frozenset({"range", "generate_series", "unnest", "json_each", "json_tree"})
 # Scalar functions refused by exact name, and by pattern (file, network, settings, state).
-_DENY_FUNCTIONS = frozenset({
-    "getenv", "current_setting", "nextval", "currval", "setseed", "query", "query_table",
-    "json_execute_serialized_sql", "checkpoint", "force_checkpoint", "glob", "sql_auto_complete",
-    "current_user", "user_agent", "icu_collate", "which_secret", "error",
-})
+_DENY_FUNCTIONS = frozenset(
+    {
+        "getenv",
+        "current_setting",
+        "nextval",
+        "currval",
+        "setseed",
+        "query",
+        "query_table",
+        "json_execute_serialized_sql",
+        "checkpoint",
+        "force_checkpoint",
+        "glob",
+        "sql_auto_complete",
+        "current_user",
+        "user_agent",
+        "icu_collate",
+        "which_secret",
+        "error",
+    }
+)
 _DENY_PATTERN = re.compile(
     r"^(read_|load|install|export|import|copy|pragma|duckdb_|enable_|disable_|http|s3|gcs|azure|"
     r"iceberg|delta|sqlite|postgres|mysql|parquet|attach|detach|secret|ducklake|fts_|"
     r"create_|drop_|reset_)|(_scan|file|files|_attach|_secret)$|^(parquet|csv)_"
 )
-_SAFE_REF_TYPES = frozenset({"BASE_TABLE", "JOIN", "SUBQUERY", "EXPRESSION_LIST", "EMPTY",
-                             "TABLE_FUNCTION", "PIVOT"})
+_SAFE_REF_TYPES = frozenset(
+    {"BASE_TABLE", "JOIN", "SUBQUERY", "EXPRESSION_LIST", "EMPTY", "TABLE_FUNCTION", "PIVOT"}
+)
 _CTE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
@@ -142,10 +159,13 @@ def check_tree(tree: dict[str, Any], *, existing_names: set[str]) -> None:
     allowed_tables = set(VIEWS) | ctes
     for d in _walk(statements[0]):
         kind = d.get("type")
-        is_table_ref = "class" not in d and {"type", "alias", "sample", "query_location"} <= d.keys()
+        is_table_ref = (
+            "class" not in d and {"type", "alias", "sample", "query_location"} <= d.keys()
+        )
         if (is_table_ref and kind not in _SAFE_REF_TYPES) or kind == "SHOW_REF":
             raise _refuse(
-                "SHOW, DESCRIBE and SUMMARIZE are not allowed" if kind == "SHOW_REF"
+                "SHOW, DESCRIBE and SUMMARIZE are not allowed"
+                if kind == "SHOW_REF"
                 else f"{kind} is not allowed"
             )
         if kind == "BASE_TABLE" and "class" not in d:
@@ -164,9 +184,13 @@ def check_tree(tree: dict[str, Any], *, existing_names: set[str]) -> None:
         if d.get("class") in ("FUNCTION", "WINDOW", "AGGREGATE") and "function_name" in d:
             name = str(d["function_name"]).lower()
             if d.get("schema") or d.get("catalog"):
-                raise _refuse(f"qualified function {d.get('schema') or d.get('catalog')}.{name} is not allowed")
+                raise _refuse(
+                    f"qualified function {d.get('schema') or d.get('catalog')}.{name} is not allowed"
+                )
             if name in _DENY_FUNCTIONS or _DENY_PATTERN.search(name):
-                raise _refuse(f"function {name}() is not allowed (it reads files, settings or state)")
+                raise _refuse(
+                    f"function {name}() is not allowed (it reads files, settings or state)"
+                )
         if d.get("type") in ("VALUE_PARAMETER",) or d.get("class") == "PARAMETER":
             raise _refuse("parameters ($1, ?) are not allowed; write the values in the query")
 
@@ -174,8 +198,10 @@ def check_tree(tree: dict[str, Any], *, existing_names: set[str]) -> None:
 # -- views -------------------------------------------------------------------------------
 
 _DOC_COLS = "document_id, filename, path, source, metadata, language, bytes, chunk_count, added_at"
-_CHUNK_COLS = ("document_id, chunk_id, chunk_index, text, page, section, char_start, char_end, "
-               "language, filename, path, metadata, added_at")
+_CHUNK_COLS = (
+    "document_id, chunk_id, chunk_index, text, page, section, char_start, char_end, "
+    "language, filename, path, metadata, added_at"
+)
 _EMPTY_DOCS = (
     "SELECT NULL::VARCHAR AS collection, NULL::VARCHAR AS document_id, NULL::VARCHAR AS filename,"
     " NULL::VARCHAR AS path, NULL::VARCHAR AS source, NULL::JSON AS metadata,"
@@ -210,8 +236,10 @@ def _sql_literal(text: str) -> str:
 def _view_statements(con: Any, ids: list[int], workspace: str) -> list[str]:
     id_list = ", ".join(str(int(i)) for i in ids) or "NULL"
     out = [
-        "CREATE TEMP VIEW kb_collections AS SELECT name, model, dim, chunking, language,"
-        f" created_at, updated_at FROM main.hybridkb_collections WHERE id IN ({id_list})"
+        (
+            "CREATE TEMP VIEW kb_collections AS SELECT name, model, dim, chunking, language,"
+            f" created_at, updated_at FROM main.hybridkb_collections WHERE id IN ({id_list})"
+        )
     ]
     docs = []
     chunks = []
@@ -222,7 +250,10 @@ def _view_statements(con: Any, ids: list[int], workspace: str) -> list[str]:
         chunks.append(f"SELECT {coll} AS collection, {_CHUNK_COLS} FROM main.{t['chunks']}")
     out.append("CREATE TEMP VIEW kb_documents AS " + (" UNION ALL ".join(docs) or _EMPTY_DOCS))
     out.append("CREATE TEMP VIEW kb_chunks AS " + (" UNION ALL ".join(chunks) or _EMPTY_CHUNKS))
-    for view, table in (("kb_graph_nodes", "hybridkb_graph_nodes"), ("kb_graph_edges", "hybridkb_graph_edges")):
+    for view, table in (
+        ("kb_graph_nodes", "hybridkb_graph_nodes"),
+        ("kb_graph_edges", "hybridkb_graph_edges"),
+    ):
         cols = [
             (r[0], r[1])
             for r in con.execute(
@@ -242,7 +273,9 @@ def _view_statements(con: Any, ids: list[int], workspace: str) -> list[str]:
             out.append(f"CREATE TEMP VIEW {view} AS {_EMPTY_GRAPH[view]}")
             continue
         shown = [c for c, ty in cols if c != "workspace" and "[" not in ty] or ["1"]
-        select = ", ".join(f'"{c}"' if re.fullmatch(r"[a-z_][a-z0-9_]*", c) else "NULL" for c in shown)
+        select = ", ".join(
+            f'"{c}"' if re.fullmatch(r"[a-z_][a-z0-9_]*", c) else "NULL" for c in shown
+        )
         out.append(f"CREATE TEMP VIEW {view} AS SELECT {select} FROM main.{table} WHERE {scope}")
     return out
 
@@ -265,7 +298,9 @@ def run_sql(
             "use search_kb and describe_kb_collection"
         )
     if not isinstance(sql, str) or not sql.strip():
-        raise ConfigError("sql: empty; send one SELECT statement, e.g. SELECT count(*) FROM kb_documents")
+        raise ConfigError(
+            "sql: empty; send one SELECT statement, e.g. SELECT count(*) FROM kb_documents"
+        )
     if len(sql) > MAX_SQL_CHARS:
         raise _refuse(f"{len(sql):,} characters is too long (limit {MAX_SQL_CHARS:,})")
     if "\x00" in sql:
@@ -281,7 +316,9 @@ def run_sql(
         if tree.get("error"):
             message = str(tree.get("error_message", "cannot parse"))
             if "Only SELECT" in message:
-                raise _refuse("only SELECT statements may run (no COPY, ATTACH, INSTALL, LOAD, PRAGMA, SET, writes)")
+                raise _refuse(
+                    "only SELECT statements may run (no COPY, ATTACH, INSTALL, LOAD, PRAGMA, SET, writes)"
+                )
             raise _refuse(f"not valid SQL ({message.splitlines()[0][:200]})")
         existing = {
             str(r[0]).lower()

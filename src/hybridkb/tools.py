@@ -21,14 +21,15 @@ import functools
 import hashlib
 import importlib
 import inspect
+import json
 import threading
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from langchain_core.tools import BaseTool, StructuredTool, ToolException, tool
-from pydantic import ValidationError
+from pydantic import BeforeValidator, ValidationError
 
 from . import render
 from .agent_input import parse_documents, parse_ids, unquote
@@ -37,22 +38,50 @@ from .kb import Collection, KnowledgeBase, check_name
 from .types import AddReport, DeleteReport
 
 __all__ = [
-    "KBToolkit", "TOOL_NAMES", "WRITE_TOOLS", "add_kb_documents", "create_kb_collection",
-    "delete_kb_documents", "describe_kb_collection", "drop_kb_collection", "get_tools", "kb_list",
-    "make_tools", "query_kb_sql", "search_kb",
+    "TOOL_NAMES",
+    "WRITE_TOOLS",
+    "KBToolkit",
+    "add_kb_documents",
+    "create_kb_collection",
+    "delete_kb_documents",
+    "describe_kb_collection",
+    "drop_kb_collection",
+    "get_tools",
+    "kb_list",
+    "make_tools",
+    "query_kb_sql",
+    "search_kb",
 ]
 
 TOOL_NAMES = (
-    "create_kb_collection", "search_kb", "kb_list", "describe_kb_collection",
-    "drop_kb_collection", "add_kb_documents", "delete_kb_documents",
+    "create_kb_collection",
+    "search_kb",
+    "kb_list",
+    "describe_kb_collection",
+    "drop_kb_collection",
+    "add_kb_documents",
+    "delete_kb_documents",
 )
-WRITE_TOOLS = frozenset({"create_kb_collection", "drop_kb_collection", "add_kb_documents",
-                         "delete_kb_documents"})
+WRITE_TOOLS = frozenset(
+    {"create_kb_collection", "drop_kb_collection", "add_kb_documents", "delete_kb_documents"}
+)
 MAX_LIMIT = 50
 DESCRIBE_DOCS = 200  # documents listed by describe_kb_collection before "N more"
 _FILENAME_SCAN_PAGE = 1000
 
 Result = tuple[str, Any]
+
+
+def _as_text(value: Any) -> Any:
+    # Models (and MCP clients) often send a real JSON list where the schema says text.
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+ListText = Annotated[str, BeforeValidator(_as_text)]
 
 
 class KBToolkit:
@@ -80,7 +109,9 @@ class KBToolkit:
         if self._kb is not None and self._workspace is not None:
             self._kb = self._kb.in_workspace(self._workspace)
         self._allowed = (
-            [Path(p).expanduser().resolve() for p in allowed_paths] if allowed_paths is not None else None
+            [Path(p).expanduser().resolve() for p in allowed_paths]
+            if allowed_paths is not None
+            else None
         )
         self.read_only = read_only
         self._lock = threading.Lock()
@@ -105,7 +136,9 @@ class KBToolkit:
 
     def _resolve_name(self, collection_name: str) -> Collection:
         """The collection a model meant: exact name, else the one case-insensitive match."""
-        name = check_name(unquote(collection_name) if isinstance(collection_name, str) else collection_name)
+        name = check_name(
+            unquote(collection_name) if isinstance(collection_name, str) else collection_name
+        )
         try:
             return self.kb.collection(name)
         except CollectionNotFound:
@@ -132,7 +165,9 @@ class KBToolkit:
 
     def search(self, query: str, collection_name: str = "", limit: int = 5) -> Result:
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
-            raise ConfigError(f"limit: {limit!r} is out of range; use a whole number from 1 to {MAX_LIMIT}")
+            raise ConfigError(
+                f"limit: {limit!r} is out of range; use a whole number from 1 to {MAX_LIMIT}"
+            )
         if not isinstance(query, str) or not query.strip():
             raise ConfigError("query: empty; pass the question or words to look for")
         name = unquote(collection_name) if isinstance(collection_name, str) else collection_name
@@ -143,11 +178,11 @@ class KBToolkit:
         else:
             names = self.kb.collection_names()
             if not names:
-                return (
+                empty = (
                     f"No collections yet in workspace '{self.kb.workspace}'; create one with "
-                    "create_kb_collection and add documents first.",
-                    [],
+                    "create_kb_collection and add documents first."
                 )
+                return empty, []
             hits = self.kb.search(query, k=limit)
             scope = f"all {len(names)} collection{'s' if len(names) != 1 else ''}"
         out = render.render_hits(
@@ -155,7 +190,7 @@ class KBToolkit:
         )
         return out.text, [h.to_dict() for h in hits]
 
-    def list(self) -> Result:
+    def listing(self) -> Result:
         infos = self.kb.list_collections()
         out = render.render_collections(
             infos, workspace=self.kb.workspace, budget_tokens=self.kb.settings.listing_token_budget
@@ -171,8 +206,14 @@ class KBToolkit:
         )
         artifact = info.to_dict()
         artifact["documents_listed"] = [
-            {"document_id": d.document_id, "filename": d.filename, "path": d.path,
-             "chunks": d.chunk_count, "added_at": d.added_at, "metadata": d.metadata}
+            {
+                "document_id": d.document_id,
+                "filename": d.filename,
+                "path": d.path,
+                "chunks": d.chunk_count,
+                "added_at": d.added_at,
+                "metadata": d.metadata,
+            }
             for d in docs
         ]
         return out.text, artifact
@@ -181,11 +222,11 @@ class KBToolkit:
         coll = self._resolve_name(collection_name)
         info = coll.describe()
         coll.drop()
-        return (
+        text = (
             f"Dropped collection '{info.name}' ({info.documents} documents, {info.chunks} chunks) "
-            f"from workspace '{self.kb.workspace}'.",
-            {"dropped": info.name, "documents": info.documents, "chunks": info.chunks},
+            f"from workspace '{self.kb.workspace}'."
         )
+        return text, {"dropped": info.name, "documents": info.documents, "chunks": info.chunks}
 
     def add(self, collection_name: str, documents: str) -> Result:
         coll = self._resolve_name(collection_name)
@@ -228,7 +269,9 @@ class KBToolkit:
 
         result = run_sql(self.kb, sql)
         out = render.render_table(
-            result.columns, result.rows, budget_tokens=self.kb.settings.search_token_budget,
+            result.columns,
+            result.rows,
+            budget_tokens=self.kb.settings.search_token_budget,
             more_rows=result.truncated,
         )
         return out.text, result.to_dict()
@@ -322,7 +365,7 @@ def _build(tk: KBToolkit) -> dict[str, BaseTool]:
 
     @tool(response_format="content_and_artifact", parse_docstring=True)
     @_guard
-    def create_kb_collection(collection_name: str, documents: str = "") -> tuple[str, Any]:
+    def create_kb_collection(collection_name: str, documents: ListText = "") -> tuple[str, Any]:
         """Create a new, empty knowledge-base collection, optionally adding documents at once.
 
         Use this when the user wants a new place to keep documents ("make a collection Tax
@@ -362,7 +405,7 @@ def _build(tk: KBToolkit) -> dict[str, BaseTool]:
         Use this to find which collections exist before searching, adding or deleting, or when a
         collection name was not found.
         """
-        return tk.list()
+        return tk.listing()
 
     @tool(response_format="content_and_artifact", parse_docstring=True)
     @_guard
@@ -392,7 +435,7 @@ def _build(tk: KBToolkit) -> dict[str, BaseTool]:
 
     @tool(response_format="content_and_artifact", parse_docstring=True)
     @_guard
-    def add_kb_documents(collection_name: str, documents: str) -> tuple[str, Any]:
+    def add_kb_documents(collection_name: str, documents: ListText) -> tuple[str, Any]:
         """Add files, folders or notes to an existing collection (PDF, DOCX, Markdown, text).
 
         Use this when the user asks to add or index documents ("add this PDF to Tax Documents").
@@ -409,7 +452,7 @@ def _build(tk: KBToolkit) -> dict[str, BaseTool]:
 
     @tool(response_format="content_and_artifact", parse_docstring=True)
     @_guard
-    def delete_kb_documents(collection_name: str, ids: str) -> tuple[str, Any]:
+    def delete_kb_documents(collection_name: str, ids: ListText) -> tuple[str, Any]:
         """Remove documents (files or notes) from a collection by document id.
 
         Use this when the user asks to remove a file. Ids appear in the answers of
@@ -423,8 +466,15 @@ def _build(tk: KBToolkit) -> dict[str, BaseTool]:
         """
         return tk.delete(collection_name, ids)
 
-    built = [create_kb_collection, search_kb, kb_list, describe_kb_collection,
-             drop_kb_collection, add_kb_documents, delete_kb_documents]
+    built = [
+        create_kb_collection,
+        search_kb,
+        kb_list,
+        describe_kb_collection,
+        drop_kb_collection,
+        add_kb_documents,
+        delete_kb_documents,
+    ]
     return {t.name: _finish(t) for t in built}
 
 

@@ -13,6 +13,7 @@ from .model import (
     CHUNK_TYPES, EDGE_RESERVED, Edge, GraphSearchResults, Neighbor, NeighborsResult, Node, PathsResult,
     Subgraph, TraverseResult, slug,
 )
+from . import queries
 from .queries import USER, MemGraph, check_bound, check_direction
 from .store import GraphStore, edge_tuples, node_tuples
 
@@ -138,10 +139,8 @@ class Graph:
         check_bound("limit", limit, low=1)
         g = self._graph()
         i = g.resolve(node)
-        found = g.traverse(i, direction, _types(edge_types), max_depth, limit)
-        return TraverseResult(
-            g.node(i), [g.build_path(n, e) for _d, n, e in found], truncated=len(found) >= limit
-        )
+        found, truncated = queries.traverse(g, i, direction, _types(edge_types), max_depth, limit)
+        return TraverseResult(g.node(i), [g.build_path(n, e) for _d, n, e in found], truncated)
 
     def find_paths(
         self,
@@ -159,7 +158,7 @@ class Graph:
         check_bound("limit", limit, low=1, high=10_000)
         g = self._graph()
         ia, ib = g.resolve(a), g.resolve(b)
-        paths, truncated = g.find_paths(ia, ib, direction, _types(edge_types), max_depth, limit)
+        paths, truncated = queries.find_paths(g, ia, ib, direction, _types(edge_types), max_depth, limit)
         return PathsResult([g.build_path(n, e) for n, e in paths], truncated)
 
     def shortest_path(self, a: str, b: str, *, edge_types: EdgeTypes = None, max_depth: int = 5,
@@ -186,8 +185,8 @@ class Graph:
         check_bound("edge_limit", edge_limit)
         g = self._graph()
         i = g.resolve(node)
-        nodes, edges, reached, truncated = g.subgraph(
-            i, direction, _types(edge_types), max_depth, node_limit, edge_limit
+        nodes, edges, reached, truncated = queries.subgraph(
+            g, i, direction, _types(edge_types), max_depth, node_limit, edge_limit
         )
         return g.to_subgraph(nodes, edges, reached, truncated)
 

