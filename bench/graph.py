@@ -28,28 +28,33 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import random  # noqa: E402
-import statistics  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable, Sequence  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+import argparse
+import json
+import platform
+import random
+import statistics
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-import hybridkb  # noqa: E402
-from hybridkb.graph.model import Edge, Node  # noqa: E402
+import hybridkb
+from hybridkb.graph.model import Edge, Node
 
 SCIFACT = Path("/work/shared/data/scifact")
 WORK = Path(tempfile.gettempdir()) / "hybridkb_graph_bench"
 RESULTS = ROOT / "bench" / "results" / "graph.json"
+
+
+def cpu_name() -> str:
+    with open("/proc/cpuinfo") as fh:
+        return next((ln.split(":", 1)[1].strip() for ln in fh if ln.startswith("model name")), "?")
 
 
 def rss_mb() -> float:
@@ -301,7 +306,7 @@ def main() -> None:
     args = parser.parse_args()
     result: dict[str, Any] = {
         "machine": {
-            "cpu": next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?"),
+            "cpu": cpu_name(),
             "cores": os.cpu_count(),
             "python": platform.python_version(),
             "platform": platform.platform(),

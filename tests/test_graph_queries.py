@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -310,10 +311,13 @@ def test_snapshot_plus_delta_matches_reference(
             assert {g.ids[n[-1]]: d for d, n, _ in got} == {fresh.ids[n[-1]]: d for d, n, _ in want}
             pg, _ = queries.find_paths(g, g.index[f"n{a}"], g.index[f"n{b}"], direction, types, 4, 20)
             pf, _ = queries.find_paths(fresh, fresh.index[f"n{a}"], fresh.index[f"n{b}"], direction, types, 4, 20)
-            as_keys = lambda m, ps: sorted(  # noqa: E731
-                tuple((m.ids[m.esrc[e]], m.ids[m.edst[e]], m.etype[e]) for e in p[1]) for p in ps
-            )
             assert sorted(len(p[1]) for p in pg) == sorted(len(p[1]) for p in pf)
+            # Up to the limit every shortest-first answer is the same set of paths.
             cut = max((len(p[1]) for p in pg), default=0) if len(pg) == 20 else 99
-            short = lambda ps: [p for p in ps if len(p[1]) < cut]  # noqa: E731
-            assert as_keys(g, short(pg)) == as_keys(fresh, short(pf))
+            assert _path_keys(g, pg, cut) == _path_keys(fresh, pf, cut)
+
+
+def _path_keys(m: MemGraph, paths: list[tuple[list[int], list[int]]], cut: int) -> list[tuple[Any, ...]]:
+    return sorted(
+        tuple((m.ids[m.esrc[e]], m.ids[m.edst[e]], m.etype[e]) for e in p[1]) for p in paths if len(p[1]) < cut
+    )

@@ -243,3 +243,13 @@ def test_unique_ids_are_generated() -> None:
     ids = store.add_texts(["same", "same"])
     assert len(set(ids)) == 2 and all(uuid.UUID(i) for i in ids)
     kb.close()
+
+
+def test_tools_search_all_skips_langchain_embedded_collections() -> None:
+    kb = hybridkb.connect(":memory:", model="fake")
+    HybridKBVectorStore("lc", DeterministicFakeEmbedding(size=6), kb=kb).add_texts(["hello there"])
+    kb.create_collection("own").add_texts(["hello again"])
+    search = {t.name: t for t in make_tools(kb)}["search_kb"]
+    text = search.invoke({"query": "hello"})
+    assert "hello again" in text and "skipped" in text and "'lc'" in text
+    kb.close()

@@ -5,15 +5,17 @@ soft hyphens and zero-width characters inside words (``tax\\u00adable`` would ne
 match ``taxable``), presentation forms from PDFs (the ``ﬁ`` ligature), words broken
 across lines by a hyphen, ragged whitespace and Windows line ends. ``normalize_text``
 removes them so that keyword search, embeddings and chunk offsets all see the same
-clean text.
+clean text. ``display_name`` makes a file name safe to show in a one-line message
+and to store as UTF-8.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import unicodedata
 
-__all__ = ["normalize_text"]
+__all__ = ["display_name", "normalize_text"]
 
 # Format characters that are invisible in print. Zero-width joiners are dropped
 # too (as the brief asks) even though some scripts use them for shaping: search
@@ -125,3 +127,28 @@ def normalize_text(text: str, *, keep_indent: bool = False) -> str:
     if "\n\n\n" in text:
         text = _BLANK_RUN.sub("\n\n", text)
     return text.strip("\n") if keep_indent else text.strip()
+
+
+def display_name(path: str | os.PathLike[str]) -> str:
+    """A path's file name as printable UTF-8 text, for messages, reports and storage.
+
+    POSIX file names are bytes: they may hold a newline, which would break a
+    one-line error message, or bytes that are not UTF-8, which Python keeps as lone
+    surrogates that no database or terminal accepts. Those become escapes, as
+    ``repr`` would write them; ordinary names come back unchanged.
+
+    Args:
+        path: A path; its last component is used (the whole path if it has none).
+
+    Returns:
+        The name with undecodable bytes as ``\\xNN`` and control characters escaped.
+
+    Examples:
+        >>> display_name(os.fsdecode(b"caf\\xe9\\nnotes.txt"))
+        'caf\\\\xe9\\\\nnotes.txt'
+    """
+    name = os.path.basename(os.fspath(path).rstrip("/" + os.sep)) or os.fspath(path)
+    text = os.fsencode(name).decode("utf-8", "backslashreplace")
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)

@@ -183,8 +183,19 @@ class KBToolkit:
                     "create_kb_collection and add documents first."
                 )
                 return empty, []
-            hits = self.kb.search(query, k=limit)
-            scope = f"all {len(names)} collection{'s' if len(names) != 1 else ''}"
+            # Collections embedded by a LangChain model (HybridKBVectorStore) cannot embed a
+            # query here; search the rest rather than fail the whole question.
+            records = self.kb.storage.list_collections(self.kb.workspace)
+            usable = [r.name for r in records if not r.model.startswith("langchain:")]
+            hits = self.kb.search(query, k=limit, collections=usable) if usable else []
+            scope = f"all {len(usable)} collection{'s' if len(usable) != 1 else ''}"
+            skipped = [r.name for r in records if r.model.startswith("langchain:")]
+            if skipped:
+                scope += (
+                    " (skipped, embedded by a LangChain model: "
+                    + ", ".join(repr(n) for n in skipped)
+                    + ")"
+                )
         out = render.render_hits(
             hits, query=query, budget_tokens=self.kb.settings.search_token_budget, scope=scope
         )

@@ -21,8 +21,17 @@ from ..errors import GraphError
 from .api import Graph
 from .extract import Entity, EntityExtractor, RuleExtractor
 from .model import (
-    ContextItem, Edge, GraphSearchResult, GraphSearchResults, Neighbor, NeighborsResult, Node, Path,
-    PathsResult, Subgraph, TraverseResult,
+    ContextItem,
+    Edge,
+    GraphSearchResult,
+    GraphSearchResults,
+    Neighbor,
+    NeighborsResult,
+    Node,
+    Path,
+    PathsResult,
+    Subgraph,
+    TraverseResult,
 )
 from .store import GraphStore, sql_backend
 

@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import GraphError
+from . import queries
 from .build import EdgeRow, NodeRow, clean_properties, document_rows
 from .extract import EntityExtractor
 from .model import (
-    CHUNK_TYPES, EDGE_RESERVED, Edge, GraphSearchResults, Neighbor, NeighborsResult, Node, PathsResult,
-    Subgraph, TraverseResult, slug,
+    CHUNK_TYPES,
+    EDGE_RESERVED,
+    Edge,
+    GraphSearchResults,
+    Neighbor,
+    NeighborsResult,
+    Node,
+    PathsResult,
+    Subgraph,
+    TraverseResult,
+    slug,
 )
-from . import queries
 from .queries import USER, MemGraph, check_bound, check_direction
 from .store import GraphStore, edge_tuples, node_tuples
 
@@ -39,7 +49,7 @@ def _edge_type(value: Any) -> str:
 
 
 def _weight(value: Any) -> float:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or value != value:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
         raise GraphError(f"weight: expected a number, got {value!r}")
     return float(value)
 
@@ -140,7 +150,7 @@ class Graph:
         g = self._graph()
         i = g.resolve(node)
         found, truncated = queries.traverse(g, i, direction, _types(edge_types), max_depth, limit)
-        return TraverseResult(g.node(i), [g.build_path(n, e) for _d, n, e in found], truncated)
+        return TraverseResult(g.node(i), g.build_paths((n, e) for _d, n, e in found), truncated)
 
     def find_paths(
         self,
@@ -159,7 +169,7 @@ class Graph:
         g = self._graph()
         ia, ib = g.resolve(a), g.resolve(b)
         paths, truncated = queries.find_paths(g, ia, ib, direction, _types(edge_types), max_depth, limit)
-        return PathsResult([g.build_path(n, e) for n, e in paths], truncated)
+        return PathsResult(g.build_paths(paths), truncated)
 
     def shortest_path(self, a: str, b: str, *, edge_types: EdgeTypes = None, max_depth: int = 5,
                       direction: str = "both") -> Any:
@@ -365,7 +375,7 @@ class Graph:
         aliases or extractors, or for a collection stored before the graph existed).
         Imported documents keep their imported structure. Returns documents rebuilt."""
         record = self.kb.record(collection)
-        store, ws = self._store, self.workspace
+        store = self._store
         if store.read_only:
             raise GraphError("the knowledge base is open read-only; reopen it for writing")
         from ..storage.base import WriteEvent

@@ -16,8 +16,21 @@ from ..errors import GraphError
 from ..storage.base import ChunkRecord, CollectionRecord, DocumentRecord
 from .extract import EntityExtractor, resolve_aliases
 from .model import (
-    CATEGORIZED_AS, CATEGORY, CHUNK, CONTAINS, DOCUMENT, EDGE_RESERVED, ENTITY, MENTIONS, NEXT,
-    NODE_RESERVED, SECTION, category_node_id, collection_node_id, document_node_id, entity_node_id,
+    CATEGORIZED_AS,
+    CATEGORY,
+    CHUNK,
+    CONTAINS,
+    DOCUMENT,
+    EDGE_RESERVED,
+    ENTITY,
+    MENTIONS,
+    NEXT,
+    NODE_RESERVED,
+    SECTION,
+    category_node_id,
+    collection_node_id,
+    document_node_id,
+    entity_node_id,
     section_node_id,
 )
 

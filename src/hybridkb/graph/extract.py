@@ -112,12 +112,10 @@ _SYMBOLS = {"€": "EUR", "£": "GBP", "¥": "JPY", "A$": "AUD", "AU$": "AUD", "
             "NZ$": "NZD", "C$": "CAD", "$": "$"}  # fmt: skip
 # Capitalised words that start sentences or headings, not names.
 _LEADING = frozenset(
-    "a an the this that these those there their our we it in on at for from by of to and or but "
-    "however although when where while if as after before during since between under with "
-    "each every all some any no not is are was were be".split()
+    ["a", "an", "the", "this", "that", "these", "those", "there", "their", "our", "we", "it", "in", "on", "at", "for", "from", "by", "of", "to", "and", "or", "but", "however", "although", "when", "where", "while", "if", "as", "after", "before", "during", "since", "between", "under", "with", "each", "every", "all", "some", "any", "no", "not", "is", "are", "was", "were", "be"]
 )
 _NOT_ACRONYMS = frozenset(
-    "I II III IV V VI VII VIII IX X XI XII XIII XIV XV OK THE AND FOR NOT BUT ARE WAS".split()
+    ["I", "II", "III", "IV", "V", "VI", "VII", "VIII", "IX", "X", "XI", "XII", "XIII", "XIV", "XV", "OK", "THE", "AND", "FOR", "NOT", "BUT", "ARE", "WAS"]
 )
 _CONNECTORS = frozenset({"of", "and", "for", "the", "on", "in", "to", "de", "van", "von", "der",
                          "la", "du", "&"})  # fmt: skip

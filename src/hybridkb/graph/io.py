@@ -36,8 +36,21 @@ from ..storage.base import ChunkRecord, DocumentRecord, chunk_key, make_chunk_id
 from .build import EdgeRow, NodeRow, RowSet
 from .extract import canonical_key
 from .model import (
-    CATEGORY, CHUNK, CHUNK_TYPES, CONTAINS, DOCUMENT, EDGE_RESERVED, ENTITY, NODE_RESERVED, SECTION, Edge, Node,
-    category_node_id, collection_node_id, document_node_id, entity_node_id,
+    CATEGORY,
+    CHUNK,
+    CHUNK_TYPES,
+    CONTAINS,
+    DOCUMENT,
+    EDGE_RESERVED,
+    ENTITY,
+    NODE_RESERVED,
+    SECTION,
+    Edge,
+    Node,
+    category_node_id,
+    collection_node_id,
+    document_node_id,
+    entity_node_id,
 )
 
 if TYPE_CHECKING:

@@ -372,6 +372,18 @@ class MemGraph:
     def build_path(self, nodes: list[int], edges: list[int]) -> Path:
         return Path([self.node(i) for i in nodes], [self.edge(e) for e in edges])
 
+    def build_paths(self, found: Iterable[tuple[list[int], list[int]]]) -> list[Path]:
+        """Paths sharing one Node/Edge record per id (a BFS tree repeats its upper part)."""
+        nodes: dict[int, Node] = {}
+        edges: dict[int, Edge] = {}
+        out = []
+        for ns, es in found:
+            out.append(Path(
+                [nodes[i] if i in nodes else nodes.setdefault(i, self.node(i)) for i in ns],
+                [edges[e] if e in edges else edges.setdefault(e, self.edge(e)) for e in es],
+            ))
+        return out
+
     def to_subgraph(self, nodes: list[int], edges: list[int], reached: int, truncated: bool) -> Subgraph:
         return Subgraph([self.node(i) for i in nodes], [self.edge(e) for e in edges], reached, truncated)
 

@@ -18,10 +18,24 @@ from ..storage.base import document_node_id
 from ..types import Hit
 
 __all__ = [
-    "DIRECTIONS", "STRUCTURAL_EDGES", "ContextItem", "Edge", "GraphSearchResult",
-    "GraphSearchResults", "Neighbor", "NeighborsResult", "PathsResult", "TraverseResult",
-    "Node", "Path", "Subgraph", "category_node_id", "collection_node_id", "document_node_id",
-    "entity_node_id", "section_node_id",
+    "DIRECTIONS",
+    "STRUCTURAL_EDGES",
+    "ContextItem",
+    "Edge",
+    "GraphSearchResult",
+    "GraphSearchResults",
+    "Neighbor",
+    "NeighborsResult",
+    "Node",
+    "Path",
+    "PathsResult",
+    "Subgraph",
+    "TraverseResult",
+    "category_node_id",
+    "collection_node_id",
+    "document_node_id",
+    "entity_node_id",
+    "section_node_id",
 ]
 
 DIRECTIONS = ("in", "out", "both")

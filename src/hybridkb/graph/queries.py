@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import GraphError
-from .memgraph import CSR, USER, UNRESOLVED, EdgeTuple, MemGraph, NodeTuple, Prov
+from .memgraph import CSR, UNRESOLVED, USER, EdgeTuple, MemGraph, NodeTuple, Prov
 from .model import DIRECTIONS
 
 __all__ = [

@@ -22,6 +22,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from .. import fusion
 from ..errors import GraphError
 from ..filters import matches, parse_filter
@@ -30,20 +32,29 @@ from ..storage.base import chunk_key, document_node_id
 from ..types import Hit
 from .extract import resolve_aliases
 from .model import (
-    CATEGORY, CHUNK_TYPES, CONTAINS, DOCUMENT, ENTITY, MENTIONS, SECTION, STRUCTURAL_EDGES, ContextItem,
-    GraphSearchResult, GraphSearchResults, entity_node_id,
+    CATEGORY,
+    CHUNK_TYPES,
+    CONTAINS,
+    DOCUMENT,
+    ENTITY,
+    MENTIONS,
+    SECTION,
+    STRUCTURAL_EDGES,
+    ContextItem,
+    GraphSearchResult,
+    GraphSearchResults,
+    entity_node_id,
 )
-from .queries import MemGraph
+from .queries import Frontier, MemGraph, _first_new
 
 if TYPE_CHECKING:
     from .api import Graph
 
 STRATEGIES = ("vector_first", "graph_first", "parallel", "vector_only", "graph_only")
-CONTEXT_WORK = 50_000  # adjacency steps per seed
+CONTEXT_WORK = 2_000_000  # adjacency entries scanned per seed
 _WORD = re.compile(r"\w+", re.UNICODE)
 _STOP = frozenset(
-    "a an and are as at be but by for if in into is it no not of on or such that the their then "
-    "there these they this to was will with what which who how does do can".split()
+    ["a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was", "will", "with", "what", "which", "who", "how", "does", "do", "can"]
 )
 
 
@@ -185,6 +196,43 @@ def _ancestors(g: MemGraph, i: int, wanted: frozenset[str] | None) -> list[tuple
     return out
 
 
+def _spread(
+    g: MemGraph, seed: int, depth: int, edge_types: frozenset[str] | None
+) -> tuple[dict[int, tuple[int, str, int, int]], dict[int, float]]:
+    """Spreading activation from ``seed``: each hop splits a node's share evenly over its
+    edges. Returns, per node reached, (first edge, its direction, depth, via) and the
+    activation summed over every path of up to ``depth`` hops."""
+    fx = Frontier(g, "both", edge_types)
+    n = len(g.ids)
+    seen = np.zeros(n, dtype=bool)
+    seen[seed] = True
+    total = np.zeros(n, dtype=np.float64)
+    nodes = np.asarray([seed], np.int64)
+    share = np.ones(1)
+    first: dict[int, tuple[int, str, int, int]] = {}
+    esrc = g.esrc
+    for d in range(1, depth + 1):
+        if nodes.size == 0 or fx.work > CONTEXT_WORK:
+            break
+        eids, frm, to = fx.expand(nodes)
+        if eids.size == 0:
+            break
+        slot = np.searchsorted(nodes, frm) if nodes.size > 1 else np.zeros(frm.size, np.int64)
+        degree = np.bincount(slot, minlength=nodes.size)
+        part = share[slot] / degree[slot]
+        keep = to != seed
+        to, part, eids, frm = to[keep], part[keep], eids[keep], frm[keep]
+        pos = _first_new(to, seen)
+        for p in pos.tolist():
+            y, eid, x = int(to[p]), int(eids[p]), int(frm[p])
+            first[y] = (eid, "out" if esrc[eid] == x else "in", d, x)
+        seen[to[pos]] = True
+        nodes, inverse = np.unique(to, return_inverse=True)
+        share = np.bincount(inverse, weights=part, minlength=nodes.size)
+        total[nodes] += share
+    return first, {y: float(total[y]) for y in first}
+
+
 def context_for(
     g: MemGraph, chunk_id: str, document_node: str | None, *, depth: int, limit: int,
     edge_types: frozenset[str] | None,
@@ -205,35 +253,10 @@ def context_for(
         if len(items) >= limit:
             return items
         add(node, eid, "in", d, child, 1.0)
-    # Spreading activation over `depth` hops.
-    activation: dict[int, float] = {i: 1.0}
-    first: dict[int, tuple[int, str, int, int]] = {}
-    frontier = {i: 1.0}
-    work = 0
-    for d in range(1, depth + 1):
-        nxt: dict[int, float] = {}
-        for x, share in frontier.items():
-            steps = list(g.steps(x, "both", edge_types))
-            work += len(steps)
-            if not steps:
-                continue
-            part = share / len(steps)
-            for eid, direction, y in steps:
-                if y == i:
-                    continue
-                nxt[y] = nxt.get(y, 0.0) + part
-                if y not in first:
-                    first[y] = (eid, direction, d, x)
-            if work > CONTEXT_WORK:
-                break
-        for y, a in nxt.items():
-            activation[y] = activation.get(y, 0.0) + a
-        frontier = nxt
-        if work > CONTEXT_WORK:
-            break
+    first, activation = _spread(g, i, depth, edge_types)
     ranked = sorted(
         (y for y in first if y not in taken),
-        key=lambda y: (first[y][2], -activation[y], g.ids[y]) if first[y][2] == 1 else (9, -activation[y], g.ids[y]),
+        key=lambda y: (min(first[y][2], 2), -activation[y], g.ids[y]),
     )
     doc_links: list[tuple[int, int, str]] = []
     doc_i = g.index.get(document_node) if document_node else None

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from hybridkb.errors import ExtractionError, UnsupportedFileType
 from hybridkb.loaders.text import iter_text_blocks
+from hybridkb.normalize import display_name
 from hybridkb.types import FailedFile, LoadedFile
 
 __all__ = ["SUPPORTED_EXTENSIONS", "file_sha256", "iter_files", "iter_text_blocks", "load_file"]
@@ -87,7 +88,7 @@ def load_file(path: Path, *, pdf_password: str | None = None) -> LoadedFile:
             message names the file, the problem and the fix.
     """
     path = Path(path)
-    name = path.name or str(path)
+    name = display_name(path)
     suffix = path.suffix.lower()
     loader = _LOADERS.get(suffix)
     if loader is None:
@@ -113,12 +114,12 @@ def file_sha256(path: Path) -> str:
             while block := handle.read(_HASH_BLOCK):
                 digest.update(block)
     except OSError as exc:
-        raise _os_error(Path(path).name, exc) from exc
+        raise _os_error(display_name(path), exc) from exc
     return digest.hexdigest()
 
 
 def _missing(path: Path) -> FailedFile:
-    name = path.name or str(path)
+    name = display_name(path)
     return FailedFile(
         filename=name,
         error=f"{name}: no such file or folder; check the path",
@@ -128,7 +129,7 @@ def _missing(path: Path) -> FailedFile:
 
 
 def _unusable(path: Path, exc: Exception) -> FailedFile:
-    name = path.name or str(path)
+    name = display_name(path)
     cause = getattr(exc, "strerror", None) or str(exc)
     return FailedFile(
         filename=name,
@@ -140,7 +141,7 @@ def _unusable(path: Path, exc: Exception) -> FailedFile:
 
 def _not_regular(path: Path) -> FailedFile:
     # Reading a pipe blocks until someone writes to it; /dev/zero never ends.
-    name = path.name or str(path)
+    name = display_name(path)
     return FailedFile(
         filename=name,
         error=f"{name}: not a regular file (a pipe, socket or device); add a regular file",
@@ -154,7 +155,7 @@ def _walk(folder: Path, seen_dirs: set[Path]) -> Iterator[Path | FailedFile]:
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except OSError as exc:
-        name = folder.name or str(folder)
+        name = display_name(folder)
         yield FailedFile(
             filename=name,
             error=f"{name}: cannot list the folder ({exc.strerror or exc}); check its permissions",

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from hybridkb.errors import ExtractionError
-from hybridkb.normalize import normalize_text
+from hybridkb.loaders.text import MAX_TITLE_CHARS
+from hybridkb.normalize import display_name, normalize_text
 from hybridkb.types import Block, LoadedFile
 
 __all__ = ["MAX_PART_BYTES", "load_docx"]
@@ -160,7 +161,8 @@ def _extract(document: Any) -> list[Block]:
             continue
         while path and path[-1][0] >= level:
             path.pop()
-        path.append((level, " ".join(text.split())))
+        # Clipped: the path is copied into every later chunk's section (see loaders.text).
+        path.append((level, " ".join(text.split())[:MAX_TITLE_CHARS].rstrip()))
         section = " > ".join(title for _, title in path)
         blocks.append(Block(text=text, section=section, kind="heading"))
     return blocks
@@ -180,7 +182,7 @@ def load_docx(path: Path) -> LoadedFile:
         ExtractionError: Not a DOCX (empty, not a ZIP, no word/document.xml, an old
             .doc), a part that would inflate beyond 200 MB, or no text at all.
     """
-    name = path.name
+    name = display_name(path)
     _check_package(path, name)
     import docx  # python-docx; imported here so `import hybridkb.loaders` stays light
 

@@ -16,7 +16,7 @@ from typing import Any
 from pypdf import PasswordType, PdfReader
 
 from hybridkb.errors import ExtractionError
-from hybridkb.normalize import normalize_text
+from hybridkb.normalize import display_name, normalize_text
 from hybridkb.types import Block, LoadedFile
 
 __all__ = ["load_pdf", "page_ranges", "split_page_paragraphs"]
@@ -166,7 +166,7 @@ def load_pdf(path: Path, *, password: str | None = None) -> LoadedFile:
         ExtractionError: Not a PDF, corrupt or truncated, encrypted without the
             right password, or no page has a text layer.
     """
-    name = path.name
+    name = display_name(path)
     with path.open("rb") as handle:
         head = handle.read(_HEADER_WINDOW)
     if not head:

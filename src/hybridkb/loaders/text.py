@@ -15,12 +15,13 @@ from pathlib import Path
 
 from hybridkb.errors import ExtractionError
 from hybridkb.loaders.encoding import SAMPLE_BYTES, decode_bytes, detect_encoding, reject_binary
-from hybridkb.normalize import normalize_text
+from hybridkb.normalize import display_name, normalize_text
 from hybridkb.types import Block, LoadedFile
 
 __all__ = ["iter_text_blocks", "load_markdown", "load_text", "markdown_blocks", "text_blocks"]
 
 _EMPTY = "empty file; nothing to add"
+MAX_TITLE_CHARS = 200  # longest heading title kept in a section path
 _LINE_ENDS = re.compile("\r\n?")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 # The title stops only after a non-blank character and trailing blanks are matched
@@ -67,7 +68,10 @@ class _MarkdownState:
             return
         while self.headings and self.headings[-1][0] >= level:
             self.headings.pop()
-        self.headings.append((level, title))
+        # Every later block carries the path as its section: a huge heading would be
+        # copied into each chunk (a 1.7 MB file became a 500 MB database). The heading
+        # block below keeps the full text.
+        self.headings.append((level, title[:MAX_TITLE_CHARS].rstrip()))
         self.blocks.append(Block(text=title, section=self.section, kind="heading"))
 
 
@@ -146,7 +150,7 @@ def markdown_blocks(text: str) -> list[Block]:
 
 
 def _read(path: Path) -> str:
-    return decode_bytes(path.read_bytes(), path.name)
+    return decode_bytes(path.read_bytes(), display_name(path))
 
 
 def load_text(path: Path) -> LoadedFile:
@@ -157,7 +161,7 @@ def load_text(path: Path) -> LoadedFile:
     """
     blocks = text_blocks(_read(path))
     if not blocks:  # only invisible characters
-        raise ExtractionError(f"{path.name}: {_EMPTY}")
+        raise ExtractionError(f"{display_name(path)}: {_EMPTY}")
     return LoadedFile(blocks=blocks, file_type="txt")
 
 
@@ -169,7 +173,7 @@ def load_markdown(path: Path) -> LoadedFile:
     """
     blocks = markdown_blocks(_read(path))
     if not blocks:
-        raise ExtractionError(f"{path.name}: {_EMPTY}")
+        raise ExtractionError(f"{display_name(path)}: {_EMPTY}")
     return LoadedFile(blocks=blocks, file_type="md")
 
 
@@ -204,7 +208,7 @@ def iter_text_blocks(
     Raises:
         ExtractionError: Binary content, or no text at all (raised at the end).
     """
-    name = path.name
+    name = display_name(path)
     yielded = False
 
     def finish(raw: str) -> Iterator[Block]:
