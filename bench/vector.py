@@ -30,6 +30,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
+import gc  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
 import tempfile  # noqa: E402
@@ -239,19 +240,29 @@ def threshold_section(docs: np.ndarray, queries: np.ndarray) -> list[dict[str, A
 # -- scale ------------------------------------------------------------------------------
 
 
-def scale_section(docs: np.ndarray, queries: np.ndarray, n: int,
-                  layout: str) -> dict[str, Any]:
+def resident_bytes() -> int:
+    gc.collect()
+    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def scale_section(docs: np.ndarray, queries: np.ndarray, n: int, layout: str,
+                  quantization: str) -> dict[str, Any]:
     dim = docs.shape[1]
     vectors = around(docs, n, seed=1)
     qs = around(queries, 200, seed=2, noise=0.02)
     keys = np.arange(n, dtype=np.int64)
     out: dict[str, Any] = {"rows": n, "f32_matvec_baseline_ms": baseline_ms(min(n, 100_000))}
-    # "default" is what the core gets; "hnsw" forces the graph at any size.
-    index = VectorIndex(dim) if layout == "default" else VectorIndex(dim, hnsw_threshold=0)
+    # "default" is what the core gets; "hnsw"/"flat" force a layout at any size.
+    threshold = {"default": vector_module.DEFAULT_HNSW_THRESHOLD, "hnsw": 0, "flat": 10**12}
+    index = VectorIndex(dim, quantization=quantization, hnsw_threshold=threshold[layout])
+    before = resident_bytes()
     _, out["build_s"] = timed(lambda: index.add(keys, vectors))
     out["build_s"] /= 1e3
     out["layout"] = index.layout
-    out["mem_pct_f32"] = 100.0 * index.nbytes / vectors.nbytes
+    # usearch's memory_usage counts whole preallocated arenas, so also report what
+    # the process actually grew by and the packed (file) size.
+    out["rss_growth_pct_f32"] = 100.0 * (resident_bytes() - before) / vectors.nbytes
+    out["nbytes_pct_f32"] = 100.0 * index.nbytes / vectors.nbytes
     truth = exact_top(vectors, qs)
     got = [[key for key, _ in index.search(q, K)] for q in qs]
     out["recall@10"] = recall(got, truth)
@@ -359,10 +370,11 @@ def save(report: dict[str, Any]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", default="100000:default,100000:hnsw,1000000:default",
-                        help="comma-separated ROWS:LAYOUT runs, LAYOUT default|hnsw ('' to skip)")
+    parser.add_argument(
+        "--scale", default="100000:default,100000:flat,100000:hnsw:b1,1000000:default",
+        help="comma-separated ROWS:LAYOUT[:QUANT] runs; LAYOUT default|hnsw|flat ('' to skip)")
     parser.add_argument("--skip-scifact", action="store_true",
-                        help="only the scale runs (merged into an existing results file)")
+                        help="keep the SciFact figures of the existing results file")
     args = parser.parse_args()
     report: dict[str, Any] = {"machine": machine(), "k": K,
                               "defaults": {"quantization": "i8",
@@ -389,10 +401,16 @@ def main() -> None:
         for row in report["threshold"]:
             print(json.dumps(row))
         save(report)
-    report["scale"] = []
+    # Scale runs replace earlier ones of the same spec and keep the rest, so the slow
+    # 1M run need not be repeated to refresh the others.
+    previous_runs = json.loads(RESULTS.read_text()).get("scale", []) if RESULTS.exists() else []
+    report["scale"] = previous_runs
     for run in [r for r in args.scale.split(",") if r]:
-        rows, layout = run.split(":")
-        result = {"requested": layout, **scale_section(docs, queries, int(rows), layout)}
+        rows, layout, *rest = run.split(":")
+        quantization = rest[0] if rest else "i8"
+        result = {"spec": f"{rows}:{layout}:{quantization}", "measured_at": time.ctime(),
+                  **scale_section(docs, queries, int(rows), layout, quantization)}
+        report["scale"] = [r for r in report["scale"] if r.get("spec") != result["spec"]]
         report["scale"].append(result)
         print(f"\nscale {run}:", json.dumps(result, indent=1), flush=True)
         save(report)  # a long 1M run that is stopped still leaves the earlier figures

@@ -10,10 +10,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import click
 import docx
 import pytest
 
-from hybridkb.cli import main
+from hybridkb.cli import cli, main
 
 COMMANDS = ["create", "list", "describe", "add", "search", "delete", "drop", "eval"]
 HIT_KEYS = {
@@ -87,15 +88,28 @@ def make_docs(folder: Path, *, bad: bool = True) -> Path:
 # -- help and usage ----------------------------------------------------------------------
 
 
+def _all_commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    found = []
+    for name, command in sorted(group.commands.items()):
+        found.append((*prefix, name))
+        if isinstance(command, click.Group):
+            found += _all_commands(command, (*prefix, name))
+    return found
+
+
 def test_every_command_has_help(run: Run) -> None:
     code, top, _ = run("--help")
     assert code == 0 and "Exit codes" in top
+    commands = _all_commands(cli)
+    assert {c[0] for c in commands} >= {*COMMANDS, "graph", "mcp"}
     for command in COMMANDS:
         assert f"  {command} " in top
-        code, out, err = run(command, "--help")
+    for path in commands:
+        code, out, err = run(*path, "--help")
         assert code == 0, err
-        assert out.startswith(f"Usage: hybridkb {command}")
-        assert "Exit codes" in out
+        assert out.startswith(f"Usage: hybridkb {' '.join(path)}")
+        if path[0] != "graph":  # the graph group carries its own epilog
+            assert "Exit codes" in out
 
 
 def test_usage_error_exits_2(run: Run) -> None:
@@ -103,6 +117,13 @@ def test_usage_error_exits_2(run: Run) -> None:
     assert code == 2 and "Missing argument" in err
     code, _, err = run("search", "x", "q", "--mode", "fuzzy")
     assert code == 2
+
+
+def test_mcp_without_the_extra_is_one_line(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "mcp", None)  # as if `hybridkb[mcp]` were not installed
+    code, out, err = run("mcp")
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and "pip install 'hybridkb[mcp]'" in err
 
 
 def test_version(run: Run) -> None:

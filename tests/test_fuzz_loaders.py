@@ -146,7 +146,16 @@ _TOKENS = [
     b"<w:p>", b"</w:p>", b"<w:tbl>", b"<w:t>", b"&#0;", b"&amp;", b"<!DOCTYPE x [<!ENTITY a 'b'>]>",
     b"w:val=\"Heading9\"", b"\xc3", b"\xe2\x80", b"\xed\xa0\x80", b"\x00" * 64,
 ]  # fmt: skip
-_EXTREME = [b"0", b"-1", b"1", b"65535", b"2147483648", b"9223372036854775808", b"1" * 40, b"99999999"]
+_EXTREME = [
+    b"0",
+    b"-1",
+    b"1",
+    b"65535",
+    b"2147483648",
+    b"9223372036854775808",
+    b"1" * 40,
+    b"99999999",
+]
 _DIGITS = re.compile(rb"\d+")
 
 
@@ -248,7 +257,10 @@ class CallTimeout(BaseException):
 @contextmanager
 def call_guard(seconds: float) -> Iterator[None]:
     """Interrupt a call that runs longer than ``seconds`` (POSIX main thread only)."""
-    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+    if (
+        not hasattr(signal, "setitimer")
+        or threading.current_thread() is not threading.main_thread()
+    ):
         yield
         return
 
@@ -310,7 +322,11 @@ def _contract(loaded: object, path: Path) -> str | None:
     if not loaded.blocks:
         return "returned no blocks instead of raising ExtractionError"
     for block in loaded.blocks:
-        if not isinstance(block, Block) or not isinstance(block.text, str) or not block.text.strip():
+        if (
+            not isinstance(block, Block)
+            or not isinstance(block.text, str)
+            or not block.text.strip()
+        ):
             return f"bad block {block!r:.120}"
     return None
 
@@ -335,7 +351,9 @@ def check_one(path: Path, timeout: float = CALL_GUARD_SECONDS) -> tuple[str, str
     return ("contract", problem) if problem else ("loaded", "")
 
 
-def fuzz_loaders(n: int, *, seed: int, workdir: Path, timeout: float = CALL_GUARD_SECONDS) -> FuzzReport:
+def fuzz_loaders(
+    n: int, *, seed: int, workdir: Path, timeout: float = CALL_GUARD_SECONDS
+) -> FuzzReport:
     """Feed ``n`` mutated inputs to ``load_file``; crashes and hangs are saved in ``workdir``."""
     workdir.mkdir(parents=True, exist_ok=True)
     crash_dir = workdir / "crashes"
@@ -374,7 +392,9 @@ def fuzz_loaders(n: int, *, seed: int, workdir: Path, timeout: float = CALL_GUAR
 
 
 def _assert_clean(report: FuzzReport) -> None:
-    summary = "\n".join(f"{f.kind} {f.seed} #{f.index} -> {f.saved}: {f.detail}" for f in report.findings)
+    summary = "\n".join(
+        f"{f.kind} {f.seed} #{f.index} -> {f.saved}: {f.detail}" for f in report.findings
+    )
     assert not report.findings, f"{report.crashes} loader failures that are not KBError:\n{summary}"
 
 

@@ -9,11 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import subprocess
-import sys
-import textwrap
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -302,15 +298,20 @@ def test_eight_processes_ingesting_lose_nothing_and_duplicate_nothing(pg_url: st
     assert sum(r["added"] for r in results) >= len(expected_ids)
 
 
-def test_readers_are_never_blocked_by_writers(pg_url: str) -> None:
+@pytest.mark.parametrize("graph", [True, False], ids=["with-graph", "storage-only"])
+def test_readers_are_never_blocked_by_writers(pg_url: str, graph: bool) -> None:
+    """A write paused inside its transaction blocks no reader (MVCC). Without the graph hook,
+    a writer of another document does not wait either; the graph's per-workspace version
+    row serialises graph writes, so with it the second writer finishes after the first."""
     settings = load_settings(db=pg_url, model="fake")
     with hybridkb.connect(pg_url, model="fake") as setup:
-        setup.create_collection("live").add_texts(["existing text about otters"], ids=["old"])
-    writer_storage = _storage(pg_url)
-    other_storage = _storage(pg_url)
+        setup.create_collection("live", language="en").add_texts(["existing text about otters"], ids=["old"])
     reader = hybridkb.KnowledgeBase(_storage(pg_url), settings)
-    writer = hybridkb.KnowledgeBase(writer_storage, settings)
-    other = hybridkb.KnowledgeBase(other_storage, settings)
+    writer = hybridkb.KnowledgeBase(_storage(pg_url), settings)
+    other = hybridkb.KnowledgeBase(_storage(pg_url), settings)
+    if not graph:
+        writer.storage.hooks.clear()
+        other.storage.hooks.clear()
     inside, release = threading.Event(), threading.Event()
 
     def pause(con: Any, event: Any) -> None:
@@ -318,39 +319,44 @@ def test_readers_are_never_blocked_by_writers(pg_url: str) -> None:
             inside.set()
             release.wait(30)
 
-    writer_storage.hooks.append(pause)
+    writer.storage.hooks.append(pause)
     failure: list[BaseException] = []
 
-    def write() -> None:
-        try:
-            writer["live"].add_texts(["replaced text about beavers"], ids=["old"])
-        except BaseException as exc:  # pragma: no cover - reported below
-            failure.append(exc)
+    def run(fn: Any) -> threading.Thread:
+        def body() -> None:
+            try:
+                fn()
+            except BaseException as exc:  # pragma: no cover - reported below
+                failure.append(exc)
 
-    thread = threading.Thread(target=write)
-    thread.start()
+        thread = threading.Thread(target=body)
+        thread.start()
+        return thread
+
+    first = run(lambda: writer["live"].add_texts(["replaced text about beavers"], ids=["old"]))
     try:
         assert inside.wait(30), "writer never reached its transaction"
-        done = threading.Event()
         seen: dict[str, Any] = {}
 
         def read() -> None:
             for mode in ("hybrid", "vector", "keyword", "filter"):
                 seen[mode] = [h.text for h in reader.search("otters", k=5, mode=mode)]
             seen["describe"] = reader.describe("live").documents
-            seen["doc"] = reader["live"].get("old").content_hash  # type: ignore[union-attr]
-            # Another writer on another document does not wait for the first either.
-            other["live"].add_texts(["independent text about herons"], ids=["new"])
-            done.set()
+            seen["doc"] = reader["live"].get("old")
+            seen["graph"] = reader.graph.neighbors(reader["live"].search("otters", k=1)[0].chunk_id)
 
-        reader_thread = threading.Thread(target=read)
-        reader_thread.start()
-        assert done.wait(20), "a reader or a second writer waited for the open write"
+        reading = run(read)
+        reading.join(20)
+        assert not reading.is_alive(), "a reader waited for the open write"
         assert seen["keyword"] == ["existing text about otters"]  # the committed version
-        assert seen["describe"] == 1
+        assert seen["describe"] == 1 and seen["doc"] is not None
+        second = run(lambda: other["live"].add_texts(["independent text about herons"], ids=["new"]))
+        second.join(0.5 if graph else 20)
+        assert second.is_alive() == graph
     finally:
         release.set()
-        thread.join(30)
+        first.join(30)
+    second.join(30)
     assert not failure
     assert [h.text for h in reader.search("beavers", k=5, mode="keyword")] == ["replaced text about beavers"]
     assert reader["live"].count() == 2
@@ -522,11 +528,14 @@ def test_graph_on_postgres_matches_duckdb(pg_kb: hybridkb.KnowledgeBase, tmp_pat
     assert views[0]["nodes"] == views[1]["nodes"] and len(views[0]["nodes"]) > 4
     # The same reach in SQL (recursive CTE) as in memory.
     hit = pg_kb["Tax"].search("laptops depreciation", k=1)[0]
-    in_sql = pg_kb.storage.transaction(
-        lambda con: PostgresGraphSQL().traverse(con, "default", hit.document_node, max_depth=2)
-    )
-    in_memory = pg_kb.graph.traverse(hit.document_node, max_depth=2).to_dict()
-    assert {n for n, _ in in_sql} == {n["id"] for p in in_memory["paths"] for n in p["nodes"]}
+    for direction in ("out", "both"):
+        in_sql = pg_kb.storage.transaction(
+            lambda con, d=direction: PostgresGraphSQL().traverse(
+                con, "default", hit.document_node, max_depth=2, direction=d
+            )
+        )
+        in_memory = pg_kb.graph.traverse(hit.document_node, max_depth=2, direction=direction).to_dict()
+        assert {n for n, _ in in_sql} == {n["id"] for p in in_memory["paths"] for n in p["nodes"]}
     # Deleting a document prunes its rows in the same transaction.
     pg_kb["Tax"].delete(["b"])
     rows = pg_kb.storage.query(

@@ -12,11 +12,15 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from .errors import ConfigError, InvalidFilter, KBError
+
+if TYPE_CHECKING:
+    from .kb import KnowledgeBase
+    from .types import CollectionInfo, Hit
 
 EXIT_OK = 0
 EXIT_ERROR = 1  # an operation failed, or partly failed (add: a file; delete: an id)
@@ -71,9 +75,9 @@ class State:
     def __init__(self, db: str | None, workspace: str | None) -> None:
         self.db = db
         self.workspace = workspace
-        self._kb: Any = None
+        self._kb: KnowledgeBase | None = None
 
-    def kb(self, *, write: bool = True) -> Any:
+    def kb(self, *, write: bool = True) -> KnowledgeBase:
         if self._kb is None:
             import pydantic
 
@@ -249,7 +253,7 @@ def _table(rows: Sequence[Sequence[str]], right: frozenset[int] = frozenset()) -
         click.echo("  ".join(cells).rstrip())
 
 
-def _describe_dict(info: Any) -> dict[str, Any]:
+def _describe_dict(info: CollectionInfo) -> dict[str, Any]:
     return {
         "name": info.name,
         "documents": info.documents,
@@ -342,7 +346,7 @@ def add(
     return EXIT_ERROR if report.failed else EXIT_OK
 
 
-def _citation(hit: Any) -> str:
+def _citation(hit: Hit) -> str:
     parts = [f"[{hit.collection}]"]
     if hit.filename:
         parts.append(hit.filename)
@@ -505,6 +509,40 @@ def eval_(state: State, beir_dir: Path, mode: str, split: str, k_docs: int, as_j
         f"latency     p50 {result['p50_ms']:.1f} ms, p95 {result['p95_ms']:.1f} ms (search only)"
     )
     return EXIT_OK
+
+
+@cli.command(epilog=EPILOG, short_help="Serve the knowledge base to agents over MCP.")
+@click.option(
+    "--http", "http_port", type=click.IntRange(1, 65535), metavar="PORT",
+    help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio.",
+)  # fmt: skip
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address.")
+@click.option("--read-only", is_flag=True, help="Offer only the tools that read.")
+@pass_state
+def mcp(state: State, http_port: int | None, host: str, read_only: bool) -> int:
+    """Serve the knowledge-base tools over MCP (stdio by default) until stopped.
+
+    The server holds the database and the model while it runs; with DuckDB other
+    processes should send their requests through it.
+    """
+    from .errors import attempt_import
+
+    attempt_import("mcp", "mcp")
+    from .mcp_server import serve
+
+    serve(state.kb(write=not read_only), http_port=http_port, host=host, read_only=read_only)
+    return EXIT_OK
+
+
+def _register_groups() -> None:
+    # Command groups that live beside their feature; they reach the knowledge base
+    # through State.kb(write=...) on the root context.
+    from .graph.cli import graph
+
+    cli.add_command(graph)
+
+
+_register_groups()
 
 
 # -- entry point -----------------------------------------------------------------------

@@ -30,7 +30,6 @@ from .storage.base import (
     DocumentRecord,
     Storage,
     chunk_key,
-    document_node_id,
     make_chunk_id,
 )
 

@@ -151,4 +151,6 @@ def display_name(path: str | os.PathLike[str]) -> str:
     text = os.fsencode(name).decode("utf-8", "backslashreplace")
     if text.isprintable():
         return text
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+    return "".join(
+        ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -385,7 +386,8 @@ class Graph:
         for doc, chunks in docs:
             if doc.source == "import":
                 continue
-            store.transaction(lambda con, d=doc, c=chunks: store.hook(con, WriteEvent("put", record, [d.document_id], d, c)))
+            event = WriteEvent("put", record, [doc.document_id], doc, chunks)
+            store.transaction(functools.partial(store.hook, event=event))
             count += 1
         return count
 

@@ -309,7 +309,7 @@ class MemGraph:
 
     def csr(self) -> CSR:
         """The CSR snapshot, rebuilt when many edges were added since the last one."""
-        current = self._csr
+        current: CSR | None = self._csr
         if current is None or len(self.esrc) - current.e > max(4096, current.e // 16):
             current = self._csr = CSR(self)
             self.delta_nodes = set()
@@ -362,7 +362,7 @@ class MemGraph:
     def neighbors(
         self, i: int, direction: str = "both", types: frozenset[str] | None = None, limit: int = 100
     ) -> list[tuple[int, str, int]]:
-        out = []
+        out: list[tuple[int, str, int]] = []
         for step in self.steps(i, direction, types):
             if len(out) >= limit:
                 break

@@ -129,12 +129,19 @@ class Frontier:
 
 
 def _first_new(to: np.ndarray, seen: np.ndarray) -> np.ndarray:
-    """Positions in ``to`` of the first occurrence of each node not yet seen, in order."""
+    """Positions in ``to`` of the first occurrence of each node not yet seen, in order.
+
+    No sort: writing positions in reverse leaves each node's smallest position (numpy
+    applies repeated-index assignments in order, so the last write wins).
+    """
     fresh = np.flatnonzero(~seen[to])
-    if fresh.size == 0:
+    if fresh.size <= 1:
         return fresh
-    _, first = np.unique(to[fresh], return_index=True)
-    return fresh[np.sort(first)]
+    nodes = to[fresh]
+    slot = np.empty(seen.size, dtype=np.int64)
+    order = np.arange(fresh.size)
+    slot[nodes[::-1]] = order[::-1]
+    return fresh[slot[nodes] == order]
 
 
 def traverse(
@@ -155,18 +162,25 @@ def traverse(
         if fx.work >= MAX_WORK:
             truncated = True
             break
-        eids, frm, to = fx.expand(frontier)
-        pos = _first_new(to, seen)
-        room = limit - len(order)
-        if pos.size > room:
-            pos = pos[:room]
-            truncated = True
-        new = to[pos]
-        seen[new] = True
-        for y, x, e in zip(new.tolist(), frm[pos].tolist(), eids[pos].tolist(), strict=True):
-            parent[y] = (x, e)
-            order.append((y, depth))
-        frontier = new
+        level: list[np.ndarray] = []
+        # Expand the frontier a slice at a time, so a limit reached early skips the hubs
+        # further along (each slice scans about as much as the room left needs).
+        for part in _slices(fx, frontier, 8 * max(limit - len(order), 64)):
+            eids, frm, to = fx.expand(part)
+            pos = _first_new(to, seen)
+            room = limit - len(order)
+            if pos.size > room:
+                pos = pos[:room]
+                truncated = True
+            new = to[pos]
+            seen[new] = True
+            for y, x, e in zip(new.tolist(), frm[pos].tolist(), eids[pos].tolist(), strict=True):
+                parent[y] = (x, e)
+                order.append((y, depth))
+            level.append(new)
+            if truncated:
+                break
+        frontier = np.concatenate(level) if level else np.empty(0, np.int64)
         if truncated:
             break
     out = []
@@ -182,6 +196,23 @@ def traverse(
         edges.reverse()
         out.append((depth, nodes, edges))
     return out, truncated
+
+
+def _slices(fx: Frontier, nodes: np.ndarray, budget: int) -> list[np.ndarray]:
+    """``nodes`` cut into consecutive runs of about ``budget`` adjacency entries each."""
+    if nodes.size <= 1:
+        return [nodes]
+    c = fx.c
+    base = np.minimum(nodes, c.n - 1) if c.n else np.zeros_like(nodes)
+    vol = np.ones(nodes.size, dtype=np.int64)
+    if c.n:
+        inside = nodes < c.n
+        if fx.direction != "in":
+            vol += np.where(inside, c.out_ptr[base + 1] - c.out_ptr[base], 0)
+        if fx.direction != "out":
+            vol += np.where(inside, c.in_ptr[base + 1] - c.in_ptr[base], 0)
+    cuts = np.searchsorted(np.cumsum(vol), np.arange(budget, int(vol.sum()), budget), side="right")
+    return [p for p in np.split(nodes, np.unique(cuts)) if p.size]
 
 
 class _Side:
@@ -206,7 +237,7 @@ class _Side:
         self.parent_node[new] = frm[pos]
         self.parent_edge[new] = eids[pos]
         self.frontier = new
-        return new
+        return np.asarray(new, dtype=np.int64)
 
     def lower_bound(self, nodes: np.ndarray) -> np.ndarray:
         d = self.dist[nodes]
@@ -275,7 +306,8 @@ def _enumerate(
         # Exact distances to b for every node that could still be on such a path.
         while bwd.levels < length - 1 and bwd.frontier.size and bwd.fx.work < MAX_WORK:
             bwd.step()
-        nodes, edges = [a], []
+        nodes: list[int] = [a]
+        edges: list[int] = []
         on_path = {a}
         stack: list[Any] = []
 

@@ -119,7 +119,7 @@ def _chunks_under(g: MemGraph, i: int, limit: int) -> list[int]:
     if kind in (SECTION, DOCUMENT):
         frontier = [i]
         for _ in range(4):
-            nxt = []
+            nxt: list[int] = []
             for x in frontier:
                 for eid in g.out[x]:
                     if g.etype[eid] in (CONTAINS, "parent_of"):
@@ -228,7 +228,7 @@ def _spread(
             first[y] = (eid, "out" if esrc[eid] == x else "in", d, x)
         seen[to[pos]] = True
         nodes, inverse = np.unique(to, return_inverse=True)
-        share = np.bincount(inverse, weights=part, minlength=nodes.size)
+        share = np.bincount(inverse, weights=part, minlength=nodes.size).astype(np.float64)
         total[nodes] += share
     return first, {y: float(total[y]) for y in first}
 
@@ -328,7 +328,7 @@ def graph_search(
             k=kb.settings.rrf_k,
         )
         for f in fused[:search_limit]:
-            hit = by_id[f.key]
+            hit = by_id[str(f.key)]
             hit.scores["fused"] = float(f.score)
             src = "both" if f.key in both else ("vector" if any(h.chunk_id == f.key for h in vector) else "graph")
             seeds_out.append((hit, src))

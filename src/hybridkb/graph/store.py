@@ -35,7 +35,7 @@ MAX_PENDING = 20_000  # deltas kept for a loaded graph before it is dropped and 
 class Delta:
     before: int
     after: int
-    apply: Callable[[MemGraph], None]
+    apply: Callable[[MemGraph], object]
 
 
 def node_tuples(rows: Sequence[NodeRow], cid: int, doc: str) -> list[NodeTuple]:
@@ -111,7 +111,7 @@ class GraphStore:
 
     # -- writes ---------------------------------------------------------------------
 
-    def _record(self, con: Any, workspace: str, apply: Callable[[MemGraph], None]) -> None:
+    def _record(self, con: Any, workspace: str, apply: Callable[[MemGraph], object]) -> None:
         before, after = self.sql.bump(con, workspace)
         if workspace not in self.graphs:
             return  # nothing in memory to keep in step; the first read loads the tables
@@ -165,7 +165,7 @@ class GraphStore:
             self.sql.drop_collection(con, ws, cid)
             self._record(con, ws, lambda g: g.drop_collection(cid))
 
-    def write(self, workspace: str, change: Callable[[Any], Any], apply: Callable[[MemGraph], None]) -> Any:
+    def write(self, workspace: str, change: Callable[[Any], Any], apply: Callable[[MemGraph], object]) -> Any:
         """An API edit: ``change(con)`` in one transaction, ``apply`` replayed in memory."""
         if self.read_only:
             raise GraphError("the knowledge base is open read-only; reopen it for writing")
@@ -201,12 +201,12 @@ class GraphStore:
         current = g.version
         try:
             while current != version:
-                delta = by_before.get(current)
-                if delta is None or delta.after <= current:
+                step = by_before.get(current)
+                if step is None or step.after <= current:
                     self.graphs.pop(workspace, None)
                     return None
-                delta.apply(g)
-                current = g.version = delta.after
+                step.apply(g)
+                current = g.version = step.after
         except Exception:
             self.graphs.pop(workspace, None)  # half-applied: never trust it
             raise

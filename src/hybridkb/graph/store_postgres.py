@@ -250,7 +250,7 @@ class PostgresGraphSQL:
         *,
         max_depth: int = 2,
         edge_types: Sequence[str] | None = None,
-        direction: str = "both",
+        direction: str = "out",
         limit: int = 1000,
     ) -> list[tuple[str, int]]:
         """Nodes reachable from ``start`` within ``max_depth`` edges, with their depth (recursive CTE)."""

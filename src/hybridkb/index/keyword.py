@@ -240,11 +240,14 @@ class KeywordIndex:
 
     # -- writes -----------------------------------------------------------------
 
-    def add(self, keys: Sequence[int], terms: Sequence[Sequence[str]]) -> None:
+    def add(
+        self, keys: Sequence[int] | npt.NDArray[np.integer[Any]], terms: Sequence[Sequence[str]]
+    ) -> None:
         """Add documents; a key already present is replaced.
 
         Args:
-            keys: int64 document keys. Within one call the last copy of a key wins.
+            keys: int64 document keys (ints or an integer array). Within one call the
+                last copy of a key wins.
             terms: Each document's terms with repeats, as from ``analysis.analyze``.
 
         Raises:

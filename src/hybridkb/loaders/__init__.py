@@ -150,20 +150,35 @@ def _not_regular(path: Path) -> FailedFile:
     )
 
 
-def _walk(folder: Path, seen_dirs: set[Path]) -> Iterator[Path | FailedFile]:
-    """Yield supported files under ``folder`` in sorted order, following symlinks once."""
+def _listing(folder: Path) -> list[os.DirEntry[str]] | FailedFile:
     try:
-        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        return sorted(os.scandir(folder), key=lambda e: e.name)
     except OSError as exc:
         name = display_name(folder)
-        yield FailedFile(
+        return FailedFile(
             filename=name,
             error=f"{name}: cannot list the folder ({exc.strerror or exc}); check its permissions",
             code="ingest_error",
             path=str(folder),
         )
+
+
+def _walk(folder: Path, seen_dirs: set[Path]) -> Iterator[Path | FailedFile]:
+    """Yield supported files under ``folder`` in sorted order, following symlinks once.
+
+    Depth first with an explicit stack rather than recursion: folders nested a
+    thousand deep would otherwise hit Python's recursion limit.
+    """
+    first = _listing(folder)
+    if isinstance(first, FailedFile):
+        yield first
         return
-    for entry in entries:
+    stack: list[Iterator[os.DirEntry[str]]] = [iter(first)]
+    while stack:
+        entry = next(stack[-1], None)
+        if entry is None:
+            stack.pop()
+            continue
         if entry.name.startswith("."):
             continue
         try:
@@ -171,11 +186,16 @@ def _walk(folder: Path, seen_dirs: set[Path]) -> Iterator[Path | FailedFile]:
         except OSError:  # a link pointing at itself (ELOOP)
             is_dir = is_file = False
         if is_dir:
-            # A symlink back up the tree would recurse forever; resolved paths repeat.
-            target = Path(entry.path).resolve()
+            # A symlink back up the tree would loop forever; resolved paths repeat. The
+            # folder being listed is resolved already, so only links need resolving.
+            target = Path(entry.path).resolve() if entry.is_symlink() else Path(entry.path)
             if target not in seen_dirs:
                 seen_dirs.add(target)
-                yield from _walk(target, seen_dirs)
+                listing = _listing(target)
+                if isinstance(listing, FailedFile):
+                    yield listing
+                else:
+                    stack.append(iter(listing))
         elif Path(entry.name).suffix.lower() in SUPPORTED_EXTENSIONS:
             if is_file:
                 yield Path(entry.path).resolve()

@@ -42,8 +42,8 @@ from .base import (
     WriteHook,
 )
 from .postgres_schema import (
-    LOCK_DOCUMENT,
     LOCK_WORKSPACE,
+    MIGRATIONS,
     create_collection_tables,
     current_version,
     drop_collection_tables,
@@ -120,6 +120,10 @@ def _hash32(text: str) -> int:
                           "big", signed=True)
 
 
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split(".")[:3] if p.isdigit())
+
+
 def plain_url(url: str) -> str:
     """SQLAlchemy-style ``postgresql+psycopg://`` and ``postgres://`` -> libpq's form."""
     for prefix in ("postgresql+psycopg://", "postgres://"):
@@ -179,6 +183,11 @@ class PostgresStorage:
                         f"{redact(self.url)}: no knowledge base here yet; open it once without "
                         "read_only to create the schema"
                     )
+                if version > len(MIGRATIONS):
+                    raise BackendError(
+                        f"database schema version {version} is newer than this hybridkb supports "
+                        f"({len(MIGRATIONS)}); upgrade hybridkb"
+                    )
             else:
                 try:
                     if not con.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone():
@@ -193,15 +202,19 @@ class PostgresStorage:
                     pass  # another process created it at the same moment
                 version = migrate(con)
             row = con.execute(
-                "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace"
-                " WHERE e.extname = 'vector'"
+                "SELECT n.nspname, e.extversion FROM pg_extension e"
+                " JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
             ).fetchone()
             if row is None:
                 raise BackendError(f"{redact(self.url)}: the pgvector extension is not installed")
+            self.pgvector_version = str(row[1])
             # Unqualified names (hooks, graph tables) land in the catalog schema.
             con.execute(f"SET search_path = hybridkb, \"{row[0]}\", public")
-            con.execute("SET hnsw.iterative_scan = relaxed_order")
-            con.execute(f"SET hnsw.max_scan_tuples = {_MAX_SCAN_TUPLES}")
+            if _version_tuple(self.pgvector_version) >= (0, 8):
+                # Filtered HNSW scans walk on until k rows pass; older pgvector has no
+                # iterative scan and relies on the exact fallback below.
+                con.execute("SET hnsw.iterative_scan = relaxed_order")
+                con.execute(f"SET hnsw.max_scan_tuples = {_MAX_SCAN_TUPLES}")
         except psycopg.Error as exc:
             raise BackendError(f"{redact(self.url)}: cannot prepare the database ({exc})") from exc
         return version
@@ -571,7 +584,7 @@ class PostgresStorage:
             "WITH st AS (SELECT n_chunks::float8 AS n, total_len::float8 / greatest(n_chunks, 1) AS avgdl"
             " FROM hybridkb.hybridkb_collections WHERE id = %s),"
             f" hit AS (SELECT p.term, p.key, p.tf, p.dl FROM {t['postings']} p WHERE p.term = ANY(%s)),"
-            " w AS (SELECT h.term, ln(1 + (st.n - count(*) + 0.5) / (count(*) + 0.5)) * (%s + 1) AS weight"
+            " w AS (SELECT h.term, ln(1 + (st.n - count(*) + 0.5) / (count(*)::float8 + 0.5)) * (%s + 1) AS weight"
             " FROM hit h, st GROUP BY h.term, st.n)"
             " SELECT p.key, sum(w.weight * p.tf / (p.tf + %s * (1 - %s + %s * p.dl / st.avgdl))) AS score"
             f" FROM hit p JOIN w ON w.term = p.term CROSS JOIN st WHERE TRUE{restrict}"

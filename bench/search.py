@@ -1,0 +1,1056 @@
+"""Search benchmark: latency, quality, fusion sweep, vector recall, cold start, seed workload.
+
+Run (every section, 1M included, takes long on a loaded machine)::
+
+    .venv/bin/python bench/search.py                       # all sections up to 1M chunks
+    .venv/bin/python bench/search.py --max-scale 100000    # skip the 1M collection
+    .venv/bin/python bench/search.py --only scifact,sweep  # some sections
+
+Sections (``--only``): ``scifact`` (latency on SciFact), ``scale`` (10k/100k/1M
+synthetic chunks: build, first search, memory, latency, 1 % filter), ``cold``
+(CLI cold start), ``quality`` (``run_eval`` per mode and fusion setting),
+``sweep`` (fusion tuned on the train split, reported on test), ``recall``
+(approximate vs exact vector search), ``seed`` (create/list/re-rank).
+
+Query embedding is excluded from every latency: queries are embedded once with
+the collection's embedder (cached in /tmp) and handed to the search through
+``hybridkb.evaluate.PrecomputedQuery`` in place of ``kb.embedder_for``, so
+``coll.search()`` runs its whole public path otherwise (catalog reads, query
+analysis, both legs, fusion, fetching the hit rows, building Hit objects).
+
+SciFact data: a copy of the ``eval:scifact`` collection built by
+``hybridkb --db /tmp/scifact.duckdb eval /work/shared/data/scifact`` (real
+all-MiniLM-L6-v2 chunk vectors) when that file is complete and free; otherwise a
+document-level stand-in (one chunk per abstract, vectors from
+/tmp/scifact_vecs.npy written by bench/vector.py, or embedded here).
+
+Writes bench/results/search.json (sections merge into the existing file).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# bench/ goes last on sys.path: bench/keyword.py must not shadow the stdlib module.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE] + [_HERE]
+os.environ.setdefault("HYBRIDKB_CACHE_DIR", "/tmp/hkb-cache")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import argparse
+import cProfile
+import gc
+import hashlib
+import io
+import json
+import pstats
+import re
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import _common as C
+import numpy as np
+
+import hybridkb
+from hybridkb import fusion
+from hybridkb.analysis import analyze, analyze_query
+from hybridkb.evaluate import FINGERPRINT_ID, PrecomputedQuery, ndcg_at_k, recall_at_k, run_eval
+from hybridkb.storage import open_storage
+from hybridkb.storage.base import ChunkRecord, DocumentRecord, PutItem, chunk_key, make_chunk_id
+from hybridkb.storage.duckdb_schema import table_names
+
+K = 10
+SCALE_NAME = "bench"
+SCALE_DBS = {10_000: Path("/tmp/bench-10k.duckdb"), 100_000: Path("/tmp/bench-100k.duckdb"),
+             1_000_000: Path("/tmp/bench-1m.duckdb")}
+EVAL_SRC = Path("/tmp/scifact.duckdb")
+EVAL_COPY = Path("/tmp/bench-scifact.duckdb")
+EVAL_NAME = "eval:scifact"
+PROXY_DB = Path("/tmp/bench-scifact-doc.duckdb")
+PROXY_NAME = "scifact-doc"
+DOC_VECS = Path("/tmp/scifact_vecs.npy")  # bench/vector.py: "title text" per corpus row
+CHUNKS_PER_DOC = 50
+GROUPS = 100  # metadata "group" takes 100 values: one is a 1 % filter
+VENV_BIN = C.ROOT / ".venv" / "bin"
+
+
+# -- opening a collection with precomputed query vectors ----------------------------------
+
+
+class Searcher:
+    """A KnowledgeBase whose query embedder is replaced by a precomputed vector."""
+
+    def __init__(self, db: Path | str, name: str, *, read_only: bool = False, **overrides: Any) -> None:
+        self.kb = hybridkb.connect(str(db), read_only=read_only, **overrides)
+        self.name = name
+        self.record = self.kb.record(name)
+        self.pq = PrecomputedQuery(self.record.model, self.record.dim)
+        # Query embedding excluded: everything else in kb.search runs as users get it.
+        self.kb.embedder_for = lambda record: self.pq  # type: ignore[method-assign]
+        self.coll = self.kb.collection(name)
+        self.storage: Any = self.kb.storage
+        rec = self.record
+        self.languages = ([rec.language] if rec.language and rec.language != "auto"
+                          else self.storage.stats(rec).languages)
+
+    def close(self) -> None:
+        self.kb.close()
+
+    def search(self, query: str, vector: np.ndarray, **kw: Any) -> list[Any]:
+        self.pq.vector = vector
+        return self.coll.search(query, k=kw.pop("k", K), **kw)
+
+    def terms(self, query: str) -> list[str]:
+        return analyze_query(query, self.languages)
+
+    def keyword_leg(self, terms: list[str], depth: int, where: Any = None) -> list[tuple[int, float]]:
+        return self.storage.keyword_search(self.record, terms, depth, where)
+
+    def vector_leg(self, vector: np.ndarray, depth: int, where: Any = None) -> list[tuple[int, float]]:
+        return self.storage.vector_search(self.record, vector, depth, where)
+
+    def indexes(self) -> Any:
+        return self.storage._indexes_for(self.record)  # internal: to split time by stage
+
+    def doc_of_key(self) -> dict[int, str]:
+        t = table_names(self.record.id)
+        return {int(k): d for k, d in self.storage.query(f"SELECT key, document_id FROM {t['chunks']}")}
+
+
+# -- SciFact data -----------------------------------------------------------------------------
+
+
+def _eval_complete(db: Path) -> bool:
+    import duckdb
+
+    try:
+        con = duckdb.connect(str(db), read_only=True)
+    except duckdb.Error:
+        return False
+    try:
+        row = con.execute("SELECT id FROM hybridkb_collections WHERE name = ?", [EVAL_NAME]).fetchone()
+        if not row:
+            return False
+        t = table_names(int(row[0]))
+        found = con.execute(f"SELECT count(*) FROM {t['documents']} WHERE document_id = ?",
+                            [FINGERPRINT_ID]).fetchone()
+        return bool(found and found[0])
+    except duckdb.Error:
+        return False
+    finally:
+        con.close()
+
+
+def scifact_source(args: argparse.Namespace) -> tuple[Path, str, str]:
+    """(db, collection, kind) for SciFact: the real eval collection if available, else the stand-in."""
+    if args.scifact_db:
+        return Path(args.scifact_db), EVAL_NAME, "eval (given)"
+    if EVAL_COPY.exists() and _eval_complete(EVAL_COPY):
+        return EVAL_COPY, EVAL_NAME, "eval:scifact chunk-level (copy of /tmp/scifact.duckdb)"
+    if EVAL_SRC.exists() and _eval_complete(EVAL_SRC):  # openable read-only: nobody writes it
+        for suffix in ("", ".wal"):
+            src = Path(str(EVAL_SRC) + suffix)
+            dst = Path(str(EVAL_COPY) + suffix)
+            if src.exists():
+                shutil.copyfile(src, dst)
+            elif dst.exists():
+                dst.unlink()
+        shutil.rmtree(str(EVAL_COPY) + ".hkbidx", ignore_errors=True)
+        if _eval_complete(EVAL_COPY):
+            return EVAL_COPY, EVAL_NAME, "eval:scifact chunk-level (copy of /tmp/scifact.duckdb)"
+    build_proxy()
+    return PROXY_DB, PROXY_NAME, "document-level stand-in (1 chunk per abstract)"
+
+
+def build_proxy() -> None:
+    """SciFact with one chunk per abstract and real MiniLM vectors, written with put_documents."""
+    storage = open_storage(str(PROXY_DB), lock_timeout=60)
+    try:
+        rec = storage.get_collection("default", PROXY_NAME)
+        data = C.load_scifact("test")
+        if rec is not None and storage.stats(rec).chunks == len(data.corpus):
+            return
+        if rec is not None:
+            storage.drop_collection(rec)
+        ids = list(data.corpus)
+        texts = [f"{data.corpus[i][0]} {data.corpus[i][1]}".strip() for i in ids]
+        if DOC_VECS.exists() and np.load(DOC_VECS, mmap_mode="r").shape == (len(ids), 384):
+            vectors = np.load(DOC_VECS).astype(np.float32)
+        else:
+            vectors = C.embed_cached(texts, tag="scifact-docs")
+        rec = storage.create_collection(
+            "default", PROXY_NAME, model=C.DEFAULT_MODEL, dim=384,
+            chunking={"strategy": "paragraph", "size": 1000, "overlap": 150}, language="auto")
+        items = []
+        for n, (doc_id, text) in enumerate(zip(ids, texts)):
+            items.append(_put_item(rec.id, doc_id, [text], vectors[n:n + 1], {}, analyze(text, "en")))
+            if len(items) == 500:
+                storage.put_documents(rec, items)
+                items = []
+        storage.put_documents(rec, items)
+    finally:
+        storage.close()
+
+
+def _put_item(cid: int, doc_id: str, texts: list[str], vectors: np.ndarray, meta: dict[str, Any],
+              terms: list[str] | list[list[str]] | None = None, filename: str | None = None) -> PutItem:
+    """One document of ``texts`` chunks, built as ingest._chunk_records builds them."""
+    content_hash = hashlib.sha256("\x00".join(texts).encode()).hexdigest()
+    doc = DocumentRecord(document_id=doc_id, path=None, filename=filename, source="text",
+                         content_hash=content_hash, signature="bench", metadata=meta,
+                         language="en", bytes=sum(len(t) for t in texts))
+    chunks = []
+    offset = 0
+    for i, text in enumerate(texts):
+        chunk_id = make_chunk_id(cid, doc_id, content_hash, i)
+        if terms is None:
+            chunk_terms = analyze(text, "en")
+        elif len(texts) == 1 and terms and isinstance(terms[0], str):
+            chunk_terms = terms  # type: ignore[assignment]
+        else:
+            chunk_terms = terms[i]  # type: ignore[assignment]
+        chunks.append(ChunkRecord(
+            key=chunk_key(chunk_id), chunk_id=chunk_id, document_id=doc_id, chunk_index=i, text=text,
+            page=None, section=None, char_start=offset, char_end=offset + len(text),
+            content_hash=hashlib.sha256(text.encode()).hexdigest(), language="en",
+            terms=list(chunk_terms), metadata=meta, filename=filename, path=None))
+        offset += len(text) + 2
+    return PutItem(doc, chunks, vectors)
+
+
+def scifact_queries(split: str = "test") -> tuple[list[str], list[str], np.ndarray, Any]:
+    data = C.load_scifact(split)
+    qids = C.query_ids(data)
+    texts = [data.queries[q] for q in qids]
+    return qids, texts, C.embed_cached(texts, tag=f"scifact-{split}"), data
+
+
+# -- latency ----------------------------------------------------------------------------------
+
+
+def _profile(fn: Callable[[int], Any], n: int, top: int = 14) -> list[dict[str, Any]]:
+    prof = cProfile.Profile()
+    prof.enable()
+    for i in range(n):
+        fn(i)
+    prof.disable()
+    stats = pstats.Stats(prof, stream=io.StringIO())
+    rows = []
+    for (filename, line, func), (cc, nc, tt, ct, _) in stats.stats.items():  # type: ignore[attr-defined]
+        rows.append({"function": f"{Path(filename).name}:{line}({func})", "calls": nc,
+                     "tottime_ms_per_search": round(tt / n * 1000, 4),
+                     "cumtime_ms_per_search": round(ct / n * 1000, 4)})
+    rows.sort(key=lambda r: -r["tottime_ms_per_search"])
+    return rows[:top]
+
+
+def latency_block(s: Searcher, texts: list[str], vectors: np.ndarray, *, rounds: int,
+                  label: str, where_for: Callable[[int], Any] | None = None,
+                  profile: bool = True) -> dict[str, Any]:
+    """Public path per mode, the legs alone and the stages inside, one query at a time."""
+    n = len(texts)
+    idx = list(range(n))
+    terms = [s.terms(t) for t in texts]
+    depth = max(s.kb.settings.candidates, K)
+    out: dict[str, Any] = {"queries": n, "k": K, "depth": depth, "rounds": rounds,
+                           "baseline_before": C.baseline()}
+    t0 = time.perf_counter()
+    s.search(texts[0], vectors[0])  # first search: index build or snapshot load
+    out["first_search_s"] = round(time.perf_counter() - t0, 3)
+    ix = s.indexes()
+    rec = s.record
+    runs: dict[str, Callable[[int], Any]] = {
+        "public hybrid": lambda i: s.search(texts[i], vectors[i]),
+        "public vector": lambda i: s.search(texts[i], vectors[i], mode="vector"),
+        "public keyword": lambda i: s.search(texts[i], vectors[i], mode="keyword"),
+        "keyword leg (storage, depth)": lambda i: s.keyword_leg(terms[i], depth),
+        "vector leg (storage, depth)": lambda i: s.vector_leg(vectors[i], depth),
+        "keyword leg (storage, k)": lambda i: s.keyword_leg(terms[i], K),
+        "vector leg (storage, k)": lambda i: s.vector_leg(vectors[i], K),
+        "keyword index only (depth)": lambda i: ix.keyword.search(terms[i], depth),
+        "vector index only, no rerank (depth)": lambda i: ix.vector.search(vectors[i], depth),
+        "query analysis (analyze_query)": lambda i: s.terms(texts[i]),
+        "catalog+stats (kb._target)": lambda i: s.kb._target(rec),
+    }
+    legs = {i: (s.keyword_leg(terms[i], depth), s.vector_leg(vectors[i], depth)) for i in idx}
+    runs["rrf fusion of two legs"] = lambda i: fusion.rrf(list(legs[i]), k=60)
+    top_keys = {i: [key for key, _ in legs[i][0][:K]] for i in idx}
+    runs["fetch_chunks (k rows)"] = lambda i: s.storage.fetch_chunks(rec, top_keys[i])
+    rerank_keys = {i: np.asarray([key for key, _ in legs[i][1][:50]], np.int64) for i in idx}
+    runs["re-rank 50 (fetch_vectors + dot)"] = lambda i: s.storage.fetch_vectors(rec, rerank_keys[i]) @ vectors[i]
+    if where_for is not None:
+        runs["public hybrid, 1% filter"] = lambda i: s.search(texts[i], vectors[i], where=where_for(i))
+        runs["public vector, 1% filter"] = lambda i: s.search(texts[i], vectors[i], mode="vector", where=where_for(i))
+    rows = []
+    for name, fn in runs.items():
+        timing = C.time_calls(fn, idx, rounds=rounds)
+        rows.append({"stage": name, **timing.summary()})
+        print(f"  [{label}] {name}: p50 {rows[-1]['p50_ms']:.3f} ms, best-of-{rounds} p50 "
+              f"{rows[-1]['best_p50_ms']:.3f}, cpu p50 {rows[-1]['cpu_p50_ms']:.3f}", flush=True)
+    out["stages"] = rows
+    if where_for is not None:
+        counts = [len(s.search(texts[i], vectors[i], where=where_for(i))) for i in idx]
+        out["filtered_hits_exactly_k"] = sum(c == K for c in counts)
+        out["filtered_hits_min"] = min(counts)
+        vcounts = [len(s.search(texts[i], vectors[i], mode="vector", where=where_for(i))) for i in idx]
+        out["filtered_vector_hits_exactly_k"] = sum(c == K for c in vcounts)
+    if profile:
+        out["profile_public_hybrid"] = _profile(lambda i: s.search(texts[i], vectors[i]), n)
+    out["baseline_after"] = C.baseline()
+    return out
+
+
+def stage(block: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(r for r in block["stages"] if r["stage"] == name)
+
+
+def latency_targets(block: dict[str, Any], label: str, hybrid_limit: float) -> list[dict[str, Any]]:
+    hy = stage(block, "public hybrid")
+    note = f"all calls p50 {hy['p50_ms']:.2f}, cpu p50 {hy['cpu_p50_ms']:.2f}"
+    out = [
+        C.target(f"{label}: public hybrid p50 (best of rounds)", hy["best_p50_ms"], hybrid_limit, note=note),
+        C.target(f"{label}: public hybrid p95/p50 (best of rounds)", hy["best_p95_ms"] / hy["best_p50_ms"],
+                 2.0, "x"),
+    ]
+    return out
+
+
+def scifact_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[str, Any]]:
+    db, name, kind = scifact_source(args)
+    print(f"\n# SciFact latency on {db} [{name}]: {kind}", flush=True)
+    _, texts, vectors, _ = scifact_queries("test")
+    s = Searcher(db, name)
+    try:
+        info = s.kb.describe(name)
+        block = latency_block(s, texts, vectors, rounds=args.rounds, label="scifact")
+        block.update({"db": str(db), "collection": name, "kind": kind, "chunks": info.chunks,
+                      "documents": info.documents})
+    finally:
+        s.close()
+    results["scifact_latency"] = block
+    C.print_rows(block["stages"], ["stage", "p50_ms", "p95_ms", "best_p50_ms", "best_p95_ms", "cpu_p50_ms"],
+                 f"SciFact ({info.chunks} chunks), k={K}")
+    C.print_rows(block["profile_public_hybrid"], ["function", "calls", "tottime_ms_per_search",
+                                                  "cumtime_ms_per_search"], "profile of public hybrid")
+    kw, vec = stage(block, "keyword leg (storage, depth)"), stage(block, "vector leg (storage, depth)")
+    rows = latency_targets(block, "SciFact", 2.0)
+    rows += [
+        C.target("SciFact: keyword leg p50 (storage, depth 100)", kw["best_p50_ms"], 1.0,
+                 note=f"at k=10: {stage(block, 'keyword leg (storage, k)')['best_p50_ms']:.3f}"),
+        C.target("SciFact: vector leg p50 (storage, depth 100)", vec["best_p50_ms"], 1.0,
+                 note=f"at k=10: {stage(block, 'vector leg (storage, k)')['best_p50_ms']:.3f}"),
+        C.target("SciFact: re-rank 50 candidates (fetch_vectors + dot)",
+                 stage(block, "re-rank 50 (fetch_vectors + dot)")["best_p50_ms"], 50.0),
+    ]
+    return rows
+
+
+# -- synthetic scale collections -----------------------------------------------------------
+
+
+@dataclass
+class Corpus:
+    words: list[str]
+    probs: np.ndarray
+    stems: list[list[str]]
+    base: np.ndarray  # SciFact-like unit vectors to scatter around
+
+
+def corpus_model() -> Corpus:
+    data = C.load_scifact("test")
+    counts: Counter[str] = Counter()
+    for title, text in data.corpus.values():
+        counts.update(re.findall(r"[a-z]{2,}", f"{title} {text}".lower()))
+    words = [w for w, _ in counts.most_common(30_000)]
+    probs = np.asarray([counts[w] for w in words], np.float64)
+    probs /= probs.sum()
+    # Single alphabetic words analyse independently, so a chunk's terms are the
+    # concatenation of its words' terms (checked below on a sample).
+    stems = [analyze(w, "en") for w in words]
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        pick = rng.choice(len(words), 100, p=probs)
+        text = " ".join(words[j] for j in pick)
+        assert analyze(text, "en") == [t for j in pick for t in stems[j]], "analysis is not word-local"
+    if DOC_VECS.exists():
+        base = np.load(DOC_VECS).astype(np.float32)
+    else:
+        base = np.random.default_rng(5).standard_normal((5000, 384)).astype(np.float32)
+        base /= np.linalg.norm(base, axis=1, keepdims=True)
+    return Corpus(words, probs, stems, base)
+
+
+def synthetic_batch(cm: Corpus, rng: np.random.Generator, n: int) -> tuple[list[str], list[list[str]], np.ndarray]:
+    """n chunk texts (80-160 words of SciFact's unigram distribution), their terms and vectors."""
+    lengths = rng.integers(80, 161, n)
+    picks = rng.choice(len(cm.words), int(lengths.sum()), p=cm.probs)
+    texts, terms = [], []
+    pos = 0
+    words, stems = cm.words, cm.stems
+    for m in lengths:
+        ids = picks[pos:pos + m]
+        pos += m
+        texts.append(" ".join([words[j] for j in ids]))
+        terms.append([t for j in ids for t in stems[j]])
+    vec = cm.base[rng.integers(0, len(cm.base), n)].copy()
+    vec += rng.standard_normal(vec.shape, dtype=np.float32) * 0.06
+    vec /= np.linalg.norm(vec, axis=1, keepdims=True)
+    return texts, terms, vec
+
+
+def scale_label(n: int) -> str:
+    return f"{n // 1_000_000}M" if n >= 1_000_000 else f"{n // 1000}k"
+
+
+def ensure_scale(n: int, cm: Corpus | None = None) -> dict[str, Any]:
+    """Build (or reuse) the n-chunk collection 'bench' through Storage.put_documents.
+
+    Opened through ``open_storage`` without a KnowledgeBase, so the knowledge-graph
+    write hook is not attached (bench/ingest.py measures that hook separately).
+    """
+    db = SCALE_DBS[n]
+    storage = open_storage(str(db), lock_timeout=120)
+    try:
+        rec = storage.get_collection("default", SCALE_NAME)
+        if rec is not None and storage.stats(rec).chunks == n:
+            return {"reused": True, "db": str(db)}
+        if rec is not None:
+            storage.drop_collection(rec)
+        cm = cm or corpus_model()
+        rec = storage.create_collection(
+            "default", SCALE_NAME, model=C.DEFAULT_MODEL, dim=384,
+            chunking={"strategy": "paragraph", "size": 1000, "overlap": 150}, language="auto")
+        rng = np.random.default_rng(n)
+        docs = n // CHUNKS_PER_DOC
+        batch_docs = max(1, 10_000 // CHUNKS_PER_DOC)
+        t0 = time.perf_counter()
+        gen = put = 0.0
+        for start in range(0, docs, batch_docs):
+            g0 = time.perf_counter()
+            m = min(batch_docs, docs - start)
+            texts, terms, vecs = synthetic_batch(cm, rng, m * CHUNKS_PER_DOC)
+            items = []
+            for j in range(m):
+                d = start + j
+                sl = slice(j * CHUNKS_PER_DOC, (j + 1) * CHUNKS_PER_DOC)
+                items.append(_put_item(rec.id, f"d{d:07d}", texts[sl], vecs[sl],
+                                       {"group": f"g{d % GROUPS:02d}", "n": d}, terms[sl],
+                                       filename=f"doc-{d:07d}.txt"))
+            p0 = time.perf_counter()
+            gen += p0 - g0
+            storage.put_documents(rec, items)
+            put += time.perf_counter() - p0
+            if (start // batch_docs) % 10 == 0:
+                done = (start + m) * CHUNKS_PER_DOC
+                print(f"  building {scale_label(n)}: {done:,} chunks, {time.perf_counter() - t0:.0f}s "
+                      f"(load {C.loadavg()[0]})", flush=True)
+        return {"reused": False, "db": str(db), "build_s": round(time.perf_counter() - t0, 1),
+                "generate_s": round(gen, 1), "put_documents_s": round(put, 1),
+                "put_chunks_per_s": round(n / put, 1), "loadavg": C.loadavg()}
+    finally:
+        storage.close()
+
+
+def scale_bench(n: int, args: argparse.Namespace, results: dict[str, Any],
+                cm: Corpus | None) -> list[dict[str, Any]]:
+    label = scale_label(n)
+    print(f"\n# scale {label} ({n:,} chunks)", flush=True)
+    build = ensure_scale(n, cm)
+    db = SCALE_DBS[n]
+    snap = Path(str(db) + ".hkbidx")
+    out: dict[str, Any] = {"chunks": n, "build": build}
+    _, texts, vectors, _ = scifact_queries("test")
+    texts, vectors = texts[: args.scale_queries], vectors[: args.scale_queries]
+    if args.index_build:
+        shutil.rmtree(snap, ignore_errors=True)
+
+    def first_search() -> tuple[Searcher, dict[str, Any]]:
+        gc.collect()
+        rss0 = C.rss_mb()
+        had = snap.exists() and any(snap.glob("*.meta.json"))
+        s = Searcher(db, SCALE_NAME)
+        _, wall, cpu = C.timed(lambda: s.search(texts[0], vectors[0]))
+        gc.collect()
+        rss1 = C.rss_mb()
+        info = {"kind": "snapshot load" if had else "index build", "seconds": round(wall, 3),
+                "cpu_seconds": round(cpu, 3), "rss_before_mb": round(rss0), "rss_after_mb": round(rss1),
+                "rss_delta_mb": round(rss1 - rss0), "vector_layout": s.indexes().vector.layout,
+                "loadavg": C.loadavg()}
+        print(f"  first search ({info['kind']}): {wall:.2f}s, RSS +{rss1 - rss0:.0f} MB", flush=True)
+        return s, info
+
+    s, info = first_search()
+    out[f"first_search_{info['kind'].replace(' ', '_')}"] = info
+    if info["kind"] == "index build":
+        t0 = time.perf_counter()
+        s.close()  # saves the snapshot
+        out["snapshot_save_s"] = round(time.perf_counter() - t0, 3)
+        s, info = first_search()
+        out[f"first_search_{info['kind'].replace(' ', '_')}"] = info
+    try:
+        rss0 = info["rss_before_mb"]
+        block = latency_block(
+            s, texts, vectors, rounds=args.rounds, label=label,
+            where_for=lambda i: {"group": f"g{(i * 7) % GROUPS:02d}"}, profile=n <= 100_000)
+        gc.collect()
+        block["rss_after_searches_mb"] = round(C.rss_mb())
+        block["rss_indexes_mb"] = round(C.rss_mb() - rss0)
+        out["latency"] = block
+        out["vector_recall@10"] = storage_recall(s, vectors[: min(50, len(vectors))])
+    finally:
+        s.close()
+    results[f"scale_{label}"] = out
+    block = out["latency"]
+    C.print_rows(block["stages"], ["stage", "p50_ms", "p95_ms", "best_p50_ms", "best_p95_ms", "cpu_p50_ms"],
+                 f"{label} chunks, k={K}")
+    limit = {10_000: 2.0, 100_000: 5.0, 1_000_000: 25.0}[n]
+    rows = latency_targets(block, label, limit)
+    rows.append(C.target(f"{label}: vector leg recall@10 vs exact (storage)", out["vector_recall@10"], 0.98,
+                         "", higher_is_better=True))
+    if n == 100_000:
+        flt = stage(block, "public hybrid, 1% filter")
+        rows.append(C.target("100k: filtered hybrid (1%) p50 (best of rounds)", flt["best_p50_ms"], 10.0,
+                             note=f"all calls p50 {flt['p50_ms']:.2f}"))
+        rows.append(C.target("100k: filtered hybrid returns exactly k (queries)",
+                             block["filtered_hits_exactly_k"], len(texts), "q", higher_is_better=True,
+                             note=f"min hits {block['filtered_hits_min']}"))
+        rows.append(C.target("100k: re-rank 50 candidates (fetch_vectors + dot)",
+                             stage(block, "re-rank 50 (fetch_vectors + dot)")["best_p50_ms"], 50.0))
+    return rows
+
+
+def storage_recall(s: Searcher, queries: np.ndarray) -> float:
+    """recall@10 of the storage's vector leg against an exact float32 scan of the vectors table."""
+    t = table_names(s.record.id)
+    best: list[list[tuple[float, int]]] = [[] for _ in queries]
+    offset, step = 0, 100_000
+    while True:
+        tab = s.storage._con.execute(  # bench-only read of the whole table, in slices
+            f"SELECT key, embedding FROM {t['vectors']} ORDER BY key LIMIT {step} OFFSET {offset}"
+        ).fetch_arrow_table()
+        if tab.num_rows == 0:
+            break
+        keys = tab.column("key").to_numpy()
+        mat = np.asarray(tab.column("embedding").combine_chunks().values.to_numpy(zero_copy_only=False),
+                         np.float32).reshape(len(keys), -1)
+        scores = queries @ mat.T
+        for qi in range(len(queries)):
+            top = np.argpartition(-scores[qi], K)[:K]
+            best[qi] = sorted(best[qi] + [(float(scores[qi, j]), int(keys[j])) for j in top], reverse=True)[:K]
+        offset += step
+    got = [{k for k, _ in s.vector_leg(q, K)} for q in queries]
+    return round(float(np.mean([len(g & {k for _, k in b}) / K for g, b in zip(got, best)])), 4)
+
+
+# -- cold start -------------------------------------------------------------------------------
+
+BREAKDOWN = r"""
+import json, os, sys, time
+t0 = time.perf_counter()
+import hybridkb.cli  # what the CLI imports
+t1 = time.perf_counter()
+import hybridkb
+kb = hybridkb.connect(sys.argv[1], read_only=True)
+rec = kb.record(sys.argv[2])
+t2 = time.perf_counter()
+emb = kb.embedder_for(rec)
+t3 = time.perf_counter()
+vec = emb.embed_query(sys.argv[3])
+t4 = time.perf_counter()
+kb.storage._indexes_for(rec)
+t5 = time.perf_counter()
+hits = kb.search(sys.argv[3], collections=[sys.argv[2]])
+t6 = time.perf_counter()
+hits = kb.search(sys.argv[3], collections=[sys.argv[2]])
+t7 = time.perf_counter()
+print(json.dumps({"import_s": t1 - t0, "connect_s": t2 - t1, "model_load_s": t3 - t2,
+                  "first_query_embed_s": t4 - t3, "snapshot_load_s": t5 - t4,
+                  "first_search_s": t6 - t5, "warm_search_s": t7 - t6, "hits": len(hits)}))
+"""
+
+
+def _importtime(python: str) -> dict[str, Any]:
+    proc = subprocess.run([python, "-X", "importtime", "-c", "import hybridkb.cli"],
+                          capture_output=True, text=True, env={**os.environ}, check=False)
+    rows = []
+    for line in proc.stderr.splitlines():
+        m = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)", line)
+        if m:
+            rows.append((int(m.group(2)), len(m.group(3)), m.group(4)))
+    top_level = [r for r in rows if r[1] <= 1]
+    heavy = sorted(rows, key=lambda r: -r[0])
+    total = sum(r[0] for r in top_level)
+    return {"total_s": round(total / 1e6, 3),
+            "top_cumulative": [{"module": m, "s": round(us / 1e6, 3)} for us, _, m in heavy[:12]],
+            "torch_imported": any(m == "torch" for _, _, m in rows),
+            "sentence_transformers_imported": any(m == "sentence_transformers" for _, _, m in rows)}
+
+
+def cold_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[str, Any]]:
+    n = 100_000
+    print("\n# cold start: CLI search on the 100k collection", flush=True)
+    ensure_scale(n)
+    db = SCALE_DBS[n]
+    snap = Path(str(db) + ".hkbidx")
+    if not any(snap.glob("*.meta.json")) if snap.exists() else True:
+        s = Searcher(db, SCALE_NAME)  # build the snapshot the CLI will load
+        s.search("warm up", np.ones(384, np.float32) / np.sqrt(384))
+        s.close()
+    python = str(VENV_BIN / "python") if (VENV_BIN / "python").exists() else sys.executable
+    cli = [str(VENV_BIN / "hybridkb")] if (VENV_BIN / "hybridkb").exists() else [python, "-m", "hybridkb"]
+    query = "vitamin D deficiency increases the risk of tuberculosis"
+    backends = ["torch"]
+    try:
+        import hybridkb.embedders.onnx  # noqa: F401
+
+        backends.append("onnx")
+    except ImportError:
+        print("  onnx embedder not present (src/hybridkb/embedders/onnx.py): torch only")
+    out: dict[str, Any] = {"db": str(db), "query": query, "backends": {}}
+    rows = []
+    env0 = {k: v for k, v in os.environ.items() if not k.startswith("HYBRIDKB_")}
+    env0["HF_HUB_OFFLINE"] = "1"
+    env0["HYBRIDKB_CACHE_DIR"] = os.environ["HYBRIDKB_CACHE_DIR"]
+    for backend in backends:
+        env = {**env0, "HYBRIDKB_EMBEDDING_BACKEND": backend}
+        walls = []
+        error = None
+        for _ in range(args.cold_runs):
+            t0 = time.perf_counter()
+            proc = subprocess.run([*cli, "--db", str(db), "search", SCALE_NAME, query, "--json"],
+                                  capture_output=True, text=True, env=env, check=False)
+            walls.append(time.perf_counter() - t0)
+            if proc.returncode != 0:
+                error = proc.stderr.strip().splitlines()[-1:] if proc.stderr.strip() else [str(proc.returncode)]
+                break
+            hits = len(json.loads(proc.stdout)["results"])
+        bproc = subprocess.run([python, "-c", BREAKDOWN, str(db), SCALE_NAME, query],
+                               capture_output=True, text=True, env=env, check=False)
+        breakdown = (json.loads(bproc.stdout.strip().splitlines()[-1]) if bproc.returncode == 0
+                     else {"error": bproc.stderr.strip().splitlines()[-1:]})
+        entry = {"runs_s": [round(w, 3) for w in walls], "median_s": round(statistics.median(walls), 3),
+                 "error": error, "breakdown": {k: (round(v, 3) if isinstance(v, float) else v)
+                                               for k, v in breakdown.items()},
+                 "loadavg": C.loadavg()}
+        if error is None:
+            entry["hits"] = hits
+        out["backends"][backend] = entry
+        print(f"  {backend}: {entry['runs_s']} s; breakdown {entry['breakdown']}", flush=True)
+        rows.append(C.target(f"cold start CLI search 100k ({backend})", None if error else entry["median_s"],
+                             2.0, "s", note=f"min {min(walls):.2f}s" if not error else f"error {error}"))
+    out["importtime"] = _importtime(python)
+    print(f"  import hybridkb.cli: {out['importtime']['total_s']} s; torch imported at import: "
+          f"{out['importtime']['torch_imported']}", flush=True)
+    results["cold_start"] = out
+    return rows
+
+
+# -- quality ------------------------------------------------------------------------------------
+
+
+def quality_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[str, Any]]:
+    db, name, kind = scifact_source(args)
+    if name != EVAL_NAME:
+        print("\n# quality: the eval:scifact collection is not available (run `hybridkb --db "
+              "/tmp/scifact.duckdb eval /work/shared/data/scifact`); see --sweep for the stand-in")
+        return [C.target("SciFact hybrid nDCG@10 (run_eval, defaults)", None, 0.725, "", higher_is_better=True,
+                         note="eval collection not available")]
+    print(f"\n# quality: run_eval on {db}", flush=True)
+    configs: list[tuple[str, str, dict[str, Any]]] = [
+        ("hybrid (defaults: rrf k=60, candidates 100)", "hybrid", {}),
+        ("vector", "vector", {}),
+        ("keyword", "keyword", {}),
+        ("filter", "filter", {}),
+        ("hybrid fusion=weighted", "hybrid", {"fusion": "weighted"}),
+        ("hybrid rrf_k=20", "hybrid", {"rrf_k": 20}),
+        ("hybrid rrf_k=100", "hybrid", {"rrf_k": 100}),
+        ("hybrid candidates=1000", "hybrid", {"candidates": 1000}),
+    ]
+    rows_out = []
+    for label, mode, overrides in configs:
+        kb = hybridkb.connect(str(db), **overrides)
+        try:
+            r = run_eval(kb, C.SCIFACT, mode=mode)
+        finally:
+            kb.close()
+        row = {"config": label, "mode": mode, **{k: r[k] for k in ("ndcg@10", "recall@100", "p50_ms",
+                                                                   "p95_ms", "queries", "reused")}}
+        rows_out.append(row)
+        print(f"  {label}: nDCG@10 {row['ndcg@10']:.4f} recall@100 {row['recall@100']:.4f}", flush=True)
+    results["quality"] = {"db": str(db), "kind": kind, "runs": rows_out,
+                          "note": "run_eval asks for k=300 chunks, so each leg is at least 300 deep "
+                                  "whatever 'candidates' says"}
+    C.print_rows(rows_out, ["config", "ndcg@10", "recall@100", "p50_ms", "p95_ms"], "run_eval on SciFact test")
+    by = {r["config"]: r for r in rows_out}
+    hy = rows_out[0]["ndcg@10"]
+    better_leg = max(by["vector"]["ndcg@10"], by["keyword"]["ndcg@10"])
+    return [
+        C.target("SciFact hybrid nDCG@10 (run_eval, defaults)", hy, 0.725, "", higher_is_better=True),
+        C.target("SciFact hybrid nDCG@10 - better leg", hy - better_leg, 0.0, "", higher_is_better=True,
+                 note=f"better leg {better_leg:.4f}"),
+    ]
+
+
+# -- fusion sweep -------------------------------------------------------------------------------
+
+
+@dataclass
+class QueryLegs:
+    qid: str
+    keys: np.ndarray  # union of both legs' chunk keys
+    kw_rank: np.ndarray  # 1-based; large when absent
+    vec_rank: np.ndarray
+    kw_score: np.ndarray  # nan when absent
+    vec_score: np.ndarray
+    doc: np.ndarray  # document index of each key
+    qrels: dict[str, int]
+
+
+ABSENT = 10**9
+
+
+def collect_legs(s: Searcher, texts: list[str], vectors: np.ndarray, qids: list[str], qrels: dict[str, dict[str, int]],
+                 doc_index: dict[str, int], key_doc: dict[int, str], depth: int) -> list[QueryLegs]:
+    out = []
+    for qid, text, vec in zip(qids, texts, vectors):
+        kw = s.keyword_leg(s.terms(text), depth)
+        vc = s.vector_leg(vec, depth)
+        keys = list(dict.fromkeys([k for k, _ in kw] + [k for k, _ in vc]))
+        pos = {k: i for i, k in enumerate(keys)}
+        n = len(keys)
+        kr, vr = np.full(n, ABSENT, np.int64), np.full(n, ABSENT, np.int64)
+        ks, vs = np.full(n, np.nan), np.full(n, np.nan)
+        for r, (k, sc) in enumerate(kw, 1):
+            kr[pos[k]], ks[pos[k]] = r, sc
+        for r, (k, sc) in enumerate(vc, 1):
+            vr[pos[k]], vs[pos[k]] = r, sc
+        docs = np.asarray([doc_index.get(key_doc.get(k, ""), -1) for k in keys], np.int64)
+        out.append(QueryLegs(qid, np.asarray(keys, np.int64), kr, vr, ks, vs, docs, qrels[qid]))
+    return out
+
+
+def _norm(scores: np.ndarray, present: np.ndarray, how: str) -> np.ndarray:
+    """Normalise a leg's present scores; absent ones get 0 (minmax) or the leg minimum (z)."""
+    out = np.zeros(len(scores))
+    if not present.any():
+        return out
+    vals = scores[present]
+    if how == "minmax":
+        lo, hi = vals.min(), vals.max()
+        out[present] = (vals - lo) / (hi - lo) if hi > lo else 1.0
+        return out
+    mu, sd = vals.mean(), vals.std()
+    z = (vals - mu) / sd if sd > 0 else np.zeros(len(vals))
+    out[:] = z.min()
+    out[present] = z
+    return out
+
+
+@dataclass(frozen=True)
+class FusionConfig:
+    method: str  # rrf | minmax | zscore | kw | vec
+    depth: int
+    k: int = 60
+    w_kw: float = 1.0
+    w_vec: float = 1.0
+    alpha: float = 0.5  # keyword share for minmax / zscore
+    agg: str = "max"  # max: documents by their best chunk; sum: summed chunk scores
+
+    def label(self) -> str:
+        if self.method == "rrf":
+            core = f"rrf k={self.k} w_kw={self.w_kw:g} w_vec={self.w_vec:g}"
+        elif self.method in ("minmax", "zscore"):
+            core = f"{self.method} alpha_kw={self.alpha:.1f}"
+        else:
+            core = {"kw": "keyword leg", "vec": "vector leg"}[self.method]
+        return f"{core} depth={self.depth} agg={self.agg}"
+
+
+def fused_docs(q: QueryLegs, cfg: FusionConfig, n_docs: int) -> np.ndarray:
+    """Document indices ranked under ``cfg`` (best first)."""
+    in_kw = q.kw_rank <= cfg.depth
+    in_vec = q.vec_rank <= cfg.depth
+    if cfg.method == "kw":
+        sel, score = in_kw, np.where(in_kw, -q.kw_rank.astype(float), -np.inf)
+    elif cfg.method == "vec":
+        sel, score = in_vec, np.where(in_vec, -q.vec_rank.astype(float), -np.inf)
+    elif cfg.method == "rrf":
+        sel = in_kw | in_vec
+        score = (np.where(in_kw, cfg.w_kw / (cfg.k + q.kw_rank), 0.0)
+                 + np.where(in_vec, cfg.w_vec / (cfg.k + q.vec_rank), 0.0))
+    else:
+        sel = in_kw | in_vec
+        a = _norm(np.nan_to_num(q.kw_score), in_kw, cfg.method)
+        b = _norm(np.nan_to_num(q.vec_score), in_vec, cfg.method)
+        score = cfg.alpha * np.where(in_kw | (cfg.method == "zscore"), a, 0.0) + \
+            (1 - cfg.alpha) * np.where(in_vec | (cfg.method == "zscore"), b, 0.0)
+    docs, score = q.doc[sel], score[sel]
+    ok = docs >= 0
+    docs, score = docs[ok], score[ok]
+    if cfg.agg == "sum" and cfg.method not in ("kw", "vec"):
+        total = np.zeros(n_docs)
+        np.add.at(total, docs, score)
+        uniq = np.unique(docs)
+        order = np.argsort(-total[uniq], kind="stable")
+        return uniq[order]
+    order = np.lexsort((np.minimum(q.kw_rank, q.vec_rank)[sel][ok], -score))
+    ranked = docs[order]
+    _, first = np.unique(ranked, return_index=True)
+    return ranked[np.sort(first)]
+
+
+def score_config(queries: list[QueryLegs], cfg: FusionConfig, doc_ids: list[str]) -> tuple[float, float]:
+    nd, rc = [], []
+    for q in queries:
+        ranked = [doc_ids[d] for d in fused_docs(q, cfg, len(doc_ids))[:110] if doc_ids[d] != q.qid]
+        nd.append(ndcg_at_k(ranked, q.qrels, 10))
+        rc.append(recall_at_k(ranked, q.qrels, 100))
+    return float(np.mean(nd)), float(np.mean(rc))
+
+
+def sweep_configs(max_depth: int) -> list[FusionConfig]:
+    depths = [d for d in (10, 20, 50, 100, 200, 300, 500, 1000) if d <= max_depth]
+    cfgs: list[FusionConfig] = []
+    for d in depths:
+        cfgs += [FusionConfig("kw", d), FusionConfig("vec", d)]
+        for agg in ("max", "sum"):
+            for k in (10, 20, 40, 60, 100):
+                for w_kw in (0.5, 0.7, 0.85, 1.0, 1.2, 1.5, 2.0):
+                    cfgs.append(FusionConfig("rrf", d, k=k, w_kw=w_kw, agg=agg))
+            for method in ("minmax", "zscore"):
+                for a in range(11):
+                    cfgs.append(FusionConfig(method, d, alpha=a / 10, agg=agg))
+    return cfgs
+
+
+def sweep_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[str, Any]]:
+    db, name, kind = scifact_source(args)
+    print(f"\n# fusion sweep on {db} [{name}]: {kind}; tuned on train, reported on test", flush=True)
+    s = Searcher(db, name)
+    splits = {}
+    try:
+        key_doc = s.doc_of_key()
+        doc_ids = sorted(set(key_doc.values()) - {FINGERPRINT_ID})
+        doc_index = {d: i for i, d in enumerate(doc_ids)}
+        for split in ("train", "test"):
+            qids, texts, vectors, data = scifact_queries(split)
+            t0 = time.perf_counter()
+            splits[split] = collect_legs(s, texts, vectors, qids, data.qrels, doc_index, key_doc, args.sweep_depth)
+            print(f"  {split}: {len(qids)} queries, legs collected in {time.perf_counter() - t0:.1f}s", flush=True)
+        # The project's own fusion must rank as the sweep does for the defaults (sanity check).
+        check = splits["test"][0]
+        kw = [(int(check.keys[i]), 0.0) for i in np.argsort(check.kw_rank) if check.kw_rank[i] <= 100]
+        vec = [(int(check.keys[i]), 0.0) for i in np.argsort(check.vec_rank) if check.vec_rank[i] <= 100]
+        ref = [f.key for f in fusion.rrf([kw, vec], k=60)]
+        mine_scores = (np.where(check.kw_rank <= 100, 1 / (60 + check.kw_rank), 0)
+                       + np.where(check.vec_rank <= 100, 1 / (60 + check.vec_rank), 0))
+        mine = [int(check.keys[i]) for i in np.lexsort((np.minimum(check.kw_rank, check.vec_rank), -mine_scores))
+                if mine_scores[i] > 0]
+        agree = ref[:20] == mine[:20]
+    finally:
+        s.close()
+    cfgs = sweep_configs(args.sweep_depth)
+    t0 = time.perf_counter()
+    rows = []
+    for cfg in cfgs:
+        tr = score_config(splits["train"], cfg, doc_ids)
+        te = score_config(splits["test"], cfg, doc_ids)
+        rows.append({"config": cfg.label(), "method": cfg.method, "depth": cfg.depth, "k": cfg.k,
+                     "w_kw": cfg.w_kw, "alpha_kw": cfg.alpha, "agg": cfg.agg,
+                     "train_ndcg@10": round(tr[0], 4), "train_recall@100": round(tr[1], 4),
+                     "test_ndcg@10": round(te[0], 4), "test_recall@100": round(te[1], 4)})
+    print(f"  {len(cfgs)} configurations scored in {time.perf_counter() - t0:.0f}s", flush=True)
+    fused = [r for r in rows if r["method"] not in ("kw", "vec")]
+    best = max(fused, key=lambda r: r["train_ndcg@10"])
+    default = next(r for r in rows if r["config"] == FusionConfig("rrf", 100).label())
+    best_by = {}
+    for method in ("rrf", "minmax", "zscore"):
+        cand = [r for r in fused if r["method"] == method]
+        best_by[method] = max(cand, key=lambda r: r["train_ndcg@10"])
+    best_rrf_depth = {}
+    for d in sorted({r["depth"] for r in fused}):
+        cand = [r for r in fused if r["method"] == "rrf" and r["depth"] == d]
+        best_rrf_depth[d] = max(cand, key=lambda r: r["train_ndcg@10"])
+    legs = {m: max((r for r in rows if r["method"] == m), key=lambda r: r["depth"]) for m in ("kw", "vec")}
+    agg_compare = [r for r in rows if r["method"] == "rrf" and r["k"] == 60 and r["w_kw"] == 1.0]
+    out = {"db": str(db), "collection": name, "kind": kind, "configs": len(cfgs),
+           "fusion_matches_hybridkb_rrf": agree, "default": default, "best_on_train": best,
+           "best_by_method": best_by, "best_rrf_by_depth": best_rrf_depth, "legs": legs,
+           "rrf_k60_equal_weights_by_depth_and_agg": agg_compare,
+           "all": rows if args.sweep_all else None}
+    results["sweep"] = out
+    show = [default, best, *best_by.values(), legs["kw"], legs["vec"]]
+    C.print_rows(show, ["config", "train_ndcg@10", "test_ndcg@10", "test_recall@100"],
+                 "fusion sweep (chosen on train)")
+    C.print_rows(list(best_rrf_depth.values()), ["config", "train_ndcg@10", "test_ndcg@10"],
+                 "best RRF per candidate depth")
+    C.print_rows(agg_compare, ["config", "train_ndcg@10", "test_ndcg@10"], "rrf k=60: best chunk vs sum")
+    better_leg = max(legs["kw"]["test_ndcg@10"], legs["vec"]["test_ndcg@10"])
+    return [
+        C.target("sweep: default config test nDCG@10", default["test_ndcg@10"], 0.725, "",
+                 higher_is_better=True, note=f"{kind}"),
+        C.target("sweep: best-on-train config, test nDCG@10", best["test_ndcg@10"], 0.725, "",
+                 higher_is_better=True, note=best["config"]),
+        C.target("sweep: default - better leg (test)", default["test_ndcg@10"] - better_leg, 0.0, "",
+                 higher_is_better=True),
+    ]
+
+
+# -- vector recall ------------------------------------------------------------------------------
+
+
+def recall_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[str, Any]]:
+    from hybridkb.index.vector import VectorIndex
+
+    db, name, kind = scifact_source(args)
+    print(f"\n# vector recall@10 vs exact on {db} [{name}]", flush=True)
+    s = Searcher(db, name)
+    try:
+        t = table_names(s.record.id)
+        tab = s.storage._con.execute(f"SELECT key, embedding FROM {t['vectors']} ORDER BY key").fetch_arrow_table()
+        keys = tab.column("key").to_numpy()
+        mat = np.asarray(tab.column("embedding").combine_chunks().values.to_numpy(zero_copy_only=False),
+                         np.float32).reshape(len(keys), -1)
+        _, _, qv, _ = scifact_queries("test")
+        exact = [set(keys[np.argsort(-(mat @ q))[:K]].tolist()) for q in qv]
+        storage_got = [{k for k, _ in s.vector_leg(q, K)} for q in qv]
+    finally:
+        s.close()
+    pos = {int(k): i for i, k in enumerate(keys)}
+
+    def rerank(ks: np.ndarray) -> np.ndarray:
+        return mat[[pos[int(k)] for k in ks]]
+
+    def rec(got: list[set[int]]) -> float:
+        return round(float(np.mean([len(g & e) / K for g, e in zip(got, exact)])), 4)
+
+    rows = [{"index": "storage.vector_search (as searched)", "recall@10": rec(storage_got)}]
+    for label, threshold in (("flat (default threshold)", None), ("hnsw (hnsw_threshold=1000)", 1000)):
+        ix = VectorIndex(mat.shape[1]) if threshold is None else VectorIndex(mat.shape[1], hnsw_threshold=threshold)
+        ix.add(keys, mat)
+        for rr in (False, True):
+            got = [{k for k, _ in ix.search(q, K, rerank=rerank if rr else None)} for q in qv]
+            timing = C.time_calls(lambda i, ix=ix, rr=rr: ix.search(qv[i], K, rerank=rerank if rr else None),
+                                  list(range(len(qv))), rounds=1)
+            rows.append({"index": f"{label}{' + rerank' if rr else ''}", "layout": ix.layout,
+                         "recall@10": rec(got), "p50_ms": timing.summary()["p50_ms"]})
+    results["vector_recall"] = {"db": str(db), "kind": kind, "rows": len(keys), "queries": len(qv), "results": rows}
+    C.print_rows(rows, ["index", "layout", "recall@10", "p50_ms"], f"recall@10 vs exact ({len(keys)} rows)")
+    return [C.target(f"recall@10 {r['index']}", r["recall@10"], 0.98, "", higher_is_better=True) for r in rows]
+
+
+# -- seed workload -------------------------------------------------------------------------------
+
+
+def seed_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[str, Any]]:
+    print("\n# seed workload: create / list collections", flush=True)
+    folder = Path(tempfile.mkdtemp(prefix="hkb-seed-"))
+    out: dict[str, Any] = {}
+    try:
+        kb = hybridkb.connect(str(folder / "seed.duckdb"), model="fake")
+        kb.embedder(C.DEFAULT_MODEL)  # load the real model once: creation timings exclude it
+        creates, creates_real = [], []
+        for i in range(20):
+            _, w, _ = C.timed(lambda i=i: kb.create_collection(f"Collection {i:02d}"))
+            creates.append(w * 1000)
+            kb[f"Collection {i:02d}"].add_texts([f"note {i} about topic {j}" for j in range(5)])
+        for i in range(5):
+            _, w, _ = C.timed(lambda i=i: kb.create_collection(f"Real {i}", model=C.DEFAULT_MODEL))
+            creates_real.append(w * 1000)
+        for i in range(5):
+            kb.drop_collection(f"Real {i}")
+        listing = C.repeat(lambda: kb.list_collections(), 20)
+        names = C.repeat(lambda: kb.collection_names(), 20)
+        describe = C.repeat(lambda: kb.describe("Collection 00"), 20)
+        kb.close()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    out = {"create_ms_median": round(statistics.median(creates), 3), "create_ms_all": [round(c, 2) for c in creates],
+           "create_real_model_ms_median": round(statistics.median(creates_real), 3),
+           "list_collections_20": listing, "collection_names_20": names, "describe_one": describe,
+           "loadavg": C.loadavg()}
+    results["seed"] = out
+    print(f"  create {out['create_ms_median']:.1f} ms (real model id {out['create_real_model_ms_median']:.1f}), "
+          f"list(20) {listing['median_ms']:.1f} ms, names {names['median_ms']:.1f} ms", flush=True)
+    return [
+        C.target("create collection (median of 20)", out["create_ms_median"], 100.0),
+        C.target("list 20 collections (median)", listing["median_ms"], 50.0,
+                 note=f"cpu {listing['cpu_median_ms']:.1f} ms"),
+    ]
+
+
+# -- main ---------------------------------------------------------------------------------------
+
+SECTIONS = ("scifact", "scale", "cold", "quality", "sweep", "recall", "seed")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", default=",".join(SECTIONS), help=f"comma list of {', '.join(SECTIONS)}")
+    ap.add_argument("--sweep", action="store_true", help="run only the fusion sweep (same as --only sweep)")
+    ap.add_argument("--max-scale", type=int, default=1_000_000, help="largest synthetic size (10000, 100000, 1000000)")
+    ap.add_argument("--scales", default="10000,100000,1000000")
+    ap.add_argument("--build-only", action="store_true", help="only build the scale collections")
+    ap.add_argument("--index-build", action="store_true", help="drop index snapshots to time a rebuild")
+    ap.add_argument("--rounds", type=int, default=3, help="timing rounds per query (best-of is reported too)")
+    ap.add_argument("--scale-queries", type=int, default=200)
+    ap.add_argument("--cold-runs", type=int, default=3)
+    ap.add_argument("--sweep-depth", type=int, default=1000, help="deepest per-leg candidate list in the sweep")
+    ap.add_argument("--sweep-all", action="store_true", help="keep every sweep configuration in the JSON")
+    ap.add_argument("--scifact-db", help="a DuckDB file holding eval:scifact (else found or built)")
+    args = ap.parse_args(argv)
+    sections = ["sweep"] if args.sweep else [x.strip() for x in args.only.split(",") if x.strip()]
+    scales = [n for n in (int(x) for x in args.scales.split(",")) if n <= args.max_scale and n in SCALE_DBS]
+
+    results: dict[str, Any] = {"machine": C.machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    print(f"machine: {results['machine']['cpu']}, {results['machine']['nproc']} cores, "
+          f"{results['machine']['memory_gb']} GB, load {results['machine']['loadavg']}", flush=True)
+    if args.build_only:
+        cm = corpus_model()
+        for n in scales:
+            results[f"build_{scale_label(n)}"] = ensure_scale(n, cm)
+            print(results[f"build_{scale_label(n)}"], flush=True)
+        C.write_json("search", results)
+        return 0
+    targets: list[dict[str, Any]] = []
+    cm = corpus_model() if "scale" in sections else None
+    runners: dict[str, Callable[[], list[dict[str, Any]]]] = {
+        "scifact": lambda: scifact_bench(args, results),
+        "cold": lambda: cold_bench(args, results),
+        "quality": lambda: quality_bench(args, results),
+        "sweep": lambda: sweep_bench(args, results),
+        "recall": lambda: recall_bench(args, results),
+        "seed": lambda: seed_bench(args, results),
+    }
+    for section in sections:
+        if section == "scale":
+            rows = []
+            for n in scales:
+                rows += scale_bench(n, args, results, cm)
+                C.write_json("search", {**results, "targets_scale": rows})
+        elif section in runners:
+            rows = runners[section]()
+        else:
+            ap.error(f"unknown section {section!r}")
+        results[f"targets_{section}"] = rows
+        targets += rows
+        C.write_json("search", results)
+    results["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
+    results["loadavg_end"] = C.loadavg()
+    C.print_targets(targets, "search targets (verdict on best-of-rounds wall p50 unless noted)")
+    path = C.write_json("search", results)
+    print(f"\nwrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
