@@ -182,14 +182,17 @@ def search_all(storage: Any, coll: CollectionRecord, queries: list[tuple[str, st
 def ts_rank_baseline(storage: Any, coll: CollectionRecord, queries: list[tuple[str, str]]) -> dict[str, Any]:
     """PostgreSQL's own full-text ranking (OR of the query's lexemes), for comparison."""
     t = storage._tables(coll)
+    # A stored tsvector (bench only), so ranking does not re-parse every matching text.
+    storage.query(f"ALTER TABLE {t['chunks']} ADD COLUMN IF NOT EXISTS bench_tsv tsvector"
+                  " GENERATED ALWAYS AS (to_tsvector('english'::regconfig, text)) STORED")
+    storage.query(f"CREATE INDEX IF NOT EXISTS bench_tsv_gin ON {t['chunks']} USING gin (bench_tsv)")
     ranked, times = [], []
     for _, text in queries:
         t0 = time.perf_counter()
         rows = storage.query(
             f"WITH q AS (SELECT replace(plainto_tsquery('english', %s)::text, '&', '|')::tsquery AS q)"
-            f" SELECT document_id FROM {t['chunks']}, q"
-            " WHERE to_tsvector('english'::regconfig, text) @@ q.q"
-            " ORDER BY ts_rank_cd(to_tsvector('english'::regconfig, text), q.q) DESC, key LIMIT %s",
+            f" SELECT document_id FROM {t['chunks']}, q WHERE bench_tsv @@ q.q"
+            " ORDER BY ts_rank_cd(bench_tsv, q.q) DESC, key LIMIT %s",
             [text, K],
         )
         times.append((time.perf_counter() - t0) * 1e3)

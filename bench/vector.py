@@ -50,7 +50,7 @@ from hybridkb.index.vector import VectorIndex  # noqa: E402
 SCIFACT = Path("/work/shared/data/scifact")
 DOC_CACHE = Path("/tmp/scifact_vecs.npy")
 QUERY_CACHE = Path("/tmp/scifact_qvecs.npy")
-RESULTS = ROOT / "bench" / "results" / "vector.json"
+RESULTS = ROOT / "bench" / "results" / "vector.json"  # --out overrides
 K = 10
 
 
@@ -375,7 +375,12 @@ def main() -> None:
         help="comma-separated ROWS:LAYOUT[:QUANT] runs; LAYOUT default|hnsw|flat ('' to skip)")
     parser.add_argument("--skip-scifact", action="store_true",
                         help="keep the SciFact figures of the existing results file")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="results file (default bench/results/vector.json)")
     args = parser.parse_args()
+    if args.out is not None:
+        global RESULTS
+        RESULTS = args.out
     report: dict[str, Any] = {"machine": machine(), "k": K,
                               "defaults": {"quantization": "i8",
                                            "hnsw_threshold": vector_module.DEFAULT_HNSW_THRESHOLD,
@@ -384,8 +389,8 @@ def main() -> None:
                                            "expansion_search": vector_module.HNSW_EXPANSION_SEARCH}}
     print("machine:", json.dumps(report["machine"]))
     docs, queries, doc_ids, qrels = scifact()
-    if args.skip_scifact and RESULTS.exists():
-        previous = json.loads(RESULTS.read_text())
+    if args.skip_scifact:
+        previous = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
         report.update({key: previous[key] for key in ("scifact", "threshold") if key in previous})
     else:
         report["scifact_baseline_ms"] = baseline_ms(len(docs))

@@ -321,3 +321,35 @@ def _path_keys(m: MemGraph, paths: list[tuple[list[int], list[int]]], cut: int) 
     return sorted(
         tuple((m.ids[m.esrc[e]], m.ids[m.edst[e]], m.etype[e]) for e in p[1]) for p in paths if len(p[1]) < cut
     )
+
+
+def test_concurrent_reads_and_writes(gkb: hybridkb.KnowledgeBase) -> None:
+    import threading
+
+    build(gkb, SHAPE)
+    errors: list[Exception] = []
+
+    def writer() -> None:
+        try:
+            for k in range(40):
+                gkb.graph.add_node(f"w{k}", "concept")
+                gkb.graph.relate("a", f"w{k}", "r")
+        except Exception as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+
+    def reader() -> None:
+        try:
+            for _ in range(80):
+                gkb.graph.traverse("a", max_depth=3)
+                gkb.graph.find_paths("a", "d", limit=5)
+                gkb.graph.neighbors("a")
+        except Exception as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer), threading.Thread(target=reader), threading.Thread(target=reader)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len([n for n in gkb.graph.neighbors("a", direction="out", limit=1000).neighbors if n.node.id.startswith("w")]) == 40

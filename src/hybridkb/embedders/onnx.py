@@ -160,7 +160,9 @@ def read_spec(model_id: str, folder: Path) -> ModelSpec:
         None,
     )
     if weights is None:
-        raise EmbeddingMismatch(f"{model_id}: no model.safetensors or pytorch_model.bin in {folder}")
+        raise EmbeddingMismatch(
+            f"{model_id}: no model.safetensors or pytorch_model.bin in {folder}"
+        )
     sbert = _read_json(folder / "sentence_bert_config.json")
     config = _read_json(folder / "config.json")
     # Same rule as sentence-transformers: its max_seq_length, else the tokenizer's limit,
@@ -281,7 +283,9 @@ def _export_fp32(spec: ModelSpec, folder: Path, model_id: str) -> dict[str, Any]
     feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
     with torch.inference_mode():
         tensors = [torch.from_numpy(feeds[n]) for n in names]
-        reference = _mean_pool(model(**dict(zip(names, tensors, strict=True))).last_hidden_state.numpy(), mask)
+        reference = _mean_pool(
+            model(**dict(zip(names, tensors, strict=True))).last_hidden_state.numpy(), mask
+        )
 
     ort = attempt_import("onnxruntime", "onnx")
     raw = folder / RAW_FILE
@@ -326,7 +330,9 @@ def _export_fp32(spec: ModelSpec, folder: Path, model_id: str) -> dict[str, Any]
         )
         optimized.save_model_to_file(str(tmp))
         got = _mean_pool(_session(ort, tmp, 1).run(None, _feed(names, ids, mask))[0], mask)
-        meta["fused_ops"] = {k: v for k, v in optimized.get_fused_operator_statistics().items() if v}
+        meta["fused_ops"] = {
+            k: v for k, v in optimized.get_fused_operator_statistics().items() if v
+        }
         meta["fused_min_cosine"] = float(_cosines(got, reference).min())
         if meta["fused_min_cosine"] >= _MIN_EXPORT_COSINE:
             meta["fused"] = True
@@ -393,7 +399,9 @@ def ensure_exported(
         if not (folder / FUSED_FILE).exists():
             meta = _export_fp32(spec, folder, model_id)
             meta.update(model_id=model_id, max_seq_length=spec.max_seq_length)
-            _atomic_write(folder / "export.json", lambda t: t.write_text(json.dumps(meta, indent=1)))
+            _atomic_write(
+                folder / "export.json", lambda t: t.write_text(json.dumps(meta, indent=1))
+            )
         if recipe:
             _quantize(fp32, target, recipe)
     return target

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ..errors import GraphError
 from . import queries
@@ -32,6 +32,19 @@ if TYPE_CHECKING:
     from ..kb import KnowledgeBase
 
 EdgeTypes = str | Iterable[str] | None
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _locked(fn: F) -> F:
+    """Reads hold the store's lock: another thread's write is replayed into the same
+    in-memory graph, never while a query walks it."""
+
+    @functools.wraps(fn)
+    def wrapper(self: Graph, *args: Any, **kwargs: Any) -> Any:
+        with self._store.lock:
+            return fn(self, *args, **kwargs)
+
+    return cast(F, wrapper)
 
 
 def _types(edge_types: EdgeTypes) -> frozenset[str] | None:
@@ -76,11 +89,13 @@ class Graph:
 
     # -- single nodes ---------------------------------------------------------------
 
+    @_locked
     def node(self, node_id: str) -> Node:
         """The node with this id (GraphError if unknown)."""
         g = self._graph()
         return g.node(g.resolve(node_id))
 
+    @_locked
     def has_node(self, node_id: str) -> bool:
         return self._graph().has(node_id)
 
@@ -88,6 +103,7 @@ class Graph:
         """A chunk's graph node (its id is the chunk_id)."""
         return self.node(chunk_id)
 
+    @_locked
     def chunks_of(self, node_id: str, *, limit: int = 100) -> list[str]:
         """Chunk ids a node stands for: itself, the chunks a section/document contains,
         the chunks that mention an entity, the chunks of a category's documents."""
@@ -121,6 +137,7 @@ class Graph:
 
     # -- queries --------------------------------------------------------------------
 
+    @_locked
     def neighbors(
         self, node: str, *, edge_types: EdgeTypes = None, direction: str = "both", limit: int = 100
     ) -> NeighborsResult:
@@ -135,6 +152,7 @@ class Graph:
             [Neighbor(g.etype[eid], d, g.node(y), g.edge(eid)) for eid, d, y in steps],
         )
 
+    @_locked
     def traverse(
         self,
         node: str,
@@ -153,6 +171,7 @@ class Graph:
         found, truncated = queries.traverse(g, i, direction, _types(edge_types), max_depth, limit)
         return TraverseResult(g.node(i), g.build_paths((n, e) for _d, n, e in found), truncated)
 
+    @_locked
     def find_paths(
         self,
         a: str,
@@ -179,6 +198,7 @@ class Graph:
                                 direction=direction).paths
         return found[0] if found else None
 
+    @_locked
     def subgraph(
         self,
         node: str,
@@ -201,6 +221,7 @@ class Graph:
         )
         return g.to_subgraph(nodes, edges, reached, truncated)
 
+    @_locked
     def search(
         self,
         query: str,
@@ -223,6 +244,7 @@ class Graph:
             collections=collections, where=where,
         )
 
+    @_locked
     def stats(self) -> dict[str, Any]:
         """Node and edge counts, by type."""
         g = self._graph()
@@ -393,6 +415,7 @@ class Graph:
 
     # -- import / export ------------------------------------------------------------
 
+    @_locked
     def export(
         self,
         *,
@@ -409,6 +432,7 @@ class Graph:
         return export_text(self, collection=collection, node=node, max_depth=max_depth, fmt=format,
                            node_limit=node_limit, edge_limit=edge_limit)
 
+    @_locked
     def export_folder(self, collection: str, folder: str | Path) -> list[Path]:
         """Write one ``<doc>.nodes.json`` / ``.edges.json`` / ``.parquet`` set per document."""
         from .io import export_folder

@@ -149,43 +149,62 @@ class MemGraph:
                 tracked[0].append(i)
 
     def add_edges(self, rows: Iterable[EdgeTuple]) -> None:
+        # The hot loop of a cold load (a million rows): attribute lookups hoisted.
+        index, idx, intern, ekey = self.index, self._idx, self._intern, self.ekey
+        esrc, edst, etype_l, ecode, ealive = self.esrc, self.edst, self.etype, self.ecode, self.ealive
+        eweight, eprops, eprov, out, inn, tcode = (
+            self.eweight, self.eprops, self.eprov, self.out, self.inn, self.tcode
+        )
+        tracking = self._csr is not None
+        last_key: tuple[int, str] | None = None
+        prov: Prov = USER
+        tracked: tuple[list[int], list[int]] | None = None
+        added = 0
         for src, dst, etype, weight, props, cid, doc in rows:
-            prov: Prov = self._intern((cid, doc))
-            s, t = self._idx(src), self._idx(dst)
-            etype = self._intern(etype)
+            if (cid, doc) != last_key:
+                last_key = (cid, doc)
+                prov = intern(last_key)
+                tracked = self._track(prov)
+            s = index.get(src)
+            if s is None:
+                s = idx(src)
+            t = index.get(dst)
+            if t is None:
+                t = idx(dst)
+            code = tcode.get(etype)
+            if code is None:
+                etype = intern(etype)
+                code = tcode[etype] = len(tcode)
             key = (s, t, etype)
-            eid = self.ekey.get(key)
+            eid = ekey.get(key)
             props = props or {}
             if eid is None:
-                eid = len(self.esrc)
-                self.esrc.append(s)
-                self.edst.append(t)
-                self.etype.append(etype)
-                code = self.tcode.get(etype)
-                if code is None:
-                    code = self.tcode[etype] = len(self.tcode)
-                self.ecode.append(code)
-                self.ealive.append(1)
-                self.eweight.append(weight)
-                self.eprops.append(props)
-                self.eprov.append(prov)
-                if self._csr is not None:
+                eid = len(esrc)
+                esrc.append(s)
+                edst.append(t)
+                etype_l.append(intern(etype))
+                ecode.append(code)
+                ealive.append(1)
+                eweight.append(weight)
+                eprops.append(props)
+                eprov.append(prov)
+                if tracking:
                     self.delta_nodes.add(s)
                     self.delta_nodes.add(t)
-                self.ekey[key] = eid
-                self.out[s][eid] = None
-                self.inn[t][eid] = None
-                self.edge_count += 1
+                ekey[key] = eid
+                out[s][eid] = None
+                inn[t][eid] = None
+                added += 1
             else:
-                current = self.eprov[eid]
+                current = eprov[eid]
                 if isinstance(current, dict):
                     current[prov] = (weight, props)
                 elif current != prov:
-                    self.eprov[eid] = {current: (self.eweight[eid], self.eprops[eid]), prov: (weight, props)}
-                self.eweight[eid], self.eprops[eid] = weight, props
-            tracked = self._track(prov)
+                    eprov[eid] = {current: (eweight[eid], eprops[eid]), prov: (weight, props)}
+                eweight[eid], eprops[eid] = weight, props
             if tracked is not None:
                 tracked[1].append(eid)
+        self.edge_count += added
 
     # -- removing -------------------------------------------------------------------
 
@@ -321,9 +340,14 @@ class MemGraph:
             raise GraphError("node id: expected a non-empty string")
         i = self.index.get(node_id)
         if i is None or (self.nprov[i] is None and not self.out[i] and not self.inn[i]):
+            hint = (
+                "; the graph is empty: collections added before the graph existed need "
+                "`hybridkb graph rebuild NAME` (kb.graph.rebuild(name))"
+                if self.node_count == 0 and self.edge_count == 0 else ""
+            )
             raise GraphError(
                 f"unknown node {node_id!r}; node ids are chunk_ids, 'doc:<collection_id>:"
-                "<document_id>' (a hit's document_node), or ids from neighbors/search results"
+                f"<document_id>' (a hit's document_node), or ids from neighbors/search results{hint}"
             )
         return i
 

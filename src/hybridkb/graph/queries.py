@@ -141,7 +141,7 @@ def _first_new(to: np.ndarray, seen: np.ndarray) -> np.ndarray:
     slot = np.empty(seen.size, dtype=np.int64)
     order = np.arange(fresh.size)
     slot[nodes[::-1]] = order[::-1]
-    return fresh[slot[nodes] == order]
+    return np.asarray(fresh[slot[nodes] == order], dtype=np.int64)
 
 
 def traverse(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import re
+import weakref
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +69,7 @@ class NameIndex:
     TYPES = frozenset({ENTITY, SECTION, CATEGORY, DOCUMENT})
 
     def __init__(self, g: MemGraph) -> None:
+        self.graph = weakref.ref(g)
         self.version = g.version
         self.postings: dict[str, list[int]] = {}
         self.size: dict[int, int] = {}
@@ -93,15 +95,15 @@ class NameIndex:
         return {i: n for i, n in seen.items() if n == self.size[i]}
 
 
-_NAME_INDEX: dict[int, NameIndex] = {}
+_NAME_INDEX: list[NameIndex] = []
 
 
 def name_index(g: MemGraph) -> NameIndex:
-    found = _NAME_INDEX.get(id(g))
-    if found is None or found.version != g.version:
-        _NAME_INDEX.clear()  # one graph at a time is enough; avoids holding stale copies
+    """The name index of ``g`` at its current version (one graph's index is kept)."""
+    found = _NAME_INDEX[0] if _NAME_INDEX else None
+    if found is None or found.graph() is not g or found.version != g.version:
         found = NameIndex(g)
-        _NAME_INDEX[id(g)] = found
+        _NAME_INDEX[:] = [found]
     return found
 
 
@@ -170,8 +172,9 @@ def _graph_hits(graph: Graph, records: dict[int, Any], seeds: Sequence[tuple[str
     targets = [Target(r, None, ()) for r in records.values()]  # type: ignore[arg-type]
     ranked = [((cid, chunk_key(chunk_id)), score) for chunk_id, cid, score in seeds if cid in records]
     hits = _hits(graph.kb.storage, targets, ranked, {}, {}, "graph")
-    for hit, (_, _, score) in zip(hits, [s for s in seeds if s[1] in records], strict=False):
-        hit.scores["graph"] = float(score)
+    scores = {chunk_id: score for chunk_id, _cid, score in seeds}
+    for hit in hits:
+        hit.scores["graph"] = float(scores[hit.chunk_id])
     return hits
 
 

@@ -61,9 +61,10 @@ _MAGIC = b"HKBVIDX\x01"
 _FORMAT_VERSION = 1
 _ALIGN = 64
 _HEADER_ROOM = 4096
-# Filtered graph search: fetching a stored vector costs ~0.7 us, while a graph beam
-# costs ~3 us per requested result (bench/vector.py); a scan of the permitted rows
-# wins below sqrt(cost ratio * 2 * want * n) of them, and always below the floor.
+# Filtered graph search: fetching and scoring a stored vector costs ~0.5 us, a
+# graph beam several us per unit of width (rough figures from this machine); so
+# scan the permitted rows when they are fewer than ~4x the oversampled beam, and
+# always when there are only a few.
 _GRAPH_COST_PER_RESULT = 4
 _ALWAYS_SCAN_ROWS = 1_000
 # A graph search wider than this is slower than scanning the permitted rows.
@@ -109,9 +110,12 @@ def _inverse_norms(enc: np.ndarray) -> np.ndarray:
     return np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0).astype(np.float32)
 
 
-def _scores(rows: np.ndarray, inv_norms: np.ndarray, query: np.ndarray, quantization: str,
-            dim: int) -> np.ndarray:
-    """Cosine between the compact query and every compact row."""
+def _scores(rows: np.ndarray, inv_norms: np.ndarray | None, query: np.ndarray,
+            quantization: str, dim: int) -> np.ndarray:
+    """Cosine between the compact query and every compact row.
+
+    ``inv_norms`` are the rows' stored inverse norms, or None to compute them.
+    """
     if quantization == "b1":
         bits = np.bitwise_xor(rows, query)
         if hasattr(np, "bitwise_count"):  # numpy >= 2
@@ -120,17 +124,21 @@ def _scores(rows: np.ndarray, inv_norms: np.ndarray, query: np.ndarray, quantiza
             differ = np.unpackbits(bits, axis=1).sum(axis=1, dtype=np.int32)
         # Cosine between the +-1 vectors the bits stand for.
         return cast(np.ndarray, (1.0 - 2.0 * differ / dim).astype(np.float32))
-    q_inv = _inverse_norms(query[None, :])[0]
     if quantization == "i8" and _numkong is not None:
         # numpy has no SIMD int8 GEMV; numkong's is ~10x faster than converting to float.
+        if inv_norms is None:  # rows fetched from the graph: let the kernel take norms
+            angular = _numkong.cdist(rows, query[None, :], metric="angular", out_dtype="float32")
+            return cast(np.ndarray, 1.0 - np.asarray(angular).reshape(-1))
         dots = np.asarray(_numkong.cdist(rows, query[None, :], metric="dot",
                                          out_dtype="float32")).reshape(-1)
     else:
         dots = rows.astype(np.float32, copy=False) @ query.astype(np.float32)
-    return cast(np.ndarray, dots * inv_norms * q_inv)
+    if inv_norms is None:
+        inv_norms = _inverse_norms(rows)
+    return cast(np.ndarray, dots * inv_norms * _inverse_norms(query[None, :])[0])
 
 
-def _scan(rows: np.ndarray, inv_norms: np.ndarray, query: np.ndarray, count: int,
+def _scan(rows: np.ndarray, inv_norms: np.ndarray | None, query: np.ndarray, count: int,
           quantization: str, dim: int) -> tuple[np.ndarray, np.ndarray]:
     """Exact top ``count`` of a compact matrix: (row positions, scores), unordered."""
     count = min(count, len(rows))
@@ -519,8 +527,7 @@ class VectorIndex:
             got = index.get(batch.view(np.uint64), dtype=_USEARCH_DTYPE[self.quantization])
             rows = np.stack(cast(tuple[np.ndarray, ...], got)).reshape(len(batch), self._width)
             rows = rows.view(self._dtype)
-            found, scores = _scan(rows, _inverse_norms(rows), q_enc, pool,
-                                  self.quantization, self.dim)
+            found, scores = _scan(rows, None, q_enc, pool, self.quantization, self.dim)
             best_keys = np.concatenate([best_keys, batch[found]])
             best_scores = np.concatenate([best_scores, scores])
             if len(best_keys) > pool:

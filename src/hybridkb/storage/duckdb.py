@@ -364,16 +364,7 @@ class DuckDBStorage:
                     [ids],
                 ).fetchall()
             ]
-            old: list[int] = []
-            if existing:
-                old = [
-                    int(r[0])
-                    for r in con.execute(
-                        f"SELECT key FROM {t['chunks']} WHERE document_id IN (SELECT unnest(?::VARCHAR[]))",
-                        [existing],
-                    ).fetchall()
-                ]
-                self._delete_rows(con, coll, existing)
+            old = self._delete_rows(con, coll, existing) if existing else []
             con.register("_hkb_docs", doc_table)
             con.register("_hkb_chunks", chunk_table)
             con.register("_hkb_vectors", vector_table)
@@ -447,17 +438,22 @@ class DuckDBStorage:
         return count
 
     @staticmethod
-    def _delete_rows(con: duckdb.DuckDBPyConnection, coll: CollectionRecord, ids: Sequence[str]) -> None:
+    def _delete_rows(con: duckdb.DuckDBPyConnection, coll: CollectionRecord, ids: Sequence[str]) -> list[int]:
+        """Delete the documents' rows from all three tables; return the chunk keys removed."""
         t = table_names(coll.id)
-        con.execute(
-            f"DELETE FROM {t['vectors']} WHERE key IN"
-            f" (SELECT key FROM {t['chunks']} WHERE document_id IN (SELECT unnest(?::VARCHAR[])))",
-            [list(ids)],
-        )
-        con.execute(f"DELETE FROM {t['chunks']} WHERE document_id IN (SELECT unnest(?::VARCHAR[]))", [list(ids)])
+        keys = [
+            int(r[0])
+            for r in con.execute(
+                f"SELECT key FROM {t['chunks']} WHERE document_id IN (SELECT unnest(?::VARCHAR[]))", [list(ids)]
+            ).fetchall()
+        ]
+        if keys:
+            con.execute(f"DELETE FROM {t['vectors']} WHERE key IN (SELECT unnest(?::BIGINT[]))", [keys])
+            con.execute(f"DELETE FROM {t['chunks']} WHERE key IN (SELECT unnest(?::BIGINT[]))", [keys])
         con.execute(
             f"DELETE FROM {t['documents']} WHERE document_id IN (SELECT unnest(?::VARCHAR[]))", [list(ids)]
         )
+        return keys
 
     @staticmethod
     def _bump(con: duckdb.DuckDBPyConnection, coll: CollectionRecord) -> int:
@@ -484,14 +480,7 @@ class DuckDBStorage:
             ]
             if not found:
                 return [], [], coll.generation
-            keys = [
-                int(r[0])
-                for r in con.execute(
-                    f"SELECT key FROM {t['chunks']} WHERE document_id IN (SELECT unnest(?::VARCHAR[]))",
-                    [found],
-                ).fetchall()
-            ]
-            self._delete_rows(con, coll, found)
+            keys = self._delete_rows(con, coll, found)
             self._emit(con, WriteEvent("delete", coll, found))
             return found, keys, self._bump(con, coll)
 

@@ -1,0 +1,386 @@
+"""Reliability bench: the long variants of the fault-injection, fuzz and resource tests.
+
+Run: ``HF_HUB_OFFLINE=1 .venv/bin/python bench/reliability.py`` (about 20-40 minutes
+on a 2-core machine; ``--quick`` for a smoke run of every part in a few minutes,
+``--only crash,fuzz`` to pick parts).
+
+Parts, each with the fake embedder (the real model has short variants in the tests):
+
+* crash: SIGKILL a writer at random moments (``tests/crash_worker.py``: add,
+  delete, re-add changed files, maintenance, search) 30+ times; after every kill
+  the KB must open and every document must be whole (``tests/test_crash.py``'s
+  checks). Then a second worker that only adds and journals each add *after* it
+  returned (fsync'd) is killed 30 times: a journalled document missing afterwards is
+  a document lost.
+* churn: ingest 20 text files, then ten times rewrite every file and add the folder
+  again; the database size after each round against the first ingest, after
+  ``maintenance.compact``, and with the automatic rule this bench proposes (after a
+  write: CHECKPOINT, then compact when free blocks are over a third of the file).
+* big: a 200 MB text file ingested in a child process; its peak RSS.
+* fuzz: 10,000 mutated inputs through ``load_file`` (``tests/test_fuzz_loaders.py``).
+
+Prints a table and writes bench/results/reliability.json.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# bench/ goes last on sys.path: bench/keyword.py must not shadow the stdlib module.
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE] + [_HERE]
+ROOT = os.path.dirname(_HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, os.path.join(ROOT, "src"))
+
+import argparse  # noqa: E402
+import random  # noqa: E402
+import shutil  # noqa: E402
+import signal  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import textwrap  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+from _common import machine, print_targets, target, write_json  # noqa: E402
+
+import hybridkb  # noqa: E402
+from hybridkb import maintenance  # noqa: E402
+from hybridkb.storage.duckdb_schema import table_names  # noqa: E402
+
+PARTS = ("crash", "churn", "big", "fuzz")
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+
+
+# -- crash ----------------------------------------------------------------------------------
+
+
+def _chunk_texts(kb: hybridkb.KnowledgeBase, coll_id: int, document_id: str) -> list[str]:
+    t = table_names(coll_id)
+    rows = kb.storage.query(  # type: ignore[attr-defined]
+        f"SELECT text FROM {t['chunks']} WHERE document_id = ? ORDER BY chunk_index", [document_id]
+    )
+    return [r[0] for r in rows]
+
+
+def _inspect(db: Path, ref: dict[str, list[str]], name: str = "Crash") -> dict[str, Any]:
+    """Open after a kill: documents present, half documents, doctor problems, search sanity."""
+    out: dict[str, Any] = {"opened": False, "documents": {}, "half": [], "problems": {}, "search_ok": True}
+    with hybridkb.connect(db, model="fake") as kb:
+        out["opened"] = True
+        if name not in kb.collection_names():
+            return out
+        coll = kb.collection(name)
+        cid = coll.record.id
+        for doc in coll.documents(limit=10_000):
+            out["documents"][doc.document_id] = doc.content_hash
+            if _chunk_texts(kb, cid, doc.document_id) != ref.get(doc.content_hash):
+                out["half"].append(doc.filename)
+        out["problems"] = {
+            f.check: f.count
+            for h in maintenance.doctor(kb)
+            for f in h.findings
+            if f.count and f.check != "derived_indexes"
+        }
+        t = table_names(cid)
+        live = {r[0] for r in kb.storage.query(f"SELECT chunk_id FROM {t['chunks']}")}  # type: ignore[attr-defined]
+        for mode in ("keyword", "vector", "hybrid"):
+            hits = coll.search("shared words alpha", k=1000, mode=mode)
+            out["search_ok"] &= {h.chunk_id for h in hits} <= live
+        out["search_ok"] &= len(coll.search("shared words", k=1000, mode="vector")) == len(live)
+    return out
+
+
+def _kill_after(proc: subprocess.Popen[bytes], rng: random.Random) -> str | None:
+    """Wait for "ready", sleep a random moment, SIGKILL; an error text if the worker misbehaved."""
+    assert proc.stdout is not None and proc.stderr is not None
+    line = proc.stdout.readline()
+    if not line.startswith(b"ready"):
+        proc.kill()
+        proc.wait()
+        return "worker did not start: " + proc.stderr.read().decode()[-1500:]
+    time.sleep(rng.uniform(0.02, 1.2))
+    if proc.poll() is not None:
+        return "worker died by itself: " + proc.stderr.read().decode()[-1500:]
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    return None
+
+
+_JOURNAL_WORKER = textwrap.dedent(
+    """
+    import os, random, sys
+    from pathlib import Path
+    import hybridkb
+    db, corpus, journal, seed = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+    rng = random.Random(seed)
+    files = sorted(p for p in corpus.iterdir() if p.is_file())
+    with hybridkb.connect(db, model="fake", lock_timeout=30) as kb:
+        coll = kb.create_collection("Crash", exist_ok=True)
+        print("ready", flush=True)
+        with open(journal, "a", encoding="utf-8") as log:
+            while True:
+                path = rng.choice(files)
+                text = path.read_text(encoding="utf-8")
+                a, b = ("VERSION-A", "VERSION-B") if "VERSION-A" in text else ("VERSION-B", "VERSION-A")
+                tmp = path.with_suffix(path.suffix + ".tmp")
+                tmp.write_text(text.replace(a, b), encoding="utf-8")
+                tmp.replace(path)
+                report = coll.add(rng.sample(files, k=rng.randint(1, 4)) + [path])
+                # Journal only what add() reported done: that is the durability promise.
+                for result in report.added + report.unchanged:
+                    log.write(result.document_id + "\\n")
+                log.flush()
+                os.fsync(log.fileno())
+    """
+)
+
+
+def run_crash(work: Path, kills: int, seed: int) -> dict[str, Any]:
+    from test_crash import WORKER, _make_corpus, _reference
+
+    corpus = work / "corpus"
+    _make_corpus(corpus)
+    ref = _reference(corpus, work)
+    rng = random.Random(seed)
+    result: dict[str, Any] = {"mixed": {}, "journal": {}}
+
+    # 1. The crash test's own worker: add, delete, re-add, maintenance, search.
+    db = work / "crash.duckdb"
+    survived = half = problems = 0
+    errors: list[str] = []
+    started = time.perf_counter()
+    for i in range(kills):
+        proc = subprocess.Popen(
+            [sys.executable, str(WORKER), str(db), str(corpus), str(seed * 1000 + i)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
+        )  # fmt: skip
+        error = _kill_after(proc, rng)
+        if error:
+            errors.append(error)
+            continue
+        try:
+            seen = _inspect(db, ref)
+        except Exception as exc:  # noqa: BLE001 - the bench reports, the test asserts
+            errors.append(f"kill {i}: cannot open or search: {type(exc).__name__}: {exc}")
+            continue
+        half += len(seen["half"])
+        problems += sum(seen["problems"].values())
+        survived += seen["opened"] and seen["search_ok"] and not seen["half"] and not seen["problems"]
+    result["mixed"] = {
+        "kills_tried": kills, "kills_survived": survived, "half_documents": half,
+        "doctor_problems": problems, "errors": errors[:5], "seconds": round(time.perf_counter() - started, 1),
+    }  # fmt: skip
+
+    # 2. An add-only worker that journals every add after it returned: nothing journalled may vanish.
+    db = work / "journal.duckdb"
+    journal = work / "journal.log"
+    journal.touch()
+    survived = half = lost = 0
+    lost_ids: set[str] = set()
+    started = time.perf_counter()
+    for i in range(kills):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _JOURNAL_WORKER, str(db), str(corpus), str(journal), str(seed * 7919 + i)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
+        )  # fmt: skip
+        error = _kill_after(proc, rng)
+        if error:
+            errors.append(error)
+            continue
+        try:
+            seen = _inspect(db, ref)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(f"journal kill {i}: cannot open: {type(exc).__name__}: {exc}")
+            continue
+        promised = set(journal.read_text(encoding="utf-8").split())
+        missing = promised - set(seen["documents"])
+        lost_ids |= missing
+        half += len(seen["half"])
+        survived += seen["opened"] and not seen["half"] and not missing
+    result["journal"] = {
+        "kills_tried": kills, "kills_survived": survived, "half_documents": half,
+        "documents_journalled": len(set(journal.read_text(encoding="utf-8").split())),
+        "documents_lost": len(lost_ids), "seconds": round(time.perf_counter() - started, 1),
+    }  # fmt: skip
+    result["errors"] = errors[:5]
+    return result
+
+
+# -- churn ----------------------------------------------------------------------------------
+
+
+def _checkpoint_and_maybe_compact(kb: hybridkb.KnowledgeBase) -> bool:
+    """The proposed automatic rule: compact when free blocks exceed a third of the file."""
+    storage = kb.storage
+    storage.query("CHECKPOINT")  # type: ignore[attr-defined]
+    ((total, free),) = storage.query(  # type: ignore[attr-defined]
+        "SELECT total_blocks, free_blocks FROM pragma_database_size()"
+        " WHERE database_name = current_database()"
+    )
+    if free * 3 > total:
+        maintenance.compact(kb)
+        return True
+    return False
+
+
+def run_churn(work: Path, files: int, rounds: int, paragraphs: int) -> dict[str, Any]:
+    from test_resource_bounds import churn_sizes, write_churn_folder
+
+    started = time.perf_counter()
+    plain = churn_sizes(work / "plain.duckdb", work / "plain-docs", files=files, rounds=rounds, paragraphs=paragraphs)
+    plain["seconds"] = round(time.perf_counter() - started, 1)
+
+    # The same churn with the automatic rule applied after every add.
+    db, folder = work / "auto.duckdb", work / "auto-docs"
+    started = time.perf_counter()
+    write_churn_folder(folder, files, 0, paragraphs=paragraphs)
+    with hybridkb.connect(db, model="fake") as kb:
+        kb.create_collection("Churn").add(folder)
+        _checkpoint_and_maybe_compact(kb)
+    first, sizes, compactions = db.stat().st_size, [], 0
+    for round_ in range(1, rounds + 1):
+        write_churn_folder(folder, files, round_, paragraphs=paragraphs)
+        with hybridkb.connect(db, model="fake") as kb:
+            kb.collection("Churn").add(folder)
+            compactions += _checkpoint_and_maybe_compact(kb)
+        sizes.append(db.stat().st_size)
+    auto = {
+        "bytes_first": first,
+        "ratio_per_round": [round(s / first, 3) for s in sizes],
+        "ratio_after_churn": round(sizes[-1] / first, 3),
+        "compactions": compactions,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    return {"plain": plain, "auto_compact": auto}
+
+
+# -- big file -------------------------------------------------------------------------------
+
+
+def run_big(work: Path, megabytes: float) -> dict[str, Any]:
+    from test_resource_bounds import ingest_in_child, write_text_file
+
+    path = work / "big.txt"
+    started = time.perf_counter()
+    marker = write_text_file(path, megabytes)
+    generated = time.perf_counter() - started
+    os.environ["HYBRIDKB_CACHE_DIR"] = str(work / "cache")
+    result = ingest_in_child(work / "big.duckdb", path, marker)
+    result["generate_seconds"] = round(generated, 1)
+    result["db_mb"] = round((work / "big.duckdb").stat().st_size / 2**20, 1)
+    return result
+
+
+# -- fuzz -----------------------------------------------------------------------------------
+
+
+def run_fuzz(work: Path, inputs: int, seed: int) -> dict[str, Any]:
+    from test_fuzz_loaders import fuzz_loaders
+
+    report = fuzz_loaders(inputs, seed=seed, workdir=work / "fuzz")
+    out = report.to_dict()
+    if report.findings:  # keep the inputs that broke something
+        keep = Path(ROOT) / "bench" / "results" / "fuzz-crashes"
+        keep.mkdir(parents=True, exist_ok=True)
+        for finding in report.findings:
+            shutil.copy(finding.saved, keep / Path(finding.saved).name)
+        out["kept_in"] = str(keep)
+    return out
+
+
+# -- main -----------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run of every part")
+    parser.add_argument("--only", default=",".join(PARTS), help=f"comma-separated parts: {','.join(PARTS)}")
+    parser.add_argument("--kills", type=int, default=None)
+    parser.add_argument("--big-mb", type=float, default=None)
+    parser.add_argument("--fuzz", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    parts = [p for p in args.only.split(",") if p]
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        parser.error(f"unknown parts: {', '.join(sorted(unknown))}")
+    kills = args.kills or (3 if args.quick else 30)
+    big_mb = args.big_mb or (20 if args.quick else 200)
+    fuzz_n = args.fuzz or (300 if args.quick else 10_000)
+
+    info = machine()
+    print(f"machine: {info['cpu']} x{info['nproc']}, {info['memory_gb']} GB, {info['platform']}")
+    print(f"load average at start: {info['loadavg']}")
+    results: dict[str, Any] = {"machine": info, "quick": args.quick, "parts": {}}
+    rows: list[dict[str, Any]] = []
+    work = Path(tempfile.mkdtemp(prefix="hkb-reliability-"))
+    os.environ.setdefault("HYBRIDKB_CACHE_DIR", str(work / "cache"))
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        if "crash" in parts:
+            print(f"\n[crash] {kills} kills of the mixed worker, {kills} of the journalling worker ...", flush=True)
+            crash = run_crash(work / "crash", kills, args.seed)
+            results["parts"]["crash"] = crash
+            mixed, journal = crash["mixed"], crash["journal"]
+            tried = mixed["kills_tried"] + journal["kills_tried"]
+            survived = mixed["kills_survived"] + journal["kills_survived"]
+            rows += [
+                target("kills survived / tried", survived, tried, "", higher_is_better=True,
+                       note=f"{survived}/{tried} (mixed {mixed['kills_survived']}/{mixed['kills_tried']}, "
+                            f"add-only {journal['kills_survived']}/{journal['kills_tried']})"),
+                target("documents lost", journal["documents_lost"], 0, "docs",
+                       note=f"of {journal['documents_journalled']} journalled after add() returned"),
+                target("half-documents seen", mixed["half_documents"] + journal["half_documents"], 0, "docs"),
+            ]  # fmt: skip
+        if "churn" in parts:
+            files, paragraphs = (10, 6) if args.quick else (20, 12)
+            print(f"\n[churn] {files} files, 10 rounds of rewrite + re-add ...", flush=True)
+            churn = run_churn(work / "churn", files, 10, paragraphs)
+            results["parts"]["churn"] = churn
+            plain, auto = churn["plain"], churn["auto_compact"]
+            rows += [
+                target("size after churn (plain)", plain["ratio_after_churn"], 1.5, "x",
+                       note=f"per round {plain['ratio_per_round']}"),
+                target("size after churn + compact", plain["ratio_after_compact"], 1.5, "x",
+                       note="maintenance.compact(kb) once at the end"),
+                target("size after churn (auto rule)", auto["ratio_after_churn"], 1.5, "x",
+                       note=f"CHECKPOINT + compact if free > 1/3: {auto['compactions']} compactions, "
+                            f"max {max(auto['ratio_per_round'])}x"),
+            ]  # fmt: skip
+        if "big" in parts:
+            print(f"\n[big] {big_mb:g} MB text file, fake embedder, child process ...", flush=True)
+            big = run_big(work / "big", big_mb)
+            results["parts"]["big"] = big
+            rows.append(
+                target(f"{big_mb:g} MB file peak RSS", big["peak_rss_mb"], 1024, "MB",
+                       note=f"{big['chunks']} chunks in {big['seconds']:.0f} s, "
+                            f"added={bool(big['added'])}, marker found={big['marker_found']}")
+            )  # fmt: skip
+        if "fuzz" in parts:
+            print(f"\n[fuzz] {fuzz_n} mutated inputs through load_file ...", flush=True)
+            fuzz = run_fuzz(work / "fuzz", fuzz_n, args.seed + 6)
+            results["parts"]["fuzz"] = fuzz
+            rows += [
+                target("fuzz inputs tried", fuzz["inputs_tried"], 10_000, "", higher_is_better=True,
+                       note=f"{fuzz['loaded']} loaded, {fuzz['refused_with_kberror']} refused with KBError, "
+                            f"{fuzz['seconds']:.0f} s, slowest call {fuzz['slowest_call_s']} s"),
+                target("fuzz crashes found", fuzz["crashes"], 0, "", note=fuzz.get("kept_in", "")),
+            ]  # fmt: skip
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    results["targets"] = rows
+    results["loadavg_end"] = list(os.getloadavg())
+    print_targets(rows, "reliability")
+    path = write_json("reliability-quick" if args.quick else "reliability", results, merge=False)
+    print(f"\nwrote {path}")
+
+
+if __name__ == "__main__":
+    main()
