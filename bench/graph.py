@@ -303,6 +303,7 @@ def main() -> None:
     parser.add_argument("--edges", type=int, default=1_000_000)
     parser.add_argument("--skip-scale", action="store_true")
     parser.add_argument("--skip-scifact", action="store_true")
+    parser.add_argument("--results", type=Path, default=RESULTS, help="JSON file to update")
     args = parser.parse_args()
     result: dict[str, Any] = {
         "machine": {
@@ -332,9 +333,12 @@ def main() -> None:
               [(k, {"recall@20": v, "delta": sf["recall@20_delta"][k]}) for k, v in sf["recall@20"].items()],
               ["recall@20", "delta"])
     result["machine"]["loadavg_at_end"] = list(os.getloadavg())
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=1))
-    print(f"\nwrote {RESULTS}")
+    # Update, not overwrite: the scale and SciFact parts may come from separate runs.
+    previous = json.loads(args.results.read_text()) if args.results.is_file() else {}
+    previous.update(result)
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    args.results.write_text(json.dumps(previous, indent=1))
+    print(f"\nwrote {args.results}")
 
 
 if __name__ == "__main__":

@@ -34,28 +34,30 @@ ROOT = os.path.dirname(_HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, os.path.join(ROOT, "src"))
 
-import argparse  # noqa: E402
-import random  # noqa: E402
-import shutil  # noqa: E402
-import signal  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import textwrap  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+import argparse
+import random
+import shutil
+import signal
+import subprocess
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
 
-from _common import machine, print_targets, target, write_json  # noqa: E402
+from _common import machine, print_targets, target, write_json
 
-import hybridkb  # noqa: E402
-from hybridkb import maintenance  # noqa: E402
-from hybridkb.storage.duckdb_schema import table_names  # noqa: E402
+import hybridkb
+from hybridkb import maintenance
+from hybridkb.storage.duckdb_schema import table_names
 
 PARTS = ("crash", "churn", "big", "fuzz")
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    # Not bench/: on a child's PYTHONPATH it would come before the stdlib (bench/keyword.py).
+    path = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
 
 
 # -- crash ----------------------------------------------------------------------------------
@@ -71,7 +73,13 @@ def _chunk_texts(kb: hybridkb.KnowledgeBase, coll_id: int, document_id: str) -> 
 
 def _inspect(db: Path, ref: dict[str, list[str]], name: str = "Crash") -> dict[str, Any]:
     """Open after a kill: documents present, half documents, doctor problems, search sanity."""
-    out: dict[str, Any] = {"opened": False, "documents": {}, "half": [], "problems": {}, "search_ok": True}
+    out: dict[str, Any] = {
+        "opened": False,
+        "documents": {},
+        "half": [],
+        "problems": {},
+        "search_ok": True,
+    }
     with hybridkb.connect(db, model="fake") as kb:
         out["opened"] = True
         if name not in kb.collection_names():
@@ -97,7 +105,9 @@ def _inspect(db: Path, ref: dict[str, list[str]], name: str = "Crash") -> dict[s
     return out
 
 
-def _kill_after(proc: subprocess.Popen[bytes], rng: random.Random) -> str | None:
+def _kill_after(
+    proc: subprocess.Popen[bytes], rng: random.Random, low: float = 0.02, high: float = 1.2
+) -> str | None:
     """Wait for "ready", sleep a random moment, SIGKILL; an error text if the worker misbehaved."""
     assert proc.stdout is not None and proc.stderr is not None
     line = proc.stdout.readline()
@@ -105,7 +115,7 @@ def _kill_after(proc: subprocess.Popen[bytes], rng: random.Random) -> str | None
         proc.kill()
         proc.wait()
         return "worker did not start: " + proc.stderr.read().decode()[-1500:]
-    time.sleep(rng.uniform(0.02, 1.2))
+    time.sleep(rng.uniform(low, high))
     if proc.poll() is not None:
         return "worker died by itself: " + proc.stderr.read().decode()[-1500:]
     proc.send_signal(signal.SIGKILL)
@@ -145,6 +155,7 @@ _JOURNAL_WORKER = textwrap.dedent(
 def run_crash(work: Path, kills: int, seed: int) -> dict[str, Any]:
     from test_crash import WORKER, _make_corpus, _reference
 
+    work.mkdir(parents=True, exist_ok=True)
     corpus = work / "corpus"
     _make_corpus(corpus)
     ref = _reference(corpus, work)
@@ -172,7 +183,9 @@ def run_crash(work: Path, kills: int, seed: int) -> dict[str, Any]:
             continue
         half += len(seen["half"])
         problems += sum(seen["problems"].values())
-        survived += seen["opened"] and seen["search_ok"] and not seen["half"] and not seen["problems"]
+        survived += (
+            seen["opened"] and seen["search_ok"] and not seen["half"] and not seen["problems"]
+        )
     result["mixed"] = {
         "kills_tried": kills, "kills_survived": survived, "half_documents": half,
         "doctor_problems": problems, "errors": errors[:5], "seconds": round(time.perf_counter() - started, 1),
@@ -182,7 +195,7 @@ def run_crash(work: Path, kills: int, seed: int) -> dict[str, Any]:
     db = work / "journal.duckdb"
     journal = work / "journal.log"
     journal.touch()
-    survived = half = lost = 0
+    survived = half = 0
     lost_ids: set[str] = set()
     started = time.perf_counter()
     for i in range(kills):
@@ -190,7 +203,9 @@ def run_crash(work: Path, kills: int, seed: int) -> dict[str, Any]:
             [sys.executable, "-c", _JOURNAL_WORKER, str(db), str(corpus), str(journal), str(seed * 7919 + i)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
         )  # fmt: skip
-        error = _kill_after(proc, rng)
+        # Longer runs than the mixed worker's: a fresh process's first add takes seconds,
+        # and adds must complete (and be journalled) between kills.
+        error = _kill_after(proc, rng, 1.0, 9.0)
         if error:
             errors.append(error)
             continue
@@ -233,8 +248,15 @@ def _checkpoint_and_maybe_compact(kb: hybridkb.KnowledgeBase) -> bool:
 def run_churn(work: Path, files: int, rounds: int, paragraphs: int) -> dict[str, Any]:
     from test_resource_bounds import churn_sizes, write_churn_folder
 
+    work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    plain = churn_sizes(work / "plain.duckdb", work / "plain-docs", files=files, rounds=rounds, paragraphs=paragraphs)
+    plain = churn_sizes(
+        work / "plain.duckdb",
+        work / "plain-docs",
+        files=files,
+        rounds=rounds,
+        paragraphs=paragraphs,
+    )
     plain["seconds"] = round(time.perf_counter() - started, 1)
 
     # The same churn with the automatic rule applied after every add.
@@ -264,15 +286,16 @@ def run_churn(work: Path, files: int, rounds: int, paragraphs: int) -> dict[str,
 # -- big file -------------------------------------------------------------------------------
 
 
-def run_big(work: Path, megabytes: float) -> dict[str, Any]:
+def run_big(work: Path, megabytes: float, search: bool) -> dict[str, Any]:
     from test_resource_bounds import ingest_in_child, write_text_file
 
+    work.mkdir(parents=True, exist_ok=True)
     path = work / "big.txt"
     started = time.perf_counter()
     marker = write_text_file(path, megabytes)
     generated = time.perf_counter() - started
     os.environ["HYBRIDKB_CACHE_DIR"] = str(work / "cache")
-    result = ingest_in_child(work / "big.duckdb", path, marker)
+    result = ingest_in_child(work / "big.duckdb", path, marker, search=search)
     result["generate_seconds"] = round(generated, 1)
     result["db_mb"] = round((work / "big.duckdb").stat().st_size / 2**20, 1)
     return result
@@ -300,10 +323,17 @@ def run_fuzz(work: Path, inputs: int, seed: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run of every part")
-    parser.add_argument("--only", default=",".join(PARTS), help=f"comma-separated parts: {','.join(PARTS)}")
+    parser.add_argument(
+        "--quick", action="store_true", help="small sizes: a smoke run of every part"
+    )
+    parser.add_argument(
+        "--only", default=",".join(PARTS), help=f"comma-separated parts: {','.join(PARTS)}"
+    )
     parser.add_argument("--kills", type=int, default=None)
     parser.add_argument("--big-mb", type=float, default=None)
+    parser.add_argument(
+        "--big-search", action="store_true", help="also time the first search after the big ingest"
+    )
     parser.add_argument("--fuzz", type=int, default=None)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
@@ -325,7 +355,10 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
         if "crash" in parts:
-            print(f"\n[crash] {kills} kills of the mixed worker, {kills} of the journalling worker ...", flush=True)
+            print(
+                f"\n[crash] {kills} kills of the mixed worker, {kills} of the journalling worker ...",
+                flush=True,
+            )
             crash = run_crash(work / "crash", kills, args.seed)
             results["parts"]["crash"] = crash
             mixed, journal = crash["mixed"], crash["journal"]
@@ -356,13 +389,21 @@ def main() -> None:
             ]  # fmt: skip
         if "big" in parts:
             print(f"\n[big] {big_mb:g} MB text file, fake embedder, child process ...", flush=True)
-            big = run_big(work / "big", big_mb)
+            big = run_big(work / "big", big_mb, args.big_search)
             results["parts"]["big"] = big
+            note = (
+                f"{big['chunks']} chunks in {big['seconds']:.0f} s, added={bool(big['added'])}, "
+                f"last paragraph stored={big['marker_found']}, "
+                f"{big['other_stdout_lines']} progress-bar lines on stdout"
+            )
             rows.append(
-                target(f"{big_mb:g} MB file peak RSS", big["peak_rss_mb"], 1024, "MB",
-                       note=f"{big['chunks']} chunks in {big['seconds']:.0f} s, "
-                            f"added={bool(big['added'])}, marker found={big['marker_found']}")
-            )  # fmt: skip
+                target(f"{big_mb:g} MB file peak RSS", big["peak_rss_mb"], 1024, "MB", note=note)
+            )
+            if "first_search_seconds" in big:
+                rows.append(
+                    target("first search after it: peak RSS", big["peak_rss_mb_after_first_search"], 1024,
+                           "MB", note=f"{big['first_search_seconds']:.0f} s (builds the derived indexes)")
+                )  # fmt: skip
         if "fuzz" in parts:
             print(f"\n[fuzz] {fuzz_n} mutated inputs through load_file ...", flush=True)
             fuzz = run_fuzz(work / "fuzz", fuzz_n, args.seed + 6)

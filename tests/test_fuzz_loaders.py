@@ -445,3 +445,16 @@ def test_long_blank_runs_do_not_take_quadratic_time(tmp_path: Path, name: str, t
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     assert check_one(path, timeout=60)[0] == "loaded"
+
+
+def test_docx_needing_an_unknown_zip_version_is_an_extraction_error(tmp_path: Path) -> None:
+    # zipfile raises NotImplementedError("zip file version 6.5") for such an entry.
+    data = bytearray(make_seeds()["doc.docx"])
+    offset = data.find(b"PK\x01\x02")
+    data[offset + 6 : offset + 8] = (65).to_bytes(2, "little")  # "version needed to extract"
+    path = tmp_path / "future.docx"
+    path.write_bytes(bytes(data))
+    outcome, detail = check_one(path)
+    assert (outcome, detail) == ("refused", "extraction_error")
+    with pytest.raises(KBError, match="zip file version 6.5"):
+        load_file(path)

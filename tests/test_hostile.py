@@ -175,7 +175,9 @@ def lying_zip_bomb(path: Path, megabytes: int = 40) -> Path:
 # --- cases -------------------------------------------------------------------------------------
 
 
-def test_truncated_pdfs_fail_alone_or_keep_what_survives(stored: Collection, tmp_path: Path) -> None:
+def test_truncated_pdfs_fail_alone_or_keep_what_survives(
+    stored: Collection, tmp_path: Path
+) -> None:
     data = _text_pdf()
     rng = random.Random(11)
     folder = tmp_path / "cut"
@@ -187,7 +189,15 @@ def test_truncated_pdfs_fail_alone_or_keep_what_survives(stored: Collection, tmp
     _good(folder)
     report, before, count = _add(stored, folder)
     # pypdf repairs some truncations (text before the cut survives): added or failed, never a crash.
-    check_isolated(stored, before, count, report, bad=["cut-00000.pdf", "cut-00009.pdf"], good=["good.txt"], maybe=names)
+    check_isolated(
+        stored,
+        before,
+        count,
+        report,
+        bad=["cut-00000.pdf", "cut-00009.pdf"],
+        good=["good.txt"],
+        maybe=names,
+    )
     assert len(report.failed) >= 3
 
 
@@ -339,7 +349,9 @@ def test_paths_longer_than_path_max_fail_cleanly(stored: Collection, tmp_path: P
         report, before, count = _add(stored, root)
     finally:
         _unnest(root, "x" * 120)
-    check_isolated(stored, before, count, report, bad=[], good=["good.txt"], maybe=["x" * 120, "deepest.txt"])
+    check_isolated(
+        stored, before, count, report, bad=[], good=["good.txt"], maybe=["x" * 120, "deepest.txt"]
+    )
     assert report.failed or [f.filename for f in report.added] == ["good.txt", "deepest.txt"]
 
 
@@ -364,7 +376,12 @@ def test_symlink_loops_end_and_fail_alone(stored: Collection, tmp_path: Path) ->
     _symlink(sub / "good.txt", root / "alias.txt")  # a second name for the good file
     report, before, count = _add(stored, root)
     check_isolated(
-        stored, before, count, report, bad=["self.txt", "a.md", "b.md", "dangling.txt"], good=["good.txt"]
+        stored,
+        before,
+        count,
+        report,
+        bad=["self.txt", "a.md", "b.md", "dangling.txt"],
+        good=["good.txt"],
     )
     assert len(report.added) == 1  # the alias and the looped folder add nothing twice
 
@@ -382,7 +399,9 @@ def test_pipes_and_devices_are_refused_not_read(stored: Collection, tmp_path: Pa
     assert all("not a regular file" in f.error for f in report.failed)
 
 
-@pytest.mark.skipif(not POSIX or (hasattr(os, "geteuid") and os.geteuid() == 0), reason="root reads anything")
+@pytest.mark.skipif(
+    not POSIX or (hasattr(os, "geteuid") and os.geteuid() == 0), reason="root reads anything"
+)
 def test_unreadable_file_fails_alone(stored: Collection, tmp_path: Path) -> None:
     secret = _good(tmp_path / "locked", "secret.txt")
     secret.chmod(0)
@@ -413,9 +432,11 @@ def test_files_with_newlines_and_non_utf8_bytes_in_their_names_are_added(
     folder = tmp_path / "names"
     folder.mkdir()
     for number, name in enumerate(_HOSTILE_NAMES):
-        _write_bytes_name(folder, name, f"Hostile name number {number} about harbour lanterns.\n".encode())
+        _write_bytes_name(
+            folder, name, f"Hostile name number {number} about harbour lanterns.\n".encode()
+        )
     _good(folder)
-    report, before, count = _add(stored, folder)
+    report, before, _ = _add(stored, folder)
     assert not report.failed, report.to_dict()
     assert len(report.added) == 4
     for result in report.added:
@@ -436,11 +457,15 @@ def test_bad_files_with_hostile_names_fail_on_one_line(stored: Collection, tmp_p
     for name in _HOSTILE_NAMES:
         _write_bytes_name(folder, name, bytes(range(256)) * 8)  # binary junk
     _good(folder)
-    report, before, count = _add(stored, folder)
+    report, before, _ = _add(stored, folder)
     assert len(report.failed) == 3 and [f.filename for f in report.added] == ["good.txt"]
     for failed in report.failed:
         assert_clean_failure(failed)
-    assert {f.filename for f in report.failed} == {r"line\nbreak.txt", r"caf\xe9-latin1.md", r"tab\tand\x1bescape.txt"}
+    assert {f.filename for f in report.failed} == {
+        r"line\nbreak.txt",
+        r"caf\xe9-latin1.md",
+        r"tab\tand\x1bescape.txt",
+    }
     assert _snapshot(stored) == before
 
 
@@ -506,7 +531,9 @@ def test_every_real_document_is_added_or_fails_with_one_clean_line(
     stored: Collection,
 ) -> None:
     files = sorted(
-        p for p in SHARED_DOCS.rglob("*") if p.is_file() and p.suffix.lower() in SUPPORTED_EXTENSIONS
+        p
+        for p in SHARED_DOCS.rglob("*")
+        if p.is_file() and p.suffix.lower() in SUPPORTED_EXTENSIONS
     )
     report, before, count = _add(stored, SHARED_DOCS)
     added = {f.filename for f in report.added}

@@ -31,6 +31,7 @@ _counter = itertools.count()
 
 @pytest.fixture(scope="session")
 def pg_admin_url() -> str:
+    """A PostgreSQL server for this test session (HYBRIDKB_TEST_POSTGRES_URL or a temporary one)."""
     from hybridkb.storage import pg_server
 
     if not os.environ.get(pg_server.ENV_URL):
@@ -38,8 +39,30 @@ def pg_admin_url() -> str:
     return pg_server.shared_server().url
 
 
+@pytest.fixture(scope="session")
+def pg_template(pg_admin_url: str) -> Iterator[str]:
+    """A migrated empty knowledge base that each test's database is copied from."""
+    from hybridkb.storage import pg_server
+
+    name = pg_server.kb_template(pg_admin_url, f"hkb_pg_tpl_{os.getpid()}")
+    yield name
+    pg_server.drop_database(pg_admin_url, name)
+
+
 @pytest.fixture
-def pg_url(pg_admin_url: str) -> Iterator[str]:
+def pg_url(pg_admin_url: str, pg_template: str) -> Iterator[str]:
+    """A fresh, empty knowledge base per test."""
+    from hybridkb.storage import pg_server
+
+    name = f"hkb_pg_{os.getpid()}_{next(_counter)}"
+    url = pg_server.create_database(pg_admin_url, name, template=pg_template)
+    yield url
+    pg_server.drop_database(pg_admin_url, name)
+
+
+@pytest.fixture
+def pg_empty_url(pg_admin_url: str) -> Iterator[str]:
+    """A database with nothing in it: not even the hybridkb schema."""
     from hybridkb.storage import pg_server
 
     name = f"hkb_pg_{os.getpid()}_{next(_counter)}"
@@ -98,7 +121,7 @@ def test_collection_indexes_use_hnsw_cosine_and_language_config(pg_kb: hybridkb.
     assert matched == [(1,)]
 
 
-def test_migrations_are_versioned(pg_url: str) -> None:
+def test_migrations_are_versioned(pg_empty_url: str) -> None:
     from hybridkb.storage.postgres_schema import MIGRATIONS
 
     # Concurrent first connections: the advisory lock lets one migrate, the rest wait.
@@ -107,7 +130,7 @@ def test_migrations_are_versioned(pg_url: str) -> None:
 
     def connect() -> None:
         try:
-            s = _storage(pg_url)
+            s = _storage(pg_empty_url)
             versions.append(s.schema_version)
             s.close()
         except BaseException as exc:  # pragma: no cover - reported below
@@ -119,22 +142,22 @@ def test_migrations_are_versioned(pg_url: str) -> None:
     for t in threads:
         t.join(30)
     assert not errors and versions == [len(MIGRATIONS)] * 4
-    s = _storage(pg_url)
+    s = _storage(pg_empty_url)
     assert s.query("SELECT value FROM hybridkb_meta WHERE key = 'schema_version'") == [
         (str(len(MIGRATIONS)),)
     ]
     s.query("UPDATE hybridkb_meta SET value = '999' WHERE key = 'schema_version'")
     s.close()
     with pytest.raises(BackendError, match="newer than this hybridkb"):
-        _storage(pg_url)
+        _storage(pg_empty_url)
 
 
-def test_read_only_reads_and_refuses_writes(pg_url: str) -> None:
+def test_read_only_reads_and_refuses_writes(pg_empty_url: str) -> None:
     with pytest.raises(BackendError, match="no knowledge base here yet"):
-        hybridkb.connect(pg_url, model="fake", read_only=True)
-    with hybridkb.connect(pg_url, model="fake") as kb:
+        hybridkb.connect(pg_empty_url, model="fake", read_only=True)
+    with hybridkb.connect(pg_empty_url, model="fake") as kb:
         kb.create_collection("R").add_texts(["readable text"], ids=["r"])
-    with hybridkb.connect(pg_url, model="fake", read_only=True) as kb:
+    with hybridkb.connect(pg_empty_url, model="fake", read_only=True) as kb:
         assert [h.document_id for h in kb.search("readable", k=3)] == ["r"]
         report = kb["R"].add_texts(["another text"], ids=["x"])
         assert [f.code for f in report.failed] == ["backend_error"]
@@ -149,6 +172,20 @@ def test_bad_server_is_a_backend_error() -> None:
     with pytest.raises(BackendError, match="cannot connect") as info:
         hybridkb.connect("postgresql://nobody:secret@/nodb?host=/nonexistent-dir", model="fake")
     assert "secret" not in str(info.value)
+
+
+def test_lost_connection_is_replaced_and_closed_is_final(pg_url: str, pg_admin_url: str) -> None:
+    import psycopg
+
+    with hybridkb.connect(pg_url, model="fake") as kb:
+        kb.create_collection("C").add_texts(["survives a server-side disconnect"], ids=["s"])
+        (pid,) = kb.storage.query("SELECT pg_backend_pid()")[0]
+        with psycopg.connect(pg_admin_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+        assert [h.document_id for h in kb.search("disconnect", k=1)] == ["s"]  # read retried
+        storage = kb.storage
+    with pytest.raises(BackendError, match="closed"):
+        storage.query("SELECT 1")
 
 
 # -- search paths ----------------------------------------------------------------------
@@ -524,8 +561,21 @@ def test_graph_on_postgres_matches_duckdb(pg_kb: hybridkb.KnowledgeBase, tmp_pat
         for kb in (duck, pg_kb):
             coll = kb.create_collection("Tax", chunk_size=100, chunk_overlap=0, language="en")
             coll.add_texts(GRAPH_DOCS, ids=["a", "b"])
-            views.append(_graph_view(kb))
-    assert views[0]["nodes"] == views[1]["nodes"] and len(views[0]["nodes"]) > 4
+            g = kb.graph
+            cid = coll.record.id
+            g.add_node("topic:tax", "category", {"label": "Tax"})
+            g.relate(f"doc:{cid}:a", "topic:tax", "about", properties={"by": "test"})
+            g.relate(f"doc:{cid}:b", "topic:tax", "about")
+            assert g.unrelate(f"doc:{cid}:b", "topic:tax", "about")
+            g.set_alias("acme", "Acme Corp")
+            assert g.rebuild("Tax") == 2
+            views.append({
+                **_graph_view(kb),
+                "stats": {k: v for k, v in g.stats().items() if k != "workspace"},
+                "aliases": g.aliases(),
+                "about": [n.node.id for n in g.neighbors(f"doc:{cid}:a", edge_types=["about"]).neighbors],
+            })
+    assert views[0] == views[1] and len(views[0]["nodes"]) > 4
     # The same reach in SQL (recursive CTE) as in memory.
     hit = pg_kb["Tax"].search("laptops depreciation", k=1)[0]
     for direction in ("out", "both"):

@@ -22,7 +22,7 @@ from hybridkb.analysis import analyze
 from hybridkb.errors import CollectionExists, CollectionNotFound, KBError
 from hybridkb.filters import matches, parse_filter
 from hybridkb.index.keyword import KeywordIndex
-from hybridkb.storage.base import WriteEvent
+from hybridkb.storage.base import ChunkRecord, DocumentRecord, WriteEvent, chunk_key, make_chunk_id
 
 MODES = ("hybrid", "vector", "keyword", "filter")
 
@@ -244,6 +244,34 @@ class StorageContract:
         coll.drop()
         assert seen == [("put", ["a"], 1), ("put", ["b"], 1), ("delete", ["a"], 0), ("drop", [], 0)]
 
+    def test_streamed_document_replaces_in_one_write(self, empty_kb: hybridkb.KnowledgeBase) -> None:
+        """put_document_stream (huge files): batches land in one transaction, old chunks go."""
+        coll = empty_kb.create_collection("Stream", language="en")
+        record = coll.record
+        embedder = empty_kb.embedder("fake")
+
+        def batches(version: str, n: int) -> Iterator[tuple[list[ChunkRecord], np.ndarray]]:
+            for b in range(n):
+                texts = [f"{version} streamed part {b} line {i} about lemurs" for i in range(3)]
+                chunks = []
+                for i, text in enumerate(texts):
+                    cid = make_chunk_id(record.id, "big", version, b * 3 + i)
+                    chunks.append(ChunkRecord(chunk_key(cid), cid, "big", b * 3 + i, text, None, None, 0,
+                                              len(text), version, "en", analyze(text, "en"), {}, "big.txt",
+                                              "/big.txt"))
+                yield chunks, embedder.embed_documents(texts)
+
+        doc = DocumentRecord("big", "/big.txt", "big.txt", "file", "v1", "sig")
+        assert empty_kb.storage.put_document_stream(record, doc, batches("v1", 4)) == 12
+        doc2 = DocumentRecord("big", "/big.txt", "big.txt", "file", "v2", "sig")
+        assert empty_kb.storage.put_document_stream(record, doc2, batches("v2", 2)) == 6
+        info = coll.describe()
+        assert (info.documents, info.chunks) == (1, 6)
+        hits = coll.search("lemurs streamed", k=20, mode="keyword")
+        assert len(hits) == 6 and all(h.text.startswith("v2") for h in hits)
+        got = coll.get("big")
+        assert got is not None and got.chunk_count == 6 and got.content_hash == "v2"
+
     def test_drop_removes_everything(self, filled: hybridkb.Collection) -> None:
         kb = filled.kb
         filled.drop()
@@ -436,13 +464,23 @@ def pg_admin_url() -> str:
     return pg_server.shared_server().url
 
 
+@pytest.fixture(scope="session")
+def pg_template(pg_admin_url: str) -> Iterator[str]:
+    """A migrated empty knowledge base that each test's database is copied from."""
+    from hybridkb.storage import pg_server
+
+    name = pg_server.kb_template(pg_admin_url, f"hkb_contract_tpl_{os.getpid()}")
+    yield name
+    pg_server.drop_database(pg_admin_url, name)
+
+
 @pytest.fixture
-def pg_url(pg_admin_url: str) -> Iterator[str]:
-    """A fresh, empty database per test."""
+def pg_url(pg_admin_url: str, pg_template: str) -> Iterator[str]:
+    """A fresh, empty knowledge base per test."""
     from hybridkb.storage import pg_server
 
     name = f"hkb_contract_{os.getpid()}_{next(_counter)}"
-    url = pg_server.create_database(pg_admin_url, name)
+    url = pg_server.create_database(pg_admin_url, name, template=pg_template)
     yield url
     pg_server.drop_database(pg_admin_url, name)
 

@@ -67,7 +67,7 @@ def _wordset(words: str) -> frozenset[str]:
 # Short lists of function words. BM25's idf already discounts them; removing
 # them mostly saves scoring work on huge posting lists and keeps a German "die"
 # from matching English "die" in a mixed collection. English is measured on
-# SciFact in bench/keyword.py.
+# SciFact in bench/bm25.py.
 STOPWORDS: dict[str, frozenset[str]] = {
     "en": _wordset(
         "a an and are as at be but by for if in into is it no not of on or such that the "
@@ -219,7 +219,7 @@ def _tokens(text: str, analyzer: _Analyzer, stop: frozenset[str], out: list[str]
                 pieces = _ALNUM_PIECES.findall(run) if _DIGIT.search(run) else ()
                 if len(pieces) > 1:
                     # "p53", "cd4", "itaa1997": the run, then letters and digits apart.
-                    # Worth +0.01 nDCG@10 on SciFact (bench/keyword.py).
+                    # Worth +0.01 nDCG@10 on SciFact (bench/bm25.py).
                     if len(run) <= _MAX_TOKEN_CHARS:
                         append(run)
                     for piece in pieces:

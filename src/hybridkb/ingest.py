@@ -26,7 +26,7 @@ from .embed_cache import EmbeddingCache, embed_with_cache
 from .embedders import Embedder
 from .errors import ConfigError, KBError
 from .loaders import file_sha256, iter_files, iter_text_blocks, load_file
-from .normalize import normalize_text
+from .normalize import display_name, normalize_text, printable
 from .settings import Settings
 from .storage.base import (
     ChunkRecord,
@@ -237,7 +237,7 @@ def prepare_file(ctx: IngestContext, path: Path, metadata: dict[str, Any]) -> Ou
         existing = ctx.storage.get_document(ctx.coll, document_id)
         if _unchanged(existing, content_hash, sig, metadata):
             assert existing is not None
-            return FileResult(path.name, document_id, existing.chunk_count, [], str(path))
+            return FileResult(display_name(path), document_id, existing.chunk_count, [], printable(str(path)))
         size = path.stat().st_size
         if path.suffix.lower() in (".txt", ".text") and size > STREAM_BYTES:
             sample = ""
@@ -246,17 +246,17 @@ def prepare_file(ctx: IngestContext, path: Path, metadata: dict[str, Any]) -> Ou
                 if len(sample) >= 4000:
                     break
             doc = DocumentRecord(
-                document_id=document_id, path=str(path), filename=path.name, source="file",
+                document_id=document_id, path=printable(str(path)), filename=display_name(path), source="file",
                 content_hash=content_hash, signature=sig, metadata=metadata,
                 language=_language(ctx, sample), bytes=size,
             )
-            return Streamed(doc, path, FileResult(path.name, document_id, 0, [], str(path)))
+            return Streamed(doc, path, FileResult(doc.filename or "", document_id, 0, [], doc.path))
         loaded = load_file(path, pdf_password=ctx.settings.pdf_password)
         language = _language(ctx, document_text(loaded.blocks))
         doc = DocumentRecord(
             document_id=document_id,
-            path=str(path),
-            filename=path.name,
+            path=printable(str(path)),
+            filename=display_name(path),
             source="file",
             content_hash=content_hash,
             signature=sig,
@@ -264,14 +264,15 @@ def prepare_file(ctx: IngestContext, path: Path, metadata: dict[str, Any]) -> Ou
             language=language,
             bytes=path.stat().st_size,
         )
-        result = FileResult(path.name, document_id, 0, list(loaded.warnings), str(path))
+        result = FileResult(doc.filename or "", document_id, 0, list(loaded.warnings), doc.path)
         return Prepared(doc, _chunk(ctx, loaded.blocks), result)
     except KBError as exc:
-        return FailedFile(path.name, str(exc), exc.code, str(path))
+        return FailedFile(display_name(path), str(exc), exc.code, printable(str(path)))
     except OSError as exc:
+        name = display_name(path)
         return FailedFile(
-            path.name, f"{path.name}: cannot read ({exc.strerror or exc}); check the file's permissions",
-            "ingest_error", str(path),
+            name, f"{name}: cannot read ({exc.strerror or exc}); check the file's permissions",
+            "ingest_error", printable(str(path)),
         )
 
 

@@ -148,7 +148,12 @@ def display_name(path: str | os.PathLike[str]) -> str:
         'caf\\\\xe9\\\\nnotes.txt'
     """
     name = os.path.basename(os.fspath(path).rstrip("/" + os.sep)) or os.fspath(path)
-    text = os.fsencode(name).decode("utf-8", "backslashreplace")
+    return printable(name)
+
+
+def printable(text: str) -> str:
+    """``text`` (e.g. a whole path) with undecodable bytes and control characters escaped."""
+    text = os.fsencode(text).decode("utf-8", "backslashreplace")
     if text.isprintable():
         return text
     return "".join(

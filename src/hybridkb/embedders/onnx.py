@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -222,7 +223,7 @@ def _export_lock(folder: Path) -> Iterator[None]:
     folder.mkdir(parents=True, exist_ok=True)
     fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        if os.name == "nt":  # pragma: no cover - exercised on Windows only
+        if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
             import msvcrt
 
             while True:
@@ -547,4 +548,4 @@ class OnnxEmbedder:
 
     def embed_query(self, text: str) -> np.ndarray:
         """Return a (dim,) float32 vector, L2-normalised."""
-        return self.embed_documents([text])[0]
+        return np.asarray(self.embed_documents([text])[0], dtype=np.float32)

@@ -47,7 +47,7 @@ from ..errors import BackendError, ConfigError
 
 __all__ = ["DEFAULT_B", "DEFAULT_K1", "KeywordIndex"]
 
-# Tuned on the SciFact train split (bench/keyword.py); Lucene's defaults are 1.2/0.75.
+# Tuned on the SciFact train split (bench/bm25.py); Lucene's defaults are 1.2/0.75.
 DEFAULT_K1 = 1.2
 DEFAULT_B = 0.5
 

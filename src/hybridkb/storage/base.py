@@ -8,7 +8,7 @@ backends are data (:class:`Capabilities`), not scattered NotImplementedErrors.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -159,6 +159,14 @@ class Storage(Protocol):
         ...
     def put_documents(self, coll: CollectionRecord, items: Sequence[PutItem]) -> None:
         """Atomically replace several documents in one transaction (all or none)."""
+        ...
+    def put_document_stream(
+        self,
+        coll: CollectionRecord,
+        doc: DocumentRecord,
+        batches: Iterable[tuple[Sequence[ChunkRecord], np.ndarray]],
+    ) -> int:
+        """Replace one huge document from a stream of (chunks, vectors) batches in one transaction."""
         ...
     def delete_documents(self, coll: CollectionRecord, document_ids: Sequence[str]) -> list[str]:
         """Delete; return the ids that existed."""

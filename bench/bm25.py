@@ -2,10 +2,10 @@
 
 Prints nDCG@10 (train and test qrels), search latency at 5,183 and 100,000
 documents, incremental add/remove cost, build time, memory and save/load time,
-and writes everything to bench/results/keyword.json.
+and writes everything to bench/results/bm25.json.
 
 Usage:
-    python bench/keyword.py [--data /work/shared/data/scifact] [--tune] [--docs 100000]
+    python bench/bm25.py [--data /work/shared/data/scifact] [--tune] [--docs 100000]
 
 ``--tune`` grid-searches English stop words, k1 and b on the train split and
 times queries with and without stop words; the defaults in
@@ -15,16 +15,9 @@ run. The test split is never used to choose.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
-
-# Run as `python bench/keyword.py`, this folder leads sys.path, and this file
-# would shadow the standard library's `keyword` module (imported by
-# collections). Drop the folder before importing anything else.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-
-import argparse
 import gc
 import json
 import math
@@ -305,7 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--tune", action="store_true", help="grid-search stop words, k1, b on train"
     )
     parser.add_argument(
-        "--out", type=Path, default=Path(__file__).parent / "results" / "keyword.json"
+        "--out", type=Path, default=Path(__file__).parent / "results" / "bm25.json"
     )
     args = parser.parse_args(argv)
 

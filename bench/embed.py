@@ -1,0 +1,325 @@
+"""Embedding throughput and retrieval quality: torch fp32 vs ONNX Runtime variants.
+
+    .venv/bin/python bench/embed.py                 # 512 docs + SciFact nDCG@10 (slow)
+    .venv/bin/python bench/embed.py --skip-ndcg     # throughput only (a few minutes)
+
+Throughput: the first N SciFact abstracts (title + " " + text), every variant timed in
+the same process and in interleaved rounds (torch, onnx, int8, ..., torch, ...) so a
+noisy machine slows all of them alike; the speed-up is the median over rounds of
+(torch time in that round / variant time in that round).
+
+Quality: nDCG@10 on the SciFact test split (300 queries) by exact cosine search over the
+whole corpus (5,183 docs) with each variant's vectors, against torch fp32. This embeds the
+corpus once per variant -- minutes each on 2 cores; vectors are cached under --cache so a
+rerun only embeds what changed.
+
+Issue target: >= 2.5x torch fp32 throughput with nDCG@10 within 0.01 of torch.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# bench/ goes last on sys.path: bench/keyword.py must not shadow the stdlib module.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE] + [_HERE]
+
+import argparse
+import json
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from _common import (
+    DEFAULT_MODEL,
+    SCIFACT,
+    machine,
+    print_rows,
+    print_targets,
+    target,
+    write_json,
+)
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from hybridkb.embedders.onnx import DEFAULT_INT8, Int8Recipe, OnnxEmbedder, physical_cores
+
+# name -> (OnnxEmbedder keyword arguments, what it is). "torch" is the baseline.
+FFN_OUT = r"layer\.\d+/output/dense/"
+VARIANTS: dict[str, tuple[dict[str, Any], str]] = {
+    "onnx-fp32-plain": ({"optimize": False}, "torch.onnx.export graph, length-sorted batches"),
+    "onnx-fp32": ({}, "+ ORT BERT fusions (Attention, SkipLayerNorm, BiasGelu) = backend onnx"),
+    "onnx-int8": ({"quantize": DEFAULT_INT8}, "fused, int8 per-channel s8 = backend onnx-int8"),
+    "int8-per-tensor": (
+        {"quantize": Int8Recipe(per_channel=False, name="pt")},
+        "fused, int8 per-tensor s8 (quantize_dynamic defaults)",
+    ),
+    "int8-u8": ({"quantize": Int8Recipe(weight_type="u8", name="u8")}, "fused, int8 per-tensor u8"),
+    "int8-emb": (
+        {
+            "quantize": Int8Recipe(
+                op_types=("MatMul", "Attention", "EmbedLayerNormalization"), name="emb"
+            )
+        },
+        "fused, per-channel s8, embedding tables int8 too",
+    ),
+    "int8-keep-ffn-out": (
+        {"quantize": Int8Recipe(exclude=(FFN_OUT,), name="ffn")},
+        "fused, per-channel s8, FFN output projections kept fp32",
+    ),
+    "int8-keep-last": (
+        {"quantize": Int8Recipe(exclude=(r"layer\.5/", r"^Attention_5$"), name="last")},
+        "fused, per-channel s8, last layer kept fp32",
+    ),
+}
+
+
+def load_corpus(
+    folder: Path,
+) -> tuple[list[str], list[str], dict[str, str], dict[str, dict[str, int]]]:
+    ids, texts = [], []
+    with (folder / "corpus.jsonl").open(encoding="utf-8") as fh:
+        for line in fh:
+            row = json.loads(line)
+            ids.append(str(row["_id"]))
+            texts.append(f"{row.get('title') or ''} {row.get('text') or ''}")
+    queries = {}
+    with (folder / "queries.jsonl").open(encoding="utf-8") as fh:
+        for line in fh:
+            row = json.loads(line)
+            queries[str(row["_id"])] = str(row["text"])
+    qrels: dict[str, dict[str, int]] = {}
+    for line in (folder / "qrels" / "test.tsv").read_text().splitlines()[1:]:
+        qid, did, score = line.split("\t")
+        qrels.setdefault(qid, {})[did] = int(score)
+    return ids, texts, queries, qrels
+
+
+def ndcg10(
+    doc_ids: list[str], docs: np.ndarray, queries: np.ndarray, qrels: list[dict[str, int]]
+) -> float:
+    """Mean nDCG@10 of exact cosine search (vectors are unit length)."""
+    scores = queries @ docs.T
+    top = np.argsort(-scores, axis=1, kind="stable")[:, :10]
+    total = 0.0
+    for row, rel in zip(top, qrels, strict=True):
+        dcg = sum(rel.get(doc_ids[j], 0) / np.log2(r + 2) for r, j in enumerate(row))
+        ideal = sorted(rel.values(), reverse=True)[:10]
+        total += dcg / sum(g / np.log2(r + 2) for r, g in enumerate(ideal))
+    return total / len(qrels)
+
+
+def torch_embedder(batch_size: int) -> Any:
+    from hybridkb.embedders.sentence import SentenceTransformerEmbedder
+
+    return SentenceTransformerEmbedder(DEFAULT_MODEL, device="cpu", batch_size=batch_size)
+
+
+def throughput(
+    embedders: dict[str, Any], texts: list[str], rounds: int
+) -> dict[str, dict[str, Any]]:
+    """chunks/s per variant; speed-up vs torch measured round by round."""
+    for e in embedders.values():
+        e.embed_documents(texts[:8])  # warm up: first-run allocations, lazy inits
+    secs: dict[str, list[float]] = {name: [] for name in embedders}
+    for r in range(rounds):
+        for name, e in embedders.items():
+            start = time.perf_counter()
+            e.embed_documents(texts)
+            secs[name].append(time.perf_counter() - start)
+        print(
+            f"  round {r + 1}/{rounds}: "
+            + ", ".join(f"{n} {len(texts) / s[-1]:.1f}/s" for n, s in secs.items()),
+            flush=True,
+        )
+    base = np.asarray(secs["torch"])
+    return {
+        name: {
+            "chunks_per_s": round(len(texts) / float(np.median(s)), 2),
+            "speedup": round(float(np.median(base / np.asarray(s))), 3),
+            "speedup_rounds": [round(float(x), 3) for x in base / np.asarray(s)],
+        }
+        for name, s in secs.items()
+    }
+
+
+def cached_vectors(cache: Path, key: str, make: Callable[[], np.ndarray]) -> np.ndarray:
+    path = cache / f"{key}.npy"
+    if path.exists():
+        return np.load(path)
+    vectors = np.asarray(make(), dtype=np.float32)
+    cache.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.npy")
+    np.save(tmp, vectors)
+    os.replace(tmp, path)
+    return vectors
+
+
+def cold_start(backend: str, cache_dir: Path) -> float | None:
+    """Seconds for a fresh interpreter to import, load the model and embed one query."""
+    code = (
+        "import time; t = time.perf_counter()\n"
+        "from hybridkb.embedders import get_embedder\n"
+        f"get_embedder({DEFAULT_MODEL!r}, device='cpu', backend={backend!r}, "
+        f"cache_dir={str(cache_dir)!r}).embed_query('how do assets lose value?')\n"
+        "print(time.perf_counter() - t)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    return round(float(done.stdout.strip().splitlines()[-1]), 3) if done.returncode == 0 else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--docs", type=int, default=512, help="SciFact docs timed per round")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated subset")
+    parser.add_argument("--skip-ndcg", action="store_true", help="throughput only")
+    parser.add_argument("--scifact", type=Path, default=SCIFACT)
+    parser.add_argument("--cache", type=Path, default=Path("/tmp/hybridkb-bench-embed"))
+    args = parser.parse_args()
+    names = [n for n in args.variants.split(",") if n]
+    unknown = set(names) - set(VARIANTS)
+    if unknown:
+        parser.error(f"unknown variants {sorted(unknown)}; choose from {', '.join(VARIANTS)}")
+
+    info = machine()
+    info["physical_cores"] = physical_cores()
+    print(
+        f"machine: {info['cpu']}, {info['physical_cores']} physical cores "
+        f"({info['nproc']} usable CPUs), flags {info['cpu_flags']}, load {info['loadavg']}"
+    )
+    doc_ids, texts, queries, qrels = load_corpus(args.scifact)
+    sample = texts[: args.docs]
+
+    export_s: dict[str, float] = {}
+    embedders: dict[str, Any] = {"torch": torch_embedder(args.batch_size)}
+    for name in names:
+        start = time.perf_counter()
+        embedders[name] = OnnxEmbedder(
+            DEFAULT_MODEL,
+            batch_size=args.batch_size,
+            cache_dir=str(args.cache / "models"),
+            **VARIANTS[name][0],
+        )
+        export_s[name] = round(
+            time.perf_counter() - start, 1
+        )  # export + load; load alone on reruns
+    print(
+        f"\nthroughput: {len(sample)} docs, batch {args.batch_size}, {args.rounds} interleaved rounds, "
+        f"onnxruntime threads {physical_cores()}"
+    )
+    speed = throughput(embedders, sample, args.rounds)
+
+    rows = []
+    for name in ["torch", *names]:
+        row = {
+            "variant": name,
+            "what": "sentence-transformers fp32 (baseline)"
+            if name == "torch"
+            else VARIANTS[name][1],
+        }
+        row.update({k: v for k, v in speed[name].items() if k != "speedup_rounds"})
+        row["file_mb"] = (
+            round(embedders[name].onnx_path.stat().st_size / 2**20, 1) if name != "torch" else None
+        )
+        rows.append(row)
+
+    if not args.skip_ndcg:
+        print(
+            "\nnDCG@10: embedding all 5,183 SciFact docs per variant (cached under "
+            f"{args.cache}); this takes minutes per variant on 2 cores",
+            flush=True,
+        )
+        qids = [q for q in qrels if q in queries]
+        qtexts = [queries[q] for q in qids]
+        judged = [qrels[q] for q in qids]
+        vectors = {}
+        for row in rows:
+            name = row["variant"]
+            e = embedders[name]
+            key = (
+                name
+                if name == "torch"
+                else f"{name}-{e.onnx_path.parent.parent.name}-{e.onnx_path.stem}"
+            )
+            start = time.perf_counter()
+            docs = cached_vectors(args.cache, f"{key}-corpus", lambda e=e: e.embed_documents(texts))
+            qv = cached_vectors(args.cache, f"{key}-queries", lambda e=e: e.embed_documents(qtexts))
+            vectors[name] = docs
+            row["ndcg10"] = round(ndcg10(doc_ids, docs, qv, judged), 5)
+            print(
+                f"  {name}: nDCG@10 {row['ndcg10']:.4f} ({time.perf_counter() - start:.0f} s)",
+                flush=True,
+            )
+        for row in rows:
+            cos = (vectors[row["variant"]] * vectors["torch"]).sum(axis=1)
+            row["ndcg_delta"] = round(row["ndcg10"] - rows[0]["ndcg10"], 5)
+            row["min_cos"], row["mean_cos"] = (
+                round(float(cos.min()), 4),
+                round(float(cos.mean()), 5),
+            )
+
+    print("\ncold start (fresh interpreter: import + load + one query):", flush=True)
+    cold = {b: cold_start(b, args.cache / "models") for b in ("torch", "onnx", "onnx-int8")}
+    print("  " + ", ".join(f"{b} {s} s" for b, s in cold.items()))
+
+    columns = [
+        "variant",
+        "chunks_per_s",
+        "speedup",
+        "ndcg10",
+        "ndcg_delta",
+        "min_cos",
+        "mean_cos",
+        "file_mb",
+        "what",
+    ]
+    print_rows(
+        rows,
+        columns,
+        title=f"{info['cpu']}, {info['physical_cores']} cores, load {info['loadavg']}",
+    )
+    int8 = next((r for r in rows if r["variant"] == "onnx-int8"), None)
+    checks = []
+    if int8:
+        checks.append(
+            target(
+                "onnx-int8 speed-up vs torch fp32", int8["speedup"], 2.5, "x", higher_is_better=True
+            )
+        )
+        if "ndcg_delta" in int8:
+            checks.append(target("onnx-int8 |nDCG@10 - torch|", abs(int8["ndcg_delta"]), 0.01, ""))
+    if checks:
+        print_targets(checks)
+    path = write_json(
+        "embed",
+        {
+            "machine": info,
+            "loadavg_end": list(os.getloadavg()),
+            "config": {
+                "docs": len(sample),
+                "rounds": args.rounds,
+                "batch_size": args.batch_size,
+                "threads": physical_cores(),
+                "ndcg": not args.skip_ndcg,
+            },
+            "variants": rows,
+            "speedup_rounds": {n: s["speedup_rounds"] for n, s in speed.items()},
+            "load_or_export_s": export_s,
+            "cold_start_s": cold,
+            "targets": checks,
+        },
+        merge=False,
+    )
+    print(f"\nwrote {path}")
+
+
+if __name__ == "__main__":
+    main()
