@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +34,7 @@ def filled(n: int, *, quantization: str = "f32", hnsw_threshold: int = 20_000, s
     return index, keys, vectors
 
 
-def table_reader(keys: np.ndarray, vectors: np.ndarray):  # type: ignore[no-untyped-def]
+def table_reader(keys: np.ndarray, vectors: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
     """A rerank callback standing in for the core reading full vectors from the database."""
     row_of = {int(k): i for i, k in enumerate(keys)}
 
@@ -43,8 +44,11 @@ def table_reader(keys: np.ndarray, vectors: np.ndarray):  # type: ignore[no-unty
     return read
 
 
+Filled = tuple[VectorIndex, np.ndarray, np.ndarray]
+
+
 @pytest.fixture(scope="module")
-def graph() -> tuple[VectorIndex, np.ndarray, np.ndarray]:
+def graph() -> Filled:
     """An index past its HNSW threshold, shared because building it dominates test time."""
     index, keys, vectors = filled(2000, quantization="i8", hnsw_threshold=500, seed=7)
     assert index.layout == "hnsw"
@@ -153,7 +157,7 @@ def test_wide_filter_on_flat_index_matches_brute_force() -> None:
         assert [key for key, _ in hits] == [key for key, _ in want]
 
 
-def test_filtered_graph_search_at_one_percent_returns_k(graph) -> None:  # type: ignore[no-untyped-def]
+def test_filtered_graph_search_at_one_percent_returns_k(graph: Filled) -> None:
     index, keys, vectors = graph
     allowed = keys[::100]  # 20 of 2000
     query = unit_rows(1, seed=11)[0]
@@ -165,8 +169,8 @@ def test_filtered_graph_search_at_one_percent_returns_k(graph) -> None:  # type:
     assert [k for k, _ in hits][:5] == [k for k, _ in want][:5]
 
 
-def test_filtered_graph_search_with_wide_filter_returns_k(  # type: ignore[no-untyped-def]
-    graph, monkeypatch: pytest.MonkeyPatch
+def test_filtered_graph_search_with_wide_filter_returns_k(
+    graph: Filled, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     index, keys, _ = graph
     import hybridkb.index.vector as module
@@ -180,8 +184,8 @@ def test_filtered_graph_search_with_wide_filter_returns_k(  # type: ignore[no-un
     assert {k for k, _ in hits} <= set(allowed.tolist())
 
 
-def test_graph_filter_of_mostly_absent_keys_still_returns_every_live_one(  # type: ignore[no-untyped-def]
-    graph, monkeypatch: pytest.MonkeyPatch
+def test_graph_filter_of_mostly_absent_keys_still_returns_every_live_one(
+    graph: Filled, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     index, keys, _ = graph
     import hybridkb.index.vector as module
@@ -193,7 +197,7 @@ def test_graph_filter_of_mostly_absent_keys_still_returns_every_live_one(  # typ
     assert sorted(k for k, _ in hits) == sorted(live.tolist())
 
 
-def test_graph_search_recall_close_to_exact(graph) -> None:  # type: ignore[no-untyped-def]
+def test_graph_search_recall_close_to_exact(graph: Filled) -> None:
     index, keys, vectors = graph
     queries = vectors[:20] + 0.3 * unit_rows(20, seed=13)
     found = 0
@@ -203,7 +207,7 @@ def test_graph_search_recall_close_to_exact(graph) -> None:  # type: ignore[no-u
     assert found / 200 >= 0.9
 
 
-def test_rerank_returns_exact_cosines(graph) -> None:  # type: ignore[no-untyped-def]
+def test_rerank_returns_exact_cosines(graph: Filled) -> None:
     index, keys, vectors = graph
     query = unit_rows(1, seed=14)[0]
     hits = index.search(query, 10, rerank=table_reader(keys, vectors), candidates=400)
