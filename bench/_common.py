@@ -73,6 +73,7 @@ def machine() -> dict[str, Any]:
         except ImportError:  # optional: a missing module is simply not listed
             continue
     return {
+        "git": git_state(),
         "cpu": cpu,
         "cpu_flags": flags,
         "nproc": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
@@ -83,6 +84,21 @@ def machine() -> dict[str, Any]:
         "versions": versions,
         "loadavg": list(os.getloadavg()),
     }
+
+
+def git_state() -> dict[str, Any]:
+    """Commit of the tree measured and the files of src/ changed since (others work in it)."""
+    import subprocess
+
+    def run(*cmd: str) -> str:
+        try:
+            return subprocess.run(["git", *cmd], cwd=ROOT, capture_output=True, text=True,
+                                  check=False, timeout=20).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    return {"commit": run("rev-parse", "--short", "HEAD"),
+            "src_changed": [line[3:] for line in run("status", "--porcelain", "--", "src").splitlines()]}
 
 
 def loadavg() -> list[float]:

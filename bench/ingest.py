@@ -37,7 +37,7 @@ from __future__ import annotations
 import os
 import sys
 
-# bench/ goes last on sys.path: bench/keyword.py must not shadow the stdlib module.
+# bench/ goes last on sys.path: a bench named like a stdlib module must not shadow it.
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE] + [_HERE]
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

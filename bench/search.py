@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 import sys
 
-# bench/ goes last on sys.path: bench/keyword.py must not shadow the stdlib module.
+# bench/ goes last on sys.path: a bench named like a stdlib module must not shadow it.
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE] + [_HERE]
 os.environ.setdefault("HYBRIDKB_CACHE_DIR", "/tmp/hkb-cache")
@@ -350,8 +350,9 @@ def whatif_block(s: Searcher, texts: list[str], vectors: np.ndarray, *, rounds: 
             ix = storage._indexes_for(coll)
             return ix.vector.search(query, k, allowed=storage._allowed(coll, where))
 
-        storage.vector_search = no_rerank
-        run("+ vector leg: int8 scores, no re-rank fetch from DuckDB")
+        if getattr(storage, "rerank_exact", True):
+            storage.vector_search = no_rerank
+            run("+ vector leg: int8 scores, no re-rank fetch from DuckDB")
         found = storage._indexes_for(rec)
         indexes_for = saved["_indexes_for"]
         storage._indexes_for = lambda coll: found if coll.id == rec.id else indexes_for(coll)
@@ -610,7 +611,7 @@ def storage_recall(s: Searcher, queries: np.ndarray) -> float:
     while True:
         tab = s.storage._con.execute(  # bench-only read of the whole table, in slices
             f"SELECT key, embedding FROM {t['vectors']} ORDER BY key LIMIT {step} OFFSET {offset}"
-        ).fetch_arrow_table()
+        ).to_arrow_table()
         if tab.num_rows == 0:
             break
         keys = tab.column("key").to_numpy()
@@ -1000,7 +1001,7 @@ def recall_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict
     s = Searcher(db, name)
     try:
         t = table_names(s.record.id)
-        tab = s.storage._con.execute(f"SELECT key, embedding FROM {t['vectors']} ORDER BY key").fetch_arrow_table()
+        tab = s.storage._con.execute(f"SELECT key, embedding FROM {t['vectors']} ORDER BY key").to_arrow_table()
         keys = tab.column("key").to_numpy()
         mat = np.asarray(tab.column("embedding").combine_chunks().values.to_numpy(zero_copy_only=False),
                          np.float32).reshape(len(keys), -1)

@@ -336,7 +336,8 @@ class StorageContract:
         texts = {d["id"]: d["text"] for d in DOCS}
         for h in hits:
             expected = float(np.dot(q, embedder.embed_documents([texts[h.document_id]])[0]))
-            assert h.score == pytest.approx(expected, abs=1e-5)
+            # DuckDB ranks on int8 vectors (exact re-rank is opt-in): cosines to ~1e-3.
+            assert h.score == pytest.approx(expected, abs=5e-3)
 
     def test_filtered_search_returns_k(self, empty_kb: hybridkb.KnowledgeBase) -> None:
         # One document of 300 one-paragraph chunks: one write, 1 % and 10 % filters.

@@ -123,8 +123,6 @@ class KnowledgeBase:
         return embedder
 
     def embedding_cache(self) -> EmbeddingCache | None:
-        if self.settings.model.startswith("fake") and self._cache is None:
-            pass
         if self._cache is None:
             self._cache = EmbeddingCache(Path(self.settings.cache_dir))
         return self._cache

@@ -93,5 +93,16 @@ class Settings(BaseSettings):
 
 def load_settings(**overrides: object) -> Settings:
     """Settings from env/.env with explicit overrides (None values are ignored)."""
+    from pydantic import ValidationError
+
+    from .errors import ConfigError
+
     clean = {k: v for k, v in overrides.items() if v is not None}
-    return Settings(**clean)  # type: ignore[arg-type]
+    try:
+        return Settings(**clean)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = str(first["loc"][0]) if first.get("loc") else "?"
+        raise ConfigError(
+            f"HYBRIDKB_{field.upper()}: {first.get('msg', 'invalid value')}; fix it in the environment or .env"
+        ) from exc

@@ -44,6 +44,17 @@ from .duckdb_schema import create_collection_tables, drop_collection_tables, mig
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.+?) \(PID (\d+)\)")
 
 
+# A list parameter bound as one JSON text (see _json_list).
+SQL_KEY_LIST = "(SELECT unnest(from_json(?, '[\"BIGINT\"]')))"
+SQL_ID_LIST = "(SELECT unnest(from_json(?, '[\"VARCHAR\"]')))"
+
+
+def _json_list(values: Iterable[Any]) -> str:
+    """A list bound as one JSON parameter: binding a Python list costs DuckDB an import
+    attempt per element (measured 59 ms vs 11 ms for 300 keys)."""
+    return json.dumps([v if isinstance(v, str) else int(v) for v in values])
+
+
 def _ts(value: Any) -> str | None:
     return value.isoformat() if value is not None else None
 
@@ -385,8 +396,8 @@ class DuckDBStorage:
                 r[0]
                 for r in con.execute(
                     f"SELECT document_id FROM {t['documents']} WHERE document_id IN"
-                    " (SELECT unnest(?::VARCHAR[]))",
-                    [ids],
+                    f" {SQL_ID_LIST}",
+                    [_json_list(ids)],
                 ).fetchall()
             ]
             old = self._delete_rows(con, coll, existing) if existing else []
@@ -469,12 +480,12 @@ class DuckDBStorage:
         keys = [
             int(r[0])
             for r in con.execute(
-                f"SELECT key FROM {t['chunks']} WHERE document_id IN (SELECT unnest(?::VARCHAR[]))", [list(ids)]
+                f"SELECT key FROM {t['chunks']} WHERE document_id IN {SQL_ID_LIST}", [_json_list(list(ids))]
             ).fetchall()
         ]
         if keys:
-            con.execute(f"DELETE FROM {t['vectors']} WHERE key IN (SELECT unnest(?::BIGINT[]))", [keys])
-            con.execute(f"DELETE FROM {t['chunks']} WHERE key IN (SELECT unnest(?::BIGINT[]))", [keys])
+            con.execute(f"DELETE FROM {t['vectors']} WHERE key IN {SQL_KEY_LIST}", [_json_list(keys)])
+            con.execute(f"DELETE FROM {t['chunks']} WHERE key IN {SQL_KEY_LIST}", [_json_list(keys)])
             # Dead rows keep their space until the file is rewritten: count them (see close()).
             con.execute(
                 "INSERT OR REPLACE INTO hybridkb_meta VALUES ('dead_chunks', CAST(? + coalesce("
@@ -482,7 +493,7 @@ class DuckDBStorage:
                 [len(keys)],
             )
         con.execute(
-            f"DELETE FROM {t['documents']} WHERE document_id IN (SELECT unnest(?::VARCHAR[]))", [list(ids)]
+            f"DELETE FROM {t['documents']} WHERE document_id IN {SQL_ID_LIST}", [_json_list(list(ids))]
         )
         return keys
 
@@ -505,8 +516,8 @@ class DuckDBStorage:
                 r[0]
                 for r in con.execute(
                     f"SELECT document_id FROM {t['documents']} WHERE document_id IN"
-                    " (SELECT unnest(?::VARCHAR[]))",
-                    [ids],
+                    f" {SQL_ID_LIST}",
+                    [_json_list(ids)],
                 ).fetchall()
             ]
             if not found:
@@ -662,8 +673,8 @@ class DuckDBStorage:
         rows = self._query(
             f"SELECT key, chunk_id, document_id, chunk_index, text, page, section, char_start, char_end,"
             f" content_hash, language, metadata, filename, path, added_at FROM {t['chunks']}"
-            " WHERE key IN (SELECT unnest(?::BIGINT[]))",
-            [[int(k) for k in keys]],
+            f" WHERE key IN {SQL_KEY_LIST}",
+            [_json_list([int(k) for k in keys])],
         )
         out: dict[int, ChunkRecord] = {}
         for r in rows:
@@ -682,8 +693,8 @@ class DuckDBStorage:
         key_list = [int(k) for k in np.asarray(keys).tolist()]
         with self._lock:
             table = self._con.execute(
-                f"SELECT key, embedding FROM {t['vectors']} WHERE key IN (SELECT unnest(?::BIGINT[]))",
-                [key_list],
+                f"SELECT key, embedding FROM {t['vectors']} WHERE key IN {SQL_KEY_LIST}",
+                [_json_list(key_list)],
             ).fetch_arrow_table()
         got = table.column("key").to_numpy()
         flat = table.column("embedding").combine_chunks().values.to_numpy(zero_copy_only=False)

@@ -21,6 +21,7 @@ from ..embedders import Embedder, validate_vectors
 from ..errors import BackendError, ConfigError
 from ..index.derived import drop_snapshot, snapshot_paths
 from .base import CollectionRecord
+from .duckdb import SQL_KEY_LIST, _json_list
 from .duckdb_schema import table_names
 
 if TYPE_CHECKING:
@@ -161,8 +162,8 @@ def _repair(
     def fix(con: duckdb.DuckDBPyConnection) -> None:
         keys = [int(r[0]) for r in orphan_chunks] + [int(r[0]) for r in orphan_vectors]
         if keys:
-            con.execute(f"DELETE FROM {t['chunks']} WHERE key IN (SELECT unnest(?::BIGINT[]))", [keys])
-            con.execute(f"DELETE FROM {t['vectors']} WHERE key IN (SELECT unnest(?::BIGINT[]))", [keys])
+            con.execute(f"DELETE FROM {t['chunks']} WHERE key IN {SQL_KEY_LIST}", [_json_list(keys)])
+            con.execute(f"DELETE FROM {t['vectors']} WHERE key IN {SQL_KEY_LIST}", [_json_list(keys)])
         if bad_docs:
             storage._delete_rows(con, coll, bad_docs)
         if graph_orphans:
