@@ -79,20 +79,10 @@ class State:
 
     def kb(self, *, write: bool = True) -> KnowledgeBase:
         if self._kb is None:
-            import pydantic
-
             from .kb import connect
             from .settings import load_settings
 
-            try:
-                settings = load_settings(db=self.db, workspace=self.workspace)
-            except pydantic.ValidationError as exc:
-                # A bad HYBRIDKB_* value is the user's to fix, not a bug.
-                errors = "; ".join(
-                    f"HYBRIDKB_{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']}"
-                    for e in exc.errors()
-                )
-                raise ConfigError(f"bad setting: {errors}") from exc
+            settings = load_settings(db=self.db, workspace=self.workspace)  # ConfigError if bad
             read_only = not write and _existing_duckdb_file(settings.db)
             self._kb = connect(settings=settings, read_only=read_only)
         return self._kb
@@ -537,6 +527,7 @@ def mcp(state: State, http_port: int | None, host: str, read_only: bool) -> int:
 def _register_groups() -> None:
     # Command groups that live beside their feature; they reach the knowledge base
     # through State.kb(write=...) on the root context.
+    from . import cli_maintenance  # noqa: F401  (registers doctor, reembed, compact, copy)
     from .graph.cli import graph
 
     cli.add_command(graph)

@@ -1,0 +1,102 @@
+"""Maintenance commands: doctor, reembed, compact, copy (registered on the root CLI)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from .cli import EPILOG, EXIT_ERROR, EXIT_OK, State, _emit_json, cli, json_option, pass_state
+
+
+@cli.command(epilog=EPILOG, short_help="Check integrity (and repair with --repair).")
+@click.argument("name", required=False)
+@click.option("--repair", is_flag=True, help="Fix what is found (orphans, broken documents, stale indexes).")
+@json_option
+@pass_state
+def doctor(state: State, name: str | None, repair: bool, as_json: bool) -> int:
+    """Check collection NAME (default: all) for orphan rows, NaN vectors, incomplete
+    documents, stale derived indexes and graph rows from deleted documents."""
+    from .maintenance import doctor as run_doctor
+
+    reports = run_doctor(state.kb(), name, repair=repair)
+    healthy = all(r.ok for r in reports)
+    if as_json:
+        _emit_json({"ok": healthy, "collections": [r.to_dict() for r in reports]})
+    else:
+        for r in reports:
+            problems = [f for f in r.findings if f.count]
+            if not problems:
+                click.echo(f"{r.collection}: ok")
+            for f in problems:
+                state_ = "repaired" if f.repaired else "found"
+                click.echo(f"{r.collection}: {f.check}: {f.count} {state_} ({f.detail})")
+    return EXIT_OK if healthy else EXIT_ERROR
+
+
+@cli.command(epilog=EPILOG, short_help="Re-embed a collection with another model.")
+@click.argument("name")
+@click.option("--model", help="Model to switch to (default: the collection's own).")
+@json_option
+@pass_state
+def reembed(state: State, name: str, model: str | None, as_json: bool) -> int:
+    """Embed every chunk of NAME again and switch over atomically; searches keep using
+    the old vectors until the new ones are complete."""
+    from .maintenance import reembed as run_reembed
+
+    result = run_reembed(state.kb(), name, model=model)
+    if as_json:
+        _emit_json(result)
+    else:
+        click.echo(
+            f"{result['collection']}: {result['chunks']} chunks re-embedded with {result['model']} "
+            f"({result['dim']} dims; was {result['previous_model']})"
+        )
+    return EXIT_OK
+
+
+@cli.command(epilog=EPILOG, short_help="Reclaim space left by deletes and re-ingests.")
+@json_option
+@pass_state
+def compact(state: State, as_json: bool) -> int:
+    """Rewrite the database file without dead space (DuckDB)."""
+    from .maintenance import compact as run_compact
+
+    result = run_compact(state.kb())
+    if as_json:
+        _emit_json(result)
+    else:
+        click.echo(f"compacted: {result['bytes_before']:,} -> {result['bytes_after']:,} bytes")
+    return EXIT_OK
+
+
+@cli.command(name="copy", epilog=EPILOG, short_help="Copy the knowledge base to another store.")
+@click.option("--to", "dest", required=True, metavar="PATH_OR_URL",
+              help="Destination: a DuckDB file, duckdb:///path or postgresql://... "
+              "(collections of the same names must not exist there yet).")
+@json_option
+@pass_state
+def copy_command(state: State, dest: str, as_json: bool) -> int:
+    """Copy collections, documents, chunks, vectors and graph from --db to another store.
+
+    Nothing is re-embedded and counts are compared afterwards. Every workspace is
+    copied unless --workspace is given. Either side may be DuckDB or PostgreSQL.
+
+    \b
+    Example:
+      hybridkb --db kb.duckdb copy --to postgresql://user@host/kb
+    """
+    from .copy import copy_kb
+    from .settings import load_settings
+
+    source = state.db or load_settings().db
+    report: dict[str, Any] = copy_kb(source, dest, workspace=state.workspace)
+    if as_json:
+        _emit_json(report)
+        return EXIT_OK
+    for c in report["collections"]:
+        click.echo(f"copied {c['workspace']}/{c['name']}: {c['documents']} documents, {c['chunks']} chunks,"
+                   f" {c['vectors']} vectors, {c['graph_nodes']} graph nodes, {c['graph_edges']} graph edges")
+    n = len(report["collections"])
+    click.echo(f"{n} collection{'' if n == 1 else 's'} copied to {report['destination']}; counts match")
+    return EXIT_OK
