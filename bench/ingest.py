@@ -434,6 +434,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     cases = [c.strip() for c in args.only.split(",") if c.strip()]
     WORK.mkdir(parents=True, exist_ok=True)
+    C.expendable()
     results: dict[str, Any] = {"machine": C.machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     print(f"machine: {results['machine']['cpu']}, {results['machine']['nproc']} cores, "
           f"load {results['machine']['loadavg']}", flush=True)

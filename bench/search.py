@@ -353,6 +353,27 @@ def whatif_block(s: Searcher, texts: list[str], vectors: np.ndarray, *, rounds: 
         if getattr(storage, "rerank_exact", True):
             storage.vector_search = no_rerank
             run("+ vector leg: int8 scores, no re-rank fetch from DuckDB")
+        saved["fetch_chunks"] = storage.fetch_chunks
+
+        def literal_fetch(coll: Any, keys: Sequence[int]) -> dict[int, Any]:
+            from hybridkb.storage.duckdb import _ts
+
+            if not len(keys):
+                return {}
+            t = table_names(coll.id)
+            literal = ",".join(str(int(k)) for k in keys)  # ints only: nothing user-typed
+            out = {}
+            for r in storage._query(f"SELECT {CHUNK_COLUMNS} FROM {t['chunks']} WHERE key IN ({literal})"):
+                out[int(r[0])] = ChunkRecord(
+                    key=int(r[0]), chunk_id=r[1], document_id=r[2], chunk_index=int(r[3]), text=r[4],
+                    page=r[5], section=r[6], char_start=int(r[7] or 0), char_end=int(r[8] or 0),
+                    content_hash=r[9] or "", language=r[10] or "und", terms=[],
+                    metadata=json.loads(r[11]) if r[11] else {}, filename=r[12], path=r[13],
+                    added_at=_ts(r[14]))
+            return out
+
+        storage.fetch_chunks = literal_fetch
+        run("+ fetch_chunks: keys as integer literals (IN (1,2,...)) instead of a bound list")
         found = storage._indexes_for(rec)
         indexes_for = saved["_indexes_for"]
         storage._indexes_for = lambda coll: found if coll.id == rec.id else indexes_for(coll)
@@ -363,6 +384,7 @@ def whatif_block(s: Searcher, texts: list[str], vectors: np.ndarray, *, rounds: 
         del original
     finally:
         storage.vector_search = saved["vector_search"]
+        storage.fetch_chunks = saved.get("fetch_chunks", storage.fetch_chunks)
         storage._indexes_for = saved["_indexes_for"]
         kb._target = saved["_target"]
         if saved["pandas"] == "absent":
@@ -370,6 +392,88 @@ def whatif_block(s: Searcher, texts: list[str], vectors: np.ndarray, *, rounds: 
         else:
             sys.modules["pandas"] = saved["pandas"]  # type: ignore[assignment]
     return rows
+
+
+CHUNK_COLUMNS = ("key, chunk_id, document_id, chunk_index, text, page, section, char_start, char_end,"
+                 " content_hash, language, metadata, filename, path, added_at")
+
+
+def sql_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The SQL behind one public search, in its current and in candidate forms (100k copy)."""
+    import duckdb
+
+    src = SCALE_DBS[100_000]
+    ensure_scale(100_000)
+    folder = Path(tempfile.mkdtemp(prefix="hkb-sql-"))
+    db = folder / "copy.duckdb"
+    shutil.copyfile(src, db)
+    print(f"\n# SQL forms on a copy of {src}", flush=True)
+    con = duckdb.connect(str(db))
+    try:
+        (cid,) = con.execute("SELECT id FROM hybridkb_collections WHERE name = ?", [SCALE_NAME]).fetchone()  # type: ignore[misc]
+        t = table_names(int(cid))
+        rng = np.random.default_rng(11)
+        all_keys = np.asarray([r[0] for r in con.execute(f"SELECT key FROM {t['chunks']}").fetchall()])
+        sets10 = [rng.choice(all_keys, K, replace=False).tolist() for _ in range(30)]
+        sets50 = [rng.choice(all_keys, 50, replace=False).tolist() for _ in range(30)]
+
+        def forms(table: str, cols: str, sets: list[list[int]]) -> dict[str, Callable[[int], Any]]:
+            return {
+                "list parameter (unnest(?::BIGINT[]))": lambda i: con.execute(
+                    f"SELECT {cols} FROM {table} WHERE key IN (SELECT unnest(?::BIGINT[]))", [sets[i]]).fetchall(),
+                "one JSON parameter (from_json)": lambda i: con.execute(
+                    f"SELECT {cols} FROM {table} WHERE key IN (SELECT unnest(from_json(?, '[\"BIGINT\"]')))",
+                    [json.dumps(sets[i])]).fetchall(),
+                "integer literals (IN (1,2,...))": lambda i: con.execute(
+                    f"SELECT {cols} FROM {table} WHERE key IN ({','.join(str(int(k)) for k in sets[i])})").fetchall(),
+            }
+
+        rows: list[dict[str, Any]] = []
+
+        def measure(what: str, fns: dict[str, Callable[[int], Any]], n: int = 30) -> None:
+            for label, fn in fns.items():
+                timing = C.time_calls(fn, list(range(n)), rounds=args.rounds, warmup=2)
+                rows.append({"query": what, "form": label, **timing.summary()})
+                print(f"  {what} / {label}: best p50 {rows[-1]['best_p50_ms']:.2f} ms, "
+                      f"cpu {rows[-1]['cpu_p50_ms']:.2f}", flush=True)
+
+        def all_queries(tag: str) -> None:
+            measure(f"fetch_chunks 10 keys{tag}", forms(t["chunks"], CHUNK_COLUMNS, sets10))
+            measure(f"fetch_vectors 50 keys{tag}", forms(t["vectors"], "key, embedding", sets50))
+
+        all_queries("")
+        measure("stats()", {
+            "count + sum(bytes) on documents": lambda i: con.execute(
+                f"SELECT count(*), coalesce(sum(bytes), 0) FROM {t['documents']}").fetchall(),
+            "count(*) chunks": lambda i: con.execute(f"SELECT count(*) FROM {t['chunks']}").fetchall(),
+            "languages (GROUP BY on documents)": lambda i: con.execute(
+                f"SELECT language FROM {t['documents']} GROUP BY language ORDER BY count(*) DESC").fetchall(),
+            "sum(strlen(text)) over chunks": lambda i: con.execute(
+                f"SELECT coalesce(sum(strlen(text)) * 2, 0) FROM {t['chunks']}").fetchall(),
+            "catalog row by id": lambda i: con.execute(
+                "SELECT * FROM hybridkb_collections WHERE id = ?", [int(cid)]).fetchall(),
+        }, n=10)
+        measure("1% filter (_allowed)", {
+            "json_extract_string(metadata, '/group') = ?": lambda i: con.execute(
+                f"SELECT key FROM {t['chunks']} WHERE (json_extract_string(metadata, ?) = ?)",
+                ["/group", f"g{i % GROUPS:02d}"]).fetchall(),
+            "filename IN (20 names)": lambda i: con.execute(
+                f"SELECT key FROM {t['chunks']} WHERE filename IN (SELECT unnest(from_json(?, '[\"VARCHAR\"]')))",
+                [json.dumps([f"doc-{d:07d}.txt" for d in range(i % GROUPS, 2000, GROUPS)])]).fetchall(),
+        }, n=10)
+        size0 = db.stat().st_size
+        _, create_s, _ = C.timed(lambda: (con.execute(f"CREATE INDEX bench_ck ON {t['chunks']}(key)"),
+                                          con.execute(f"CREATE INDEX bench_vk ON {t['vectors']}(key)")))
+        con.execute("CHECKPOINT")
+        index_info = {"create_s": round(create_s, 2), "db_growth_mb": round((db.stat().st_size - size0) / 2**20, 1)}
+        print(f"  ART indexes on key: created in {create_s:.1f}s, file +{index_info['db_growth_mb']} MB", flush=True)
+        all_queries(" (ART index on key)")
+    finally:
+        con.close()
+        shutil.rmtree(folder, ignore_errors=True)
+    results["sql_forms_100k"] = {"rows": rows, "art_index": index_info, "loadavg": C.loadavg()}
+    C.print_rows(rows, ["query", "form", "best_p50_ms", "best_p95_ms", "cpu_p50_ms"], "SQL forms at 100k chunks")
+    return []
 
 
 def stage(block: dict[str, Any], name: str) -> dict[str, Any]:
@@ -1075,7 +1179,7 @@ def seed_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[s
 
 # -- main ---------------------------------------------------------------------------------------
 
-SECTIONS = ("scifact", "scale", "cold", "quality", "sweep", "recall", "seed")
+SECTIONS = ("scifact", "scale", "sql", "cold", "quality", "sweep", "recall", "seed")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1099,6 +1203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sections = ["sweep"] if args.sweep else [x.strip() for x in args.only.split(",") if x.strip()]
     scales = [n for n in (int(x) for x in args.scales.split(",")) if n <= args.max_scale and n in SCALE_DBS]
 
+    C.expendable()
     results: dict[str, Any] = {"machine": C.machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     print(f"machine: {results['machine']['cpu']}, {results['machine']['nproc']} cores, "
           f"{results['machine']['memory_gb']} GB, load {results['machine']['loadavg']}", flush=True)
@@ -1118,6 +1223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "sweep": lambda: sweep_bench(args, results),
         "recall": lambda: recall_bench(args, results),
         "seed": lambda: seed_bench(args, results),
+        "sql": lambda: sql_bench(args, results),
     }
     for section in sections:
         if section == "scale":
