@@ -128,26 +128,46 @@ class GraphStore:
             return
         coll = event.coll
         ws, cid = coll.workspace, coll.id
-        if event.kind == "put" and event.document is not None:
-            doc = event.document
-            staged = self.staged.pop((cid, doc.document_id), None)
-            rows = document_rows(
-                coll, doc, event.chunks,
-                extractors=self.extractors_for(ws),
-                aliases=self.aliases_for(con, ws),
-                find_collection=lambda name: self.sql.find_collection(con, ws, name),
-                structure=staged is None,
+        if event.kind in ("put", "put_batch"):
+            pairs = (
+                [(i.document, i.chunks) for i in event.items]
+                if event.kind == "put_batch"
+                else [(event.document, event.chunks)]
             )
-            if staged is not None:
-                for n in staged.nodes.values():
-                    rows.node(n)
-                for e in staged.edges.values():
-                    rows.edge(e)
-            nodes, edges = list(rows.nodes.values()), list(rows.edges.values())
-            self.sql.replace_documents(con, ws, cid, [doc.document_id], nodes, edges)
-            prov = (cid, doc.document_id)
-            nt, et = node_tuples(nodes, cid, doc.document_id), edge_tuples(edges, cid, doc.document_id)
-            self._record(con, ws, lambda g: g.replace_document(prov, nt, et))
+            per_doc = []
+            for doc, chunks in pairs:
+                if doc is None:
+                    continue
+                staged = self.staged.pop((cid, doc.document_id), None)
+                rows = document_rows(
+                    coll, doc, chunks,
+                    extractors=self.extractors_for(ws),
+                    aliases=self.aliases_for(con, ws),
+                    find_collection=lambda name: self.sql.find_collection(con, ws, name),
+                    structure=staged is None,
+                )
+                if staged is not None:
+                    for n in staged.nodes.values():
+                        rows.node(n)
+                    for e in staged.edges.values():
+                        rows.edge(e)
+                per_doc.append((doc.document_id, list(rows.nodes.values()), list(rows.edges.values())))
+            if not per_doc:
+                return
+            if len(per_doc) == 1:
+                doc_id, nodes, edges = per_doc[0]
+                self.sql.replace_documents(con, ws, cid, [doc_id], nodes, edges)
+            else:
+                self.sql.replace_documents_many(con, ws, cid, per_doc)
+            changes = [
+                ((cid, d), node_tuples(n, cid, d), edge_tuples(e, cid, d)) for d, n, e in per_doc
+            ]
+
+            def replace(g: MemGraph) -> None:
+                for prov, nt, et in changes:
+                    g.replace_document(prov, nt, et)
+
+            self._record(con, ws, replace)
         elif event.kind == "delete":
             docs = list(event.document_ids)
             if not docs:

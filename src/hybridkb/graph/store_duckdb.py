@@ -55,6 +55,11 @@ _EDGE_SCHEMA = pa.schema([
 ])  # fmt: skip
 
 
+# A list parameter bound as one JSON text: DuckDB binds Python lists element by element
+# (an import attempt each), which cost ~25 ms per ingested document here.
+_IDS = "(SELECT unnest(from_json(?, '[\"VARCHAR\"]')))"
+
+
 def dump_props(props: dict[str, Any] | None) -> str | None:
     return json.dumps(props, ensure_ascii=False, default=str) if props else None
 
@@ -108,32 +113,40 @@ class DuckDBGraphSQL:
         finally:
             con.unregister("_hkb_graph_rows")
 
+    @staticmethod
+    def _node_table(workspace: str, collection_id: int, pairs: Sequence[tuple[str, NodeRow]]) -> pa.Table:
+        n = len(pairs)
+        return pa.table(
+            [
+                [workspace] * n, [r.id for _, r in pairs], [r.type for _, r in pairs],
+                [dump_props(r.properties) for _, r in pairs], [collection_id] * n,
+                [d for d, _ in pairs], [r.chunk_id for _, r in pairs],
+            ],
+            schema=_NODE_SCHEMA,
+        )
+
+    @staticmethod
+    def _edge_table(workspace: str, collection_id: int, pairs: Sequence[tuple[str, EdgeRow]]) -> pa.Table:
+        m = len(pairs)
+        return pa.table(
+            [
+                [workspace] * m, [r.source for _, r in pairs], [r.target for _, r in pairs],
+                [r.type for _, r in pairs], [float(r.weight) for _, r in pairs],
+                [dump_props(r.properties) for _, r in pairs], [collection_id] * m,
+                [d for d, _ in pairs], [r.chunk_id for _, r in pairs],
+            ],
+            schema=_EDGE_SCHEMA,
+        )
+
     def insert_nodes(
         self, con: Any, workspace: str, collection_id: int, document_id: str, rows: Sequence[NodeRow]
     ) -> None:
-        n = len(rows)
-        self._insert(con, NODES, pa.table(
-            [
-                [workspace] * n, [r.id for r in rows], [r.type for r in rows],
-                [dump_props(r.properties) for r in rows], [collection_id] * n, [document_id] * n,
-                [r.chunk_id for r in rows],
-            ],
-            schema=_NODE_SCHEMA,
-        ))
+        self._insert(con, NODES, self._node_table(workspace, collection_id, [(document_id, r) for r in rows]))
 
     def insert_edges(
         self, con: Any, workspace: str, collection_id: int, document_id: str, rows: Sequence[EdgeRow]
     ) -> None:
-        n = len(rows)
-        self._insert(con, EDGES, pa.table(
-            [
-                [workspace] * n, [r.source for r in rows], [r.target for r in rows],
-                [r.type for r in rows], [float(r.weight) for r in rows],
-                [dump_props(r.properties) for r in rows], [collection_id] * n, [document_id] * n,
-                [r.chunk_id for r in rows],
-            ],
-            schema=_EDGE_SCHEMA,
-        ))
+        self._insert(con, EDGES, self._edge_table(workspace, collection_id, [(document_id, r) for r in rows]))
 
     def _prune_vanished(self, con: Any, workspace: str, old_ids: Iterable[str]) -> None:
         """Drop user edges on nodes that lost their last row."""
@@ -143,16 +156,16 @@ class DuckDBGraphSQL:
         still = {
             r[0]
             for r in con.execute(
-                f"SELECT DISTINCT id FROM {NODES} WHERE workspace = ? AND id IN (SELECT unnest(?::VARCHAR[]))",
-                [workspace, old],
+                f"SELECT DISTINCT id FROM {NODES} WHERE workspace = ? AND id IN {_IDS}",
+                [workspace, json.dumps(old)],
             ).fetchall()
         }
         vanished = [i for i in old if i not in still]
         if vanished:
             con.execute(
                 f"DELETE FROM {EDGES} WHERE workspace = ? AND collection_id = 0 AND"
-                " (source IN (SELECT unnest(?::VARCHAR[])) OR target IN (SELECT unnest(?::VARCHAR[])))",
-                [workspace, vanished, vanished],
+                f" (source IN {_IDS} OR target IN {_IDS})",
+                [workspace, json.dumps(vanished), json.dumps(vanished)],
             )
 
     def replace_documents(
@@ -166,14 +179,30 @@ class DuckDBGraphSQL:
     ) -> None:
         """Delete the rows of these documents, then insert the given rows (for the first one)."""
         docs = list(document_ids)
-        where = "workspace = ? AND collection_id = ? AND document_id IN (SELECT unnest(?::VARCHAR[]))"
-        params = [workspace, collection_id, docs]
+        if not docs:
+            return
+        self.replace_documents_many(
+            con, workspace, collection_id, [(docs[0], nodes, edges)] + [(d, (), ()) for d in docs[1:]]
+        )
+
+    def replace_documents_many(
+        self,
+        con: Any,
+        workspace: str,
+        collection_id: int,
+        per_doc: Sequence[tuple[str, Sequence[NodeRow], Sequence[EdgeRow]]],
+    ) -> None:
+        """replace_documents for a batch: one delete, one insert per table, one prune."""
+        docs = [d for d, _, _ in per_doc]
+        where = f"workspace = ? AND collection_id = ? AND document_id IN {_IDS}"
+        params = [workspace, collection_id, json.dumps(docs)]
         old = [r[0] for r in con.execute(f"SELECT DISTINCT id FROM {NODES} WHERE {where}", params).fetchall()]
         con.execute(f"DELETE FROM {NODES} WHERE {where}", params)
         con.execute(f"DELETE FROM {EDGES} WHERE {where}", params)
-        if docs and (nodes or edges):
-            self.insert_nodes(con, workspace, collection_id, docs[0], nodes)
-            self.insert_edges(con, workspace, collection_id, docs[0], edges)
+        node_rows = [(d, r) for d, nodes, _ in per_doc for r in nodes]
+        edge_rows = [(d, r) for d, _, edges in per_doc for r in edges]
+        self._insert(con, NODES, self._node_table(workspace, collection_id, node_rows))
+        self._insert(con, EDGES, self._edge_table(workspace, collection_id, edge_rows))
         self._prune_vanished(con, workspace, old)
 
     def drop_collection(self, con: Any, workspace: str, collection_id: int) -> None:
@@ -187,8 +216,8 @@ class DuckDBGraphSQL:
     def upsert_user_nodes(self, con: Any, workspace: str, rows: Sequence[NodeRow]) -> None:
         ids = [r.id for r in rows]
         con.execute(
-            f"DELETE FROM {NODES} WHERE workspace = ? AND collection_id = 0 AND id IN (SELECT unnest(?::VARCHAR[]))",
-            [workspace, ids],
+            f"DELETE FROM {NODES} WHERE workspace = ? AND collection_id = 0 AND id IN {_IDS}",
+            [workspace, json.dumps(ids)],
         )
         self.insert_nodes(con, workspace, 0, "", rows)
 

@@ -117,6 +117,7 @@ class WriteEvent:
     """Passed to write hooks inside the writing transaction (e.g. to keep the graph in step).
 
     kind: "put" (document replaced: ``document`` + ``chunks``; ``document_ids`` holds its id),
+    "put_batch" (several documents replaced at once: ``items`` holds PutItems),
     "delete" (``document_ids`` removed), "drop" (whole collection, before its tables go).
     """
 
@@ -125,6 +126,7 @@ class WriteEvent:
     document_ids: Sequence[str] = ()
     document: DocumentRecord | None = None
     chunks: Sequence[ChunkRecord] = ()
+    items: Sequence[Any] = ()  # PutItem, for "put_batch"
 
 
 # hook(connection_or_cursor, event): runs in the same transaction as the write.

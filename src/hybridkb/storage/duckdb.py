@@ -414,10 +414,10 @@ class DuckDBStorage:
             finally:
                 for name in ("_hkb_docs", "_hkb_chunks", "_hkb_vectors"):
                     con.unregister(name)
-            for item in items:
-                self._emit(
-                    con, WriteEvent("put", coll, [item.document.document_id], item.document, item.chunks)
-                )
+            if len(items) == 1:
+                self._emit(con, WriteEvent("put", coll, ids, items[0].document, items[0].chunks))
+            else:  # one event: hooks can write the whole batch with a few statements
+                self._emit(con, WriteEvent("put_batch", coll, ids, items=items))
             return old, self._bump(con, coll)
 
         old_keys, generation = self._write(put)
