@@ -224,6 +224,7 @@ def run_crash(work: Path, kills: int, seed: int) -> dict[str, Any]:
         survived += seen["opened"] and not seen["half"] and not missing
     result["journal"] = {
         "kills_tried": kills, "kills_survived": survived, "half_documents": half,
+        "adds_journalled": len(journal.read_text(encoding="utf-8").split()),
         "documents_journalled": len(set(journal.read_text(encoding="utf-8").split())),
         "documents_lost": len(lost_ids), "seconds": round(time.perf_counter() - started, 1),
     }  # fmt: skip

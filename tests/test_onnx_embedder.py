@@ -110,6 +110,22 @@ def test_unknown_model_is_an_embedding_mismatch(tmp_path: Path) -> None:
         onnx_mod.OnnxEmbedder("no-such-model", cache_dir=str(tmp_path))
 
 
+def test_equal_length_batches_have_no_padding() -> None:
+    lengths = [5, 9, 5, 9, 9, 3, 5]
+    batches = onnx_mod.length_batches(lengths, batch_size=2, max_padding=0.0)
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    assert all(len({lengths[i] for i in b}) == 1 and len(b) <= 2 for b in batches)
+    assert [lengths[b[0]] for b in batches] == sorted(
+        (lengths[b[0]] for b in batches), reverse=True
+    )
+
+
+def test_full_padding_allowance_gives_plain_sorted_batches() -> None:
+    lengths = [5, 9, 5, 9, 9, 3, 5]
+    batches = onnx_mod.length_batches(lengths, batch_size=3, max_padding=1.0)
+    assert [[lengths[i] for i in b] for b in batches] == [[9, 9, 9], [5, 5, 5], [3]]
+
+
 def test_atomic_write_leaves_nothing_behind_on_failure(tmp_path: Path) -> None:
     def boom(tmp: Path) -> None:
         tmp.write_text("half")
@@ -182,10 +198,18 @@ def test_fp32_vectors_match_sentence_transformers(fp32: onnx_mod.OnnxEmbedder) -
 
 
 @pytest.mark.model
-def test_length_sorting_keeps_input_order(fp32: onnx_mod.OnnxEmbedder) -> None:
-    batched = fp32.embed_documents(SENTENCES)  # batch_size 4: sorted, split, padded per batch
-    one_by_one = np.stack([fp32.embed_documents([s])[0] for s in SENTENCES])
-    assert batched.shape == (len(SENTENCES), fp32.dim) == (len(SENTENCES), 384)
+@pytest.mark.parametrize("max_padding", [0.0, 1.0])
+def test_length_sorting_keeps_input_order(
+    fp32: onnx_mod.OnnxEmbedder, onnx_cache: Path, max_padding: float
+) -> None:
+    # 0: equal-length batches (no padding); 1: sorted batches of 4 padded to their longest.
+    embedder = onnx_mod.OnnxEmbedder(
+        fp32.model_id, cache_dir=str(onnx_cache), batch_size=4, max_padding=max_padding
+    )
+    texts = SENTENCES + ["Pasta on Fridays.", "Pasta on Mondays."]  # equal lengths batch up
+    batched = embedder.embed_documents(texts)
+    one_by_one = np.stack([embedder.embed_documents([s])[0] for s in texts])
+    assert batched.shape == (len(texts), embedder.dim) == (len(texts), 384)
     assert ((batched * one_by_one).sum(axis=1) > 0.99999).all()
 
 

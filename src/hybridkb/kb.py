@@ -76,6 +76,7 @@ class KnowledgeBase:
         self.settings = settings
         self.workspace = check_name(settings.workspace, "workspace")
         self._cache: EmbeddingCache | None = None
+        self._languages: dict[tuple[int, int], list[str]] = {}
         self.graph = attach_graph(self)
 
     # -- lifecycle ------------------------------------------------------------------
@@ -229,7 +230,12 @@ class KnowledgeBase:
         if record.language and record.language != "auto":
             languages: Sequence[str] = [record.language]
         else:
-            languages = self.storage.stats(record).languages
+            # Every write bumps the generation, so (id, generation) keys a safe cache.
+            key = (record.id, record.generation)
+            cached = self._languages.get(key)
+            if cached is None:
+                cached = self._languages[key] = self.storage.stats(record).languages
+            languages = cached
         return Target(record, self.embedder_for(record), languages)
 
     def search(

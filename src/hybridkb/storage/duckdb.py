@@ -67,7 +67,10 @@ def open_duckdb(path: str, *, read_only: bool, lock_timeout: float) -> duckdb.Du
     delay = 0.05
     while True:
         try:
-            return duckdb.connect(path, read_only=read_only)
+            con = duckdb.connect(path, read_only=read_only)
+            # Its progress bar would land on stdout, inside the CLI's JSON.
+            con.execute("SET enable_progress_bar = false")
+            return con
         except duckdb.IOException as exc:
             text = str(exc)
             if "lock" not in text.lower():
@@ -587,11 +590,13 @@ class DuckDBStorage:
 
     def _indexes_for(self, coll: CollectionRecord) -> CollectionIndexes:
         with self._lock:
+            found = self._indexes.get(coll.id)
+            if found is not None:
+                # This process holds the file (DuckDB admits one writer, and no writer
+                # beside readers), so every change since the load was mirrored here.
+                return found
             current = self._get_by_id(coll.id)
             generation = current.generation if current else coll.generation
-            found = self._indexes.get(coll.id)
-            if found is not None and found.generation == generation:
-                return found
             folder = self.snapshot_dir
             if folder is not None:
                 t = table_names(coll.id)
