@@ -148,6 +148,8 @@ def read_spec(model_id: str, folder: Path) -> ModelSpec:
             )
         pooling = _read_json(folder / str(module.get("path", "")) / "config.json")
         modes = sorted(k for k, v in pooling.items() if k.startswith("pooling_mode") and v is True)
+        if isinstance(pooling.get("pooling_mode"), str):  # newer configs name the mode
+            modes = [f"pooling_mode_{pooling['pooling_mode']}_tokens"]
         if modes != ["pooling_mode_mean_tokens"]:
             raise EmbeddingMismatch(
                 f"{model_id}: pooling {modes or 'unknown'} is not supported by the ONNX backend "
@@ -295,7 +297,7 @@ def _export_fp32(spec: ModelSpec, folder: Path, model_id: str) -> dict[str, Any]
 
     def write_raw(tmp: Path) -> None:
         dynamic = {n: {0: "batch", 1: "sequence"} for n in [*names, "token_embeddings"]}
-        with warnings.catch_warnings(), torch.inference_mode(False), torch.no_grad():
+        with warnings.catch_warnings(), torch.no_grad():
             # TracerWarnings about shape checks are expected; they must not fail under -W error.
             warnings.simplefilter("ignore")
             torch.onnx.export(
@@ -403,7 +405,7 @@ def ensure_exported(
     folder = export_dir(model_id, spec, cache_dir)
     recipe = DEFAULT_INT8 if quantize is True else quantize or None
     fp32 = folder / (FUSED_FILE if optimize else RAW_FILE)
-    target = folder / f"model-int8-{recipe.key}.onnx" if recipe else fp32
+    target = folder / f"{fp32.stem}-int8-{recipe.key}.onnx" if recipe else fp32
     if target.exists():
         return target
     with _export_lock(folder):
