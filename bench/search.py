@@ -1061,12 +1061,20 @@ def sweep_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[
     for d in sorted({r["depth"] for r in fused}):
         cand = [r for r in fused if r["method"] == "rrf" and r["depth"] == d]
         best_rrf_depth[d] = max(cand, key=lambda r: r["train_ndcg@10"])
+    best_by_depth = {
+        method: {d: max((r for r in fused if r["method"] == method and r["depth"] == d),
+                        key=lambda r: r["train_ndcg@10"])
+                 for d in sorted({r["depth"] for r in fused})}
+        for method in ("rrf", "minmax", "zscore")}
+    curves = {method: [r for r in fused if r["method"] == method and r["depth"] == 100 and r["agg"] == "max"]
+              for method in ("minmax", "zscore")}
     legs = {m: max((r for r in rows if r["method"] == m), key=lambda r: r["depth"]) for m in ("kw", "vec")}
     agg_compare = [r for r in rows if r["method"] == "rrf" and r["k"] == 60 and r["w_kw"] == 1.0]
     out = {"db": str(db), "collection": name, "kind": kind, "configs": len(cfgs),
            "fusion_matches_hybridkb_rrf": agree, "default": default, "best_on_train": best,
            "best_by_method": best_by, "best_rrf_by_depth": best_rrf_depth, "legs": legs,
            "rrf_k60_equal_weights_by_depth_and_agg": agg_compare,
+           "best_by_method_and_depth": best_by_depth, "alpha_curves_depth100": curves,
            "all": rows if args.sweep_all else None}
     results["sweep"] = out
     show = [default, best, *best_by.values(), legs["kw"], legs["vec"]]
@@ -1075,6 +1083,11 @@ def sweep_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[
     C.print_rows(list(best_rrf_depth.values()), ["config", "train_ndcg@10", "test_ndcg@10"],
                  "best RRF per candidate depth")
     C.print_rows(agg_compare, ["config", "train_ndcg@10", "test_ndcg@10"], "rrf k=60: best chunk vs sum")
+    for method in ("zscore", "minmax"):
+        C.print_rows(list(best_by_depth[method].values()), ["config", "train_ndcg@10", "test_ndcg@10"],
+                     f"best {method} per candidate depth")
+        C.print_rows(curves[method], ["config", "train_ndcg@10", "test_ndcg@10", "test_recall@100"],
+                     f"{method} at depth 100: keyword share")
     better_leg = max(legs["kw"]["test_ndcg@10"], legs["vec"]["test_ndcg@10"])
     return [
         C.target("sweep: default config test nDCG@10", default["test_ndcg@10"], 0.725, "",

@@ -491,7 +491,13 @@ def _snapshot(url: str) -> dict[str, Any]:
     return out
 
 
-def test_copy_duckdb_to_postgres_and_back(pg_url: str, tmp_path: Path) -> None:
+def test_copy_duckdb_to_postgres_and_back(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Postgres scores are exact cosines; DuckDB ranks on int8 unless asked to re-rank exactly.
+    from hybridkb.storage.duckdb import DuckDBStorage
+
+    monkeypatch.setattr(DuckDBStorage, "rerank_exact", True)
     src = str(tmp_path / "src.duckdb")
     with hybridkb.connect(src, model="fake") as kb:
         _fill(kb)
