@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import duckdb
-import numpy as np
 import pyarrow as pa
 
 from ..embedders import Embedder, validate_vectors
