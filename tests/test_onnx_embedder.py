@@ -29,7 +29,7 @@ SENTENCES = [
 def make_model_folder(
     root: Path,
     *,
-    pooling: dict[str, bool] | None = None,
+    pooling: dict[str, object] | None = None,
     modules: list[str] | None = None,
     sbert: dict[str, object] | None = None,
 ) -> Path:
@@ -62,8 +62,9 @@ def make_model_folder(
 # -- no model needed ---------------------------------------------------------------
 
 
-def test_mean_pooling_folder_is_accepted(tmp_path: Path) -> None:
-    spec = onnx_mod.read_spec("m", make_model_folder(tmp_path / "m"))
+@pytest.mark.parametrize("pooling", [None, {"pooling_mode": "mean"}])
+def test_mean_pooling_folder_is_accepted(tmp_path: Path, pooling: dict[str, object] | None) -> None:
+    spec = onnx_mod.read_spec("m", make_model_folder(tmp_path / "m", pooling=pooling))
     assert (spec.max_seq_length, spec.do_lower_case) == (128, False)
 
 
@@ -78,9 +79,10 @@ def test_max_seq_length_falls_back_to_tokenizer_capped_by_positions(tmp_path: Pa
     [
         {"pooling_mode_cls_token": True},
         {"pooling_mode_mean_tokens": True, "pooling_mode_max_tokens": True},
+        {"pooling_mode": "lasttoken"},
     ],
 )
-def test_unsupported_pooling_is_refused(tmp_path: Path, pooling: dict[str, bool]) -> None:
+def test_unsupported_pooling_is_refused(tmp_path: Path, pooling: dict[str, object]) -> None:
     folder = make_model_folder(tmp_path / "m", pooling=pooling)
     with pytest.raises(EmbeddingMismatch, match="only mean pooling.*BACKEND=torch"):
         onnx_mod.read_spec("m", folder)
