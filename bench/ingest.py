@@ -287,6 +287,10 @@ def folder_case(name: str, folder: Path, args: argparse.Namespace, *, model: str
         shutil.rmtree(db.parent, ignore_errors=True)
         run = {"ingest_s": round(wall, 3), "ingest_cpu_s": round(cpu, 3), "raw_embed_s": round(raw, 3),
                "embed_inside_ingest_s": round(rec.seconds, 3), "overhead_s": round(wall - raw, 3),
+               # Second estimate, less exposed to the embedder's run-to-run noise: the time
+               # the ingest spent outside embed_documents, against the embedding inside it.
+               "outside_embed_s": round(wall - rec.seconds, 3),
+               "outside_embed_pct": round(100 * (wall - rec.seconds) / rec.seconds, 1) if rec.seconds else None,
                "overhead_pct": round(100 * (wall - raw) / raw, 1) if raw > 0 else None,
                "files_added": len(report.added), "files_failed": len(report.failed),
                "failed": [f"{f.filename}: {f.code}" for f in report.failed], "chunks": chunks,
@@ -305,6 +309,8 @@ def folder_case(name: str, folder: Path, args: argparse.Namespace, *, model: str
            "ingest_s_median": round(ingest, 3), "raw_embed_s_median": round(raw, 3),
            "overhead_pct_median": round(100 * (ingest - raw) / raw, 1) if raw > 0 else None,
            "overhead_pct_per_run": [r["overhead_pct"] for r in runs],
+           "outside_embed_pct_median": (round(statistics.median(r["outside_embed_pct"] for r in runs), 1)
+                                        if model != "fake" else None),
            "readd_unchanged_s_median": round(statistics.median(r["readd_unchanged_s"] for r in runs), 3),
            "embed_batch_size": getattr(raw_embedder, "batch_size", None)}
     return out
@@ -450,6 +456,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             limit = 35.0 if case == "pdf" else 10.0
             targets.append(C.target(f"{case}: pipeline overhead over embedding", out["overhead_pct_median"], limit,
                                     "%", note=f"per run {out['overhead_pct_per_run']}; {args.model}"))
+            targets.append(C.target(f"{case}: time outside embed_documents / embedding inside",
+                                    out["outside_embed_pct_median"], limit, "%",
+                                    note="same ingest runs, second estimate"))
             targets.append(C.target(f"{case}: re-add unchanged folder", out["readd_unchanged_s_median"], 1.0, "s",
                                     note="target: near zero"))
         elif case == "fake":
@@ -482,13 +491,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     C.print_rows([{"case": c, **{k: v for k, v in results[c].items() if isinstance(v, (int, float))}}
                   for c in cases if c in results and c in ("txtmd", "docx", "pdf", "fake")],
                  ["case", "ingest_s_median", "raw_embed_s_median", "overhead_pct_median",
-                  "readd_unchanged_s_median"], "folder ingest vs raw embedding")
+                  "outside_embed_pct_median", "readd_unchanged_s_median"], "folder ingest vs raw embedding")
     for c in cases:
         if c in ("txtmd", "docx", "pdf", "fake") and c in results:
             stages = results[c]["runs"][0]["stages"]
             C.print_rows([{"stage": k, **v} for k, v in stages.items()], ["stage", "s", "calls", "threads"],
                          f"stages: {c} (first run)")
-    results["targets"] = targets
     results["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
     results["loadavg_end"] = C.loadavg()
     C.print_targets(targets, "ingest targets")
