@@ -280,7 +280,7 @@ def latency_block(s: Searcher, texts: list[str], vectors: np.ndarray, *, rounds:
         "keyword index only (depth)": lambda i: ix.keyword.search(terms[i], depth),
         "vector index only, no rerank (depth)": lambda i: ix.vector.search(vectors[i], depth),
         "query analysis (analyze_query)": lambda i: s.terms(texts[i]),
-        "catalog+stats (kb._target)": lambda i: s.kb._target(rec),
+        "kb._target (catalog record, languages)": lambda i: s.kb._target(rec),
     }
     legs = {i: (s.keyword_leg(terms[i], depth), s.vector_leg(vectors[i], depth)) for i in idx}
     runs["rrf fusion of two legs"] = lambda i: fusion.rrf(list(legs[i]), k=60)
@@ -836,15 +836,17 @@ def quality_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dic
         return [C.target("SciFact hybrid nDCG@10 (run_eval, defaults)", None, 0.725, "", higher_is_better=True,
                          note="eval collection not available")]
     print(f"\n# quality: run_eval on {db}", flush=True)
+    d = hybridkb.Settings()
     configs: list[tuple[str, str, dict[str, Any]]] = [
-        ("hybrid (defaults: rrf k=60, candidates 100)", "hybrid", {}),
+        (f"hybrid (defaults: fusion={d.fusion}, rrf_k={d.rrf_k}, candidates={d.candidates})", "hybrid", {}),
         ("vector", "vector", {}),
         ("keyword", "keyword", {}),
         ("filter", "filter", {}),
+        ("hybrid fusion=rrf rrf_k=60", "hybrid", {"fusion": "rrf", "rrf_k": 60}),
+        ("hybrid fusion=rrf rrf_k=20", "hybrid", {"fusion": "rrf", "rrf_k": 20}),
+        ("hybrid fusion=rrf rrf_k=100", "hybrid", {"fusion": "rrf", "rrf_k": 100}),
         ("hybrid fusion=weighted", "hybrid", {"fusion": "weighted"}),
-        ("hybrid rrf_k=20", "hybrid", {"rrf_k": 20}),
-        ("hybrid rrf_k=100", "hybrid", {"rrf_k": 100}),
-        ("hybrid candidates=1000", "hybrid", {"candidates": 1000}),
+        ("hybrid fusion=weighted candidates=1000", "hybrid", {"fusion": "weighted", "candidates": 1000}),
     ]
     rows_out = []
     for label, mode, overrides in configs:
@@ -1052,7 +1054,15 @@ def sweep_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[
     print(f"  {len(cfgs)} configurations scored in {time.perf_counter() - t0:.0f}s", flush=True)
     fused = [r for r in rows if r["method"] not in ("kw", "vec")]
     best = max(fused, key=lambda r: r["train_ndcg@10"])
-    default = next(r for r in rows if r["config"] == FusionConfig("rrf", 100).label())
+    d = hybridkb.Settings()
+    default_cfg = (FusionConfig("minmax", d.candidates, alpha=0.5) if d.fusion == "weighted"
+                   else FusionConfig("rrf", d.candidates, k=d.rrf_k))
+    default = next((r for r in rows if r["config"] == default_cfg.label()), None)
+    if default is None:  # settings outside the grid: score them on their own
+        tr, te = score_config(splits["train"], default_cfg, doc_ids), score_config(splits["test"], default_cfg, doc_ids)
+        default = {"config": default_cfg.label(), "train_ndcg@10": round(tr[0], 4), "test_ndcg@10": round(te[0], 4),
+                   "test_recall@100": round(te[1], 4)}
+    rrf60 = next(r for r in rows if r["config"] == FusionConfig("rrf", 100).label())
     best_by = {}
     for method in ("rrf", "minmax", "zscore"):
         cand = [r for r in fused if r["method"] == method]
@@ -1071,13 +1081,13 @@ def sweep_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[
     legs = {m: max((r for r in rows if r["method"] == m), key=lambda r: r["depth"]) for m in ("kw", "vec")}
     agg_compare = [r for r in rows if r["method"] == "rrf" and r["k"] == 60 and r["w_kw"] == 1.0]
     out = {"db": str(db), "collection": name, "kind": kind, "configs": len(cfgs),
-           "fusion_matches_hybridkb_rrf": agree, "default": default, "best_on_train": best,
+           "fusion_matches_hybridkb_rrf": agree, "default": default, "rrf_k60_depth100": rrf60, "best_on_train": best,
            "best_by_method": best_by, "best_rrf_by_depth": best_rrf_depth, "legs": legs,
            "rrf_k60_equal_weights_by_depth_and_agg": agg_compare,
            "best_by_method_and_depth": best_by_depth, "alpha_curves_depth100": curves,
            "all": rows if args.sweep_all else None}
     results["sweep"] = out
-    show = [default, best, *best_by.values(), legs["kw"], legs["vec"]]
+    show = [default, rrf60, best, *best_by.values(), legs["kw"], legs["vec"]]
     C.print_rows(show, ["config", "train_ndcg@10", "test_ndcg@10", "test_recall@100"],
                  "fusion sweep (chosen on train)")
     C.print_rows(list(best_rrf_depth.values()), ["config", "train_ndcg@10", "test_ndcg@10"],
@@ -1091,7 +1101,7 @@ def sweep_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[
     better_leg = max(legs["kw"]["test_ndcg@10"], legs["vec"]["test_ndcg@10"])
     return [
         C.target("sweep: default config test nDCG@10", default["test_ndcg@10"], 0.725, "",
-                 higher_is_better=True, note=f"{kind}"),
+                 higher_is_better=True, note=f"{default['config']}; {kind}"),
         C.target("sweep: best-on-train config, test nDCG@10", best["test_ndcg@10"], 0.725, "",
                  higher_is_better=True, note=best["config"]),
         C.target("sweep: default - better leg (test)", default["test_ndcg@10"] - better_leg, 0.0, "",
