@@ -55,6 +55,21 @@ def _json_list(values: Iterable[Any]) -> str:
     return json.dumps([v if isinstance(v, str) else int(v) for v in values])
 
 
+# DuckDB probes an ART index only for a constant IN list (up to index_scan_max_count,
+# 2048 by default); a bound list becomes a hash semi-join that scans the table. Keys
+# are integers we format ourselves, so inlining them cannot inject SQL. Measured for
+# 10 of 1M chunks: 2.5 ms inline vs 22 ms bound (and no parameter binding, which
+# costs DuckDB a failed `import pandas` per parameter).
+_INLINE_KEYS_MAX = 2048
+
+
+def key_list_sql(keys: Sequence[int]) -> tuple[str, list[Any]]:
+    """``IN`` operand for chunk keys, and its parameters: inline integers when few."""
+    if len(keys) <= _INLINE_KEYS_MAX:
+        return "(" + ",".join(str(int(k)) for k in keys) + ")", []
+    return SQL_KEY_LIST, [_json_list(keys)]
+
+
 def _ts(value: Any) -> str | None:
     return value.isoformat() if value is not None else None
 
@@ -101,6 +116,9 @@ class DuckDBStorage:
         self._con = open_duckdb(path, read_only=read_only, lock_timeout=lock_timeout)
         self._lock = threading.RLock()
         self._indexes: dict[int, CollectionIndexes] = {}
+        # The catalog, read once and dropped by every write through this object: DuckDB
+        # admits one writer per file and no writer beside readers, so nobody else changes it.
+        self._catalog: dict[int, CollectionRecord] | None = None
         self.hooks: list[WriteHook] = []
         if not read_only:
             self.schema_version = migrate(self._con)
@@ -141,6 +159,7 @@ class DuckDBStorage:
                 between()
             self._con = open_duckdb(self.path, read_only=self.read_only, lock_timeout=0)
             self._indexes.clear()
+            self._catalog = None
 
     # Rewrite the file once this share of the live chunks has been deleted or replaced:
     # DuckDB reuses some freed blocks but never shrinks a file (churn measured 1.8x).
@@ -192,6 +211,7 @@ class DuckDBStorage:
     def _write(self, fn: Any) -> Any:
         """Run ``fn(con)`` in one transaction (all or nothing)."""
         with self._lock:
+            self._catalog = None
             self._con.execute("BEGIN TRANSACTION")
             try:
                 result = fn(self._con)
@@ -199,6 +219,8 @@ class DuckDBStorage:
             except BaseException:
                 self._con.execute("ROLLBACK")
                 raise
+            finally:
+                self._catalog = None
             return result
 
     # -- catalog --------------------------------------------------------------------
@@ -242,25 +264,25 @@ class DuckDBStorage:
         assert record is not None
         return record
 
+    def _catalog_records(self) -> dict[int, CollectionRecord]:
+        with self._lock:
+            if self._catalog is None:
+                rows = self._con.execute(
+                    f"SELECT {self._CATALOG_COLUMNS} FROM hybridkb_collections ORDER BY workspace, name"
+                ).fetchall()
+                self._catalog = {int(r[0]): self._record(r) for r in rows}
+            return self._catalog
+
     def _get_by_id(self, collection_id: int) -> CollectionRecord | None:
-        rows = self._query(
-            f"SELECT {self._CATALOG_COLUMNS} FROM hybridkb_collections WHERE id = ?", [collection_id]
-        )
-        return self._record(rows[0]) if rows else None
+        return self._catalog_records().get(collection_id)
 
     def get_collection(self, workspace: str, name: str) -> CollectionRecord | None:
-        rows = self._query(
-            f"SELECT {self._CATALOG_COLUMNS} FROM hybridkb_collections WHERE workspace = ? AND name = ?",
-            [workspace, name],
+        return next(
+            (r for r in self._catalog_records().values() if r.workspace == workspace and r.name == name), None
         )
-        return self._record(rows[0]) if rows else None
 
     def list_collections(self, workspace: str) -> list[CollectionRecord]:
-        rows = self._query(
-            f"SELECT {self._CATALOG_COLUMNS} FROM hybridkb_collections WHERE workspace = ? ORDER BY name",
-            [workspace],
-        )
-        return [self._record(r) for r in rows]
+        return [r for r in self._catalog_records().values() if r.workspace == workspace]
 
     def drop_collection(self, coll: CollectionRecord) -> None:
         def drop(con: duckdb.DuckDBPyConnection) -> None:
@@ -487,8 +509,9 @@ class DuckDBStorage:
             ).fetchall()
         ]
         if keys:
-            con.execute(f"DELETE FROM {t['vectors']} WHERE key IN {SQL_KEY_LIST}", [_json_list(keys)])
-            con.execute(f"DELETE FROM {t['chunks']} WHERE key IN {SQL_KEY_LIST}", [_json_list(keys)])
+            in_keys, params = key_list_sql(keys)
+            con.execute(f"DELETE FROM {t['vectors']} WHERE key IN {in_keys}", params)
+            con.execute(f"DELETE FROM {t['chunks']} WHERE key IN {in_keys}", params)
             # Dead rows keep their space until the file is rewritten: count them (see close()).
             con.execute(
                 "INSERT OR REPLACE INTO hybridkb_meta VALUES ('dead_chunks', CAST(? + coalesce("
@@ -675,11 +698,12 @@ class DuckDBStorage:
         if not len(keys):
             return {}
         t = table_names(coll.id)
+        in_keys, params = key_list_sql(keys)
         rows = self._query(
             f"SELECT key, chunk_id, document_id, chunk_index, text, page, section, char_start, char_end,"
             f" content_hash, language, metadata, filename, path, added_at FROM {t['chunks']}"
-            f" WHERE key IN {SQL_KEY_LIST}",
-            [_json_list([int(k) for k in keys])],
+            f" WHERE key IN {in_keys}",
+            params,
         )
         out: dict[int, ChunkRecord] = {}
         for r in rows:
@@ -696,10 +720,10 @@ class DuckDBStorage:
         """Full-precision vectors in the order of ``keys`` (for exact re-ranking)."""
         t = table_names(coll.id)
         key_list = [int(k) for k in np.asarray(keys).tolist()]
+        in_keys, params = key_list_sql(key_list)
         with self._lock:
             table = self._con.execute(
-                f"SELECT key, embedding FROM {t['vectors']} WHERE key IN {SQL_KEY_LIST}",
-                [_json_list(key_list)],
+                f"SELECT key, embedding FROM {t['vectors']} WHERE key IN {in_keys}", params
             ).fetch_arrow_table()
         got = table.column("key").to_numpy()
         flat = table.column("embedding").combine_chunks().values.to_numpy(zero_copy_only=False)

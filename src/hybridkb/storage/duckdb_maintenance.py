@@ -21,7 +21,7 @@ from ..errors import BackendError, ConfigError
 from ..index.derived import drop_snapshot, snapshot_paths
 from .base import CollectionRecord
 from .duckdb import SQL_KEY_LIST, _json_list
-from .duckdb_schema import table_names
+from .duckdb_schema import index_vector_keys, table_names
 
 if TYPE_CHECKING:
     from .duckdb import DuckDBStorage
@@ -252,6 +252,7 @@ def reembed_collection(
         c.execute(f"DELETE FROM {side} WHERE key NOT IN (SELECT key FROM {t['chunks']})")
         c.execute(f"DROP TABLE {t['vectors']}")
         c.execute(f"ALTER TABLE {side} RENAME TO {t['vectors']}")
+        index_vector_keys(c, coll.id)
         c.execute(
             "UPDATE hybridkb_collections SET model = ?, dim = ? WHERE id = ?", [embedder.model_id, dim, coll.id]
         )

@@ -64,6 +64,7 @@ def create_collection_tables(con: duckdb.DuckDBPyConnection, collection_id: int,
     )
     con.execute(f"CREATE TABLE {t['vectors']} (key BIGINT NOT NULL, embedding FLOAT[{int(dim)}] NOT NULL)")
     _index_chunk_keys(con, collection_id)
+    index_vector_keys(con, collection_id)
 
 
 def _index_chunk_keys(con: duckdb.DuckDBPyConnection, collection_id: int) -> None:
@@ -71,6 +72,13 @@ def _index_chunk_keys(con: duckdb.DuckDBPyConnection, collection_id: int) -> Non
     # 2.1 ms vs 8.6 ms for 10 of 15k SciFact chunks).
     t = table_names(collection_id)
     con.execute(f"CREATE INDEX IF NOT EXISTS {t['chunks']}_key ON {t['chunks']} (key)")
+
+
+def index_vector_keys(con: duckdb.DuckDBPyConnection, collection_id: int) -> None:
+    # Exact re-ranking fetches candidates' float32 vectors by key (50 of 100k: 80 ms as a
+    # scan, a few ms through the index).
+    t = table_names(collection_id)
+    con.execute(f"CREATE INDEX IF NOT EXISTS {t['vectors']}_key ON {t['vectors']} (key)")
 
 
 def drop_collection_tables(con: duckdb.DuckDBPyConnection, collection_id: int) -> None:
@@ -102,8 +110,17 @@ def _m2_chunk_key_indexes(con: duckdb.DuckDBPyConnection) -> None:
         _index_chunk_keys(con, int(cid))
 
 
+def _m3_vector_key_indexes(con: duckdb.DuckDBPyConnection) -> None:
+    for (cid,) in con.execute("SELECT id FROM hybridkb_collections").fetchall():
+        index_vector_keys(con, int(cid))
+
+
 # Append only: each entry moves the schema one version forward.
-MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [_m1_catalog, _m2_chunk_key_indexes]
+MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [
+    _m1_catalog,
+    _m2_chunk_key_indexes,
+    _m3_vector_key_indexes,
+]
 
 
 def migrate(con: duckdb.DuckDBPyConnection) -> int:
