@@ -132,7 +132,7 @@ class Dialect:
     not_boolean: Callable[[str], str]  # SQL true when the user key's JSON value is not a boolean
 
 
-def _json_pointer(key: str) -> str:
+def json_pointer(key: str) -> str:
     return "/" + key.replace("~", "~0").replace("/", "~1")
 
 
@@ -166,7 +166,7 @@ def to_sql(node: Filter, dialect: Dialect = DUCKDB) -> tuple[str, list[Any]]:
 
 def _key_param(key: str, dialect: Dialect) -> Any:
     # Postgres #>> takes a text[] path; DuckDB takes a JSON pointer.
-    return [key] if dialect is POSTGRES else _json_pointer(key)
+    return [key] if dialect is POSTGRES else json_pointer(key)
 
 
 def _compile(node: Filter, d: Dialect, params: list[Any]) -> str:

@@ -64,7 +64,9 @@ def connect(
         base = base.model_copy(update={"db": str(db)})
     if workspace is not None:
         base = base.model_copy(update={"workspace": workspace})
-    storage = open_storage(base.db, read_only=read_only, lock_timeout=base.lock_timeout)
+    storage = open_storage(
+        base.db, read_only=read_only, lock_timeout=base.lock_timeout, row_cache_mb=base.row_cache_mb
+    )
     return KnowledgeBase(storage, base)
 
 

@@ -12,7 +12,9 @@ def is_postgres_url(url: str) -> bool:
     return url.startswith(("postgresql://", "postgres://", "postgresql+psycopg://"))
 
 
-def open_storage(url: str, *, read_only: bool = False, lock_timeout: float = 10.0) -> Storage:
+def open_storage(
+    url: str, *, read_only: bool = False, lock_timeout: float = 10.0, row_cache_mb: int | None = None
+) -> Storage:
     if is_postgres_url(url):
         from .postgres import PostgresStorage
 
@@ -22,4 +24,8 @@ def open_storage(url: str, *, read_only: bool = False, lock_timeout: float = 10.
         path = path  # duckdb:///abs/path -> /abs/path
     from .duckdb import DuckDBStorage
 
-    return DuckDBStorage(path or ":memory:", read_only=read_only, lock_timeout=lock_timeout)
+    if row_cache_mb is None:
+        return DuckDBStorage(path or ":memory:", read_only=read_only, lock_timeout=lock_timeout)
+    return DuckDBStorage(
+        path or ":memory:", read_only=read_only, lock_timeout=lock_timeout, row_cache_bytes=row_cache_mb << 20
+    )

@@ -11,7 +11,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,11 @@ from .base import (
     WriteHook,
 )
 from .duckdb_schema import create_collection_tables, drop_collection_tables, migrate, table_names
+from .filter_columns import FilterColumns, field_query
+from .row_cache import ROW_OVERHEAD_BYTES, RowCache
+
+# Chunk rows kept in memory per process (storage/row_cache.py); HYBRIDKB_ROW_CACHE_MB.
+DEFAULT_ROW_CACHE_BYTES = 128 << 20
 
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.+?) \(PID (\d+)\)")
 
@@ -107,7 +112,14 @@ def open_duckdb(path: str, *, read_only: bool, lock_timeout: float) -> duckdb.Du
 class DuckDBStorage:
     """Storage protocol over one DuckDB file (or ``:memory:``)."""
 
-    def __init__(self, path: str, *, read_only: bool = False, lock_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        path: str,
+        *,
+        read_only: bool = False,
+        lock_timeout: float = 10.0,
+        row_cache_bytes: int = DEFAULT_ROW_CACHE_BYTES,
+    ) -> None:
         self.path = path
         self.read_only = read_only
         self.capabilities = Capabilities(
@@ -119,6 +131,8 @@ class DuckDBStorage:
         # The catalog, read once and dropped by every write through this object: DuckDB
         # admits one writer per file and no writer beside readers, so nobody else changes it.
         self._catalog: dict[int, CollectionRecord] | None = None
+        self._rows = RowCache(row_cache_bytes)
+        self._filters: dict[int, FilterColumns] = {}
         self.hooks: list[WriteHook] = []
         if not read_only:
             self.schema_version = migrate(self._con)
@@ -159,6 +173,8 @@ class DuckDBStorage:
                 between()
             self._con = open_duckdb(self.path, read_only=self.read_only, lock_timeout=0)
             self._indexes.clear()
+            self._rows.forget()
+            self._filters.clear()
             self._catalog = None
 
     # Rewrite the file once this share of the live chunks has been deleted or replaced:
@@ -291,7 +307,7 @@ class DuckDBStorage:
             con.execute("DELETE FROM hybridkb_collections WHERE id = ?", [coll.id])
 
         self._write(drop)
-        self._indexes.pop(coll.id, None)
+        self.forget_derived(coll.id)
         if self.snapshot_dir is not None:
             drop_snapshot(self.snapshot_dir, coll.id)
 
@@ -461,42 +477,15 @@ class DuckDBStorage:
         doc: DocumentRecord,
         batches: Iterable[tuple[Sequence[ChunkRecord], np.ndarray]],
     ) -> int:
-        """Replace one (huge) document from a stream of chunk batches, in ONE transaction.
+        """Replace one (huge) document from a stream of chunk batches, all or nothing.
 
-        Memory stays bounded by a batch. The derived indexes are dropped and rebuilt
-        from the tables on next use; the graph gets the document node only.
+        Memory stays bounded: batches are staged in a file beside the database, then
+        switched in with one transaction; searches see the old version until then, and
+        the derived indexes are extended, not rebuilt (storage/duckdb_stream.py).
         """
-        t = table_names(coll.id)
+        from .duckdb_stream import stream_document
 
-        def put(con: duckdb.DuckDBPyConnection) -> int:
-            self._delete_rows(con, coll, [doc.document_id])
-            count = 0
-            for chunks, vectors in batches:
-                if not chunks:
-                    continue
-                chunk_table, vector_table = self._arrow_rows(coll, chunks, vectors)
-                con.register("_hkb_chunks", chunk_table)
-                con.register("_hkb_vectors", vector_table)
-                try:
-                    self._insert_registered_rows(con, t)
-                finally:
-                    con.unregister("_hkb_chunks")
-                    con.unregister("_hkb_vectors")
-                count += len(chunks)
-            con.execute(
-                f"INSERT INTO {t['documents']} ({self._DOC_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
-                " current_timestamp)",
-                [doc.document_id, doc.path, doc.filename, doc.source, doc.content_hash, doc.signature,
-                 json.dumps(doc.metadata), doc.language, doc.bytes, count],
-            )
-            self._emit(con, WriteEvent("put", coll, [doc.document_id], doc, []))
-            self._bump(con, coll)
-            return count
-
-        count = int(self._write(put))
-        with self._lock:
-            self._indexes.pop(coll.id, None)
-        return count
+        return stream_document(self, coll, doc, batches)
 
     @staticmethod
     def _delete_rows(con: duckdb.DuckDBPyConnection, coll: CollectionRecord, ids: Sequence[str]) -> list[int]:
@@ -639,17 +628,39 @@ class DuckDBStorage:
 
     def _mirror(self, coll: CollectionRecord, **change: Any) -> None:
         with self._lock:
+            self._rows.forget_keys(coll.id, change["removed"])
+            self._filters.pop(coll.id, None)
             found = self._indexes.get(coll.id)
             if found is not None:
                 found.apply(**change)
+
+    def forget_derived(self, collection_id: int) -> None:
+        """Drop what memory holds for a collection (indexes, rows) after a bulk rewrite."""
+        with self._lock:
+            self._indexes.pop(collection_id, None)
+            self._rows.forget(collection_id)
+            self._filters.pop(collection_id, None)
 
     def _allowed(self, coll: CollectionRecord, where: Filter | None) -> np.ndarray | None:
         if where is None:
             return None
         t = table_names(coll.id)
+        with self._lock:
+            columns = self._filters.get(coll.id)
+            if columns is None:
+                columns = self._filters[coll.id] = FilterColumns(lambda field: self._filter_field(t, field))
+            # In memory when the fields allow (storage/filter_columns.py), else SQL.
+            keys = columns.allowed(where)
+        if keys is not None:
+            return keys
         sql, params = to_sql(where)
         rows = self._query(f"SELECT key FROM {t['chunks']} WHERE {sql}", params)
         return np.asarray([r[0] for r in rows], dtype=np.int64)
+
+    def _filter_field(self, t: dict[str, str], field: str) -> tuple[np.ndarray, pa.Array]:
+        sql, params = field_query(t["chunks"], field)
+        table = self._con.execute(sql, params).to_arrow_table()
+        return table.column("key").to_numpy(), table.column("v")
 
     # -- search ---------------------------------------------------------------------
 
@@ -694,27 +705,47 @@ class DuckDBStorage:
             query, k, allowed=allowed, rerank=self._reranker(coll)
         )
 
+    _CHUNK_COLUMNS = (
+        "key, chunk_id, document_id, chunk_index, text, page, section, char_start, char_end,"
+        " content_hash, language, metadata, filename, path, added_at"
+    )
+
+    @staticmethod
+    def _chunk(r: tuple[Any, ...]) -> ChunkRecord:
+        return ChunkRecord(
+            key=int(r[0]), chunk_id=r[1], document_id=r[2], chunk_index=int(r[3]), text=r[4],
+            page=r[5], section=r[6], char_start=int(r[7] or 0), char_end=int(r[8] or 0),
+            content_hash=r[9] or "", language=r[10] or "und", terms=[],
+            metadata=json.loads(r[11]) if r[11] else {}, filename=r[12], path=r[13],
+            added_at=_ts(r[14]),
+        )
+
     def fetch_chunks(self, coll: CollectionRecord, keys: Sequence[int]) -> dict[int, ChunkRecord]:
         if not len(keys):
             return {}
         t = table_names(coll.id)
-        in_keys, params = key_list_sql(keys)
-        rows = self._query(
-            f"SELECT key, chunk_id, document_id, chunk_index, text, page, section, char_start, char_end,"
-            f" content_hash, language, metadata, filename, path, added_at FROM {t['chunks']}"
-            f" WHERE key IN {in_keys}",
-            params,
-        )
-        out: dict[int, ChunkRecord] = {}
-        for r in rows:
-            out[int(r[0])] = ChunkRecord(
-                key=int(r[0]), chunk_id=r[1], document_id=r[2], chunk_index=int(r[3]), text=r[4],
-                page=r[5], section=r[6], char_start=int(r[7] or 0), char_end=int(r[8] or 0),
-                content_hash=r[9] or "", language=r[10] or "und", terms=[],
-                metadata=json.loads(r[11]) if r[11] else {}, filename=r[12], path=r[13],
-                added_at=_ts(r[14]),
-            )
-        return out
+
+        def some(wanted: Sequence[int]) -> list[ChunkRecord]:
+            in_keys, params = key_list_sql(wanted)
+            rows = self._query(f"SELECT {self._CHUNK_COLUMNS} FROM {t['chunks']} WHERE key IN {in_keys}", params)
+            return [self._chunk(r) for r in rows]
+
+        def every() -> Iterator[ChunkRecord]:
+            result = self._con.execute(f"SELECT {self._CHUNK_COLUMNS} FROM {t['chunks']}")
+            while batch := result.fetchmany(4096):
+                yield from (self._chunk(r) for r in batch)
+
+        def estimate() -> int:
+            # Offsets are integer columns (cheap to scan); text length would read every row.
+            (count, chars) = self._query(
+                f"SELECT count(*), coalesce(sum(char_end - char_start), 0) FROM {t['chunks']}"
+            )[0]
+            return int(chars) + int(count) * ROW_OVERHEAD_BYTES
+
+        # Under the connection lock: a write cannot commit between loading rows and
+        # publishing them, so the cache never misses a forget.
+        with self._lock:
+            return self._rows.get(coll.id, [int(k) for k in keys], some, every, estimate)
 
     def fetch_vectors(self, coll: CollectionRecord, keys: Sequence[int]) -> np.ndarray:
         """Full-precision vectors in the order of ``keys`` (for exact re-ranking)."""

@@ -186,7 +186,7 @@ def _repair(
 def invalidate_indexes(storage: DuckDBStorage, coll: CollectionRecord) -> None:
     """Forget in-memory and saved indexes: the next search rebuilds them from the tables."""
     with storage._lock:
-        storage._indexes.pop(coll.id, None)
+        storage.forget_derived(coll.id)
         if storage.snapshot_dir is not None:
             drop_snapshot(storage.snapshot_dir, coll.id)
 

@@ -1,0 +1,144 @@
+"""The in-memory chunk rows of the DuckDB backend: same answers as SQL, never stale."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+import hybridkb
+from hybridkb.storage.base import ChunkRecord
+from hybridkb.storage.row_cache import WARM_AFTER_FETCHES, RowCache
+
+
+def _row(key: int, text: str = "t") -> ChunkRecord:
+    return ChunkRecord(key, f"c{key}", "d", 0, text, None, None, 0, len(text), "", "en", [], {}, None, None)
+
+
+class Loader:
+    def __init__(self, rows: dict[int, ChunkRecord]) -> None:
+        self.rows = rows
+        self.all_calls = 0
+        self.some_calls: list[list[int]] = []
+
+    def some(self, keys: Sequence[int]) -> list[ChunkRecord]:
+        self.some_calls.append(list(keys))
+        return [self.rows[k] for k in keys if k in self.rows]
+
+    def every(self) -> Iterator[ChunkRecord]:
+        self.all_calls += 1
+        yield from self.rows.values()
+
+    def estimate(self) -> int:
+        return sum(len(r.text) + 600 for r in self.rows.values())
+
+
+def test_rows_are_loaded_only_once_a_collection_is_searched_again() -> None:
+    loader = Loader({k: _row(k) for k in range(10)})
+    cache = RowCache(1 << 20)
+    for _ in range(WARM_AFTER_FETCHES - 1):
+        assert set(cache.get(1, [1, 2], loader.some, loader.every, loader.estimate)) == {1, 2}
+    assert loader.all_calls == 0
+    cache.get(1, [3], loader.some, loader.every, loader.estimate)
+    assert loader.all_calls == 1
+    loader.some_calls.clear()
+    assert set(cache.get(1, [4, 5, 99], loader.some, loader.every, loader.estimate)) == {4, 5}
+    assert loader.some_calls == [[99]]  # only the miss goes to the table
+
+
+def test_a_collection_over_the_budget_is_never_read_whole() -> None:
+    loader = Loader({k: _row(k, "x" * 1000) for k in range(100)})
+    cache = RowCache(10_000)
+    for _ in range(5):
+        assert set(cache.get(1, [1, 2], loader.some, loader.every, loader.estimate)) == {1, 2}
+    assert loader.all_calls == 0 and cache.used_bytes == 0
+
+
+def test_forgotten_keys_are_read_again_and_budget_is_returned() -> None:
+    loader = Loader({k: _row(k) for k in range(4)})
+    cache = RowCache(1 << 20)
+    for _ in range(WARM_AFTER_FETCHES):
+        cache.get(1, [0], loader.some, loader.every, loader.estimate)
+    used = cache.used_bytes
+    loader.rows[2] = _row(2, "new text")
+    cache.forget_keys(1, [2])
+    assert cache.used_bytes < used
+    assert cache.get(1, [2], loader.some, loader.every, loader.estimate)[2].text == "new text"
+
+
+def test_zero_budget_disables_the_cache() -> None:
+    loader = Loader({k: _row(k) for k in range(4)})
+    cache = RowCache(0)
+    for _ in range(5):
+        cache.get(1, [0], loader.some, loader.every, loader.estimate)
+    assert loader.all_calls == 0 and len(loader.some_calls) == 5
+
+
+# -- through the DuckDB backend ------------------------------------------------------
+
+
+def _texts(n: int, word: str = "lemur") -> list[str]:
+    return [f"note {i} about the {word} number {i} living on island {i % 7}" for i in range(n)]
+
+
+def _all_keys(kb: hybridkb.KnowledgeBase, name: str) -> list[int]:
+    rec = kb.record(name)
+    return [int(r[0]) for r in kb.storage.query(f"SELECT key FROM kb_c{rec.id}_chunks")]  # type: ignore[attr-defined]
+
+
+def test_cached_rows_equal_the_table_rows(tmp_path: Path, isolated_env: Path) -> None:
+    db = tmp_path / "kb.duckdb"
+    with hybridkb.connect(db, model="fake") as kb:
+        coll = kb.create_collection("Notes")
+        coll.add_texts(_texts(40), metadatas=[{"n": i, "tag": "x"} for i in range(40)])
+        keys = _all_keys(kb, "Notes")
+        for _ in range(WARM_AFTER_FETCHES + 1):
+            cached = kb.storage.fetch_chunks(coll.record, keys)
+        assert kb.storage._rows.used_bytes > 0  # type: ignore[attr-defined]
+    with hybridkb.connect(db, model="fake", row_cache_mb=0) as kb:
+        direct = kb.storage.fetch_chunks(kb.record("Notes"), keys)
+        assert kb.storage._rows.used_bytes == 0  # type: ignore[attr-defined]
+    assert cached == direct and len(direct) == 40
+
+
+def test_deleted_and_replaced_documents_are_never_served_from_memory(tmp_path: Path, isolated_env: Path) -> None:
+    with hybridkb.connect(tmp_path / "kb.duckdb", model="fake") as kb:
+        coll = kb.create_collection("Notes")
+        coll.add_texts(["the lemur sleeps in the baobab tree", "otters hold hands"], ids=["a", "b"])
+        for _ in range(WARM_AFTER_FETCHES + 1):
+            assert coll.search("lemur baobab", k=1, mode="keyword")[0].document_id == "a"
+        assert kb.storage._rows.used_bytes > 0  # type: ignore[attr-defined]
+        old_keys = _all_keys(kb, "Notes")
+
+        coll.add_texts(["the lemur now sleeps in a mango tree"], ids=["a"], metadatas=[{"v": 2}])
+        hit = coll.search("lemur", k=1, mode="keyword")[0]
+        assert "mango" in hit.text and hit.metadata["v"] == 2
+
+        coll.delete("b")
+        assert all(h.document_id != "b" for h in coll.search("otters hold hands", k=5))
+        gone = set(old_keys) - set(_all_keys(kb, "Notes"))
+        assert gone and kb.storage.fetch_chunks(coll.record, sorted(gone)) == {}
+
+
+def test_a_dropped_and_recreated_collection_starts_cold(tmp_path: Path, isolated_env: Path) -> None:
+    with hybridkb.connect(tmp_path / "kb.duckdb", model="fake") as kb:
+        coll = kb.create_collection("Notes")
+        coll.add_texts(["alpha beta gamma"], ids=["a"])
+        for _ in range(WARM_AFTER_FETCHES + 1):
+            coll.search("alpha", k=1)
+        kb.drop_collection("Notes")
+        coll = kb.create_collection("Notes")
+        coll.add_texts(["delta epsilon"], ids=["a"])
+        assert coll.search("delta", k=1)[0].text == "delta epsilon"
+
+
+@pytest.mark.parametrize("mb", [0, 128])
+def test_search_answers_do_not_depend_on_the_cache(tmp_path: Path, isolated_env: Path, mb: int) -> None:
+    with hybridkb.connect(tmp_path / f"kb{mb}.duckdb", model="fake", row_cache_mb=mb) as kb:
+        coll = kb.create_collection("Notes")
+        coll.add_texts(_texts(30) + _texts(30, "otter"))
+        answers = [[(h.chunk_id, h.text, h.metadata) for h in coll.search(q, k=5)]
+                   for q in ["lemur island 3", "otter number 12", "lemur island 3", "otter number 12"]]
+        assert answers[0] == answers[2] and answers[1] == answers[3]
+        assert all(len(a) == 5 for a in answers)
