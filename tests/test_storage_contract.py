@@ -146,6 +146,26 @@ class StorageContract:
         assert info.chunking["strategy"] == "paragraph"
         assert info.workspace == "default"
 
+    def test_listing_counts_follow_every_write(self, empty_kb: hybridkb.KnowledgeBase) -> None:
+        a, b = empty_kb.create_collection("A"), empty_kb.create_collection("B")
+
+        def counts() -> dict[str, tuple[int, int]]:
+            listed = {i.name: (i.documents, i.chunks) for i in empty_kb.list_collections()}
+            described = {n: (empty_kb.describe(n).documents, empty_kb.describe(n).chunks) for n in ("A", "B")}
+            assert listed == described
+            return listed
+
+        assert counts() == {"A": (0, 0), "B": (0, 0)}
+        a.add_texts(["one", "two"], ids=["1", "2"])
+        assert counts() == {"A": (2, 2), "B": (0, 0)}
+        b.add_texts(["three"], ids=["3"])
+        a.delete("1")
+        assert counts() == {"A": (1, 1), "B": (1, 1)}
+        info = next(i for i in empty_kb.list_collections() if i.name == "B")
+        assert info.languages and info.bytes > 0
+        empty_kb.drop_collection("A")
+        assert [i.name for i in empty_kb.list_collections()] == ["B"]
+
     def test_duplicate_collection_is_refused(self, empty_kb: hybridkb.KnowledgeBase) -> None:
         empty_kb.create_collection("A")
         with pytest.raises(CollectionExists):

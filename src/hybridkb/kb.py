@@ -19,7 +19,7 @@ from .ingest import IngestContext, ingest_paths, ingest_texts
 from .search import Target, run_search
 from .settings import Settings, load_settings
 from .storage import Storage, open_storage
-from .storage.base import CollectionRecord, DocumentRecord
+from .storage.base import CollectionRecord, CollectionStats, DocumentRecord
 from .types import AddReport, CollectionInfo, DeleteReport, Hit
 
 MAX_NAME = 200
@@ -201,14 +201,19 @@ class KnowledgeBase:
         return record
 
     def list_collections(self) -> list[CollectionInfo]:
-        return [self.describe(c.name, record=c) for c in self.storage.list_collections(self.workspace)]
+        records = self.storage.list_collections(self.workspace)
+        stats = self.storage.stats_many(records)
+        return [self._info(r, stats[r.id]) for r in records]
 
     def collection_names(self) -> list[str]:
         return [c.name for c in self.storage.list_collections(self.workspace)]
 
-    def describe(self, name: str, *, record: CollectionRecord | None = None) -> CollectionInfo:
-        record = record or self.record(check_name(name))
-        st = self.storage.stats(record)
+    def describe(self, name: str) -> CollectionInfo:
+        record = self.record(check_name(name))
+        return self._info(record, self.storage.stats(record))
+
+    @staticmethod
+    def _info(record: CollectionRecord, st: CollectionStats) -> CollectionInfo:
         return CollectionInfo(
             name=record.name,
             documents=st.documents,

@@ -53,7 +53,7 @@ class Settings(BaseSettings):
     cache_dir: Path = Field(default_factory=_default_cache_dir)
     lock_timeout: float = Field(10.0, ge=0, description="seconds to wait for another writer")
     row_cache_mb: int = Field(
-        128, ge=0, description="chunk text kept in memory for fast hits (embedded DuckDB only); 0 = off"
+        256, ge=0, description="chunk rows kept in memory for fast hits (embedded DuckDB only); 0 = off"
     )
     enable_sql_tool: bool = False
     search_token_budget: int = 2000

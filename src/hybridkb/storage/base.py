@@ -55,7 +55,7 @@ class DocumentRecord:
     added_at: str | None = None
 
 
-@dataclass
+@dataclass(slots=True)  # many live at once (ingest batches, the row cache)
 class ChunkRecord:
     key: int
     chunk_id: str
@@ -174,6 +174,9 @@ class Storage(Protocol):
         """Delete; return the ids that existed."""
         ...
     def stats(self, coll: CollectionRecord) -> CollectionStats: ...
+    def stats_many(self, colls: Sequence[CollectionRecord]) -> dict[int, CollectionStats]:
+        """Statistics of several collections by id (a listing asks for all at once)."""
+        ...
 
     # search: ranked (chunk_key, score), best first, at most k, only chunks matching `where`
     def keyword_search(

@@ -622,6 +622,9 @@ class PostgresStorage:
         found = set(self._write(delete, coll))
         return [i for i, c in zip(ids, clean, strict=True) if c in found]
 
+    def stats_many(self, colls: Sequence[CollectionRecord]) -> dict[int, CollectionStats]:
+        return {c.id: self.stats(c) for c in colls}
+
     def stats(self, coll: CollectionRecord) -> CollectionStats:
         t = self._tables(coll)
         rows = self._query(

@@ -18,8 +18,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from .base import ChunkRecord
 
-# Python object overhead of one cached row beyond its text (dataclass, dict, strings).
-ROW_OVERHEAD_BYTES = 600
+# Python object overhead of one cached row beyond its text (slotted record, ids, metadata
+# dict, timestamp text): measured 800-1,000 bytes.
+ROW_OVERHEAD_BYTES = 900
 # Searches of a collection before its rows are loaded: a one-shot CLI query should not
 # pay for reading every row.
 WARM_AFTER_FETCHES = 2
