@@ -310,78 +310,6 @@ def latency_block(s: Searcher, texts: list[str], vectors: np.ndarray, *, rounds:
     return out
 
 
-def _no_failed_pandas_imports() -> None:
-    """Make `import pandas` fail fast when pandas is absent (DuckDB retries it per bound value)."""
-    import importlib.util
-
-    if "pandas" not in sys.modules and importlib.util.find_spec("pandas") is None:
-        sys.modules["pandas"] = None  # type: ignore[assignment]
-
-
-def whatif_block(s: Searcher, texts: list[str], vectors: np.ndarray, *, rounds: int,
-                 label: str) -> list[dict[str, Any]]:
-    """Public hybrid latency with the proposed src changes applied cumulatively, in process.
-
-    Each patch stands in for a change proposed in bench/README.md; nothing in src/
-    is edited. The first row is the unpatched baseline measured in the same run.
-    """
-    import importlib.util
-
-    storage, kb, rec = s.storage, s.kb, s.record
-    idx = list(range(len(texts)))
-    saved = {"vector_search": storage.vector_search, "_indexes_for": storage._indexes_for,
-             "_target": kb._target, "pandas": sys.modules.get("pandas", "absent")}
-    rows = []
-
-    def run(name: str) -> None:
-        timing = C.time_calls(lambda i: s.search(texts[i], vectors[i]), idx, rounds=rounds)
-        rows.append({"patch": name, **timing.summary()})
-        print(f"  [{label} what-if] {name}: best p50 {rows[-1]['best_p50_ms']:.3f} ms, "
-              f"cpu p50 {rows[-1]['cpu_p50_ms']:.3f}", flush=True)
-
-    try:
-        run("as is")
-        if importlib.util.find_spec("pandas") is None:
-            sys.modules["pandas"] = None  # type: ignore[assignment]
-        run("+ duckdb: no repeated failed `import pandas` per execute")
-        original = saved["vector_search"]
-
-        def no_rerank(coll: Any, query: np.ndarray, k: int, where: Any) -> Any:
-            ix = storage._indexes_for(coll)
-            return ix.vector.search(query, k, allowed=storage._allowed(coll, where))
-
-        if getattr(storage, "rerank_exact", True):
-            storage.vector_search = no_rerank
-            run("+ vector leg: int8 scores, no re-rank fetch from DuckDB")
-        found = storage._indexes_for(rec)
-        indexes_for = saved["_indexes_for"]
-        storage._indexes_for = lambda coll: found if coll.id == rec.id else indexes_for(coll)
-        run("+ indexes: no catalog query per leg (generation kept in process)")
-        target = kb._target(rec)
-        kb._target = lambda record: target if record.id == rec.id else saved["_target"](record)
-        run("+ search target: languages cached per generation (no stats() per search)")
-        # DDL is transactional in DuckDB: the index lives only until the rollback below.
-        t = table_names(rec.id)
-        with storage._lock:
-            storage._con.execute("BEGIN TRANSACTION")
-            try:
-                storage._con.execute(f"CREATE INDEX bench_whatif_ck ON {t['chunks']}(key)")
-                storage._con.execute(f"CREATE INDEX bench_whatif_vk ON {t['vectors']}(key)")
-                run("+ ART index on chunks(key) and vectors(key) (fetch_chunks by index)")
-            finally:
-                storage._con.execute("ROLLBACK")
-        del original
-    finally:
-        storage.vector_search = saved["vector_search"]
-        storage._indexes_for = saved["_indexes_for"]
-        kb._target = saved["_target"]
-        if saved["pandas"] == "absent":
-            sys.modules.pop("pandas", None)
-        else:
-            sys.modules["pandas"] = saved["pandas"]  # type: ignore[assignment]
-    return rows
-
-
 CHUNK_COLUMNS = ("key, chunk_id, document_id, chunk_index, text, page, section, char_start, char_end,"
                  " content_hash, language, metadata, filename, path, added_at")
 
@@ -488,8 +416,6 @@ def scifact_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dic
     try:
         info = s.kb.describe(name)
         block = latency_block(s, texts, vectors, rounds=args.rounds, label="scifact")
-        if args.whatif:
-            block["whatif_public_hybrid"] = whatif_block(s, texts, vectors, rounds=args.rounds, label="scifact")
         block.update({"db": str(db), "collection": name, "kind": kind, "chunks": info.chunks,
                       "documents": info.documents})
     finally:
@@ -499,9 +425,6 @@ def scifact_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dic
                  f"SciFact ({info.chunks} chunks), k={K}")
     C.print_rows(block["profile_public_hybrid"], ["function", "calls", "tottime_ms_per_search",
                                                   "cumtime_ms_per_search"], "profile of public hybrid")
-    if args.whatif:
-        C.print_rows(block["whatif_public_hybrid"], ["patch", "p50_ms", "best_p50_ms", "best_p95_ms", "cpu_p50_ms"],
-                     "public hybrid with the proposed changes applied cumulatively (in-process patches)")
     kw, vec = stage(block, "keyword leg (storage, depth)"), stage(block, "vector leg (storage, depth)")
     rows = latency_targets(block, "SciFact", 2.0)
     rows += [
@@ -662,9 +585,6 @@ def scale_bench(n: int, args: argparse.Namespace, results: dict[str, Any],
         block = latency_block(
             s, texts, vectors, rounds=args.rounds, label=label,
             where_for=lambda i: {"group": f"g{(i * 7) % GROUPS:02d}"}, profile=n <= 100_000)
-        if args.whatif and n == 100_000:
-            block["whatif_public_hybrid"] = whatif_block(s, texts[:100], vectors[:100], rounds=args.rounds,
-                                                         label=label)
         gc.collect()
         block["rss_after_searches_mb"] = round(C.rss_mb())
         block["rss_indexes_mb"] = round(C.rss_mb() - rss0)
@@ -676,9 +596,6 @@ def scale_bench(n: int, args: argparse.Namespace, results: dict[str, Any],
     block = out["latency"]
     C.print_rows(block["stages"], ["stage", "p50_ms", "p95_ms", "best_p50_ms", "best_p95_ms", "cpu_p50_ms"],
                  f"{label} chunks, k={K}")
-    if "whatif_public_hybrid" in block:
-        C.print_rows(block["whatif_public_hybrid"], ["patch", "p50_ms", "best_p50_ms", "best_p95_ms", "cpu_p50_ms"],
-                     f"{label}: public hybrid with the proposed changes applied cumulatively")
     limit = {10_000: 2.0, 100_000: 5.0, 1_000_000: 25.0}[n]
     rows = latency_targets(block, label, limit)
     rows.append(C.target(f"{label}: vector leg recall@10 vs exact (storage)", out["vector_recall@10"], 0.98,
@@ -1010,7 +927,6 @@ def sweep_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[
     print(f"\n# fusion sweep on {db} [{name}]: {kind}; tuned on train, reported on test", flush=True)
     s = Searcher(db, name)
     splits = {}
-    _no_failed_pandas_imports()  # speed only: the legs rank the same either way
     try:
         key_doc = s.doc_of_key()
         doc_ids = sorted(set(key_doc.values()) - {FINGERPRINT_ID})
@@ -1220,8 +1136,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3, help="timing rounds per query (best-of is reported too)")
     ap.add_argument("--scale-queries", type=int, default=200)
     ap.add_argument("--queries", type=int, default=100, help="SciFact test queries timed (of 300)")
-    ap.add_argument("--no-whatif", dest="whatif", action="store_false",
-                    help="skip re-timing with the proposed changes patched in")
     ap.add_argument("--cold-runs", type=int, default=3)
     ap.add_argument("--sweep-depth", type=int, default=1000, help="deepest per-leg candidate list in the sweep")
     ap.add_argument("--sweep-all", action="store_true", help="keep every sweep configuration in the JSON")
