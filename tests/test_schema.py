@@ -30,6 +30,12 @@ def _version(db: Path) -> int:
         con.close()
 
 
+def _set_version(db: Path, version: int) -> None:
+    con = duckdb.connect(str(db))
+    con.execute("UPDATE hybridkb_meta SET value = ? WHERE key = 'schema_version'", [str(version)])
+    con.close()
+
+
 def _make(db: Path) -> int:
     with hybridkb.connect(db, model="fake") as kb:
         coll = kb.create_collection("Notes")
@@ -52,8 +58,8 @@ def test_an_older_database_is_migrated_forward_on_open(tmp_path: Path, isolated_
     # Take the file back to schema version 2: before vectors had a key index.
     con = duckdb.connect(str(db))
     con.execute(f"DROP INDEX {t['vectors']}_key")
-    con.execute("UPDATE hybridkb_meta SET value = '2' WHERE key = 'schema_version'")
     con.close()
+    _set_version(db, 2)
     assert f"{t['vectors']}_key" not in _indexes(db)
 
     with hybridkb.connect(db, model="fake") as kb:
@@ -66,9 +72,7 @@ def test_an_older_database_is_migrated_forward_on_open(tmp_path: Path, isolated_
 def test_a_read_only_open_does_not_migrate(tmp_path: Path, isolated_env: Path) -> None:
     db = tmp_path / "kb.duckdb"
     _make(db)
-    con = duckdb.connect(str(db))
-    con.execute("UPDATE hybridkb_meta SET value = '2' WHERE key = 'schema_version'")
-    con.close()
+    _set_version(db, 2)
     with hybridkb.connect(db, model="fake", read_only=True) as kb:
         assert kb.storage.schema_version == 2
         assert kb["Notes"].search("otters", k=1)[0].document_id == "b"
@@ -78,9 +82,7 @@ def test_a_read_only_open_does_not_migrate(tmp_path: Path, isolated_env: Path) -
 def test_a_newer_database_is_refused_with_the_fix(tmp_path: Path, isolated_env: Path) -> None:
     db = tmp_path / "kb.duckdb"
     _make(db)
-    con = duckdb.connect(str(db))
-    con.execute("UPDATE hybridkb_meta SET value = '999' WHERE key = 'schema_version'")
-    con.close()
+    _set_version(db, 999)
     with pytest.raises(BackendError, match="newer than this hybridkb supports.*upgrade hybridkb"):
         hybridkb.connect(db, model="fake")
 
