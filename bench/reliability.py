@@ -18,7 +18,10 @@ Parts, each with the fake embedder (the real model has short variants in the tes
   churn), after ``maintenance.compact``, and with a free-block rule for comparison
   (after a write: CHECKPOINT, then compact when free blocks are over a third of the file).
 * big: a 200 MB text file ingested in a child process; its peak RSS (VmHWM), and
-  with ``--big-search`` the time and peak of the first search after it.
+  with ``--big-search`` the time and peak of the first search after it, with
+  ``--big-replace`` the peak of adding a changed copy over it (a streamed file is
+  staged beside the database and switched in with one transaction:
+  ``storage/duckdb_stream.py``).
 * fuzz: 10,000 mutated inputs through ``load_file`` (``tests/test_fuzz_loaders.py``).
 
 Prints a table and writes bench/results/reliability.json.
@@ -290,18 +293,37 @@ def run_churn(work: Path, files: int, rounds: int, paragraphs: int) -> dict[str,
 # -- big file -------------------------------------------------------------------------------
 
 
-def run_big(work: Path, megabytes: float, search: bool) -> dict[str, Any]:
+def _staged_files(db: Path) -> int:
+    """Files a streamed add left in ``<db>.hkbstage`` (each stream removes its own)."""
+    folder = db.with_name(db.name + ".hkbstage")
+    return len(list(folder.iterdir())) if folder.is_dir() else 0
+
+
+def run_big(work: Path, megabytes: float, search: bool, replace: bool = False) -> dict[str, Any]:
+    """Stream a big file into a fresh KB; with ``replace``, then a changed copy over it."""
     from test_resource_bounds import ingest_in_child, write_text_file
 
     work.mkdir(parents=True, exist_ok=True)
     path = work / "big.txt"
+    db = work / "big.duckdb"
     started = time.perf_counter()
     marker = write_text_file(path, megabytes)
     generated = time.perf_counter() - started
     os.environ["HYBRIDKB_CACHE_DIR"] = str(work / "cache")
-    result = ingest_in_child(work / "big.duckdb", path, marker, search=search)
+    result = ingest_in_child(db, path, marker, search=search)
     result["generate_seconds"] = round(generated, 1)
-    result["db_mb"] = round((work / "big.duckdb").stat().st_size / 2**20, 1)
+    result["db_mb"] = round(db.stat().st_size / 2**20, 1)
+    result["staged_files_left"] = _staged_files(db)
+    if replace:
+        # A changed file: the switch deletes every old chunk and copies in the new ones,
+        # while the old version stays searchable until then.
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write("\n\nA replaced version ends with zqxreplaced.\n")
+        again = ingest_in_child(db, path, "zqxreplaced")
+        result["replace"] = {
+            k: again[k] for k in ("seconds", "peak_rss_mb", "added", "failed", "chunks", "marker_found")
+        }
+        result["replace"]["staged_files_left"] = _staged_files(db)
     return result
 
 
@@ -343,6 +365,10 @@ def main() -> None:
     parser.add_argument("--big-mb", type=float, default=None)
     parser.add_argument(
         "--big-search", action="store_true", help="also time the first search after the big ingest"
+    )
+    parser.add_argument(
+        "--big-replace", action="store_true",
+        help="then add a changed copy of the big file over it (peak RSS of the replacement)",
     )
     parser.add_argument("--fuzz", type=int, default=None)
     parser.add_argument("--seed", type=int, default=1)
@@ -404,7 +430,7 @@ def main() -> None:
         if "big" in parts:
             mark, started = len(rows), time.perf_counter()
             print(f"\n[big] {big_mb:g} MB text file, fake embedder, child process ...", flush=True)
-            big = run_big(work / "big", big_mb, args.big_search)
+            big = run_big(work / "big", big_mb, args.big_search, args.big_replace)
             results["parts"]["big"] = big
             note = (
                 f"{big['chunks']} chunks in {big['seconds']:.0f} s, added={bool(big['added'])}, "
@@ -414,10 +440,19 @@ def main() -> None:
             rows.append(
                 target(f"{big_mb:g} MB file peak RSS", big["peak_rss_mb"], 1024, "MB", note=note)
             )
+            rows.append(target("staged files left after it", big["staged_files_left"], 0, "files"))
             if "first_search_seconds" in big:
                 rows.append(
                     target("first search after it: peak RSS", big["peak_rss_mb_after_first_search"], 1024,
                            "MB", note=f"{big['first_search_seconds']:.0f} s (builds the derived indexes)")
+                )  # fmt: skip
+            if "replace" in big:
+                again = big["replace"]
+                rows.append(
+                    target("changed copy over it: peak RSS", again["peak_rss_mb"], 1024, "MB",
+                           note=f"{again['chunks']} chunks in {again['seconds']:.0f} s, "
+                                f"new last paragraph stored={again['marker_found']}, "
+                                f"staged files left={again['staged_files_left']}")
                 )  # fmt: skip
             _finish(results["parts"]["big"], rows[mark:], started)
         if "fuzz" in parts:

@@ -171,7 +171,11 @@ def _write_batch(ctx: IngestContext, batch: list[Prepared], report: AddReport) -
 
 
 def _write_stream(ctx: IngestContext, item: Streamed, report: AddReport) -> None:
-    """One huge document, one transaction, bounded memory: window -> chunks -> vectors -> rows."""
+    """One huge document in bounded memory, all or nothing: window -> chunks -> vectors -> rows.
+
+    The storage takes the batches as they come (DuckDB stages them beside the database
+    and switches the document in at the end), so only one window is held here.
+    """
 
     def batches() -> Iterator[tuple[list[ChunkRecord], np.ndarray]]:
         offset, index = 0, 0

@@ -168,7 +168,15 @@ class Storage(Protocol):
         doc: DocumentRecord,
         batches: Iterable[tuple[Sequence[ChunkRecord], np.ndarray]],
     ) -> int:
-        """Replace one huge document from a stream of (chunks, vectors) batches in one transaction."""
+        """Replace one huge document from a stream of (chunks, vectors) batches, all or nothing.
+
+        Memory stays bounded (a batch, plus the database's own buffers). Until the new
+        version is complete, reads and searches see the old one (or none) and never a
+        staged row; a failure or a crash at any moment leaves the old version. Returns
+        the number of chunks written. DuckDB stages the batches in a file beside the
+        database and switches them in with one transaction (``duckdb_stream.py``);
+        Postgres writes one transaction (it spills to disk).
+        """
         ...
     def delete_documents(self, coll: CollectionRecord, document_ids: Sequence[str]) -> list[str]:
         """Delete; return the ids that existed."""

@@ -22,6 +22,7 @@ from ..index.derived import drop_snapshot, snapshot_paths
 from .base import CollectionRecord
 from .duckdb import SQL_KEY_LIST, _json_list
 from .duckdb_schema import index_vector_keys, table_names
+from .duckdb_stream import drop_stale_stages, stale_stages
 
 if TYPE_CHECKING:
     from .duckdb import DuckDBStorage
@@ -116,8 +117,19 @@ def check_collection(storage: DuckDBStorage, coll: CollectionRecord, *, repair: 
     ]
     index_problem = _check_indexes(storage, coll)
     health.findings.append(Finding("derived_indexes", int(bool(index_problem)), index_problem or "in step"))
+    staged = stale_stages(storage, coll.id)
+    health.findings.append(
+        Finding(
+            "staged_leftovers",
+            len(staged),
+            "files staged by a streamed add that was killed (nothing reads them; repair deletes them): "
+            + ", ".join(p.name for p in staged[:3]),
+        )
+    )
     if repair and not health.ok:
-        _repair(storage, coll, orphan_chunks, orphan_vectors, bad_docs, graph_orphans)
+        if any(f.count for f in health.findings if f.check != "staged_leftovers"):
+            _repair(storage, coll, orphan_chunks, orphan_vectors, bad_docs, graph_orphans)
+        drop_stale_stages(storage, coll.id)
         for f in health.findings:
             f.repaired = f.count > 0
     return health

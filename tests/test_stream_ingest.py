@@ -1,0 +1,305 @@
+"""Streamed documents (huge text files): staged outside the tables, switched in at once.
+
+The promises: searches see the old version (never a staged row) until the switch,
+a failed stream leaves the old version and no staged file, leftovers of a killed
+process are reported and removed, and the in-memory indexes are extended in place.
+Kill tests for the staged path live in test_crash_stream.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hybridkb
+from hybridkb import ingest, maintenance
+from hybridkb.analysis import analyze
+from hybridkb.errors import IngestError
+from hybridkb.storage import duckdb_stream
+from hybridkb.storage.base import ChunkRecord, DocumentRecord, chunk_key, make_chunk_id
+from hybridkb.storage.duckdb_schema import table_names
+
+Batches = Iterator[tuple[list[ChunkRecord], np.ndarray]]
+
+
+def _batches(
+    kb: hybridkb.KnowledgeBase,
+    coll: hybridkb.Collection,
+    version: str,
+    n: int,
+    *,
+    during: Callable[[int], None] | None = None,
+) -> Batches:
+    """n batches of 3 chunks of document "big"; ``during(b)`` runs after batch b is taken."""
+    embedder = kb.embedder("fake")
+    for b in range(n):
+        texts = [f"{version} streamed part {b} line {i} about lemurs" for i in range(3)]
+        chunks = []
+        for i, text in enumerate(texts):
+            cid = make_chunk_id(coll.record.id, "big", version, b * 3 + i)
+            chunks.append(
+                ChunkRecord(
+                    chunk_key(cid),
+                    cid,
+                    "big",
+                    b * 3 + i,
+                    text,
+                    None,
+                    None,
+                    0,
+                    len(text),
+                    version,
+                    "en",
+                    analyze(text, "en"),
+                    {},
+                    "big.txt",
+                    "/big.txt",
+                )
+            )
+        yield chunks, embedder.embed_documents(texts)
+        if during is not None:
+            during(b)
+
+
+def _doc(version: str) -> DocumentRecord:
+    return DocumentRecord("big", "/big.txt", "big.txt", "file", version, "sig")
+
+
+def _table_texts(kb: hybridkb.KnowledgeBase, coll: hybridkb.Collection) -> list[str]:
+    t = table_names(coll.record.id)
+    return [r[0] for r in kb.storage.query(f"SELECT text FROM {t['chunks']} ORDER BY chunk_index")]  # type: ignore[attr-defined]
+
+
+def _stage_files(kb: hybridkb.KnowledgeBase) -> list[Path]:
+    folder = duckdb_stream.stage_dir(kb.storage)  # type: ignore[arg-type]
+    return sorted(folder.iterdir()) if folder is not None and folder.exists() else []
+
+
+def test_old_version_stays_searchable_until_the_switch(
+    kb: hybridkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(duckdb_stream, "ROW_GROUP_CHARS", 1)  # every batch is written out
+    coll = kb.create_collection("Stream", language="en")
+    assert (
+        kb.storage.put_document_stream(coll.record, _doc("v1"), _batches(kb, coll, "v1", 4)) == 12
+    )
+    assert len(coll.search("lemurs", k=50, mode="keyword")) == 12  # loads the indexes
+    seen: list[int] = []
+
+    def during(b: int) -> None:
+        # Batches already staged are in no table and no index.
+        assert len(_stage_files(kb)) == 1
+        assert _table_texts(kb, coll) == [
+            f"v1 streamed part {p} line {i} about lemurs" for p in range(4) for i in range(3)
+        ]
+        for mode in ("keyword", "vector", "hybrid"):
+            hits = coll.search("v2 lemurs streamed", k=50, mode=mode)
+            assert hits and all(h.text.startswith("v1") for h in hits), mode
+        got = coll.get("big")
+        assert got is not None and got.content_hash == "v1" and got.chunk_count == 12
+        assert coll.describe().chunks == 12
+        seen.append(b)
+
+    assert (
+        kb.storage.put_document_stream(
+            coll.record, _doc("v2"), _batches(kb, coll, "v2", 5, during=during)
+        )
+        == 15
+    )
+    assert seen == [0, 1, 2, 3, 4]
+    assert _stage_files(kb) == []
+    assert coll.describe().chunks == 15 and coll.get("big").chunk_count == 15  # type: ignore[union-attr]
+    hits = coll.search("lemurs streamed", k=50, mode="keyword")
+    assert len(hits) == 15 and all(h.text.startswith("v2") for h in hits)
+    assert {h.text for h in coll.search("lemurs streamed", k=50, mode="vector")} == set(
+        _table_texts(kb, coll)
+    )
+
+
+def test_the_indexes_are_extended_not_rebuilt(kb: hybridkb.KnowledgeBase) -> None:
+    coll = kb.create_collection("Stream", language="en")
+    coll.add_texts(["a small note about otters"], ids=["note"])
+    coll.search("otters", k=3)
+    storage = kb.storage
+    loaded = storage._indexes[coll.record.id]  # type: ignore[attr-defined]
+    storage.put_document_stream(coll.record, _doc("v1"), _batches(kb, coll, "v1", 3))
+    storage.put_document_stream(coll.record, _doc("v2"), _batches(kb, coll, "v2", 2))
+    assert storage._indexes[coll.record.id] is loaded  # type: ignore[attr-defined]
+    assert loaded.generation == kb.storage.get_collection(kb.workspace, "Stream").generation  # type: ignore[union-attr]
+    mirrored = {
+        m: [(h.chunk_id, round(h.score, 5)) for h in coll.search("v2 lemurs part 1", k=20, mode=m)]
+        for m in ("keyword", "vector")
+    }
+    storage.forget_derived(coll.record.id)  # type: ignore[attr-defined]
+    rebuilt = {
+        m: [(h.chunk_id, round(h.score, 5)) for h in coll.search("v2 lemurs part 1", k=20, mode=m)]
+        for m in ("keyword", "vector")
+    }
+    assert mirrored == rebuilt and len(rebuilt["keyword"]) == 6
+    assert {f.check: f.count for h in maintenance.doctor(kb) for f in h.findings if f.count} == {}
+
+
+def test_a_failed_stream_leaves_the_old_version_and_no_staged_file(
+    kb: hybridkb.KnowledgeBase,
+) -> None:
+    coll = kb.create_collection("Stream", language="en")
+    kb.storage.put_document_stream(coll.record, _doc("v1"), _batches(kb, coll, "v1", 2))
+    generation = kb.storage.get_collection(kb.workspace, "Stream").generation  # type: ignore[union-attr]
+
+    def fail(b: int) -> None:
+        if b == 2:
+            raise IngestError("big.txt: cannot read the rest; check the file")
+
+    with pytest.raises(IngestError):
+        kb.storage.put_document_stream(
+            coll.record, _doc("v2"), _batches(kb, coll, "v2", 5, during=fail)
+        )
+    assert _stage_files(kb) == []
+    assert _table_texts(kb, coll)[0].startswith("v1") and len(_table_texts(kb, coll)) == 6
+    assert kb.storage.get_collection(kb.workspace, "Stream").generation == generation  # type: ignore[union-attr]
+    assert all(h.text.startswith("v1") for h in coll.search("lemurs", k=50))
+
+
+def test_the_switch_restores_duckdb_settings(kb: hybridkb.KnowledgeBase) -> None:
+    coll = kb.create_collection("Stream", language="en")
+    con = kb.storage._con  # type: ignore[attr-defined]
+    con.execute("SET memory_limit = '300MB'")
+    con.execute("SET threads = 2")
+    settings = "SELECT current_setting('memory_limit'), current_setting('threads')"
+    before = con.execute(settings).fetchone()
+    seen: list[tuple[object, ...]] = []
+    # Hooks run inside the switch: the pool is held to a headroom, one thread copies.
+    kb.storage.hooks.append(lambda c, event: seen.append(c.execute(settings).fetchone()))
+    kb.storage.put_document_stream(coll.record, _doc("v1"), _batches(kb, coll, "v1", 2))
+    after = con.execute(settings).fetchone()
+    # Restored from DuckDB's rounded display ("286.1 MiB"): equal to a display digit.
+    assert after[1] == 2 and abs(_mib(after[0]) - _mib(before[0])) <= 0.1
+    [(limit, threads)] = seen
+    assert threads == 1 and _mib(limit) < _mib(before[0])
+
+
+def _mib(setting: str) -> float:
+    size = duckdb_stream._size_bytes(setting)
+    assert size is not None, setting
+    return size / 2**20
+
+
+def test_an_empty_stream_replaces_the_document_with_no_chunks(kb: hybridkb.KnowledgeBase) -> None:
+    coll = kb.create_collection("Stream", language="en")
+    kb.storage.put_document_stream(coll.record, _doc("v1"), _batches(kb, coll, "v1", 2))
+    assert kb.storage.put_document_stream(coll.record, _doc("v2"), iter([])) == 0
+    got = coll.get("big")
+    assert got is not None and got.content_hash == "v2" and got.chunk_count == 0
+    assert coll.search("lemurs", k=50) == [] and _table_texts(kb, coll) == []
+
+
+def test_staged_leftovers_are_reported_repaired_and_swept(kb: hybridkb.KnowledgeBase) -> None:
+    coll = kb.create_collection("Stream", language="en")
+    other = kb.create_collection("Other", language="en")
+    folder = duckdb_stream.stage_dir(kb.storage)  # type: ignore[arg-type]
+    assert folder is not None and folder.name == "kb.duckdb.hkbstage"
+    folder.mkdir()
+    (folder / f"c{coll.record.id}-deadbeef.parquet").write_bytes(b"half a file")
+    (folder / f"c{other.record.id}-deadbeef.parquet").write_bytes(b"half a file")
+    found = {
+        (h.collection, f.check): f.count
+        for h in maintenance.doctor(kb)
+        for f in h.findings
+        if f.count
+    }
+    assert found == {("Stream", "staged_leftovers"): 1, ("Other", "staged_leftovers"): 1}
+    [health] = maintenance.doctor(kb, "Stream", repair=True)
+    assert health.ok and [(f.check, f.repaired) for f in health.findings if f.count] == [
+        ("staged_leftovers", True)
+    ]
+    assert [p.name for p in _stage_files(kb)] == [f"c{other.record.id}-deadbeef.parquet"]
+    # The next stream (the writer holds the file: nobody else is streaming) sweeps the rest.
+    kb.storage.put_document_stream(coll.record, _doc("v1"), _batches(kb, coll, "v1", 1))
+    assert _stage_files(kb) == []
+
+
+def test_a_read_only_open_never_deletes_staged_files(tmp_path: Path) -> None:
+    with hybridkb.connect(tmp_path / "kb.duckdb", model="fake") as kb:
+        kb.create_collection("Stream")
+    folder = tmp_path / "kb.duckdb.hkbstage"
+    folder.mkdir()
+    (folder / "c1-deadbeef.parquet").write_bytes(b"x")
+    from hybridkb.storage.duckdb import DuckDBStorage
+
+    storage = DuckDBStorage(str(tmp_path / "kb.duckdb"), read_only=True)
+    try:
+        assert duckdb_stream.drop_stale_stages(storage) == 0
+    finally:
+        storage.close()
+    assert (folder / "c1-deadbeef.parquet").exists()
+
+
+@pytest.mark.parametrize("where", ["file", "memory"])
+def test_a_big_file_streams_through_add(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    path = tmp_path / "big.txt"
+    path.write_text("".join(f"Paragraph {i} is about item{i} and lemurs.\n\n" for i in range(800)))
+    monkeypatch.setattr(ingest, "STREAM_BYTES", 4_000)
+    monkeypatch.setattr(ingest, "WINDOW_CHARS", 8_000)
+    monkeypatch.setattr(duckdb_stream, "ROW_GROUP_CHARS", 5_000)  # several row groups
+    monkeypatch.setattr(duckdb_stream, "MIRROR_ROWS", 16)  # several mirror pages
+    staged: list[Path] = []
+    real = duckdb_stream._stage
+
+    def spy(storage: object, coll: object, batches: object, target: Path) -> int:
+        staged.append(target)
+        return real(storage, coll, batches, target)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(duckdb_stream, "_stage", spy)
+    with hybridkb.connect(
+        tmp_path / "kb.duckdb" if where == "file" else ":memory:", model="fake"
+    ) as kb:
+        coll = kb.create_collection("Big")
+        coll.search("anything", k=1)  # indexes loaded: the stream extends them
+        report = coll.add(path)
+        assert [f.filename for f in report.added] == ["big.txt"] and not report.failed
+        assert report.added[0].chunks == coll.describe().chunks > 20
+        hits = coll.search("item799", k=3, mode="keyword")
+        assert hits and "Paragraph 799 " in hits[0].text
+    assert len(staged) == 1 and not staged[0].exists()
+    # A file database stages beside itself; :memory: in a scratch folder that goes too.
+    assert staged[0].parent.exists() == (where == "file")
+
+
+def test_a_paged_index_build_equals_a_full_load(kb: hybridkb.KnowledgeBase) -> None:
+    from hybridkb.index.derived import build_indexes
+
+    coll = kb.create_collection("Paged", language="en")
+    words = ["otter", "lemur", "heron", "badger", "marten", "vole", "shrew", "stoat"]
+    coll.add_texts(
+        [f"note {i} about {words[i % 8]} and {words[(i * 3) % 8]}" for i in range(40)],
+        ids=[f"n{i}" for i in range(40)],
+    )
+    storage = kb.storage
+    t = table_names(coll.record.id)
+    # Tables that disagree: a vector with no chunk, a chunk with no vector; neither is indexed.
+    lone = storage.query(f"SELECT key FROM {t['vectors']} LIMIT 1")[0][0]  # type: ignore[attr-defined]
+    storage.transaction(
+        lambda con: (  # type: ignore[attr-defined]
+            con.execute(
+                f"INSERT INTO {t['vectors']} SELECT 12345, embedding FROM {t['vectors']} LIMIT 1"
+            ),
+            con.execute(f"DELETE FROM {t['vectors']} WHERE key = ?", [lone]),
+        )
+    )
+    record = storage.get_collection(kb.workspace, "Paged")
+    assert record is not None
+    full = build_indexes(record.dim, record.generation, lambda: storage._load_rows(record))  # type: ignore[attr-defined]
+    paged = duckdb_stream.build_indexes_paged(storage, record, record.generation, page_rows=7)  # type: ignore[arg-type]
+    assert len(paged.keyword) == len(paged.vector) == len(full.vector) == 39
+    assert lone not in paged.vector and 12345 not in paged.vector and lone not in paged.keyword
+    query = kb.embedder("fake").embed_query("otter heron")
+    for terms in (["otter"], ["heron", "vole"], ["note"]):
+        expected = full.keyword.search(terms, 50)
+        assert expected and paged.keyword.search(terms, 50) == expected
+    assert len(full.vector.search(query, 50)) == 39
+    assert paged.vector.search(query, 50) == full.vector.search(query, 50)
