@@ -1,4 +1,4 @@
-"""Large plain-text files are streamed window by window, in one transaction."""
+"""Large plain-text files are streamed window by window, staged, then switched in with one transaction."""
 
 from __future__ import annotations
 

@@ -138,6 +138,9 @@ class DuckDBStorage:
         self.hooks: list[WriteHook] = []
         if not read_only:
             self.schema_version = migrate(self._con)
+            from .duckdb_stream import drop_stale_stages
+
+            drop_stale_stages(self)  # files staged by a streamed add that was killed
         else:
             row = self._con.execute(
                 "SELECT value FROM hybridkb_meta WHERE key = 'schema_version'"
