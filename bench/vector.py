@@ -286,12 +286,16 @@ def scale_section(docs: np.ndarray, queries: np.ndarray, n: int, layout: str,
         # memory_usage counts usearch's preallocated arenas; the file is the packed size.
         out["hnsw_serialized_pct_f32"] = 100.0 * hnsw.serialized_length / vectors.nbytes
         sweep = {}
-        for ef in (64, 128, 256, 512):
-            hnsw.expansion_search = ef
-            got = [[key for key, _ in index.search(q, K)] for q in qs]
-            sweep[str(ef)] = {"recall@10": recall(got, truth),
-                              **latencies(lambda q: index.search(q, K), qs)}
-        hnsw.expansion_search = vector_module.HNSW_EXPANSION_SEARCH
+        by_size = vector_module.expansion_search_for  # the index sets the beam per search
+        try:
+            for ef in (64, 128, 256, 512, 1024):
+                vector_module.expansion_search_for = lambda rows, ef=ef: ef
+                got = [[key for key, _ in index.search(q, K)] for q in qs]
+                sweep[str(ef)] = {"recall@10": recall(got, truth),
+                                  **latencies(lambda q: index.search(q, K), qs)}
+        finally:
+            vector_module.expansion_search_for = by_size
+        out["expansion_search_default"] = by_size(len(index))
         out["expansion_search_sweep"] = sweep
 
     rng = np.random.default_rng(3)
@@ -400,7 +404,7 @@ def main() -> None:
                                            "hnsw_threshold": vector_module.DEFAULT_HNSW_THRESHOLD,
                                            "connectivity": vector_module.HNSW_CONNECTIVITY,
                                            "expansion_add": vector_module.HNSW_EXPANSION_ADD,
-                                           "expansion_search": vector_module.HNSW_EXPANSION_SEARCH}}
+                                           "expansion_search": "expansion_search_for(rows)"}}
     print("machine:", json.dumps(report["machine"]))
     docs, queries, doc_ids, qrels = scifact()
     if args.skip_scifact:

@@ -106,6 +106,144 @@ def test_scores_match_brute_force_on_a_larger_corpus() -> None:
         assert_like_reference(index.search(query, 25), reference(docs, query), 25)
 
 
+def exhaustive(index: KeywordIndex, query: Sequence[str], k: int) -> list[tuple[int, float]]:
+    """The index's own dense scorer over every posting: the pruned search must match it."""
+    tids = index._term_ids(query)
+    if not tids:
+        return []
+    scores = index._scores(tids) * index._live.view()
+    rows = np.flatnonzero(scores)
+    return kw._top_k(index._keys.view()[rows], scores[rows], k)
+
+
+@pytest.fixture
+def always_prune(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Take the pruned path even for small queries, seeded from few postings."""
+    monkeypatch.setattr(kw, "_PRUNE_MIN", 0)
+    monkeypatch.setattr(kw, "_SEED", 4)
+    monkeypatch.setattr(kw, "_SEED_DOCS", 1)
+
+
+def zipf_corpus(rng: np.random.Generator, n: int, vocab: int) -> dict[int, list[str]]:
+    """Skewed term frequencies, varied lengths, repeats, and exact duplicates (ties)."""
+    p = 1.0 / np.arange(1, vocab + 1)
+    p /= p.sum()
+    docs: dict[int, list[str]] = {}
+    for i in range(n):
+        ids = rng.choice(vocab, size=int(rng.integers(1, 40)), p=p)
+        docs[int(rng.integers(0, 2**62))] = [f"w{t}" for t in ids]
+        if i % 50 == 0:
+            docs[int(rng.integers(0, 2**62))] = list(docs[next(reversed(docs))])
+    return docs
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_pruned_top_k_equals_exhaustive_top_k(always_prune: None, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    docs = zipf_corpus(rng, 1_500, 200)
+    keys = list(docs)
+    index = KeywordIndex()
+    index.add(keys[:1_000], [docs[k] for k in keys[:1_000]])  # base
+    for start in range(1_000, 1_500, 100):  # small adds stay in the tail
+        index.add(keys[start : start + 100], [docs[k] for k in keys[start : start + 100]])
+    index.remove(keys[::7])  # tombstones
+    index.add(keys[::14], [docs[k] for k in keys[::14]])  # re-added: new rows
+    for _ in range(60):
+        query = [f"w{t}" for t in rng.integers(0, 220, size=int(rng.integers(1, 12)))]
+        k = int(rng.choice([1, 3, 10, 50, 400]))
+        assert index.search(query, k) == exhaustive(index, query, k)
+
+
+def test_pruned_search_stays_exact_when_the_average_length_grows(always_prune: None) -> None:
+    """Cached score bounds are kept with the avgdl they were computed at and scaled:
+    when avgdl grows, every document's length norm shrinks and its scores grow."""
+    rng = np.random.default_rng(7)
+    docs = zipf_corpus(rng, 1_000, 50)
+    index = build(docs)
+    queries = [[f"w{t}" for t in rng.integers(0, 50, size=int(rng.integers(2, 8)))]
+               for _ in range(40)]
+    for query in queries:
+        index.search(query, 10)  # caches the bounds at today's avgdl
+    # Long documents with one distinct term each: avgdl grows ~10x, the base stays.
+    index.add([10**15 + i for i in range(40)], [["filler"] * 5_000] * 40)
+    assert index._bounds
+    for query in queries:
+        for k in (1, 10):
+            assert index.search(query, k) == exhaustive(index, query, k)
+
+
+def test_pruned_search_matches_brute_force_on_a_large_corpus() -> None:
+    """Enough postings for the default thresholds to prune."""
+    rng = np.random.default_rng(3)
+    docs = zipf_corpus(rng, 4_000, 400)
+    index = build(docs)
+    assert sum(len(d) for d in docs.values()) > kw._PRUNE_MIN
+    for _ in range(15):
+        query = [f"w{t}" for t in rng.integers(0, 400, size=int(rng.integers(3, 10)))]
+        got = index.search(query, 100)
+        assert got == exhaustive(index, query, 100)
+        assert_like_reference(got, reference(docs, query), 100)
+
+
+def coded(docs: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Documents as (offsets, codes, distinct terms), like an Arrow list column after
+    dictionary_encode."""
+    terms = sorted({t for d in docs for t in d}, reverse=True)  # any order will do
+    code_of = {t: i for i, t in enumerate(terms)}
+    offsets = np.zeros(len(docs) + 1, np.int64)
+    np.cumsum([len(d) for d in docs], out=offsets[1:])
+    codes = np.array([code_of[t] for d in docs for t in d], np.int32)
+    return offsets, codes, terms
+
+
+@pytest.mark.parametrize("small", [False, True], ids=["default-thresholds", "tiny-thresholds"])
+def test_add_coded_equals_add(small: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    if small:
+        monkeypatch.setattr(kw, "_MERGE_MIN", 8)
+        monkeypatch.setattr(kw, "_CHUNK_TERMS", 16)
+    rng = np.random.default_rng(11)
+    docs = zipf_corpus(rng, 600, 80)
+    keys = list(docs)
+    # A repeated key (last copy wins), an empty document and a key replaced later.
+    batch_keys = [*keys[:300], keys[5], 77]
+    batch_docs = [*(docs[k] for k in keys[:300]), ["w1", "w1"], []]
+    plain, bulk = KeywordIndex(), KeywordIndex()
+    for index in (plain, bulk):
+        index.add(keys[300:], [docs[k] for k in keys[300:]])
+    plain.add(batch_keys, batch_docs)
+    offsets, codes, terms = coded(batch_docs)
+    bulk.add_coded(np.array(batch_keys), offsets, codes, terms)
+    assert len(bulk) == len(plain) == len(docs) + 1
+    for _ in range(30):
+        query = [f"w{t}" for t in rng.integers(0, 90, size=int(rng.integers(1, 8)))]
+        assert bulk.search(query, 20) == plain.search(query, 20)
+        assert np.array_equal(bulk.matching(query), plain.matching(query))
+
+
+def test_add_coded_rejects_arrays_that_do_not_fit_together() -> None:
+    index = KeywordIndex()
+    with pytest.raises(ConfigError):
+        index.add_coded([1, 2], [0, 1], [0], ["a"])  # one offset short
+    with pytest.raises(ConfigError):
+        index.add_coded([1], [0, 2], [0, 3], ["a", "b"])  # code out of range
+    with pytest.raises(ConfigError):
+        index.add_coded([2**64], [0, 1], [0], ["a"])
+    assert len(index) == 0
+
+
+def test_concurrent_searches_return_what_sequential_ones_do(always_prune: None) -> None:
+    """The pruned search reuses per-row buffers: each thread must get its own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(9)
+    index = build(zipf_corpus(rng, 3_000, 300))
+    queries = [[f"w{t}" for t in rng.integers(0, 300, size=6)] for _ in range(200)]
+    want = [index.search(q, 20) for q in queries]
+    with ThreadPoolExecutor(4) as pool:
+        for _ in range(3):
+            assert list(pool.map(lambda q: index.search(q, 20), queries)) == want
+
+
 def test_default_parameters_are_used_when_not_given() -> None:
     docs = {1: ["apple", "pear"], 2: ["apple"] * 3, 3: ["fig"]}
     index = KeywordIndex()
@@ -326,6 +464,42 @@ def test_load_of_a_truncated_index_raises_backend_error(tmp_path: Path) -> None:
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     with pytest.raises(BackendError):
         KeywordIndex.load(path)
+
+
+@pytest.mark.parametrize("section", ["rows", "fterm", "ptr"])
+def test_load_rejects_ids_out_of_range(tmp_path: Path, section: str) -> None:
+    """A damaged array must fail at load, never as an IndexError in a later search."""
+    import json as json_module
+
+    path = tmp_path / "kw.bin"
+    build(random_corpus(random.Random(4), 60)).save(path)
+    raw = bytearray(path.read_bytes())
+    head_len = int.from_bytes(raw[8:12], "little")
+    meta = json_module.loads(raw[16 : 16 + head_len])
+    where = next(s for s in meta["sections"] if s["name"] == section)
+    width = np.dtype(where["dtype"]).itemsize
+    at = where["offset"] + width * (where["count"] // 2)
+    raw[at : at + width] = (2**30).to_bytes(width, "little")
+    path.write_bytes(bytes(raw))
+    with pytest.raises(BackendError, match="kw.bin"):
+        KeywordIndex.load(path)
+
+
+def test_a_loaded_index_takes_writes_without_touching_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "kw.bin"
+    docs = random_corpus(random.Random(6), 200)
+    build(docs).save(path)
+    before = path.read_bytes()
+    loaded = KeywordIndex.load(path)
+    keys = list(docs)
+    loaded.remove(keys[:50])  # tombstones, statistics
+    loaded.add([7, 8], [["apple", "pear"], ["fig"] * 3])  # tail
+    loaded.add(list(range(10**6, 10**6 + 400)), [["kiwi", "lime"]] * 400)  # merge
+    assert path.read_bytes() == before
+    rest = {k: docs[k] for k in keys[50:]} | {7: ["apple", "pear"], 8: ["fig"] * 3}
+    rest |= {k: ["kiwi", "lime"] for k in range(10**6, 10**6 + 400)}
+    for query in [[t] for t in VOCAB]:
+        assert_like_reference(loaded.search(query, 20), reference(rest, query), 20)
 
 
 def test_load_of_a_missing_file_raises_file_not_found(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hybridkb.index import vector as vector_module
 from hybridkb.index.vector import VectorIndex
 
 DIM = 48
@@ -360,3 +361,20 @@ def test_int8_scan_without_simd_kernels_gives_same_results(monkeypatch: pytest.M
     slow = index.search(query, 10)
     assert [k for k, _ in slow] == [k for k, _ in fast]
     np.testing.assert_allclose([s for _, s in slow], [s for _, s in fast], atol=1e-5)
+
+
+def test_the_graph_search_beam_widens_with_the_graph(monkeypatch: pytest.MonkeyPatch) -> None:
+    sizes = [1_000, 50_000, 100_000, 250_000, 1_000_000, 5_000_000]
+    beams = [vector_module.expansion_search_for(n) for n in sizes]
+    assert beams == sorted(beams) and beams[0] == vector_module.HNSW_EXPANSION_SEARCH
+    assert beams[-1] > beams[0]
+    index = VectorIndex(8, hnsw_threshold=10)
+    rng = np.random.default_rng(0)
+    rows = rng.standard_normal((60, 8)).astype(np.float32)
+    index.add(np.arange(60), rows / np.linalg.norm(rows, axis=1, keepdims=True))
+    assert index.layout == "hnsw"
+    seen: list[int] = []
+    monkeypatch.setattr(vector_module, "expansion_search_for", lambda n: seen.append(n) or 77)
+    index.search(rows[0], 5)
+    assert seen == [60]
+    assert index._hnsw is not None and index._hnsw.expansion_search == 77

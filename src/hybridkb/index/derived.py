@@ -7,12 +7,14 @@ use, updated in place after each committed write, and tagged with the catalog's
 
 from __future__ import annotations
 
+import gc
 import json
 import os
-from collections.abc import Callable, Sequence
-from contextlib import suppress
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -47,18 +49,55 @@ class CollectionIndexes:
         self.generation = generation
 
 
-Loader = Callable[[], tuple[np.ndarray, list[list[str]], np.ndarray]]
+# (keys, terms, vectors). Terms are a list of term lists, or, cheaper by far at scale,
+# an Arrow list<string> array (e.g. ``to_arrow_table()["terms"]``): it is
+# dictionary-encoded in Arrow, so no Python string per term occurrence is made.
+Loader = Callable[[], tuple[np.ndarray, Any, np.ndarray]]
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic GC: a bulk load allocates millions of objects and no cycles, and
+    each allocation burst would otherwise trigger full collections over all of them."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def build_indexes(dim: int, generation: int, load_rows: Loader) -> CollectionIndexes:
     """Build both indexes from (keys, terms, vectors) read from the tables."""
-    keys, terms, vectors = load_rows()
-    keyword = KeywordIndex()
-    vector = VectorIndex(dim)
-    if len(keys):
-        keyword.add(keys.tolist(), terms)
-        vector.add(keys, vectors)
+    with _gc_paused():
+        keys, terms, vectors = load_rows()
+        keyword = KeywordIndex()
+        vector = VectorIndex(dim)
+        if len(keys):
+            add_terms(keyword, np.asarray(keys, dtype=np.int64), terms)
+            del terms  # the largest input: free it before the graph is built
+            vector.add(keys, vectors)
     return CollectionIndexes(keyword=keyword, vector=vector, generation=generation)
+
+
+def add_terms(keyword: KeywordIndex, keys: np.ndarray, terms: Any) -> None:
+    """Add documents to a keyword index from term lists or an Arrow list<string> array."""
+    if isinstance(terms, list):
+        keyword.add(keys.tolist(), terms)
+        return
+    import pyarrow as pa  # a core dependency; imported here to keep start-up light
+    import pyarrow.compute as pc
+
+    column = terms.combine_chunks() if isinstance(terms, pa.ChunkedArray) else terms
+    lengths = pc.fill_null(pc.list_value_length(column), 0).to_numpy(zero_copy_only=False)
+    offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    encoded = pc.dictionary_encode(pc.list_flatten(column))
+    if isinstance(encoded, pa.ChunkedArray):
+        encoded = encoded.combine_chunks()
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    keyword.add_coded(keys, offsets, codes, encoded.dictionary.to_pylist())
 
 
 # --- snapshots: derived indexes persisted beside the database for a fast cold start ---
@@ -66,21 +105,41 @@ def build_indexes(dim: int, generation: int, load_rows: Loader) -> CollectionInd
 
 def snapshot_paths(folder: Path, collection_id: int) -> dict[str, Path]:
     return {
-        "keyword": folder / f"c{collection_id}.keyword.npz",
+        "keyword": folder / f"c{collection_id}.keyword.bin",
         "vector": folder / f"c{collection_id}.vector.bin",
         "meta": folder / f"c{collection_id}.meta.json",
     }
 
 
+def _leftovers(folder: Path, collection_id: int) -> list[Path]:
+    """Files of this collection that no snapshot uses: temporary files of a save that
+    was interrupted (hidden dot-files, easy to miss) and the v1 keyword archive."""
+    found = list(folder.glob(f".c{collection_id}.*.tmp"))
+    found += [folder / f"c{collection_id}.meta.tmp", folder / f"c{collection_id}.keyword.npz"]
+    return [path for path in found if path.exists()]
+
+
 def save_snapshot(folder: Path, collection_id: int, indexes: CollectionIndexes) -> None:
-    """Write both indexes, then the meta file that vouches for them (written last)."""
+    """Write both indexes, then the meta file that vouches for them (written last).
+
+    One process saves at a time (the DuckDB file has one writer), so temporary files
+    found here are leftovers of an interrupted save and are removed.
+    """
     folder.mkdir(parents=True, exist_ok=True)
     paths = snapshot_paths(folder, collection_id)
     with suppress(FileNotFoundError):
         os.unlink(paths["meta"])  # never let an old meta vouch for new files mid-write
+    for path in _leftovers(folder, collection_id):
+        with suppress(FileNotFoundError):
+            os.unlink(path)
     indexes.keyword.save(paths["keyword"])
     indexes.vector.save(paths["vector"])
-    meta = {"generation": indexes.generation, "chunks": len(indexes.vector)}
+    meta = {
+        "generation": indexes.generation,
+        "chunks": len(indexes.vector),
+        # Binds the meta to this very keyword file (its token changes with every write).
+        "keyword": indexes.keyword.state_token(),
+    }
     tmp = paths["meta"].with_suffix(".tmp")
     tmp.write_text(json.dumps(meta), encoding="utf-8")
     os.replace(tmp, paths["meta"])
@@ -90,22 +149,34 @@ def save_snapshot(folder: Path, collection_id: int, indexes: CollectionIndexes) 
 def load_snapshot(
     folder: Path, collection_id: int, *, generation: int, chunks: int
 ) -> CollectionIndexes | None:
-    """Load a snapshot if it matches the catalog's generation and row count; else None."""
+    """Load a snapshot if it matches the catalog's generation and row count; else None.
+
+    The check is cheap: the meta file, then each index's own consistency checks
+    (the arrays are memory-mapped, not copied).
+    """
     paths = snapshot_paths(folder, collection_id)
     try:
         meta = json.loads(paths["meta"].read_text(encoding="utf-8"))
         if meta.get("generation") != generation or meta.get("chunks") != chunks:
             return None
-        keyword = KeywordIndex.load(paths["keyword"])
+        legacy = "keyword" not in meta  # written before the keyword token was kept
+        keyword_path = paths["keyword"]
+        if legacy and not keyword_path.exists():
+            keyword_path = folder / f"c{collection_id}.keyword.npz"  # the v1 archive
+        keyword = KeywordIndex.load(keyword_path)
+        if not legacy and keyword.state_token() != meta["keyword"]:
+            return None  # files from another save than the one the meta vouches for
         vector = VectorIndex.load(paths["vector"])
     except Exception:  # any unreadable snapshot is simply rebuilt from the tables
         return None
     if len(keyword) != chunks or len(vector) != chunks:
         return None
-    return CollectionIndexes(keyword, vector, generation, saved_generation=generation)
+    # A legacy snapshot is saved again in the current format at the next save.
+    return CollectionIndexes(keyword, vector, generation,
+                             saved_generation=-1 if legacy else generation)
 
 
 def drop_snapshot(folder: Path, collection_id: int) -> None:
-    for path in snapshot_paths(folder, collection_id).values():
+    for path in [*snapshot_paths(folder, collection_id).values(), *_leftovers(folder, collection_id)]:
         with suppress(FileNotFoundError):
             os.unlink(path)

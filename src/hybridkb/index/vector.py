@@ -58,11 +58,28 @@ _numkong = _optional_module("numkong")
 Hit = tuple[int, float]
 
 DEFAULT_HNSW_THRESHOLD = 20_000
-# HNSW parameters from bench/vector.py: expansion_search 256 is the smallest giving
-# recall@10 >= 0.98 of exact search on the synthetic 100k set (128: 0.972; SciFact: 0.989).
+# HNSW parameters (bench/vector.py, bench/index_scale.py). Recall@10 against exact
+# float32 search on the synthetic sets (SciFact vectors plus noise), where the int8
+# copies alone cap it at 0.992 (100k) and 0.99 (1M), by expansion_search:
+#   100k: 256 -> 0.979-0.983, 512 -> 0.985-0.987, 1024 -> 0.988-0.991
+#   1M:   256 -> 0.937, 512 -> 0.969, 1024 -> 0.979, 1536 -> 0.981, 2048 -> 0.983
+# so the beam widens with the graph (expansion_search_for); latency grows about
+# linearly with it (1M: ~3 ms at 1024 on this machine). expansion_add 128 costs
+# ~650 CPU-s at 1M; 64 halves that and loses nothing at 100k, but at 1M it drops
+# recall to 0.964 at 1024 (connectivity 32 with 64: 0.975), so 128 stays.
+# Connectivity 24 (1M, 128): 0.981 at 1024 for +46 % build CPU and ~2x search time.
 HNSW_CONNECTIVITY = 16
 HNSW_EXPANSION_ADD = 128
-HNSW_EXPANSION_SEARCH = 256
+HNSW_EXPANSION_SEARCH = 256  # the floor, for graphs up to 50k rows
+
+
+def expansion_search_for(rows: int) -> int:
+    """HNSW search beam for a graph of ``rows`` vectors (wider as the graph grows)."""
+    if rows <= 50_000:
+        return HNSW_EXPANSION_SEARCH
+    if rows <= 250_000:
+        return 512
+    return 1024
 
 _QUANTIZATIONS = ("f32", "i8", "b1")
 _USEARCH_DTYPE = {"f32": ScalarKind.F32, "i8": ScalarKind.I8, "b1": ScalarKind.B1}
@@ -84,6 +101,7 @@ _OVERSAMPLE = 2
 _MAX_OVERSAMPLED = 20_000
 # Rows fetched from the graph per exact-scan batch, bounding temporary memory.
 _SCAN_BATCH = 65_536
+_ENCODE_BATCH = 65_536  # rows quantised per slice
 
 
 def default_candidates(k: int, quantization: str) -> int:
@@ -105,6 +123,14 @@ def default_candidates(k: int, quantization: str) -> int:
 
 def _encode(vectors: np.ndarray, quantization: str) -> np.ndarray:
     """Turn float32 rows into the compact representation."""
+    if len(vectors) > _ENCODE_BATCH:
+        # In slices: the float temporaries of one call are ~3x the input.
+        out = np.empty((len(vectors), _encode(vectors[:1], quantization).shape[1]),
+                       _NUMPY_DTYPE[quantization])
+        for start in range(0, len(vectors), _ENCODE_BATCH):
+            out[start:start + _ENCODE_BATCH] = _encode(
+                vectors[start:start + _ENCODE_BATCH], quantization)
+        return out
     if quantization == "f32":
         return np.ascontiguousarray(vectors, dtype=np.float32)
     if quantization == "i8":
@@ -507,6 +533,9 @@ class VectorIndex:
         want = min(pool, n)
         if want == 0:
             return np.empty(0, np.int64), np.empty(0, np.float32)
+        beam = expansion_search_for(n)
+        if index.expansion_search != beam:
+            index.expansion_search = beam  # type: ignore[misc]  # usearch has the setter
         # Expect |allowed| / n of the graph's hits to pass the filter; ask for more.
         count = (want if allowed is None
                  else math.ceil(_OVERSAMPLE * want * n / max(len(allowed), 1)))
