@@ -14,8 +14,7 @@ Writing a 200 MB text in one DuckDB transaction kept every uncommitted row in me
    it the new one.
 3. Mirror: if this process has the collection's indexes loaded, they take the new rows
    page by page from the staged file instead of being dropped and rebuilt over every
-   chunk. Otherwise the next search builds them (:func:`build_indexes_paged` bounds
-   that build to the indexes plus one page).
+   chunk. Otherwise the next search builds them from the tables (columnar reads).
 
 Measured on 200 MB of text with the fake embedder (2 cores under load): peak RSS 2,284
 -> 735 MB, time 173 -> 150 s. A staged file that no live stream owns (its writer was
@@ -42,9 +41,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import BackendError
-from ..index.derived import CollectionIndexes
-from ..index.keyword import KeywordIndex
-from ..index.vector import VectorIndex
 from .base import ChunkRecord, CollectionRecord, DocumentRecord, WriteEvent
 from .duckdb_schema import table_names
 
@@ -316,51 +312,3 @@ def _mirror(
     except BaseException:
         storage.forget_derived(coll.id)  # a half-updated index must never be trusted
         raise
-
-
-def build_indexes_paged(
-    storage: DuckDBStorage, coll: CollectionRecord, generation: int, *, page_rows: int = MIRROR_ROWS
-) -> CollectionIndexes:
-    """Build a collection's derived indexes from its tables a page of rows at a time.
-
-    Unlike loading every key, term list and vector first, memory is the indexes plus
-    one page. Vectors go first; a chunk without a vector (or the reverse) is left out,
-    as it would be from a full load.
-    """
-    t = table_names(coll.id)
-    found = CollectionIndexes(
-        keyword=KeywordIndex(), vector=VectorIndex(coll.dim), generation=generation
-    )
-    no_keys = np.zeros(0, np.int64)
-    with storage._lock:
-        cur = storage._con.cursor()  # its own result stream
-        try:
-            vector_keys: list[np.ndarray] = []
-            for batch in cur.execute(
-                f"SELECT key, embedding FROM {t['vectors']}"
-            ).fetch_record_batch(page_rows):
-                keys = batch.column("key").to_numpy()
-                flat = batch.column("embedding").flatten().to_numpy(zero_copy_only=False)
-                found.vector.add(
-                    keys, np.asarray(flat, dtype=np.float32).reshape(len(keys), coll.dim)
-                )
-                vector_keys.append(keys)
-            with_vectors = np.concatenate(vector_keys) if vector_keys else no_keys
-            del vector_keys
-            indexed: list[np.ndarray] = []
-            for batch in cur.execute(f"SELECT key, terms FROM {t['chunks']}").fetch_record_batch(
-                page_rows
-            ):
-                keys = batch.column("key").to_numpy()
-                keep = np.isin(keys, with_vectors)
-                terms = batch.column("terms").to_pylist()
-                found.keyword.add(
-                    keys[keep], [list(tm or []) for tm, ok in zip(terms, keep, strict=True) if ok]
-                )
-                indexed.append(keys[keep])
-            orphans = np.setdiff1d(with_vectors, np.concatenate(indexed) if indexed else no_keys)
-            if len(orphans):
-                found.vector.remove(orphans)
-        finally:
-            cur.close()
-    return found
