@@ -115,6 +115,13 @@ def test_a_killed_stream_leaves_one_whole_version(
         proc.send_signal(signal.SIGKILL)
         proc.wait()
 
+    folder = tmp_path / "kb.duckdb.hkbstage"
+    assert [p.suffix for p in folder.iterdir()] == [".parquet"]  # the killed stream's stage
+    with hybridkb.connect(tmp_path / "kb.duckdb", model="fake", read_only=True) as kb:
+        problems = {f.check: f.count for h in maintenance.doctor(kb) for f in h.findings if f.count}
+        # Reported (a read-only open deletes nothing); after the switch committed, the saved
+        # index snapshot is one generation behind too, and is rebuilt on the next search.
+        assert problems.get("staged_leftovers") == 1 and set(problems) <= {"staged_leftovers", "derived_indexes"}
     with hybridkb.connect(tmp_path / "kb.duckdb", model="fake") as kb:
         coll = kb.collection("Big")
         assert _texts(kb) == ref[survivor]
@@ -124,15 +131,10 @@ def test_a_killed_stream_leaves_one_whole_version(
             hits = coll.search("lemurs paragraph", k=1000, mode=m)
             assert hits and {h.text for h in hits} <= set(ref[survivor]), m
         assert len(coll.search("lemurs", k=1000, mode="vector")) == len(ref[survivor])
-        problems = {f.check: f.count for h in maintenance.doctor(kb) for f in h.findings if f.count}
-        assert problems == {"staged_leftovers": 1}
-        [health] = maintenance.doctor(kb, "Big", repair=True)
-        assert health.ok
-        assert {
-            f.check: f.count for h in maintenance.doctor(kb) for f in h.findings if f.count
-        } == {}
-        folder = duckdb_stream.stage_dir(kb.storage)  # type: ignore[arg-type]
-        assert folder is not None and list(folder.iterdir()) == []
+        # Opening for writing swept the stage; nothing is left for doctor to find.
+        assert {f.check: f.count for h in maintenance.doctor(kb) for f in h.findings if f.count} == {}
+        assert duckdb_stream.stage_dir(kb.storage) == folder  # type: ignore[arg-type]
+        assert list(folder.iterdir()) == []
         # The same file again: streamed to completion this time (or found unchanged).
         report = coll.add(path)
         assert not report.failed
