@@ -304,8 +304,10 @@ def test_crossing_threshold_keeps_every_row() -> None:
     more = unit_rows(100, seed=17)
     index.add(np.arange(100, dtype=np.int64), more)
     assert index.layout == "hnsw" and len(index) == 350
-    assert index.search(more[3], 1)[0][0] == 3
-    assert index.search(vectors[7], 1)[0][0] == keys[7]
+    # Every row, old and new, is still in the graph and found by its own vector (HNSW is
+    # approximate and built by several threads: ask for a few neighbours, not just one).
+    for query, key in [(more[3], 3), *((vectors[i], int(keys[i])) for i in range(0, 250, 25))]:
+        assert key in [k for k, _ in index.search(query, 5)]
 
 
 def test_nbytes_of_int8_stays_under_thirty_percent_of_float32() -> None:
