@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from hybridkb.embedders import onnx as onnx_mod
-from hybridkb.errors import EmbeddingMismatch, MissingDependency
+from hybridkb.errors import ConfigError, EmbeddingMismatch, MissingDependency
 
 SENTENCES = [
     "The decline in value of a depreciating asset is spread over its effective life.",
@@ -114,7 +114,7 @@ def test_unknown_model_is_an_embedding_mismatch(tmp_path: Path) -> None:
 
 def test_equal_length_batches_have_no_padding() -> None:
     lengths = [5, 9, 5, 9, 9, 3, 5]
-    batches = onnx_mod.length_batches(lengths, batch_size=2, max_padding=0.0)
+    batches = onnx_mod.length_batches(lengths, batch_size=2, max_tokens=1000)
     assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
     assert all(len({lengths[i] for i in b}) == 1 and len(b) <= 2 for b in batches)
     assert [lengths[b[0]] for b in batches] == sorted(
@@ -122,10 +122,67 @@ def test_equal_length_batches_have_no_padding() -> None:
     )
 
 
-def test_full_padding_allowance_gives_plain_sorted_batches() -> None:
-    lengths = [5, 9, 5, 9, 9, 3, 5]
-    batches = onnx_mod.length_batches(lengths, batch_size=3, max_padding=1.0)
-    assert [[lengths[i] for i in b] for b in batches] == [[9, 9, 9], [5, 5, 5], [3]]
+def test_token_budget_caps_batches_but_keeps_long_texts() -> None:
+    lengths = [5, 9, 5, 9, 9, 3, 5, 300]
+    batches = onnx_mod.length_batches(lengths, batch_size=32, max_tokens=18)
+    # 300 tokens alone exceed the budget: still one text per call, never dropped.
+    assert [[lengths[i] for i in b] for b in batches] == [[300], [9, 9], [9], [5, 5, 5], [3]]
+
+
+def test_unknown_graph_is_a_config_error(tmp_path: Path) -> None:
+    folder = make_model_folder(tmp_path / "m")
+    with pytest.raises(ConfigError, match="graph must be one of"):
+        onnx_mod.ensure_exported(str(folder), graph="fast", cache_dir=tmp_path / "c")
+
+
+@pytest.mark.parametrize("opset", [17, 18])
+def test_serving_graph_pools_and_normalises_inside(tmp_path: Path, opset: int) -> None:
+    # A one-node "transformer" (a fused SkipLayerNorm), so no model is needed: the
+    # rewrite must unfuse it and append mean pooling + L2 normalisation, in either
+    # opset's Reduce* form.
+    import onnx
+    import onnxruntime as ort
+
+    helper = onnx.helper
+    tensor = ["b", "s", 4]
+    skip_ln = helper.make_node(
+        "SkipLayerNormalization",
+        ["x", "skip", "gamma", "beta"],
+        ["tokens"],
+        domain="com.microsoft",
+        epsilon=1e-5,
+    )
+    graph = helper.make_graph(
+        [skip_ln],
+        "g",
+        [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, tensor) for n in ("x", "skip")],
+        [helper.make_tensor_value_info("tokens", onnx.TensorProto.FLOAT, tensor)],
+        [
+            onnx.numpy_helper.from_array(np.array([1, 2, 3, 4], np.float32), "gamma"),
+            onnx.numpy_helper.from_array(np.zeros(4, np.float32), "beta"),
+        ],
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", opset), helper.make_opsetid("com.microsoft", 1)],
+    )
+    onnx.save(model, tmp_path / "in.onnx")
+    served = onnx_mod._serving_graph(onnx, tmp_path / "in.onnx", False, 4)
+    assert "SkipLayerNormalization" not in {n.op_type for n in served.graph.node}
+    onnx.save(served, tmp_path / "out.onnx")
+    rng = np.random.default_rng(0)
+    x, skip = rng.normal(size=(2, 2, 3, 4)).astype(np.float32)
+    got = ort.InferenceSession(str(tmp_path / "out.onnx"), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x, "skip": skip}
+    )[0]
+    summed = x + skip
+    normed = (summed - summed.mean(-1, keepdims=True)) / np.sqrt(
+        summed.var(-1, keepdims=True) + 1e-5
+    )
+    pooled = (normed * np.array([1, 2, 3, 4], np.float32)).mean(axis=1)
+    expected = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
+    assert got.shape == (2, 4)
+    assert np.allclose(got, expected, atol=1e-5)
 
 
 def test_atomic_write_leaves_nothing_behind_on_failure(tmp_path: Path) -> None:
@@ -145,7 +202,7 @@ def test_concurrent_exporters_export_once(tmp_path: Path, monkeypatch: pytest.Mo
     def slow_export(spec: object, target: Path, model_id: str) -> dict[str, object]:
         calls.append(model_id)
         time.sleep(0.3)
-        onnx_mod._atomic_write(target / onnx_mod.FUSED_FILE, lambda t: t.write_bytes(b"onnx"))
+        onnx_mod._atomic_write(target / onnx_mod.SERVE_FILE, lambda t: t.write_bytes(b"onnx"))
         return {}
 
     monkeypatch.setattr(onnx_mod, "_export_fp32", slow_export)
@@ -200,19 +257,84 @@ def test_fp32_vectors_match_sentence_transformers(fp32: onnx_mod.OnnxEmbedder) -
 
 
 @pytest.mark.model
-@pytest.mark.parametrize("max_padding", [0.0, 1.0])
-def test_length_sorting_keeps_input_order(
-    fp32: onnx_mod.OnnxEmbedder, onnx_cache: Path, max_padding: float
+@pytest.mark.parametrize("workers", [1, 3])
+def test_batched_and_parallel_calls_keep_input_order(
+    fp32: onnx_mod.OnnxEmbedder, onnx_cache: Path, workers: int
 ) -> None:
-    # 0: equal-length batches (no padding); 1: sorted batches of 4 padded to their longest.
     embedder = onnx_mod.OnnxEmbedder(
-        fp32.model_id, cache_dir=str(onnx_cache), batch_size=4, max_padding=max_padding
+        fp32.model_id, cache_dir=str(onnx_cache), batch_size=4, workers=workers
     )
     texts = SENTENCES + ["Pasta on Fridays.", "Pasta on Mondays."]  # equal lengths batch up
     batched = embedder.embed_documents(texts)
     one_by_one = np.stack([embedder.embed_documents([s])[0] for s in texts])
     assert batched.shape == (len(texts), embedder.dim) == (len(texts), 384)
     assert ((batched * one_by_one).sum(axis=1) > 0.99999).all()
+
+
+@pytest.mark.model
+def test_serving_graph_is_mask_free_pooled_and_verified(fp32: onnx_mod.OnnxEmbedder) -> None:
+    import onnx
+
+    assert fp32.onnx_path.name == onnx_mod.SERVE_FILE
+    graph = onnx.load(str(fp32.onnx_path), load_external_data=False).graph
+    assert [i.name for i in graph.input] == ["input_ids", "token_type_ids"]
+    assert [o.name for o in graph.output] == [onnx_mod.POOLED_OUTPUT]
+    ops = {n.op_type for n in graph.node}
+    assert {"Attention", "LayerNormalization", "ReduceMean"} <= ops
+    assert "SkipLayerNormalization" not in ops
+    meta = json.loads((fp32.onnx_path.parent / "export.json").read_text())
+    assert meta["serving_mask_free"] is True
+    assert meta["serving_min_cosine"] >= 0.9999
+
+
+@pytest.mark.model
+def test_serving_graph_keeps_the_mask_when_stripping_fails(
+    tmp_path: Path, real_model_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = onnx_mod._serving_graph
+
+    def no_strip(onnx: object, source: Path, strip_mask: bool, hidden: int) -> object:
+        if strip_mask:
+            raise RuntimeError("unexpected layout")
+        return real(onnx, source, strip_mask, hidden)
+
+    monkeypatch.setattr(onnx_mod, "_serving_graph", no_strip)
+    embedder = onnx_mod.OnnxEmbedder(real_model_name, cache_dir=str(tmp_path))
+    meta = json.loads((embedder.onnx_path.parent / "export.json").read_text())
+    assert meta["serving_mask_free"] is False and meta["serving_min_cosine"] >= 0.9999
+    assert "attention_mask" in embedder._inputs
+    assert embedder.embed_documents(SENTENCES).shape == (len(SENTENCES), 384)
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("disabled", [True, False])
+def test_ort_does_not_refuse_skip_layer_norm(
+    fp32: onnx_mod.OnnxEmbedder, tmp_path: Path, disabled: bool
+) -> None:
+    # The unfused LayerNorms are the point of the serving graph; ORT re-fuses them
+    # unless the session disables that fusion.
+    import onnx
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    ort.InferenceSession(
+        str(fp32.onnx_path),
+        options,
+        providers=["CPUExecutionProvider"],
+        disabled_optimizers=onnx_mod._DISABLED_ORT_FUSIONS if disabled else [],
+    )
+    saved = onnx.load(str(tmp_path / "optimized.onnx"), load_external_data=False)
+    fused = any(n.op_type == "SkipLayerNormalization" for n in saved.graph.node)
+    assert fused is not disabled
+
+
+@pytest.mark.model
+def test_plain_export_graph_pools_in_numpy(fp32: onnx_mod.OnnxEmbedder, onnx_cache: Path) -> None:
+    raw = onnx_mod.OnnxEmbedder(fp32.model_id, cache_dir=str(onnx_cache), graph="raw")
+    assert raw.onnx_path.name == onnx_mod.RAW_FILE
+    cosines = (raw.embed_documents(SENTENCES) * fp32.embed_documents(SENTENCES)).sum(axis=1)
+    assert cosines.min() > 0.9999
 
 
 @pytest.mark.model
@@ -248,6 +370,7 @@ def test_second_construction_reuses_the_export(
 def test_int8_stays_close_to_fp32(fp32: onnx_mod.OnnxEmbedder, onnx_cache: Path) -> None:
     int8 = onnx_mod.OnnxEmbedder(fp32.model_id, cache_dir=str(onnx_cache), quantize=True)
     assert int8.onnx_path != fp32.onnx_path
+    assert int8.onnx_path.name.startswith("model-serve-int8-")
     cosines = (int8.embed_documents(SENTENCES) * fp32.embed_documents(SENTENCES)).sum(axis=1)
     assert cosines.min() > 0.98
 

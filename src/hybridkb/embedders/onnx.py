@@ -5,14 +5,20 @@ needed for that step only); afterwards this module imports nothing but onnxrunti
 numpy and the ``tokenizers`` library, which keeps a cold start far below torch's import
 time. The pipeline reproduces sentence-transformers exactly for Transformer -> mean
 Pooling -> (Normalize) models: same fast tokenizer, truncation at the model's
-``max_seq_length``, mean over the attention mask, L2 normalisation.
+``max_seq_length``, mean over the tokens, L2 normalisation.
+
+Texts are only ever batched with texts of the same token count, so no batch has padding:
+the serving graph needs no attention mask and pools inside the graph (see
+:func:`_serving_graph`), and batches run concurrently, one ONNX Runtime thread each.
 
 Cache layout (one folder per model id and weights hash, so changed weights re-export)::
 
     {cache_dir}/onnx/{model-slug}-{sha256(weights)[:16]}/v{EXPORT_VERSION}/
-        model-raw.onnx       torch.onnx.export of the transformer (fp32)
+        model-raw.onnx       torch.onnx.export of the transformer (fp32, token vectors)
         model.onnx           the same graph with BERT fusions (Attention, SkipLayerNorm, ...)
-        model-int8-*.onnx    dynamic int8 weights, one file per recipe
+        model-serve.onnx     model.onnx without the attention mask, with plain LayerNorms and
+                             mean pooling + L2 normalisation inside: what backend ``onnx`` runs
+        model-serve-int8-*.onnx   dynamic int8 weights of model-serve.onnx, one per recipe
         .lock                held while exporting, so concurrent exporters wait
 
 Every file is written to a temporary name and moved into place with ``os.replace``, so a
@@ -29,21 +35,31 @@ import os
 import re
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import EmbeddingMismatch, MissingDependency, attempt_import
+from ..errors import ConfigError, EmbeddingMismatch, MissingDependency, attempt_import
 from .sentence import resolve_model_source
 
 # Bump when the export recipe changes so stale cached graphs are not reused.
-EXPORT_VERSION = 1
+# v2: the serving graph (no mask, unfused LayerNorms, pooling in the graph).
+EXPORT_VERSION = 2
 RAW_FILE = "model-raw.onnx"
 FUSED_FILE = "model.onnx"
+SERVE_FILE = "model-serve.onnx"
+# The serving graph's output: (batch, hidden) mean-pooled, unit-length vectors.
+POOLED_OUTPUT = "sentence_embedding"
+# ORT would fuse the serving graph's Add + LayerNormalization back into its
+# SkipLayerNormalization kernel, which is ~4x slower per call on CPU (a scalar loop; the
+# unfused pair made int8 MiniLM ~20% faster end to end).
+_DISABLED_ORT_FUSIONS = ["SkipLayerNormFusion"]
 # Probe texts for export-time verification: different lengths so padding is exercised,
 # and one longer than any max_seq_length so truncation is too.
 _PROBES = [
@@ -62,7 +78,9 @@ class Int8Recipe:
     Attributes:
         per_channel: one scale per output column instead of per tensor (per tensor drifts
             to cosine ~0.87 on SciFact; per channel stays above 0.988).
-        weight_type: ``"s8"`` (QInt8) or ``"u8"`` (QUInt8).
+        weight_type: ``"s8"`` (QInt8) or ``"u8"`` (QUInt8). Activations are u8, and ORT's
+            u8 x s8 GEMM runs on AMX / AVX-512 VNNI where u8 x u8 does not: u8 weights
+            were 2.6x slower end to end on a Xeon with AMX.
         op_types: ONNX ops to quantise; ``EmbedLayerNormalization`` is the (fused)
             embedding tables: int8 there shrinks the file from 56 to 22 MB.
         exclude: regular expressions; matching node names stay fp32 (sensitive layers).
@@ -84,8 +102,9 @@ class Int8Recipe:
 
 
 # Chosen by bench/embed.py (figures in bench/results/embed.json): on SciFact, per-channel
-# int8 everywhere lost 0.003 nDCG@10 to torch fp32 (limit 0.01) for ~2.5x its throughput;
-# keeping the embeddings or the FFN outputs fp32 gained <0.002 nDCG and cost speed or size.
+# int8 everywhere on the serving graph is within 0.005 nDCG@10 of torch fp32 (limit 0.01)
+# at ~3.8x its throughput on 2 cores; keeping the embeddings or the FFN outputs fp32
+# gained <0.002 nDCG and cost speed or size (measured on the v1 graph).
 DEFAULT_INT8 = Int8Recipe(name="pc")
 
 
@@ -345,7 +364,132 @@ def _export_fp32(spec: ModelSpec, folder: Path, model_id: str) -> dict[str, Any]
             tmp.write_bytes(raw.read_bytes())
 
     _atomic_write(folder / FUSED_FILE, write_fused)
+    hidden = int(_read_json(spec.folder / "config.json").get("hidden_size", 0) or 0)
+
+    def write_serving(tmp: Path) -> None:
+        # Each probe alone: the serving graph only ever sees batches without padding.
+        def worst(path: Path) -> float:
+            session = _session(ort, path, 1)
+            inputs = [i.name for i in session.get_inputs()]
+            got = np.concatenate(
+                [
+                    session.run(None, _feed(inputs, ids[i : i + 1, :n], mask[i : i + 1, :n]))[0]
+                    for i, n in enumerate(mask.sum(axis=1))
+                ]
+            )
+            return float(_cosines(got, reference).min())
+
+        onnx = attempt_import("onnx", "onnx")
+
+        def build(strip: bool) -> float:
+            onnx.save(_serving_graph(onnx, folder / FUSED_FILE, strip, hidden), tmp)
+            return worst(tmp)
+
+        errors: list[str] = []
+
+        def attempt(strip: bool) -> float:
+            try:
+                return build(strip)
+            except Exception as exc:  # noqa: BLE001 - ORT rejects a layout we did not expect
+                errors.append(f"{type(exc).__name__}: {str(exc)[:200]}")
+                return -1.0
+
+        # Mask-free only when the fusion gave the structure _serving_graph edits.
+        strip = bool(meta["fused"])
+        cosine = attempt(strip)
+        if cosine < _MIN_EXPORT_COSINE and strip:
+            strip = False  # keep the mask input (fed all ones)
+            cosine = attempt(strip)
+        meta["serving_min_cosine"] = cosine
+        if cosine < _MIN_EXPORT_COSINE:
+            why = errors[-1] if cosine == -1.0 and errors else f"cosine {cosine:.4f}"
+            raise EmbeddingMismatch(
+                f"{model_id}: the ONNX serving graph does not reproduce torch ({why}); "
+                "use HYBRIDKB_EMBEDDING_BACKEND=torch"
+            )
+        meta["serving_mask_free"] = strip
+
+    _atomic_write(folder / SERVE_FILE, write_serving)
     return meta
+
+
+def _serving_graph(onnx: Any, source: Path, strip_mask: bool, hidden: int) -> Any:
+    """``source`` rewritten for batches without padding (each measured, bench/embed.py).
+
+    Together these made int8 MiniLM 1.38x faster than on the fused graph (bench/embed.py,
+    ``int8-fused-graph``); one by one, measured separately:
+
+    * ``strip_mask``: the attention mask leaves the graph (fused graphs only). With a
+      mask ORT's Attention kernel builds and adds a (batch, seq, seq) mask per layer;
+      without padding that is pure overhead (~7%).
+    * SkipLayerNormalization becomes Add + LayerNormalization (~20%; see
+      _DISABLED_ORT_FUSIONS).
+    * Mean pooling and L2 normalisation happen in the graph, so a run returns (batch,
+      hidden) instead of copying every token vector out to numpy (~2%). A plain mean is
+      right because no batch is padded.
+    """
+    helper, numpy_helper = onnx.helper, onnx.numpy_helper
+    model = onnx.load(str(source))
+    graph = model.graph
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
+    nodes = []
+    for node in graph.node:
+        if strip_mask and node.op_type == "Attention":
+            del node.input[3:]  # mask_index; past and extra inputs are unused by BERT
+        elif strip_mask and node.op_type == "EmbedLayerNormalization":
+            del node.input[7:]  # the mask; its mask_index output stays (required) but unused
+        elif strip_mask and node.op_type == "Cast" and node.input[0] == "attention_mask":
+            continue
+        if node.op_type == "SkipLayerNormalization" and not any(node.output[1:]):
+            epsilon = next((a.f for a in node.attribute if a.name == "epsilon"), 1e-12)
+            summed = node.input[0]
+            if len(node.input) > 4 and node.input[4]:  # bias
+                nodes.append(helper.make_node("Add", [summed, node.input[4]], [f"{node.name}_b"]))
+                summed = f"{node.name}_b"
+            nodes.append(helper.make_node("Add", [summed, node.input[1]], [f"{node.name}_s"]))
+            nodes.append(
+                helper.make_node(
+                    "LayerNormalization",
+                    [f"{node.name}_s", node.input[2], node.input[3]],
+                    [node.output[0]],
+                    name=f"{node.name}_LayerNorm",
+                    axis=-1,
+                    epsilon=epsilon,
+                )
+            )
+            continue
+        nodes.append(node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    if strip_mask:
+        for value in [i for i in graph.input if i.name == "attention_mask"]:
+            graph.input.remove(value)
+    tokens = graph.output[0].name
+    graph.initializer.append(numpy_helper.from_array(np.array(1e-12, np.float32), "l2_floor"))
+
+    def reduce(op: str, source: str, target: str, keepdims: int) -> Any:
+        if opset < 18:  # axes became an input in opset 18
+            return helper.make_node(op, [source], [target], axes=[1], keepdims=keepdims)
+        return helper.make_node(op, [source, "pool_axis"], [target], keepdims=keepdims)
+
+    if opset >= 18:
+        graph.initializer.append(numpy_helper.from_array(np.array([1], np.int64), "pool_axis"))
+    graph.node.extend(
+        [
+            reduce("ReduceMean", tokens, "pooled", 0),
+            reduce("ReduceL2", "pooled", "pooled_norm", 1),
+            # Same floor as torch.nn.functional.normalize, which sentence-transformers uses.
+            helper.make_node("Max", ["pooled_norm", "l2_floor"], ["pooled_norm_floor"]),
+            helper.make_node("Div", ["pooled", "pooled_norm_floor"], [POOLED_OUTPUT]),
+        ]
+    )
+    del graph.output[:]
+    graph.output.append(
+        helper.make_tensor_value_info(
+            POOLED_OUTPUT, onnx.TensorProto.FLOAT, ["batch", hidden or "hidden"]
+        )
+    )
+    return model
 
 
 def _quantize(fp32: Path, target: Path, recipe: Int8Recipe) -> None:
@@ -388,7 +532,7 @@ def ensure_exported(
     model_id: str,
     *,
     quantize: bool | Int8Recipe = False,
-    optimize: bool = True,
+    graph: str = "serve",
     cache_dir: str | os.PathLike[str] | None = None,
     spec: ModelSpec | None = None,
 ) -> Path:
@@ -397,14 +541,19 @@ def ensure_exported(
     Args:
         model_id: sentence-transformers model name or folder.
         quantize: ``True`` for the default int8 recipe, an :class:`Int8Recipe`, or ``False``.
-        optimize: use the BERT-fused graph (``False``: the plain export, for comparison).
+        graph: which fp32 graph to run or quantise: ``"serve"`` (the backend's),
+            ``"fused"`` (BERT fusions, with mask) or ``"raw"`` (the plain export); the
+            last two are for comparison in bench/embed.py.
         cache_dir: cache root; default ``~/.cache/hybridkb``.
         spec: the model's spec if already read.
     """
     spec = spec or read_spec(model_id, model_folder(model_id))
     folder = export_dir(model_id, spec, cache_dir)
     recipe = DEFAULT_INT8 if quantize is True else quantize or None
-    fp32 = folder / (FUSED_FILE if optimize else RAW_FILE)
+    files = {"serve": SERVE_FILE, "fused": FUSED_FILE, "raw": RAW_FILE}
+    if graph not in files:
+        raise ConfigError(f"graph must be one of {sorted(files)}, not {graph!r}")
+    fp32 = folder / files[graph]
     target = folder / f"{fp32.stem}-int8-{recipe.key}.onnx" if recipe else fp32
     if target.exists():
         return target
@@ -413,7 +562,7 @@ def ensure_exported(
             return target
         for stale in folder.glob(".*.tmp"):  # left by a killed exporter; we hold the lock
             stale.unlink(missing_ok=True)
-        if not (folder / FUSED_FILE).exists():
+        if not (folder / SERVE_FILE).exists():
             meta = _export_fp32(spec, folder, model_id)
             meta.update(model_id=model_id, max_seq_length=spec.max_seq_length)
             _atomic_write(
@@ -456,9 +605,15 @@ def _session(ort: Any, path: Path, threads: int) -> Any:
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3
     # Idle threads sleep instead of spinning: on a shared or busy machine spinning workers
-    # steal the cores the busy ones need (int8 on 2 cores at load 8: 2.4x torch, not 1.8x).
+    # steal the cores the busy ones need (int8 on 2 cores at load 8: 2.4x torch, not 1.8x;
+    # at load 5, spinning cost 17% again).
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(
+        str(path),
+        options,
+        providers=["CPUExecutionProvider"],
+        disabled_optimizers=_DISABLED_ORT_FUSIONS,
+    )
 
 
 def _load_tokenizer(spec: ModelSpec) -> Any:
@@ -499,26 +654,24 @@ def _mean_pool(tokens: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return np.asarray(summed / np.maximum(weights.sum(axis=1), 1e-9), dtype=np.float32)
 
 
-def length_batches(lengths: list[int], batch_size: int, max_padding: float) -> list[list[int]]:
-    """Group text indices longest first; a batch never pads more than ``max_padding``.
+def length_batches(lengths: list[int], batch_size: int, max_tokens: int) -> list[list[int]]:
+    """Group text indices of equal token count, longest first: batches are never padded.
 
-    ``max_padding`` is the share of a batch's token slots that may be padding: 0 puts
-    only texts of equal token count together (no padding at all), 1 is plain
-    length-sorted batches of ``batch_size``.
+    A batch holds at most ``batch_size`` texts and at most ``max_tokens`` tokens, but
+    always at least one text.
     """
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     batches: list[list[int]] = []
     current: list[int] = []
-    tokens = 0
     for i in order:
-        if current:
-            width = lengths[current[0]]  # the longest: batches are filled longest first
-            slots = width * (len(current) + 1)
-            if len(current) >= batch_size or slots - tokens - lengths[i] > max_padding * slots:
-                batches.append(current)
-                current, tokens = [], 0
+        if current and (
+            lengths[i] != lengths[current[0]]
+            or len(current) >= batch_size
+            or (len(current) + 1) * lengths[i] > max_tokens
+        ):
+            batches.append(current)
+            current = []
         current.append(i)
-        tokens += lengths[i]
     if current:
         batches.append(current)
     return batches
@@ -527,20 +680,26 @@ def length_batches(lengths: list[int], batch_size: int, max_padding: float) -> l
 class OnnxEmbedder:
     """A sentence-transformers mean-pooling model run by ONNX Runtime on CPU.
 
+    Texts are tokenised, grouped by token count (:func:`length_batches`: no padding) and
+    the groups run concurrently on ``workers`` threads, each ONNX call on ``threads``
+    intra-op threads. On 2 cores (bench/embed.py) one thread per call and a call per core
+    were 1.5x faster than one call spread over both cores (no per-operator hand-over,
+    which stalls whenever a busy machine preempts one of the threads), and batches of
+    <= 256 tokens 1.65x faster than batches of 32 texts (a batch's activations stay in the
+    core's L2 cache).
+
     Args:
         model_id: sentence-transformers model name or folder (the packaged
             ``all-MiniLM-L6-v2`` by default elsewhere).
         quantize: ``True`` for int8 weights (:data:`DEFAULT_INT8`), an
             :class:`Int8Recipe`, or ``False`` for fp32.
         batch_size: at most this many texts per ONNX call.
-        max_padding: share of a batch's token slots that may be padding. Texts are
-            sorted by token count and batched longest first; the default 0 batches only
-            texts of equal length, so no compute goes to padding and dynamic int8 scales
-            never mix texts of very different lengths (measured faster than padded
-            batches of 32, see bench/embed.py).
+        max_batch_tokens: at most this many tokens per ONNX call (at least one text).
         cache_dir: where exports are kept; default ``~/.cache/hybridkb``.
-        threads: intra-op threads; default the physical cores.
-        optimize: use the BERT-fused graph (default) rather than the plain export.
+        workers: ONNX calls in flight at once; default the physical cores.
+        threads: intra-op threads per call.
+        graph: ``"serve"`` (default), or ``"fused"`` / ``"raw"`` for comparison
+            (see :func:`ensure_exported`).
     """
 
     def __init__(
@@ -549,47 +708,69 @@ class OnnxEmbedder:
         *,
         quantize: bool | Int8Recipe = False,
         batch_size: int = 32,
+        max_batch_tokens: int = 256,
         cache_dir: str | os.PathLike[str] | None = None,
-        threads: int | None = None,
-        optimize: bool = True,
-        max_padding: float = 0.0,
+        workers: int | None = None,
+        threads: int = 1,
+        graph: str = "serve",
     ) -> None:
         ort = attempt_import("onnxruntime", "onnx")
         self.model_id = model_id
         self.batch_size = max(1, int(batch_size))
-        self.max_padding = float(max_padding)
+        self.max_batch_tokens = max(1, int(max_batch_tokens))
         self._spec = read_spec(model_id, model_folder(model_id))
         self.onnx_path = ensure_exported(
-            model_id, quantize=quantize, optimize=optimize, cache_dir=cache_dir, spec=self._spec
+            model_id, quantize=quantize, graph=graph, cache_dir=cache_dir, spec=self._spec
         )
-        self.threads = threads or physical_cores()
+        self.workers = max(1, int(workers or physical_cores()))
+        self.threads = max(1, int(threads))
         self._session = _session(ort, self.onnx_path, self.threads)
         self._inputs = [i.name for i in self._session.get_inputs()]
         self._tokenizer = _load_tokenizer(self._spec)
+        # encode_batch_fast (tokenizers >= 0.21) skips the character offsets we never use.
+        self._encode = getattr(self._tokenizer, "encode_batch_fast", self._tokenizer.encode_batch)
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_pid = 0
+        self._pool_lock = threading.Lock()
         self.max_tokens = self._spec.max_seq_length
         hidden = self._session.get_outputs()[0].shape[-1]
         self.dim = hidden if isinstance(hidden, int) else 0
         if not self.dim:  # symbolic in the graph: ask the model
             self.dim = int(self.embed_documents(["dim"]).shape[1])
 
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            # A forked child inherits the pool object but not its threads: make a new one.
+            if self._pool is None or self._pool_pid != os.getpid():
+                self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="hybridkb-onnx")
+                self._pool_pid = os.getpid()
+            return self._pool
+
+    def _run(self, ids: np.ndarray) -> np.ndarray:
+        """Unit vectors for one batch of equal-length token rows."""
+        mask = np.ones_like(ids)
+        out = self._session.run(None, _feed(self._inputs, ids, mask))[0]
+        if out.ndim == 3:  # the plain export returns token vectors
+            return _normalize(_mean_pool(out, mask))
+        return np.asarray(out, dtype=np.float32)
+
     def embed_documents(self, texts: list[str]) -> np.ndarray:
         """Return an (n, dim) float32 array in input order, rows L2-normalised."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        encodings = self._tokenizer.encode_batch([spec_text(t, self._spec) for t in texts])
-        lengths = [len(e.ids) for e in encodings]
+        rows = [e.ids for e in self._encode([spec_text(t, self._spec) for t in texts])]
+        batches = length_batches([len(r) for r in rows], self.batch_size, self.max_batch_tokens)
+        token_ids = [np.array([rows[i] for i in b], dtype=np.int64) for b in batches]
+        results: Iterator[np.ndarray]
+        if len(batches) == 1 or self.workers == 1:
+            results = map(self._run, token_ids)
+        else:  # longest first, so the last calls to finish are short ones
+            results = self._executor().map(self._run, token_ids)
         out = np.empty((0, 0), dtype=np.float32)
-        for rows in length_batches(lengths, self.batch_size, self.max_padding):
-            width = lengths[rows[0]]
-            ids = np.zeros((len(rows), width), dtype=np.int64)
-            mask = np.zeros((len(rows), width), dtype=np.int64)
-            for r, i in enumerate(rows):
-                ids[r, : lengths[i]] = encodings[i].ids
-                mask[r, : lengths[i]] = 1
-            tokens = self._session.run(None, _feed(self._inputs, ids, mask))[0]
+        for batch, vectors in zip(batches, results, strict=True):
             if not out.size:
-                out = np.empty((len(texts), tokens.shape[-1]), dtype=np.float32)
-            out[rows] = _normalize(_mean_pool(tokens, mask))
+                out = np.empty((len(texts), vectors.shape[-1]), dtype=np.float32)
+            out[batch] = vectors
         return out
 
     def embed_query(self, text: str) -> np.ndarray:
