@@ -33,17 +33,26 @@ class Loader:
     def estimate(self) -> int:
         return sum(len(r.text) + 600 for r in self.rows.values())
 
+    def warm(self, cache: RowCache, cid: int = 1):  # type: ignore[no-untyped-def]
+        """A synchronous stand-in for the backend's warm-up thread."""
+        def start(collect):  # type: ignore[no-untyped-def]
+            epoch = cache.epoch(cid)
+            rows = collect(self.every())
+            if rows is not None:
+                cache.publish(cid, rows, epoch)
+        return start
+
 
 def test_rows_are_loaded_only_once_a_collection_is_searched_again() -> None:
     loader = Loader({k: _row(k) for k in range(10)})
     cache = RowCache(1 << 20)
     for _ in range(WARM_AFTER_FETCHES - 1):
-        assert set(cache.get(1, [1, 2], loader.some, loader.every, loader.estimate)) == {1, 2}
+        assert set(cache.get(1, [1, 2], loader.some, loader.warm(cache), loader.estimate)) == {1, 2}
     assert loader.all_calls == 0
-    cache.get(1, [3], loader.some, loader.every, loader.estimate)
+    cache.get(1, [3], loader.some, loader.warm(cache), loader.estimate)
     assert loader.all_calls == 1
     loader.some_calls.clear()
-    assert set(cache.get(1, [4, 5, 99], loader.some, loader.every, loader.estimate)) == {4, 5}
+    assert set(cache.get(1, [4, 5, 99], loader.some, loader.warm(cache), loader.estimate)) == {4, 5}
     assert loader.some_calls == [[99]]  # only the miss goes to the table
 
 
@@ -51,7 +60,7 @@ def test_a_collection_over_the_budget_is_never_read_whole() -> None:
     loader = Loader({k: _row(k, "x" * 1000) for k in range(100)})
     cache = RowCache(10_000)
     for _ in range(5):
-        assert set(cache.get(1, [1, 2], loader.some, loader.every, loader.estimate)) == {1, 2}
+        assert set(cache.get(1, [1, 2], loader.some, loader.warm(cache), loader.estimate)) == {1, 2}
     assert loader.all_calls == 0 and cache.used_bytes == 0
 
 
@@ -59,19 +68,29 @@ def test_forgotten_keys_are_read_again_and_budget_is_returned() -> None:
     loader = Loader({k: _row(k) for k in range(4)})
     cache = RowCache(1 << 20)
     for _ in range(WARM_AFTER_FETCHES):
-        cache.get(1, [0], loader.some, loader.every, loader.estimate)
+        cache.get(1, [0], loader.some, loader.warm(cache), loader.estimate)
     used = cache.used_bytes
     loader.rows[2] = _row(2, "new text")
     cache.forget_keys(1, [2])
     assert cache.used_bytes < used
-    assert cache.get(1, [2], loader.some, loader.every, loader.estimate)[2].text == "new text"
+    assert cache.get(1, [2], loader.some, loader.warm(cache), loader.estimate)[2].text == "new text"
+
+
+def test_a_warm_up_overtaken_by_a_write_is_not_published() -> None:
+    loader = Loader({k: _row(k) for k in range(4)})
+    cache = RowCache(1 << 20)
+    epoch = cache.epoch(1)
+    rows = {r.key: r for r in loader.every()}
+    cache.forget_keys(1, [2])  # a delete committed while the rows were being read
+    assert not cache.publish(1, rows, epoch) and cache.used_bytes == 0
+    assert cache.publish(1, rows, cache.epoch(1)) and cache.used_bytes > 0
 
 
 def test_zero_budget_disables_the_cache() -> None:
     loader = Loader({k: _row(k) for k in range(4)})
     cache = RowCache(0)
     for _ in range(5):
-        cache.get(1, [0], loader.some, loader.every, loader.estimate)
+        cache.get(1, [0], loader.some, loader.warm(cache), loader.estimate)
     assert loader.all_calls == 0 and len(loader.some_calls) == 5
 
 
@@ -93,8 +112,10 @@ def test_cached_rows_equal_the_table_rows(tmp_path: Path, isolated_env: Path) ->
         coll = kb.create_collection("Notes")
         coll.add_texts(_texts(40), metadatas=[{"n": i, "tag": "x"} for i in range(40)])
         keys = _all_keys(kb, "Notes")
-        for _ in range(WARM_AFTER_FETCHES + 1):
-            cached = kb.storage.fetch_chunks(coll.record, keys)
+        for _ in range(WARM_AFTER_FETCHES):
+            kb.storage.fetch_chunks(coll.record, keys)
+        kb.storage._rows.wait()  # type: ignore[attr-defined]
+        cached = kb.storage.fetch_chunks(coll.record, keys)
         assert kb.storage._rows.used_bytes > 0  # type: ignore[attr-defined]
     with hybridkb.connect(db, model="fake", row_cache_mb=0) as kb:
         direct = kb.storage.fetch_chunks(kb.record("Notes"), keys)
@@ -108,6 +129,7 @@ def test_deleted_and_replaced_documents_are_never_served_from_memory(tmp_path: P
         coll.add_texts(["the lemur sleeps in the baobab tree", "otters hold hands"], ids=["a", "b"])
         for _ in range(WARM_AFTER_FETCHES + 1):
             assert coll.search("lemur baobab", k=1, mode="keyword")[0].document_id == "a"
+            kb.storage._rows.wait()  # type: ignore[attr-defined]
         assert kb.storage._rows.used_bytes > 0  # type: ignore[attr-defined]
         old_keys = _all_keys(kb, "Notes")
 
@@ -127,10 +149,39 @@ def test_a_dropped_and_recreated_collection_starts_cold(tmp_path: Path, isolated
         coll.add_texts(["alpha beta gamma"], ids=["a"])
         for _ in range(WARM_AFTER_FETCHES + 1):
             coll.search("alpha", k=1)
+        kb.storage._rows.wait()  # type: ignore[attr-defined]
+        assert kb.storage._rows.used_bytes > 0  # type: ignore[attr-defined]
         kb.drop_collection("Notes")
         coll = kb.create_collection("Notes")
         coll.add_texts(["delta epsilon"], ids=["a"])
         assert coll.search("delta", k=1)[0].text == "delta epsilon"
+
+
+def test_a_warm_up_racing_a_delete_never_serves_the_deleted_rows(tmp_path: Path, isolated_env: Path) -> None:
+    with hybridkb.connect(tmp_path / "kb.duckdb", model="fake") as kb:
+        coll = kb.create_collection("Notes")
+        coll.add_texts(_texts(300), ids=[f"d{i}" for i in range(300)])
+        keys = _all_keys(kb, "Notes")
+        for _ in range(WARM_AFTER_FETCHES):
+            kb.storage.fetch_chunks(coll.record, keys[:5])  # starts the warm-up thread
+        coll.delete([f"d{i}" for i in range(0, 300, 2)])  # races it
+        kb.storage._rows.wait()  # type: ignore[attr-defined]
+        live = set(_all_keys(kb, "Notes"))
+        assert set(kb.storage.fetch_chunks(coll.record, keys)) == live
+        assert all(int(h.document_id[1:]) % 2 for h in coll.search("lemur number", k=300, mode="keyword"))
+
+
+def test_closing_waits_for_a_warm_up_and_frees_the_file(tmp_path: Path, isolated_env: Path) -> None:
+    db = tmp_path / "kb.duckdb"
+    with hybridkb.connect(db, model="fake") as kb:
+        coll = kb.create_collection("Notes")
+        coll.add_texts(_texts(2000))
+        keys = _all_keys(kb, "Notes")
+        for _ in range(WARM_AFTER_FETCHES):
+            kb.storage.fetch_chunks(coll.record, keys[:3])
+    import duckdb
+
+    duckdb.connect(str(db)).close()  # nothing of ours holds the file any more
 
 
 @pytest.mark.parametrize("mb", [0, 128])

@@ -171,6 +171,7 @@ class DuckDBStorage:
 
     def reopen(self, between: Any = None) -> None:
         """Close the file, run ``between()`` (e.g. swap in a compacted copy), open it again."""
+        self._rows.stop()
         with self._lock:
             self.save_indexes()
             self._con.close()
@@ -207,6 +208,7 @@ class DuckDBStorage:
         self._con.execute("DELETE FROM hybridkb_meta WHERE key = 'dead_chunks'")
 
     def close(self) -> None:
+        self._rows.stop()  # a warm-up's cursor would keep the file open
         with self._lock:
             self._maybe_compact()
             self.save_indexes()
@@ -760,10 +762,41 @@ class DuckDBStorage:
             rows = self._query(f"SELECT {self._CHUNK_COLUMNS} FROM {t['chunks']} WHERE key IN {in_keys}", params)
             return [self._chunk(r) for r in rows]
 
-        def every() -> Iterator[ChunkRecord]:
-            result = self._con.execute(f"SELECT {self._CHUNK_COLUMNS} FROM {t['chunks']}")
-            while batch := result.fetchmany(4096):
-                yield from (self._chunk(r) for r in batch)
+        def warm(collect: Any) -> None:
+            # The read starts under the lock, so its snapshot and the noted generation and
+            # epoch agree; rows are published only if neither moved (no write meanwhile).
+            record = self._get_by_id(coll.id)
+            if record is None:
+                return
+            generation, epoch = record.generation, self._rows.epoch(coll.id)
+            cursor = self._con.cursor()  # a connection of its own, for the thread
+            result = cursor.execute(f"SELECT {self._CHUNK_COLUMNS} FROM {t['chunks']}")
+
+            def every() -> Iterator[ChunkRecord]:
+                while batch := result.fetchmany(4096):
+                    yield from (self._chunk(r) for r in batch)
+
+            def run() -> None:
+                try:
+                    rows = collect(every())
+                except duckdb.Error:
+                    rows = None  # e.g. the connection closed: stay uncached
+                finally:
+                    cursor.close()
+                if rows is None:
+                    return
+                # stop() may wait for this thread while its caller holds the lock.
+                while not self._lock.acquire(timeout=0.05):
+                    if self._rows.stopping:
+                        return
+                try:
+                    current = self._get_by_id(coll.id)
+                    if current is not None and current.generation == generation:
+                        self._rows.publish(coll.id, rows, epoch)
+                finally:
+                    self._lock.release()
+
+            self._rows.start(run)
 
         def estimate() -> int:
             # Offsets are integer columns (cheap to scan); text length would read every row.
@@ -772,10 +805,9 @@ class DuckDBStorage:
             )[0]
             return int(chars) + int(count) * ROW_OVERHEAD_BYTES
 
-        # Under the connection lock: a write cannot commit between loading rows and
-        # publishing them, so the cache never misses a forget.
+        # Under the connection lock (warm() starts its read here).
         with self._lock:
-            return self._rows.get(coll.id, [int(k) for k in keys], some, every, estimate)
+            return self._rows.get(coll.id, [int(k) for k in keys], some, warm, estimate)
 
     def fetch_vectors(self, coll: CollectionRecord, keys: Sequence[int]) -> np.ndarray:
         """Full-precision vectors in the order of ``keys`` (for exact re-ranking)."""

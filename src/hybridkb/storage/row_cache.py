@@ -3,8 +3,8 @@
 A hit fetch through DuckDB costs ~1.2 ms for 10 keys even through the key index
 (query setup and per-row decompression), more than both search legs together on a
 SciFact-sized collection. Once a process has searched a collection twice, its rows
-are read in one scan (while they fit the byte budget) and later fetches are dict
-lookups. The cache is derived like the search indexes: rows are only ever forgotten
+are read in one scan by a background thread (while they fit the byte budget) and
+later fetches are dict lookups. The cache is derived like the search indexes: rows are only ever forgotten
 on writes (a deleted or replaced key is dropped; a new key is simply a miss and is
 read from the table), so it cannot serve a row the table no longer holds. Only safe
 where this process is the single writer of the file (DuckDB's rule), never for
@@ -31,7 +31,11 @@ def row_bytes(row: ChunkRecord) -> int:
 
 
 class RowCache:
-    """Per-collection chunk rows under one shared byte budget (0 disables it)."""
+    """Per-collection chunk rows under one shared byte budget (0 disables it).
+
+    Rows are read in a background thread (1.2 s at 100k chunks), so no search waits for
+    them; the backend publishes them only if no write committed meanwhile.
+    """
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max(int(max_bytes), 0)
@@ -39,6 +43,14 @@ class RowCache:
         self._bytes: dict[int, int] = {}
         self._fetches: dict[int, int] = {}
         self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        self._stopping = threading.Event()
+        # Bumped by every forget: a warm-up that began before one must not publish.
+        self._epoch: dict[int, int] = {}
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
 
     @property
     def used_bytes(self) -> int:
@@ -49,12 +61,14 @@ class RowCache:
         collection_id: int,
         keys: Sequence[int],
         load_some: Callable[[Sequence[int]], Iterable[ChunkRecord]],
-        load_all: Callable[[], Iterator[ChunkRecord]],
+        warm: Callable[[Callable[[Iterator[ChunkRecord]], dict[int, ChunkRecord] | None]], None],
         estimate_bytes: Callable[[], int],
     ) -> dict[int, ChunkRecord]:
-        """Rows for ``keys`` (missing keys are absent), warming the collection when due.
+        """Rows for ``keys`` (missing keys are absent), starting a warm-up when due.
 
-        ``estimate_bytes`` is asked (cheaply) before ``load_all`` reads every row.
+        ``estimate_bytes`` is asked (cheaply) before every row is read. ``warm(collect)``
+        must start a thread that opens its own read of every row, calls ``collect`` on it
+        and publishes the result with :meth:`publish` if the collection did not change.
         """
         if self.max_bytes == 0:
             return {r.key: r for r in load_some(keys)}
@@ -64,8 +78,7 @@ class RowCache:
                 self._fetches[collection_id] = self._fetches.get(collection_id, 0) + 1
                 due = self._fetches[collection_id] == WARM_AFTER_FETCHES
             if due and estimate_bytes() <= self.max_bytes - self.used_bytes:
-                rows = self._warm(collection_id, load_all)
-        if rows is None:
+                warm(self._collect)
             return {r.key: r for r in load_some(keys)}
         found = {k: rows[k] for k in keys if k in rows}
         missing = [k for k in keys if k not in found]
@@ -75,19 +88,56 @@ class RowCache:
                 self._add(collection_id, r)
         return found
 
-    def _warm(self, collection_id: int, load_all: Callable[[], Iterator[ChunkRecord]]) -> dict[int, ChunkRecord] | None:
+    def start(self, target: Callable[[], None]) -> None:
+        """Run a warm-up in a daemon thread (joined by :meth:`stop`)."""
+        thread = threading.Thread(target=target, name="hybridkb-row-cache", daemon=True)
+        with self._lock:
+            self._threads = [t for t in self._threads if t.is_alive()] + [thread]
+        thread.start()
+
+    def _collect(self, rows_iter: Iterator[ChunkRecord]) -> dict[int, ChunkRecord] | None:
         budget = self.max_bytes - self.used_bytes
         rows: dict[int, ChunkRecord] = {}
         size = 0
-        for row in load_all():
+        for row in rows_iter:
+            if self._stopping.is_set():
+                return None
             size += row_bytes(row)
             if size > budget:
                 return None  # the estimate was low: stay uncached (fetch per search)
             rows[row.key] = row
+        return rows
+
+    def epoch(self, collection_id: int) -> int:
+        return self._epoch.get(collection_id, 0)
+
+    def publish(self, collection_id: int, rows: dict[int, ChunkRecord], epoch: int) -> bool:
+        """Install warmed rows unless something was forgotten since ``epoch`` was read."""
+        size = sum(row_bytes(r) for r in rows.values())
         with self._lock:
+            if (
+                self._stopping.is_set()
+                or self.epoch(collection_id) != epoch
+                or self.used_bytes + size > self.max_bytes
+            ):
+                return False
             self._rows[collection_id] = rows
             self._bytes[collection_id] = size
-        return rows
+            return True
+
+    def wait(self) -> None:
+        """Wait for running warm-ups (tests, and before the connection closes)."""
+        with self._lock:
+            threads = list(self._threads)
+        for t in threads:
+            if t is not threading.current_thread():
+                t.join()
+
+    def stop(self) -> None:
+        """Abandon running warm-ups and wait for them (the connection is about to close)."""
+        self._stopping.set()
+        self.wait()
+        self._stopping.clear()
 
     def _add(self, collection_id: int, row: ChunkRecord) -> None:
         with self._lock:
@@ -102,6 +152,7 @@ class RowCache:
     def forget_keys(self, collection_id: int, keys: Iterable[int]) -> None:
         """Rows deleted or replaced by a committed write."""
         with self._lock:
+            self._epoch[collection_id] = self.epoch(collection_id) + 1
             rows = self._rows.get(collection_id)
             if rows is None:
                 return
@@ -114,10 +165,13 @@ class RowCache:
         """Drop one collection (or everything), e.g. after a rewrite the cache did not see."""
         with self._lock:
             if collection_id is None:
+                for cid in set(self._epoch) | set(self._rows):
+                    self._epoch[cid] = self.epoch(cid) + 1
                 self._rows.clear()
                 self._bytes.clear()
                 self._fetches.clear()
                 return
+            self._epoch[collection_id] = self.epoch(collection_id) + 1
             self._rows.pop(collection_id, None)
             self._bytes.pop(collection_id, None)
             self._fetches.pop(collection_id, None)
