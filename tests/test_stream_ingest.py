@@ -221,19 +221,7 @@ def test_staged_leftovers_are_reported_repaired_and_swept(kb: hybridkb.Knowledge
     assert _stage_files(kb) == []
 
 
-def test_opening_for_writing_sweeps_staged_leftovers(tmp_path: Path) -> None:
-    with hybridkb.connect(tmp_path / "kb.duckdb", model="fake") as kb:
-        kb.create_collection("Stream")
-    folder = tmp_path / "kb.duckdb.hkbstage"
-    folder.mkdir()
-    (folder / "c1-deadbeef.parquet").write_bytes(b"x")
-    with hybridkb.connect(tmp_path / "kb.duckdb", model="fake", read_only=True):
-        assert (folder / "c1-deadbeef.parquet").exists()
-    with hybridkb.connect(tmp_path / "kb.duckdb", model="fake"):
-        assert not (folder / "c1-deadbeef.parquet").exists()
-
-
-def test_a_read_only_open_never_deletes_staged_files(tmp_path: Path) -> None:
+def test_a_read_only_open_keeps_staged_files_a_writable_open_sweeps_them(tmp_path: Path) -> None:
     with hybridkb.connect(tmp_path / "kb.duckdb", model="fake") as kb:
         kb.create_collection("Stream")
     folder = tmp_path / "kb.duckdb.hkbstage"
@@ -247,6 +235,8 @@ def test_a_read_only_open_never_deletes_staged_files(tmp_path: Path) -> None:
     finally:
         storage.close()
     assert (folder / "c1-deadbeef.parquet").exists()
+    with hybridkb.connect(tmp_path / "kb.duckdb", model="fake"):  # a writer holds the file
+        assert not (folder / "c1-deadbeef.parquet").exists()
 
 
 @pytest.mark.parametrize("where", ["file", "memory"])

@@ -43,7 +43,6 @@ import tempfile
 import threading
 import uuid
 import zipfile
-import zlib
 from array import array
 from collections.abc import Iterable, Sequence
 from contextlib import suppress
@@ -55,6 +54,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import BackendError, ConfigError
+from .fileheader import encode_header, read_header
 
 __all__ = ["DEFAULT_B", "DEFAULT_K1", "KeywordIndex"]
 
@@ -939,8 +939,7 @@ class KeywordIndex:
             meta["sections"].append({"name": name, "dtype": arr.dtype.str, "count": len(arr),
                                      "offset": offset})
             offset += -(-arr.nbytes // _ALIGN) * _ALIGN
-        head = json.dumps(meta).encode()
-        prefix = _MAGIC + struct.pack("<II", len(head), zlib.crc32(head)) + head
+        prefix = encode_header(_MAGIC, meta)
         if len(prefix) > _HEADER_ROOM:  # pragma: no cover - a few hundred bytes in practice
             raise BackendError(f"{path}: keyword index header too large")
         tmp = None
@@ -987,16 +986,10 @@ class KeywordIndex:
         try:
             size = path.stat().st_size
             with path.open("rb") as fh:
-                fixed = fh.read(len(_MAGIC) + 8)
-                if fixed.startswith(b"PK\x03\x04"):
+                if fh.read(4) == b"PK\x03\x04":
                     return cls._load_v1(path)
-                if len(fixed) < len(_MAGIC) + 8 or fixed[: len(_MAGIC)] != _MAGIC:
-                    raise ValueError("not a keyword index file")
-                head_len, head_crc = struct.unpack("<II", fixed[len(_MAGIC):])
-                head = fh.read(head_len)
-            if len(head) != head_len or zlib.crc32(head) != head_crc:
-                raise ValueError("header truncated or corrupt")
-            meta = json.loads(head)
+                fh.seek(0)
+                meta = read_header(fh, _MAGIC, "keyword index")
             if meta.get("format") != _FORMAT or meta.get("version") != _VERSION:
                 raise ValueError(f"format {meta.get('format')} v{meta.get('version')}")
             data: dict[str, np.ndarray[Any, Any]] = {}

@@ -30,7 +30,6 @@ A lock serialises every call, so one index can serve several threads.
 from __future__ import annotations
 
 import importlib
-import json
 import math
 import os
 import struct
@@ -43,6 +42,8 @@ from typing import Any, cast
 
 import numpy as np
 from usearch.index import Index, MetricKind, ScalarKind
+
+from .fileheader import encode_header, read_header
 
 
 def _optional_module(name: str) -> Any:
@@ -608,8 +609,7 @@ class VectorIndex:
             header["sections"].append(
                 {"name": name, "offset": offset, "nbytes": len(blob), "crc32": zlib.crc32(blob)})
             offset += -(-len(blob) // _ALIGN) * _ALIGN
-        head = json.dumps(header).encode()
-        prefix = _MAGIC + struct.pack("<II", len(head), zlib.crc32(head)) + head
+        prefix = encode_header(_MAGIC, header)
         assert len(prefix) <= _HEADER_ROOM, "header outgrew its reserved room"
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         try:
@@ -648,14 +648,7 @@ class VectorIndex:
         size = path.stat().st_size
         try:
             with path.open("rb") as fh:
-                fixed = fh.read(len(_MAGIC) + 8)
-                if len(fixed) < len(_MAGIC) + 8 or fixed[: len(_MAGIC)] != _MAGIC:
-                    raise ValueError("not a vector index file")
-                head_len, head_crc = struct.unpack("<II", fixed[len(_MAGIC):])
-                head = fh.read(head_len)
-            if len(head) != head_len or zlib.crc32(head) != head_crc:
-                raise ValueError("header truncated or corrupt")
-            header = json.loads(head)
+                header = read_header(fh, _MAGIC, "vector index")
             if header["version"] != _FORMAT_VERSION:
                 raise ValueError(f"unsupported format version {header['version']!r}")
             index = cls(int(header["dim"]), quantization=header["quantization"],
