@@ -13,6 +13,7 @@ import re
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -779,10 +780,11 @@ class DuckDBStorage:
             def run() -> None:
                 try:
                     rows = collect(every())
-                except duckdb.Error:
-                    rows = None  # e.g. the connection closed: stay uncached
+                except Exception:  # noqa: BLE001 - housekeeping thread: any failure (e.g. the
+                    rows = None  # connection closed under it) just leaves the rows uncached
                 finally:
-                    cursor.close()
+                    with suppress(Exception):
+                        cursor.close()
                 if rows is None:
                     return
                 # stop() may wait for this thread while its caller holds the lock.
