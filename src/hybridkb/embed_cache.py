@@ -1,7 +1,9 @@
 """Embeddings cached by (model, text hash) in HYBRIDKB_CACHE_DIR.
 
 A second ingest or eval over the same texts embeds nothing. SQLite (stdlib) is
-used because several processes may share the cache safely.
+used because several processes may share the cache safely. The cache is only an
+optimisation: when its file is busy beyond the timeout or unreadable, texts are
+embedded afresh and not cached, and the ingest goes on.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ def text_hash(text: str) -> bytes:
 
 
 class EmbeddingCache:
+    # Seconds to wait for another writer of the cache file before giving up on caching.
+    timeout = 30.0
+
     def __init__(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.path = directory / "embeddings.sqlite3"
@@ -29,7 +34,7 @@ class EmbeddingCache:
     def _con(self) -> sqlite3.Connection:
         con = getattr(self._local, "con", None)
         if con is None:
-            con = sqlite3.connect(self.path, timeout=30)
+            con = sqlite3.connect(self.path, timeout=self.timeout)
             con.execute("PRAGMA journal_mode=WAL")
             con.execute(
                 "CREATE TABLE IF NOT EXISTS emb (model TEXT, hash BLOB, vec BLOB, PRIMARY KEY (model, hash))"
@@ -39,23 +44,30 @@ class EmbeddingCache:
 
     def get_many(self, model: str, hashes: list[bytes]) -> dict[bytes, np.ndarray]:
         out: dict[bytes, np.ndarray] = {}
-        con = self._con()
-        for start in range(0, len(hashes), 500):
-            part = hashes[start : start + 500]
-            marks = ",".join("?" * len(part))
-            for h, blob in con.execute(
-                f"SELECT hash, vec FROM emb WHERE model = ? AND hash IN ({marks})", [model, *part]
-            ):
-                out[bytes(h)] = np.frombuffer(blob, dtype=np.float32)
+        try:
+            con = self._con()
+            for start in range(0, len(hashes), 500):
+                part = hashes[start : start + 500]
+                marks = ",".join("?" * len(part))
+                for h, blob in con.execute(
+                    f"SELECT hash, vec FROM emb WHERE model = ? AND hash IN ({marks})", [model, *part]
+                ):
+                    out[bytes(h)] = np.frombuffer(blob, dtype=np.float32)
+        except sqlite3.Error:
+            return {}  # busy or damaged: embed these texts afresh
         return out
 
     def put_many(self, model: str, items: list[tuple[bytes, np.ndarray]]) -> None:
-        con = self._con()
-        with con:
-            con.executemany(
-                "INSERT OR REPLACE INTO emb VALUES (?, ?, ?)",
-                [(model, h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in items],
-            )
+        try:
+            con = self._con()
+            with con:
+                con.execute("BEGIN IMMEDIATE")  # take the write lock now (waits up to timeout)
+                con.executemany(
+                    "INSERT OR REPLACE INTO emb VALUES (?, ?, ?)",
+                    [(model, h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in items],
+                )
+        except sqlite3.Error:
+            return  # busy or damaged: these vectors are simply not cached
 
 
 def embed_with_cache(
