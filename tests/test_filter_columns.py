@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_filters import filter_table, reference_keys, sql_keys
 
 import hybridkb
-from hybridkb.filters import matches, parse_filter, to_sql
+from hybridkb.filters import parse_filter
 from hybridkb.storage.filter_columns import MAX_DISTINCT, FilterColumns, field_query
 
 # Mixed types on purpose: numbers as text, floats, booleans, nulls, missing keys.
@@ -27,12 +28,7 @@ ROWS = [
 
 @pytest.fixture(scope="module")
 def con() -> duckdb.DuckDBPyConnection:
-    c = duckdb.connect()
-    c.execute("CREATE TABLE t (key BIGINT, page INT, filename VARCHAR, section VARCHAR, metadata JSON)")
-    for r in ROWS:
-        c.execute("INSERT INTO t VALUES (?, ?, ?, ?, ?)",
-                  [r["key"], r["page"], r["filename"], r["section"], json.dumps(r["meta"])])
-    return c
+    return filter_table(ROWS)
 
 
 def _columns(con: duckdb.DuckDBPyConnection) -> FilterColumns:
@@ -45,14 +41,11 @@ def _columns(con: duckdb.DuckDBPyConnection) -> FilterColumns:
 
 
 def _sql(con: duckdb.DuckDBPyConnection, where: dict) -> set[int]:
-    sql, params = to_sql(parse_filter(where))  # type: ignore[arg-type]
-    return {r[0] for r in con.execute(f"SELECT key FROM t WHERE {sql}", params).fetchall()}
+    return sql_keys(con, where)
 
 
 def _py(where: dict) -> set[int]:
-    tree = parse_filter(where)
-    return {r["key"] for r in ROWS
-            if matches(tree, {**r["meta"], "page": r["page"], "filename": r["filename"], "section": r["section"]})}
+    return reference_keys(ROWS, where)
 
 
 CASES = [

@@ -17,28 +17,44 @@ ROWS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def con() -> duckdb.DuckDBPyConnection:
+def filter_table(rows: list[dict]) -> duckdb.DuckDBPyConnection:
+    """An in-memory table ``t`` shaped like a chunks table, holding ``rows``."""
     import json
 
     c = duckdb.connect()
-    c.execute("CREATE TABLE t (key INT, page INT, filename VARCHAR, section VARCHAR, metadata JSON)")
-    for r in ROWS:
+    c.execute("CREATE TABLE t (key BIGINT, page INT, filename VARCHAR, section VARCHAR, metadata JSON)")
+    for r in rows:
         c.execute("INSERT INTO t VALUES (?, ?, ?, ?, ?)",
                   [r["key"], r["page"], r["filename"], r["section"], json.dumps(r["meta"])])
     return c
 
 
-def _py(where: dict) -> set[int]:
+def reference_keys(rows: list[dict], where: dict) -> set[int]:
+    """Keys of ``rows`` that pass ``where`` under the Python reference semantics."""
     tree = parse_filter(where)
-    return {r["key"] for r in ROWS if matches(tree, {**r["meta"], "page": r["page"], "filename": r["filename"], "section": r["section"]})}
+    return {r["key"] for r in rows
+            if matches(tree, {**r["meta"], "page": r["page"], "filename": r["filename"], "section": r["section"]})}
 
 
-def _sql(con: duckdb.DuckDBPyConnection, where: dict) -> set[int]:
+def sql_keys(con: duckdb.DuckDBPyConnection, where: dict) -> set[int]:
+    """Keys of table ``t`` that pass ``where`` compiled to SQL."""
     tree = parse_filter(where)
     assert tree is not None
     sql, params = to_sql(tree)
     return {r[0] for r in con.execute(f"SELECT key FROM t WHERE {sql}", params).fetchall()}
+
+
+@pytest.fixture(scope="module")
+def con() -> duckdb.DuckDBPyConnection:
+    return filter_table(ROWS)
+
+
+def _py(where: dict) -> set[int]:
+    return reference_keys(ROWS, where)
+
+
+def _sql(con: duckdb.DuckDBPyConnection, where: dict) -> set[int]:
+    return sql_keys(con, where)
 
 
 CASES = [

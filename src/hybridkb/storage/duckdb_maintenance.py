@@ -20,7 +20,7 @@ from ..embedders import Embedder, validate_vectors
 from ..errors import BackendError, ConfigError
 from ..index.derived import drop_snapshot, snapshot_paths
 from .base import CollectionRecord
-from .duckdb import SQL_KEY_LIST, _json_list
+from .duckdb import key_list_sql
 from .duckdb_schema import index_vector_keys, table_names
 from .duckdb_stream import drop_stale_stages, stale_stages
 
@@ -173,8 +173,9 @@ def _repair(
     def fix(con: duckdb.DuckDBPyConnection) -> None:
         keys = [int(r[0]) for r in orphan_chunks] + [int(r[0]) for r in orphan_vectors]
         if keys:
-            con.execute(f"DELETE FROM {t['chunks']} WHERE key IN {SQL_KEY_LIST}", [_json_list(keys)])
-            con.execute(f"DELETE FROM {t['vectors']} WHERE key IN {SQL_KEY_LIST}", [_json_list(keys)])
+            in_keys, params = key_list_sql(keys)
+            con.execute(f"DELETE FROM {t['chunks']} WHERE key IN {in_keys}", params)
+            con.execute(f"DELETE FROM {t['vectors']} WHERE key IN {in_keys}", params)
         if bad_docs:
             storage._delete_rows(con, coll, bad_docs)
         if graph_orphans:
