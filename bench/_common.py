@@ -59,14 +59,30 @@ def machine() -> dict[str, Any]:
                 cpu = line.split(":", 1)[1].strip()
             elif line.startswith("flags") and not flags:
                 have = set(line.split(":", 1)[1].split())
-                flags = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8") if f in have]
+                flags = [
+                    f
+                    for f in ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8")
+                    if f in have
+                ]
     except OSError:
         pass
     mem = _meminfo()
     import duckdb
 
-    versions = {"python": platform.python_version(), "numpy": np.__version__, "duckdb": duckdb.__version__}
-    for name in ("usearch", "pyarrow", "torch", "onnxruntime", "sentence_transformers", "pypdf", "docx"):
+    versions = {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "duckdb": duckdb.__version__,
+    }
+    for name in (
+        "usearch",
+        "pyarrow",
+        "torch",
+        "onnxruntime",
+        "sentence_transformers",
+        "pypdf",
+        "docx",
+    ):
         try:
             module = __import__(name)
             versions[name] = str(getattr(module, "__version__", "?"))
@@ -76,7 +92,9 @@ def machine() -> dict[str, Any]:
         "git": git_state(),
         "cpu": cpu,
         "cpu_flags": flags,
-        "nproc": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "nproc": len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else os.cpu_count(),
         "cpu_count": os.cpu_count(),
         "memory_gb": round(mem.get("MemTotal", 0) / 2**30, 1),
         "memory_available_gb": round(mem.get("MemAvailable", 0) / 2**30, 1),
@@ -92,13 +110,18 @@ def git_state() -> dict[str, Any]:
 
     def run(*cmd: str) -> str:
         try:
-            return subprocess.run(["git", *cmd], cwd=ROOT, capture_output=True, text=True,
-                                  check=False, timeout=20).stdout.strip()
+            return subprocess.run(
+                ["git", *cmd], cwd=ROOT, capture_output=True, text=True, check=False, timeout=20
+            ).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return ""
 
-    return {"commit": run("rev-parse", "--short", "HEAD"),
-            "src_changed": [line[3:] for line in run("status", "--porcelain", "--", "src").splitlines()]}
+    return {
+        "commit": run("rev-parse", "--short", "HEAD"),
+        "src_changed": [
+            line[3:] for line in run("status", "--porcelain", "--", "src").splitlines()
+        ],
+    }
 
 
 def expendable() -> None:
@@ -128,7 +151,11 @@ def rss_mb() -> float:
 
 
 def pct(values: Sequence[float], q: float) -> float:
-    return float(np.percentile(np.asarray(values, dtype=np.float64), q)) if len(values) else float("nan")
+    return (
+        float(np.percentile(np.asarray(values, dtype=np.float64), q))
+        if len(values)
+        else float("nan")
+    )
 
 
 @dataclass
@@ -155,8 +182,9 @@ class Timing:
         }
 
 
-def time_calls(fn: Callable[[Any], Any], items: Sequence[Any], *, rounds: int = 3,
-               warmup: int = 5) -> Timing:
+def time_calls(
+    fn: Callable[[Any], Any], items: Sequence[Any], *, rounds: int = 3, warmup: int = 5
+) -> Timing:
     """Time ``fn(item)`` for every item, ``rounds`` times, one call at a time."""
     for item in list(items)[:warmup]:
         fn(item)
@@ -169,8 +197,10 @@ def time_calls(fn: Callable[[Any], Any], items: Sequence[Any], *, rounds: int = 
             walls[r, i] = (time.perf_counter() - t0) * 1000
             cpus[r, i] = (time.process_time() - c0) * 1000
     return Timing(
-        wall=walls.ravel().tolist(), cpu=cpus.ravel().tolist(),
-        best=walls.min(axis=0).tolist(), best_cpu=cpus.min(axis=0).tolist(),
+        wall=walls.ravel().tolist(),
+        cpu=cpus.ravel().tolist(),
+        best=walls.min(axis=0).tolist(),
+        best_cpu=cpus.min(axis=0).tolist(),
     )
 
 
@@ -188,8 +218,12 @@ def repeat(fn: Callable[[], Any], n: int = 5) -> dict[str, float]:
         _, w, c = timed(fn)
         walls.append(w * 1000)
         cpus.append(c * 1000)
-    return {"median_ms": round(statistics.median(walls), 3), "min_ms": round(min(walls), 3),
-            "cpu_median_ms": round(statistics.median(cpus), 3), "runs": n}
+    return {
+        "median_ms": round(statistics.median(walls), 3),
+        "min_ms": round(min(walls), 3),
+        "cpu_median_ms": round(statistics.median(cpus), 3),
+        "runs": n,
+    }
 
 
 _BASE_ROWS = np.random.default_rng(0).standard_normal((5_000, 384)).astype(np.float32)
@@ -215,8 +249,15 @@ def baseline(calls: int = 30) -> dict[str, float]:
 # -- reporting --------------------------------------------------------------------------
 
 
-def target(name: str, value: float | None, limit: float, unit: str = "ms", *,
-           higher_is_better: bool = False, note: str = "") -> dict[str, Any]:
+def target(
+    name: str,
+    value: float | None,
+    limit: float,
+    unit: str = "ms",
+    *,
+    higher_is_better: bool = False,
+    note: str = "",
+) -> dict[str, Any]:
     """One issue target with its measured figure and verdict."""
     if value is None or (isinstance(value, float) and np.isnan(value)):
         verdict = "N/A"
@@ -224,9 +265,15 @@ def target(name: str, value: float | None, limit: float, unit: str = "ms", *,
         verdict = "PASS" if value >= limit else "FAIL"
     else:
         verdict = "PASS" if value <= limit else "FAIL"
-    return {"target": name, "measured": None if value is None else round(float(value), 4),
-            "limit": limit, "unit": unit, "verdict": verdict, "note": note,
-            "op": ">=" if higher_is_better else "<="}
+    return {
+        "target": name,
+        "measured": None if value is None else round(float(value), 4),
+        "limit": limit,
+        "unit": unit,
+        "verdict": verdict,
+        "note": note,
+        "op": ">=" if higher_is_better else "<=",
+    }
 
 
 def print_targets(rows: Iterable[dict[str, Any]], title: str = "targets") -> None:
@@ -235,8 +282,10 @@ def print_targets(rows: Iterable[dict[str, Any]], title: str = "targets") -> Non
     width = max([len(r["target"]) for r in rows] + [10])
     for r in rows:
         measured = "-" if r["measured"] is None else f"{r['measured']:g}"
-        print(f"{r['target']:<{width}}  {measured:>10} {r['unit']:<3} {r['op']} {r['limit']:<8g}"
-              f" {r['verdict']:<5} {r['note']}")
+        print(
+            f"{r['target']:<{width}}  {measured:>10} {r['unit']:<3} {r['op']} {r['limit']:<8g}"
+            f" {r['verdict']:<5} {r['note']}"
+        )
 
 
 def print_rows(rows: Sequence[dict[str, Any]], columns: Sequence[str], title: str = "") -> None:
@@ -304,8 +353,9 @@ def query_ids(data: Any) -> list[str]:
     return [q for q in data.qrels if q in data.queries and data.queries[q].strip()]
 
 
-def embed_cached(texts: list[str], model: str = DEFAULT_MODEL, *, backend: str = "torch",
-                 tag: str = "q") -> np.ndarray:
+def embed_cached(
+    texts: list[str], model: str = DEFAULT_MODEL, *, backend: str = "torch", tag: str = "q"
+) -> np.ndarray:
     """Embed ``texts`` once with hybridkb's own embedder; cached in /tmp by content hash."""
     digest = hashlib.sha256(("\x00".join([model, backend, *texts])).encode()).hexdigest()[:16]
     path = Path("/tmp") / f"hkb-bench-{tag}-{digest}.npy"
@@ -314,8 +364,9 @@ def embed_cached(texts: list[str], model: str = DEFAULT_MODEL, *, backend: str =
     from hybridkb.embedders import get_embedder
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    vectors = np.asarray(get_embedder(model, device="cpu", backend=backend).embed_documents(texts),
-                         dtype=np.float32)
+    vectors = np.asarray(
+        get_embedder(model, device="cpu", backend=backend).embed_documents(texts), dtype=np.float32
+    )
     tmp = path.with_suffix(".tmp.npy")
     np.save(tmp, vectors)
     os.replace(tmp, path)

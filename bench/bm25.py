@@ -16,13 +16,13 @@ run. The test split is never used to choose.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import gc
 import json
 import math
+import os
 import platform
 import statistics
+import sys
 import tempfile
 import time
 import tracemalloc
@@ -297,9 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--tune", action="store_true", help="grid-search stop words, k1, b on train"
     )
-    parser.add_argument(
-        "--out", type=Path, default=Path(__file__).parent / "results" / "bm25.json"
-    )
+    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "bm25.json")
     args = parser.parse_args(argv)
 
     report: dict[str, Any] = {"machine": machine(), "k1": DEFAULT_K1, "b": DEFAULT_B}

@@ -65,7 +65,9 @@ def rss_mb() -> float:
     return 0.0
 
 
-def timed(fn: Callable[[], Any], runs: Sequence[Any] | int, *, arg: bool = False) -> dict[str, float]:
+def timed(
+    fn: Callable[[], Any], runs: Sequence[Any] | int, *, arg: bool = False
+) -> dict[str, float]:
     """p50/p95/mean in ms over ``runs`` calls (``arg``: call fn(x) for each x in runs)."""
     samples = []
     items = runs if arg else range(int(runs))  # type: ignore[arg-type]
@@ -97,7 +99,10 @@ def synthetic(n_nodes: int, n_edges: int, seed: int = 7) -> tuple[list[Node], li
     rng = np.random.default_rng(seed)
     n_chunks = int(n_nodes * 0.8)
     n_ents = n_nodes - n_chunks
-    nodes = [Node(f"c{i}", "chunk", {"name": f"chunk {i}", "document_id": f"d{i // 10}"}) for i in range(n_chunks)]
+    nodes = [
+        Node(f"c{i}", "chunk", {"name": f"chunk {i}", "document_id": f"d{i // 10}"})
+        for i in range(n_chunks)
+    ]
     nodes += [Node(f"e{i}", "entity", {"name": f"entity {i}"}) for i in range(n_ents)]
     edges: dict[tuple[str, str, str], Edge] = {}
     for i in range(n_chunks - 1):
@@ -150,17 +155,29 @@ def bench_scale(n_nodes: int, n_edges: int) -> dict[str, Any]:
         out["memory_mb"] = round(rss_mb() - before, 1)
         out["stats"] = {"nodes": stats["nodes"], "edges": stats["edges"]}
         mem = g._graph()
-        degree = sorted(((len(mem.out[i]) + len(mem.inn[i]), mem.ids[i]) for i in range(len(mem.ids))), reverse=True)
+        degree = sorted(
+            ((len(mem.out[i]) + len(mem.inn[i]), mem.ids[i]) for i in range(len(mem.ids))),
+            reverse=True,
+        )
         out["max_degree"] = degree[0][0]
         out["mean_degree"] = round(2 * stats["edges"] / stats["nodes"], 1)
         rnd = random.Random(11)
         chunk_ids = [f"c{rnd.randrange(int(n_nodes * 0.8))}" for _ in range(1000)]
         any_ids = [rnd.choice(mem.ids) for _ in range(1000)]
-        pairs = [(f"c{rnd.randrange(int(n_nodes * 0.8))}", f"c{rnd.randrange(int(n_nodes * 0.8))}") for _ in range(300)]
+        pairs = [
+            (f"c{rnd.randrange(int(n_nodes * 0.8))}", f"c{rnd.randrange(int(n_nodes * 0.8))}")
+            for _ in range(300)
+        ]
         rows: dict[str, dict[str, Any]] = {}
-        rows["neighbors (any node, limit 100)"] = timed(lambda x: g.neighbors(x, limit=100), any_ids, arg=True)
-        rows["neighbors of top hub (limit 100)"] = timed(lambda: g.neighbors(degree[0][1], limit=100), 200)
-        rows["neighbors + to_dict (JSON)"] = timed(lambda x: g.neighbors(x, limit=100).to_dict(), any_ids, arg=True)
+        rows["neighbors (any node, limit 100)"] = timed(
+            lambda x: g.neighbors(x, limit=100), any_ids, arg=True
+        )
+        rows["neighbors of top hub (limit 100)"] = timed(
+            lambda: g.neighbors(degree[0][1], limit=100), 200
+        )
+        rows["neighbors + to_dict (JSON)"] = timed(
+            lambda x: g.neighbors(x, limit=100).to_dict(), any_ids, arg=True
+        )
         rows["traverse 2-hop out (limit 1000)"] = timed(
             lambda x: g.traverse(x, max_depth=2, direction="out", limit=1000), chunk_ids, arg=True
         )
@@ -175,12 +192,20 @@ def bench_scale(n_nodes: int, n_edges: int) -> dict[str, Any]:
 
         rows["shortest path (depth <= 5)"] = timed(shortest, pairs, arg=True)
         out["shortest_path_found_pct"] = round(100 * found["hit"] / len(pairs), 1)
-        rows["10 paths (depth <= 5)"] = timed(lambda p: g.find_paths(p[0], p[1], max_depth=5, limit=10), pairs, arg=True)
+        rows["10 paths (depth <= 5)"] = timed(
+            lambda p: g.find_paths(p[0], p[1], max_depth=5, limit=10), pairs, arg=True
+        )
         typed = [(a, b) for a, b in pairs]
         rows["shortest path, next+mentions only"] = timed(
-            lambda p: g.find_paths(p[0], p[1], max_depth=5, limit=1, edge_types=["next", "mentions"]), typed, arg=True
+            lambda p: g.find_paths(
+                p[0], p[1], max_depth=5, limit=1, edge_types=["next", "mentions"]
+            ),
+            typed,
+            arg=True,
         )
-        rows["subgraph depth 2 (100 nodes)"] = timed(lambda x: g.subgraph(x, max_depth=2), chunk_ids[:300], arg=True)
+        rows["subgraph depth 2 (100 nodes)"] = timed(
+            lambda x: g.subgraph(x, max_depth=2), chunk_ids[:300], arg=True
+        )
         counter = iter(range(10**9))
 
         def edit_then_query() -> None:
@@ -218,17 +243,28 @@ def recall(ranked: Sequence[str], relevant: dict[str, int], k: int = 20) -> floa
     return len(rel & set(ranked[:k])) / len(rel) if rel else 0.0
 
 
-def expansion_docs(graph: Any, query: str, coll: str, seeds: int, *, depth: int = 2) -> list[tuple[str, float]]:
+def expansion_docs(
+    graph: Any, query: str, coll: str, seeds: int, *, depth: int = 2
+) -> list[tuple[str, float]]:
     """Documents the graph reaches from the top ``seeds`` hybrid chunks (chunk -> entity -> chunk),
     scored by spreading activation weighted by the seed's rank."""
-    res = graph.search(query, strategy="vector_first", traverse_depth=depth, search_limit=seeds,
-                       neighbor_limit=200, edge_types=["mentions"], collections=[coll])
+    res = graph.search(
+        query,
+        strategy="vector_first",
+        traverse_depth=depth,
+        search_limit=seeds,
+        neighbor_limit=200,
+        edge_types=["mentions"],
+        collections=[coll],
+    )
     scores: dict[str, float] = {}
     for rank, r in enumerate(res.results, 1):
         for c in r.context:
             doc = c.node.properties.get("document_id")
             if c.node.type == "chunk" and doc and doc != r.seed.document_id:
-                scores[doc] = scores.get(doc, 0.0) + float(c.node.properties.get("score", 0.0)) / rank
+                scores[doc] = (
+                    scores.get(doc, 0.0) + float(c.node.properties.get("score", 0.0)) / rank
+                )
     return sorted(scores.items(), key=lambda kv: -kv[1])
 
 
@@ -242,7 +278,11 @@ def bench_scifact(budget_docs: int = 20) -> dict[str, Any]:
         data, load = load_scifact(kb)
         out["load"] = load
         name = load["collection"]
-        if kb.graph.stats()["edges"] == 0 or load.get("reused") and not kb.graph.stats()["edge_types"].get("mentions"):
+        if (
+            kb.graph.stats()["edges"] == 0
+            or load.get("reused")
+            and not kb.graph.stats()["edge_types"].get("mentions")
+        ):
             t0 = time.perf_counter()
             kb.graph.rebuild(name)
             out["graph_rebuild_s"] = round(time.perf_counter() - t0, 1)
@@ -255,10 +295,14 @@ def bench_scifact(budget_docs: int = 20) -> dict[str, Any]:
         kb.graph.search("warm up", strategy="parallel", collections=[name])
         lat: dict[str, dict[str, Any]] = {}
         texts = [q for _, q in queries]
-        lat["hybrid search k=5"] = timed(lambda q: kb.search(q, k=5, collections=[name]), texts, arg=True)
+        lat["hybrid search k=5"] = timed(
+            lambda q: kb.search(q, k=5, collections=[name]), texts, arg=True
+        )
         for strategy in ("vector_only", "vector_first", "graph_first", "parallel", "graph_only"):
             lat[f"graph_search {strategy}"] = timed(
-                lambda q, s=strategy: kb.graph.search(q, strategy=s, collections=[name]), texts, arg=True
+                lambda q, s=strategy: kb.graph.search(q, strategy=s, collections=[name]),
+                texts,
+                arg=True,
             )
         base = lat["hybrid search k=5"]["p50_ms"]
         for row in lat.values():
@@ -280,17 +324,47 @@ def bench_scifact(budget_docs: int = 20) -> dict[str, Any]:
                 filled = ranked_docs(plain[:m] + exp + plain[m:], budget_docs)
                 add(f"top {m} hybrid + graph fill", recall(filled, rel, budget_docs))
             exp10 = expansion_docs(kb.graph, q, name, 10)
-            fused = fusion.rrf([[(d, 0.0) for d in ranked_docs([h.document_id for h in hits], 80)],
-                                [(d, s) for d, s in exp10]], k=60)
-            add("RRF(hybrid, graph expansion)", recall([f.key for f in fused][:budget_docs], rel, budget_docs))
-            par = kb.graph.search(q, strategy="parallel", search_limit=budget_docs * 3, neighbor_limit=0,
-                                  collections=[name])
-            add("parallel (query entities + hybrid)", recall(
-                ranked_docs([r.seed.document_id for r in par.results], budget_docs), rel, budget_docs))
-            gf = kb.graph.search(q, strategy="graph_first", search_limit=budget_docs * 3, neighbor_limit=0,
-                                 collections=[name])
-            add("graph_first", recall(ranked_docs([r.seed.document_id for r in gf.results], budget_docs), rel,
-                                      budget_docs))
+            fused = fusion.rrf(
+                [
+                    [(d, 0.0) for d in ranked_docs([h.document_id for h in hits], 80)],
+                    [(d, s) for d, s in exp10],
+                ],
+                k=60,
+            )
+            add(
+                "RRF(hybrid, graph expansion)",
+                recall([f.key for f in fused][:budget_docs], rel, budget_docs),
+            )
+            par = kb.graph.search(
+                q,
+                strategy="parallel",
+                search_limit=budget_docs * 3,
+                neighbor_limit=0,
+                collections=[name],
+            )
+            add(
+                "parallel (query entities + hybrid)",
+                recall(
+                    ranked_docs([r.seed.document_id for r in par.results], budget_docs),
+                    rel,
+                    budget_docs,
+                ),
+            )
+            gf = kb.graph.search(
+                q,
+                strategy="graph_first",
+                search_limit=budget_docs * 3,
+                neighbor_limit=0,
+                collections=[name],
+            )
+            add(
+                "graph_first",
+                recall(
+                    ranked_docs([r.seed.document_id for r in gf.results], budget_docs),
+                    rel,
+                    budget_docs,
+                ),
+            )
         out["recall@20"] = {k: round(statistics.fmean(v), 4) for k, v in variants.items()}
         base_r = out["recall@20"]["hybrid (baseline)"]
         out["recall@20_delta"] = {k: round(v - base_r, 4) for k, v in out["recall@20"].items()}
@@ -317,21 +391,33 @@ def main() -> None:
     if not args.skip_scale:
         scale = bench_scale(args.nodes, args.edges)
         result["scale"] = scale
-        print(f"graph: {scale['stats']['nodes']:,} nodes, {scale['stats']['edges']:,} edges "
-              f"(max degree {scale['max_degree']:,}, mean {scale['mean_degree']}); bulk write "
-              f"{scale['bulk_write_s']} s, cold load {scale['cold_load_s']} s, ~{scale['memory_mb']} MB")
+        print(
+            f"graph: {scale['stats']['nodes']:,} nodes, {scale['stats']['edges']:,} edges "
+            f"(max degree {scale['max_degree']:,}, mean {scale['mean_degree']}); bulk write "
+            f"{scale['bulk_write_s']} s, cold load {scale['cold_load_s']} s, ~{scale['memory_mb']} MB"
+        )
         table("scale queries", list(scale["queries"].items()), ["p50_ms", "p95_ms", "mean_ms", "n"])
         print(f"shortest path found for {scale['shortest_path_found_pct']}% of random chunk pairs")
     if not args.skip_scifact and SCIFACT.is_dir():
         sf = bench_scifact()
         result["scifact"] = sf
-        print(f"\nSciFact: {sf['graph']['nodes']:,} nodes, {sf['graph']['edges']:,} edges; "
-              f"{sf['queries']} test queries; load {sf['load']}")
-        table("graph_search latency (query embedding included)", list(sf["latency"].items()),
-              ["p50_ms", "p95_ms", "x_hybrid"])
-        table("recall@20 of relevant documents (budget 20 documents)",
-              [(k, {"recall@20": v, "delta": sf["recall@20_delta"][k]}) for k, v in sf["recall@20"].items()],
-              ["recall@20", "delta"])
+        print(
+            f"\nSciFact: {sf['graph']['nodes']:,} nodes, {sf['graph']['edges']:,} edges; "
+            f"{sf['queries']} test queries; load {sf['load']}"
+        )
+        table(
+            "graph_search latency (query embedding included)",
+            list(sf["latency"].items()),
+            ["p50_ms", "p95_ms", "x_hybrid"],
+        )
+        table(
+            "recall@20 of relevant documents (budget 20 documents)",
+            [
+                (k, {"recall@20": v, "delta": sf["recall@20_delta"][k]})
+                for k, v in sf["recall@20"].items()
+            ],
+            ["recall@20", "delta"],
+        )
     result["machine"]["loadavg_at_end"] = list(os.getloadavg())
     # Update, not overwrite: the scale and SciFact parts may come from separate runs.
     previous = json.loads(args.results.read_text()) if args.results.is_file() else {}

@@ -51,10 +51,16 @@ def load_arrow(db: Path) -> tuple[np.ndarray, Any, np.ndarray, dict[str, Any]]:
     con = duckdb.connect(str(db), read_only=True)
     try:
         (cid,) = con.execute("SELECT min(id) FROM hybridkb_collections").fetchone()  # type: ignore[misc]
-        table, wall_t, cpu_t = C.timed(lambda: con.execute(
-            f"SELECT key, terms FROM kb_c{cid}_chunks ORDER BY key").to_arrow_table())
-        vec, wall_v, cpu_v = C.timed(lambda: con.execute(
-            f"SELECT key, embedding FROM kb_c{cid}_vectors ORDER BY key").to_arrow_table())
+        table, wall_t, cpu_t = C.timed(
+            lambda: con.execute(
+                f"SELECT key, terms FROM kb_c{cid}_chunks ORDER BY key"
+            ).to_arrow_table()
+        )
+        vec, wall_v, cpu_v = C.timed(
+            lambda: con.execute(
+                f"SELECT key, embedding FROM kb_c{cid}_vectors ORDER BY key"
+            ).to_arrow_table()
+        )
     finally:
         con.close()
     keys = table.column("key").to_numpy()
@@ -62,8 +68,12 @@ def load_arrow(db: Path) -> tuple[np.ndarray, Any, np.ndarray, dict[str, Any]]:
     flat = vec.column("embedding").combine_chunks().values.to_numpy(zero_copy_only=False)
     vectors = np.asarray(flat, np.float32).reshape(len(keys), -1)
     del vec, flat
-    info = {"fetch_terms_s": round(wall_t, 1), "fetch_terms_cpu_s": round(cpu_t, 1),
-            "fetch_vectors_s": round(wall_v, 1), "fetch_vectors_cpu_s": round(cpu_v, 1)}
+    info = {
+        "fetch_terms_s": round(wall_t, 1),
+        "fetch_terms_cpu_s": round(cpu_t, 1),
+        "fetch_vectors_s": round(wall_v, 1),
+        "fetch_vectors_cpu_s": round(cpu_v, 1),
+    }
     return keys, table.column("terms"), vectors, info
 
 
@@ -84,15 +94,24 @@ def keyword_latency(index: KeywordIndex, queries: list[list[str]], rounds: int) 
     pruned = C.time_calls(lambda q: index.search(q, DEPTH), queries, rounds=rounds)
     dense = C.time_calls(lambda q: exhaustive(index, q, DEPTH), queries, rounds=rounds)
     p, d = pruned.summary(), dense.summary()
-    out = {"queries": len(queries), "identical_results": same, "pruned": p, "exhaustive": d,
-           "speedup_cpu_p50": round(d["cpu_p50_ms"] / p["cpu_p50_ms"], 2),
-           "speedup_best_p50": round(d["best_p50_ms"] / p["best_p50_ms"], 2)}
+    out = {
+        "queries": len(queries),
+        "identical_results": same,
+        "pruned": p,
+        "exhaustive": d,
+        "speedup_cpu_p50": round(d["cpu_p50_ms"] / p["cpu_p50_ms"], 2),
+        "speedup_best_p50": round(d["best_p50_ms"] / p["best_p50_ms"], 2),
+    }
     # "Typical" queries: 5-10 distinct known terms.
     typical = [q for q in queries if 5 <= len(index._term_ids(q)) <= 10]
     pt = C.time_calls(lambda q: index.search(q, DEPTH), typical, rounds=rounds).summary()
     dt = C.time_calls(lambda q: exhaustive(index, q, DEPTH), typical, rounds=rounds).summary()
-    out["typical_5_to_10_terms"] = {"queries": len(typical), "pruned": pt, "exhaustive": dt,
-                                    "speedup_cpu_p50": round(dt["cpu_p50_ms"] / pt["cpu_p50_ms"], 2)}
+    out["typical_5_to_10_terms"] = {
+        "queries": len(typical),
+        "pruned": pt,
+        "exhaustive": dt,
+        "speedup_cpu_p50": round(dt["cpu_p50_ms"] / pt["cpu_p50_ms"], 2),
+    }
     return out
 
 
@@ -100,7 +119,7 @@ def exact_top(vectors: np.ndarray, keys: np.ndarray, queries: np.ndarray, k: int
     best_s = np.full((len(queries), k), -np.inf, np.float32)
     best_i = np.zeros((len(queries), k), np.int64)
     for a in range(0, len(vectors), 100_000):
-        scores = queries @ vectors[a:a + 100_000].T
+        scores = queries @ vectors[a : a + 100_000].T
         top = np.argpartition(-scores, k, axis=1)[:, :k]
         cs = np.concatenate([best_s, np.take_along_axis(scores, top, 1)], 1)
         ci = np.concatenate([best_i, top + a], 1)
@@ -109,7 +128,9 @@ def exact_top(vectors: np.ndarray, keys: np.ndarray, queries: np.ndarray, k: int
     return keys[best_i]
 
 
-def vector_recall(index: VectorIndex, exact: np.ndarray, queries: np.ndarray) -> list[dict[str, Any]]:
+def vector_recall(
+    index: VectorIndex, exact: np.ndarray, queries: np.ndarray
+) -> list[dict[str, Any]]:
     hnsw = index._hnsw
     rows = []
     beams = [None] if hnsw is None else [None, 256, 512, 1024, 1536]
@@ -124,9 +145,15 @@ def vector_recall(index: VectorIndex, exact: np.ndarray, queries: np.ndarray) ->
             if beam is not None:
                 vector_module_expansion(saved)
         recall = float(np.mean([len(g & set(e[:10].tolist())) / 10 for g, e in zip(got, exact)]))
-        rows.append({"expansion_search": beam or f"default ({expansion_search_for(len(index))})"
-                     if hnsw is not None else "flat", "recall@10": round(recall, 4),
-                     **{k: v for k, v in timing.summary().items() if "p50" in k}})
+        rows.append(
+            {
+                "expansion_search": beam or f"default ({expansion_search_for(len(index))})"
+                if hnsw is not None
+                else "flat",
+                "recall@10": round(recall, 4),
+                **{k: v for k, v in timing.summary().items() if "p50" in k},
+            }
+        )
     return rows
 
 
@@ -142,8 +169,9 @@ def vector_module_expansion(beam: Any) -> Any:
 def incremental(indexes: derived.CollectionIndexes, dim: int, query: list[str]) -> dict[str, Any]:
     """Add one 10-chunk document (as a write mirrors it), then search both indexes."""
     rng = np.random.default_rng(1)
-    texts = [f"incremental chunk {i} about vitamin b12 and homocysteine levels {i}"
-             for i in range(10)]
+    texts = [
+        f"incremental chunk {i} about vitamin b12 and homocysteine levels {i}" for i in range(10)
+    ]
     terms = [analyze(t, "en") for t in texts]
     vecs = rng.standard_normal((10, dim)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
@@ -151,18 +179,26 @@ def incremental(indexes: derived.CollectionIndexes, dim: int, query: list[str]) 
     qvec = vecs[0]
 
     def step() -> None:
-        indexes.apply(removed=keys, added_keys=keys, added_terms=terms, added_vectors=vecs,
-                      generation=indexes.generation + 1)
+        indexes.apply(
+            removed=keys,
+            added_keys=keys,
+            added_terms=terms,
+            added_vectors=vecs,
+            generation=indexes.generation + 1,
+        )
         assert indexes.keyword.search(query + ["homocystein"], DEPTH)
         assert indexes.vector.search(qvec, 10)[0][0] == keys[0]
 
     runs = [C.timed(step) for _ in range(5)]
-    return {"add_10_chunks_plus_searches_ms": [round(w * 1000, 1) for _, w, _ in runs],
-            "cpu_ms": [round(c * 1000, 1) for _, _, c in runs]}
+    return {
+        "add_10_chunks_plus_searches_ms": [round(w * 1000, 1) for _, w, _ in runs],
+        "cpu_ms": [round(c * 1000, 1) for _, _, c in runs],
+    }
 
 
-def scale(label: str, args: argparse.Namespace, queries: list[list[str]], qvecs: np.ndarray
-          ) -> dict[str, Any]:
+def scale(
+    label: str, args: argparse.Namespace, queries: list[list[str]], qvecs: np.ndarray
+) -> dict[str, Any]:
     print(f"\n# {label}", flush=True)
     gc.collect()
     rss0 = C.rss_mb()
@@ -175,8 +211,11 @@ def scale(label: str, args: argparse.Namespace, queries: list[list[str]], qvecs:
         derived.add_terms(keyword, keys, terms)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     del terms
-    out["keyword_build"] = {"seconds": round(wall, 1), "cpu_seconds": round(cpu, 1),
-                            "peak_rss_mb": peak_mb()}
+    out["keyword_build"] = {
+        "seconds": round(wall, 1),
+        "cpu_seconds": round(cpu, 1),
+        "peak_rss_mb": peak_mb(),
+    }
     print(f"  keyword build {wall:.1f}s (cpu {cpu:.1f}s)", flush=True)
     out["keyword_search_depth100"] = keyword_latency(keyword, queries, args.rounds)
     print(f"  keyword: {out['keyword_search_depth100']}", flush=True)
@@ -192,16 +231,22 @@ def scale(label: str, args: argparse.Namespace, queries: list[list[str]], qvecs:
         with derived._gc_paused():
             vector.add(keys, vectors)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-        out["vector_build"] = {"seconds": round(wall, 1), "cpu_seconds": round(cpu, 1),
-                               "peak_rss_mb": peak_mb()}
+        out["vector_build"] = {
+            "seconds": round(wall, 1),
+            "cpu_seconds": round(cpu, 1),
+            "peak_rss_mb": peak_mb(),
+        }
         if cache is not None:
             cache.parent.mkdir(parents=True, exist_ok=True)
             vector.save(cache)
     del vectors
     print(f"  vector build: {out['vector_build']}", flush=True)
     out["vector_recall"] = vector_recall(vector, exact, qvecs)
-    C.print_rows(out["vector_recall"], ["expansion_search", "recall@10", "p50_ms", "cpu_p50_ms"],
-                 f"{label}: vector recall@10 vs exact float32")
+    C.print_rows(
+        out["vector_recall"],
+        ["expansion_search", "recall@10", "p50_ms", "cpu_p50_ms"],
+        f"{label}: vector recall@10 vs exact float32",
+    )
 
     indexes = derived.CollectionIndexes(keyword, vector, generation=1)
     folder = Path(tempfile.mkdtemp(prefix="hkb-index-scale-", dir="/tmp"))
@@ -213,12 +258,17 @@ def scale(label: str, args: argparse.Namespace, queries: list[list[str]], qvecs:
         del indexes, keyword, vector
         gc.collect()
         rss1 = C.rss_mb()
-        loaded, lwall, lcpu = C.timed(lambda: derived.load_snapshot(
-            folder, 1, generation=1, chunks=len(keys)))
+        loaded, lwall, lcpu = C.timed(
+            lambda: derived.load_snapshot(folder, 1, generation=1, chunks=len(keys))
+        )
         assert loaded is not None
-        out["snapshot"] = {"save_s": round(wall, 2), "load_s": round(lwall, 2),
-                           "load_cpu_s": round(lcpu, 2), "bytes": sizes,
-                           "rss_after_load_delta_mb": round(C.rss_mb() - rss1)}
+        out["snapshot"] = {
+            "save_s": round(wall, 2),
+            "load_s": round(lwall, 2),
+            "load_cpu_s": round(lcpu, 2),
+            "bytes": sizes,
+            "rss_after_load_delta_mb": round(C.rss_mb() - rss1),
+        }
         _, fwall, _ = C.timed(lambda: loaded.keyword.search(queries[0], DEPTH))
         out["snapshot"]["first_keyword_search_after_load_ms"] = round(fwall * 1000, 1)
         print(f"  snapshot: {out['snapshot']}", flush=True)
@@ -246,8 +296,11 @@ def main() -> None:
     texts = [data.queries[q] for q in qids]
     queries = [analyze_query(t, ["en"]) for t in texts][: args.queries]
     qvecs = C.embed_cached(texts, tag="scifact-test")[: args.vector_queries]
-    results: dict[str, Any] = {"machine": C.machine(), "git": C.git_state(),
-                               "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    results: dict[str, Any] = {
+        "machine": C.machine(),
+        "git": C.git_state(),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
     for label in args.sizes.split(","):
         results[f"scale_{label}"] = scale(label, args, queries, qvecs)
         C.write_json("index_scale", results)

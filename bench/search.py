@@ -71,8 +71,11 @@ from hybridkb.storage.duckdb_schema import table_names
 
 K = 10
 SCALE_NAME = "bench"
-SCALE_DBS = {10_000: Path("/tmp/bench-10k.duckdb"), 100_000: Path("/tmp/bench-100k.duckdb"),
-             1_000_000: Path("/tmp/bench-1m.duckdb")}
+SCALE_DBS = {
+    10_000: Path("/tmp/bench-10k.duckdb"),
+    100_000: Path("/tmp/bench-100k.duckdb"),
+    1_000_000: Path("/tmp/bench-1m.duckdb"),
+}
 EVAL_SRC = Path("/tmp/scifact.duckdb")
 EVAL_COPY = Path("/tmp/bench-scifact.duckdb")
 EVAL_NAME = "eval:scifact"
@@ -90,7 +93,9 @@ VENV_BIN = C.ROOT / ".venv" / "bin"
 class Searcher:
     """A KnowledgeBase whose query embedder is replaced by a precomputed vector."""
 
-    def __init__(self, db: Path | str, name: str, *, read_only: bool = False, **overrides: Any) -> None:
+    def __init__(
+        self, db: Path | str, name: str, *, read_only: bool = False, **overrides: Any
+    ) -> None:
         self.kb = hybridkb.connect(str(db), read_only=read_only, **overrides)
         self.name = name
         self.record = self.kb.record(name)
@@ -100,8 +105,11 @@ class Searcher:
         self.coll = self.kb.collection(name)
         self.storage: Any = self.kb.storage
         rec = self.record
-        self.languages = ([rec.language] if rec.language and rec.language != "auto"
-                          else self.storage.stats(rec).languages)
+        self.languages = (
+            [rec.language]
+            if rec.language and rec.language != "auto"
+            else self.storage.stats(rec).languages
+        )
 
     def close(self) -> None:
         self.kb.close()
@@ -113,10 +121,14 @@ class Searcher:
     def terms(self, query: str) -> list[str]:
         return analyze_query(query, self.languages)
 
-    def keyword_leg(self, terms: list[str], depth: int, where: Any = None) -> list[tuple[int, float]]:
+    def keyword_leg(
+        self, terms: list[str], depth: int, where: Any = None
+    ) -> list[tuple[int, float]]:
         return self.storage.keyword_search(self.record, terms, depth, where)
 
-    def vector_leg(self, vector: np.ndarray, depth: int, where: Any = None) -> list[tuple[int, float]]:
+    def vector_leg(
+        self, vector: np.ndarray, depth: int, where: Any = None
+    ) -> list[tuple[int, float]]:
         return self.storage.vector_search(self.record, vector, depth, where)
 
     def indexes(self) -> Any:
@@ -124,7 +136,9 @@ class Searcher:
 
     def doc_of_key(self) -> dict[int, str]:
         t = table_names(self.record.id)
-        return {int(k): d for k, d in self.storage.query(f"SELECT key, document_id FROM {t['chunks']}")}
+        return {
+            int(k): d for k, d in self.storage.query(f"SELECT key, document_id FROM {t['chunks']}")
+        }
 
 
 # -- SciFact data -----------------------------------------------------------------------------
@@ -138,12 +152,15 @@ def _eval_complete(db: Path) -> bool:
     except duckdb.Error:
         return False
     try:
-        row = con.execute("SELECT id FROM hybridkb_collections WHERE name = ?", [EVAL_NAME]).fetchone()
+        row = con.execute(
+            "SELECT id FROM hybridkb_collections WHERE name = ?", [EVAL_NAME]
+        ).fetchone()
         if not row:
             return False
         t = table_names(int(row[0]))
-        found = con.execute(f"SELECT count(*) FROM {t['documents']} WHERE document_id = ?",
-                            [FINGERPRINT_ID]).fetchone()
+        found = con.execute(
+            f"SELECT count(*) FROM {t['documents']} WHERE document_id = ?", [FINGERPRINT_ID]
+        ).fetchone()
         return bool(found and found[0])
     except duckdb.Error:
         return False
@@ -189,11 +206,18 @@ def build_proxy() -> None:
         else:
             vectors = C.embed_cached(texts, tag="scifact-docs")
         rec = storage.create_collection(
-            "default", PROXY_NAME, model=C.DEFAULT_MODEL, dim=384,
-            chunking={"strategy": "paragraph", "size": 1000, "overlap": 150}, language="auto")
+            "default",
+            PROXY_NAME,
+            model=C.DEFAULT_MODEL,
+            dim=384,
+            chunking={"strategy": "paragraph", "size": 1000, "overlap": 150},
+            language="auto",
+        )
         items = []
         for n, (doc_id, text) in enumerate(zip(ids, texts)):
-            items.append(_put_item(rec.id, doc_id, [text], vectors[n:n + 1], {}, analyze(text, "en")))
+            items.append(
+                _put_item(rec.id, doc_id, [text], vectors[n : n + 1], {}, analyze(text, "en"))
+            )
             if len(items) == 500:
                 storage.put_documents(rec, items)
                 items = []
@@ -202,13 +226,28 @@ def build_proxy() -> None:
         storage.close()
 
 
-def _put_item(cid: int, doc_id: str, texts: list[str], vectors: np.ndarray, meta: dict[str, Any],
-              terms: list[str] | list[list[str]] | None = None, filename: str | None = None) -> PutItem:
+def _put_item(
+    cid: int,
+    doc_id: str,
+    texts: list[str],
+    vectors: np.ndarray,
+    meta: dict[str, Any],
+    terms: list[str] | list[list[str]] | None = None,
+    filename: str | None = None,
+) -> PutItem:
     """One document of ``texts`` chunks, built as ingest._chunk_records builds them."""
     content_hash = hashlib.sha256("\x00".join(texts).encode()).hexdigest()
-    doc = DocumentRecord(document_id=doc_id, path=None, filename=filename, source="text",
-                         content_hash=content_hash, signature="bench", metadata=meta,
-                         language="en", bytes=sum(len(t) for t in texts))
+    doc = DocumentRecord(
+        document_id=doc_id,
+        path=None,
+        filename=filename,
+        source="text",
+        content_hash=content_hash,
+        signature="bench",
+        metadata=meta,
+        language="en",
+        bytes=sum(len(t) for t in texts),
+    )
     chunks = []
     offset = 0
     for i, text in enumerate(texts):
@@ -219,11 +258,25 @@ def _put_item(cid: int, doc_id: str, texts: list[str], vectors: np.ndarray, meta
             chunk_terms = terms  # type: ignore[assignment]
         else:
             chunk_terms = terms[i]  # type: ignore[assignment]
-        chunks.append(ChunkRecord(
-            key=chunk_key(chunk_id), chunk_id=chunk_id, document_id=doc_id, chunk_index=i, text=text,
-            page=None, section=None, char_start=offset, char_end=offset + len(text),
-            content_hash=hashlib.sha256(text.encode()).hexdigest(), language="en",
-            terms=list(chunk_terms), metadata=meta, filename=filename, path=None))
+        chunks.append(
+            ChunkRecord(
+                key=chunk_key(chunk_id),
+                chunk_id=chunk_id,
+                document_id=doc_id,
+                chunk_index=i,
+                text=text,
+                page=None,
+                section=None,
+                char_start=offset,
+                char_end=offset + len(text),
+                content_hash=hashlib.sha256(text.encode()).hexdigest(),
+                language="en",
+                terms=list(chunk_terms),
+                metadata=meta,
+                filename=filename,
+                path=None,
+            )
+        )
         offset += len(text) + 2
     return PutItem(doc, chunks, vectors)
 
@@ -247,23 +300,40 @@ def _profile(fn: Callable[[int], Any], n: int, top: int = 14) -> list[dict[str, 
     stats = pstats.Stats(prof, stream=io.StringIO())
     rows = []
     for (filename, line, func), (cc, nc, tt, ct, _) in stats.stats.items():  # type: ignore[attr-defined]
-        rows.append({"function": f"{Path(filename).name}:{line}({func})", "calls": nc,
-                     "tottime_ms_per_search": round(tt / n * 1000, 4),
-                     "cumtime_ms_per_search": round(ct / n * 1000, 4)})
+        rows.append(
+            {
+                "function": f"{Path(filename).name}:{line}({func})",
+                "calls": nc,
+                "tottime_ms_per_search": round(tt / n * 1000, 4),
+                "cumtime_ms_per_search": round(ct / n * 1000, 4),
+            }
+        )
     rows.sort(key=lambda r: -r["tottime_ms_per_search"])
     return rows[:top]
 
 
-def latency_block(s: Searcher, texts: list[str], vectors: np.ndarray, *, rounds: int,
-                  label: str, where_for: Callable[[int], Any] | None = None,
-                  profile: bool = True) -> dict[str, Any]:
+def latency_block(
+    s: Searcher,
+    texts: list[str],
+    vectors: np.ndarray,
+    *,
+    rounds: int,
+    label: str,
+    where_for: Callable[[int], Any] | None = None,
+    profile: bool = True,
+) -> dict[str, Any]:
     """Public path per mode, the legs alone and the stages inside, one query at a time."""
     n = len(texts)
     idx = list(range(n))
     terms = [s.terms(t) for t in texts]
     depth = max(s.kb.settings.candidates, K)
-    out: dict[str, Any] = {"queries": n, "k": K, "depth": depth, "rounds": rounds,
-                           "baseline_before": C.baseline()}
+    out: dict[str, Any] = {
+        "queries": n,
+        "k": K,
+        "depth": depth,
+        "rounds": rounds,
+        "baseline_before": C.baseline(),
+    }
     t0 = time.perf_counter()
     s.search(texts[0], vectors[0])  # first search: index build or snapshot load
     out["first_search_s"] = round(time.perf_counter() - t0, 3)
@@ -287,31 +357,46 @@ def latency_block(s: Searcher, texts: list[str], vectors: np.ndarray, *, rounds:
     top_keys = {i: [key for key, _ in legs[i][0][:K]] for i in idx}
     runs["fetch_chunks (k rows)"] = lambda i: s.storage.fetch_chunks(rec, top_keys[i])
     rerank_keys = {i: np.asarray([key for key, _ in legs[i][1][:50]], np.int64) for i in idx}
-    runs["re-rank 50 (fetch_vectors + dot)"] = lambda i: s.storage.fetch_vectors(rec, rerank_keys[i]) @ vectors[i]
+    runs["re-rank 50 (fetch_vectors + dot)"] = lambda i: (
+        s.storage.fetch_vectors(rec, rerank_keys[i]) @ vectors[i]
+    )
     if where_for is not None:
-        runs["public hybrid, 1% filter"] = lambda i: s.search(texts[i], vectors[i], where=where_for(i))
-        runs["public vector, 1% filter"] = lambda i: s.search(texts[i], vectors[i], mode="vector", where=where_for(i))
+        runs["public hybrid, 1% filter"] = lambda i: s.search(
+            texts[i], vectors[i], where=where_for(i)
+        )
+        runs["public vector, 1% filter"] = lambda i: s.search(
+            texts[i], vectors[i], mode="vector", where=where_for(i)
+        )
     rows = []
     for name, fn in runs.items():
         timing = C.time_calls(fn, idx, rounds=rounds)
         rows.append({"stage": name, **timing.summary()})
-        print(f"  [{label}] {name}: p50 {rows[-1]['p50_ms']:.3f} ms, best-of-{rounds} p50 "
-              f"{rows[-1]['best_p50_ms']:.3f}, cpu p50 {rows[-1]['cpu_p50_ms']:.3f}", flush=True)
+        print(
+            f"  [{label}] {name}: p50 {rows[-1]['p50_ms']:.3f} ms, best-of-{rounds} p50 "
+            f"{rows[-1]['best_p50_ms']:.3f}, cpu p50 {rows[-1]['cpu_p50_ms']:.3f}",
+            flush=True,
+        )
     out["stages"] = rows
     if where_for is not None:
         counts = [len(s.search(texts[i], vectors[i], where=where_for(i))) for i in idx]
         out["filtered_hits_exactly_k"] = sum(c == K for c in counts)
         out["filtered_hits_min"] = min(counts)
-        vcounts = [len(s.search(texts[i], vectors[i], mode="vector", where=where_for(i))) for i in idx]
+        vcounts = [
+            len(s.search(texts[i], vectors[i], mode="vector", where=where_for(i))) for i in idx
+        ]
         out["filtered_vector_hits_exactly_k"] = sum(c == K for c in vcounts)
     if profile:
-        out["profile_public_hybrid"] = _profile(lambda i: s.search(texts[i], vectors[i]), min(n, 50))
+        out["profile_public_hybrid"] = _profile(
+            lambda i: s.search(texts[i], vectors[i]), min(n, 50)
+        )
     out["baseline_after"] = C.baseline()
     return out
 
 
-CHUNK_COLUMNS = ("key, chunk_id, document_id, chunk_index, text, page, section, char_start, char_end,"
-                 " content_hash, language, metadata, filename, path, added_at")
+CHUNK_COLUMNS = (
+    "key, chunk_id, document_id, chunk_index, text, page, section, char_start, char_end,"
+    " content_hash, language, metadata, filename, path, added_at"
+)
 
 
 def sql_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -326,22 +411,30 @@ def sql_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[st
     print(f"\n# SQL forms on a copy of {src}", flush=True)
     con = duckdb.connect(str(db))
     try:
-        (cid,) = con.execute("SELECT id FROM hybridkb_collections WHERE name = ?", [SCALE_NAME]).fetchone()  # type: ignore[misc]
+        (cid,) = con.execute(
+            "SELECT id FROM hybridkb_collections WHERE name = ?", [SCALE_NAME]
+        ).fetchone()  # type: ignore[misc]
         t = table_names(int(cid))
         rng = np.random.default_rng(11)
-        all_keys = np.asarray([r[0] for r in con.execute(f"SELECT key FROM {t['chunks']}").fetchall()])
+        all_keys = np.asarray(
+            [r[0] for r in con.execute(f"SELECT key FROM {t['chunks']}").fetchall()]
+        )
         sets10 = [rng.choice(all_keys, K, replace=False).tolist() for _ in range(30)]
         sets50 = [rng.choice(all_keys, 50, replace=False).tolist() for _ in range(30)]
 
         def forms(table: str, cols: str, sets: list[list[int]]) -> dict[str, Callable[[int], Any]]:
             return {
                 "list parameter (unnest(?::BIGINT[]))": lambda i: con.execute(
-                    f"SELECT {cols} FROM {table} WHERE key IN (SELECT unnest(?::BIGINT[]))", [sets[i]]).fetchall(),
+                    f"SELECT {cols} FROM {table} WHERE key IN (SELECT unnest(?::BIGINT[]))",
+                    [sets[i]],
+                ).fetchall(),
                 "one JSON parameter (from_json)": lambda i: con.execute(
                     f"SELECT {cols} FROM {table} WHERE key IN (SELECT unnest(from_json(?, '[\"BIGINT\"]')))",
-                    [json.dumps(sets[i])]).fetchall(),
+                    [json.dumps(sets[i])],
+                ).fetchall(),
                 "integer literals (IN (1,2,...))": lambda i: con.execute(
-                    f"SELECT {cols} FROM {table} WHERE key IN ({','.join(str(int(k)) for k in sets[i])})").fetchall(),
+                    f"SELECT {cols} FROM {table} WHERE key IN ({','.join(str(int(k)) for k in sets[i])})"
+                ).fetchall(),
             }
 
         rows: list[dict[str, Any]] = []
@@ -350,45 +443,78 @@ def sql_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[st
             for label, fn in fns.items():
                 timing = C.time_calls(fn, list(range(n)), rounds=args.rounds, warmup=2)
                 rows.append({"query": what, "form": label, **timing.summary()})
-                print(f"  {what} / {label}: best p50 {rows[-1]['best_p50_ms']:.2f} ms, "
-                      f"cpu {rows[-1]['cpu_p50_ms']:.2f}", flush=True)
+                print(
+                    f"  {what} / {label}: best p50 {rows[-1]['best_p50_ms']:.2f} ms, "
+                    f"cpu {rows[-1]['cpu_p50_ms']:.2f}",
+                    flush=True,
+                )
 
         def all_queries(tag: str) -> None:
             measure(f"fetch_chunks 10 keys{tag}", forms(t["chunks"], CHUNK_COLUMNS, sets10))
             measure(f"fetch_vectors 50 keys{tag}", forms(t["vectors"], "key, embedding", sets50))
 
         all_queries("")
-        measure("stats()", {
-            "count + sum(bytes) on documents": lambda i: con.execute(
-                f"SELECT count(*), coalesce(sum(bytes), 0) FROM {t['documents']}").fetchall(),
-            "count(*) chunks": lambda i: con.execute(f"SELECT count(*) FROM {t['chunks']}").fetchall(),
-            "languages (GROUP BY on documents)": lambda i: con.execute(
-                f"SELECT language FROM {t['documents']} GROUP BY language ORDER BY count(*) DESC").fetchall(),
-            "sum(strlen(text)) over chunks": lambda i: con.execute(
-                f"SELECT coalesce(sum(strlen(text)) * 2, 0) FROM {t['chunks']}").fetchall(),
-            "catalog row by id": lambda i: con.execute(
-                "SELECT * FROM hybridkb_collections WHERE id = ?", [int(cid)]).fetchall(),
-        }, n=10)
-        measure("1% filter (_allowed)", {
-            "json_extract_string(metadata, '/group') = ?": lambda i: con.execute(
-                f"SELECT key FROM {t['chunks']} WHERE (json_extract_string(metadata, ?) = ?)",
-                ["/group", f"g{i % GROUPS:02d}"]).fetchall(),
-            "filename IN (20 names)": lambda i: con.execute(
-                f"SELECT key FROM {t['chunks']} WHERE filename IN (SELECT unnest(from_json(?, '[\"VARCHAR\"]')))",
-                [json.dumps([f"doc-{d:07d}.txt" for d in range(i % GROUPS, 2000, GROUPS)])]).fetchall(),
-        }, n=10)
+        measure(
+            "stats()",
+            {
+                "count + sum(bytes) on documents": lambda i: con.execute(
+                    f"SELECT count(*), coalesce(sum(bytes), 0) FROM {t['documents']}"
+                ).fetchall(),
+                "count(*) chunks": lambda i: con.execute(
+                    f"SELECT count(*) FROM {t['chunks']}"
+                ).fetchall(),
+                "languages (GROUP BY on documents)": lambda i: con.execute(
+                    f"SELECT language FROM {t['documents']} GROUP BY language ORDER BY count(*) DESC"
+                ).fetchall(),
+                "sum(strlen(text)) over chunks": lambda i: con.execute(
+                    f"SELECT coalesce(sum(strlen(text)) * 2, 0) FROM {t['chunks']}"
+                ).fetchall(),
+                "catalog row by id": lambda i: con.execute(
+                    "SELECT * FROM hybridkb_collections WHERE id = ?", [int(cid)]
+                ).fetchall(),
+            },
+            n=10,
+        )
+        measure(
+            "1% filter (_allowed)",
+            {
+                "json_extract_string(metadata, '/group') = ?": lambda i: con.execute(
+                    f"SELECT key FROM {t['chunks']} WHERE (json_extract_string(metadata, ?) = ?)",
+                    ["/group", f"g{i % GROUPS:02d}"],
+                ).fetchall(),
+                "filename IN (20 names)": lambda i: con.execute(
+                    f"SELECT key FROM {t['chunks']} WHERE filename IN (SELECT unnest(from_json(?, '[\"VARCHAR\"]')))",
+                    [json.dumps([f"doc-{d:07d}.txt" for d in range(i % GROUPS, 2000, GROUPS)])],
+                ).fetchall(),
+            },
+            n=10,
+        )
         size0 = db.stat().st_size
-        _, create_s, _ = C.timed(lambda: (con.execute(f"CREATE INDEX bench_ck ON {t['chunks']}(key)"),
-                                          con.execute(f"CREATE INDEX bench_vk ON {t['vectors']}(key)")))
+        _, create_s, _ = C.timed(
+            lambda: (
+                con.execute(f"CREATE INDEX bench_ck ON {t['chunks']}(key)"),
+                con.execute(f"CREATE INDEX bench_vk ON {t['vectors']}(key)"),
+            )
+        )
         con.execute("CHECKPOINT")
-        index_info = {"create_s": round(create_s, 2), "db_growth_mb": round((db.stat().st_size - size0) / 2**20, 1)}
-        print(f"  ART indexes on key: created in {create_s:.1f}s, file +{index_info['db_growth_mb']} MB", flush=True)
+        index_info = {
+            "create_s": round(create_s, 2),
+            "db_growth_mb": round((db.stat().st_size - size0) / 2**20, 1),
+        }
+        print(
+            f"  ART indexes on key: created in {create_s:.1f}s, file +{index_info['db_growth_mb']} MB",
+            flush=True,
+        )
         all_queries(" (ART index on key)")
     finally:
         con.close()
         shutil.rmtree(folder, ignore_errors=True)
     results["sql_forms_100k"] = {"rows": rows, "art_index": index_info, "loadavg": C.loadavg()}
-    C.print_rows(rows, ["query", "form", "best_p50_ms", "best_p95_ms", "cpu_p50_ms"], "SQL forms at 100k chunks")
+    C.print_rows(
+        rows,
+        ["query", "form", "best_p50_ms", "best_p95_ms", "cpu_p50_ms"],
+        "SQL forms at 100k chunks",
+    )
     return []
 
 
@@ -400,9 +526,18 @@ def latency_targets(block: dict[str, Any], label: str, hybrid_limit: float) -> l
     hy = stage(block, "public hybrid")
     note = f"all calls p50 {hy['p50_ms']:.2f}, cpu p50 {hy['cpu_p50_ms']:.2f}"
     out = [
-        C.target(f"{label}: public hybrid p50 (best of rounds)", hy["best_p50_ms"], hybrid_limit, note=note),
-        C.target(f"{label}: public hybrid p95/p50 (best of rounds)", hy["best_p95_ms"] / hy["best_p50_ms"],
-                 2.0, "x"),
+        C.target(
+            f"{label}: public hybrid p50 (best of rounds)",
+            hy["best_p50_ms"],
+            hybrid_limit,
+            note=note,
+        ),
+        C.target(
+            f"{label}: public hybrid p95/p50 (best of rounds)",
+            hy["best_p95_ms"] / hy["best_p50_ms"],
+            2.0,
+            "x",
+        ),
     ]
     return out
 
@@ -416,24 +551,51 @@ def scifact_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dic
     try:
         info = s.kb.describe(name)
         block = latency_block(s, texts, vectors, rounds=args.rounds, label="scifact")
-        block.update({"db": str(db), "collection": name, "kind": kind, "chunks": info.chunks,
-                      "documents": info.documents})
+        block.update(
+            {
+                "db": str(db),
+                "collection": name,
+                "kind": kind,
+                "chunks": info.chunks,
+                "documents": info.documents,
+            }
+        )
     finally:
         s.close()
     results["scifact_latency"] = block
-    C.print_rows(block["stages"], ["stage", "p50_ms", "p95_ms", "best_p50_ms", "best_p95_ms", "cpu_p50_ms"],
-                 f"SciFact ({info.chunks} chunks), k={K}")
-    C.print_rows(block["profile_public_hybrid"], ["function", "calls", "tottime_ms_per_search",
-                                                  "cumtime_ms_per_search"], "profile of public hybrid")
-    kw, vec = stage(block, "keyword leg (storage, depth)"), stage(block, "vector leg (storage, depth)")
+    C.print_rows(
+        block["stages"],
+        ["stage", "p50_ms", "p95_ms", "best_p50_ms", "best_p95_ms", "cpu_p50_ms"],
+        f"SciFact ({info.chunks} chunks), k={K}",
+    )
+    C.print_rows(
+        block["profile_public_hybrid"],
+        ["function", "calls", "tottime_ms_per_search", "cumtime_ms_per_search"],
+        "profile of public hybrid",
+    )
+    kw, vec = (
+        stage(block, "keyword leg (storage, depth)"),
+        stage(block, "vector leg (storage, depth)"),
+    )
     rows = latency_targets(block, "SciFact", 2.0)
     rows += [
-        C.target("SciFact: keyword leg p50 (storage, depth 100)", kw["best_p50_ms"], 1.0,
-                 note=f"at k=10: {stage(block, 'keyword leg (storage, k)')['best_p50_ms']:.3f}"),
-        C.target("SciFact: vector leg p50 (storage, depth 100)", vec["best_p50_ms"], 1.0,
-                 note=f"at k=10: {stage(block, 'vector leg (storage, k)')['best_p50_ms']:.3f}"),
-        C.target("SciFact: re-rank 50 candidates (fetch_vectors + dot)",
-                 stage(block, "re-rank 50 (fetch_vectors + dot)")["best_p50_ms"], 50.0),
+        C.target(
+            "SciFact: keyword leg p50 (storage, depth 100)",
+            kw["best_p50_ms"],
+            1.0,
+            note=f"at k=10: {stage(block, 'keyword leg (storage, k)')['best_p50_ms']:.3f}",
+        ),
+        C.target(
+            "SciFact: vector leg p50 (storage, depth 100)",
+            vec["best_p50_ms"],
+            1.0,
+            note=f"at k=10: {stage(block, 'vector leg (storage, k)')['best_p50_ms']:.3f}",
+        ),
+        C.target(
+            "SciFact: re-rank 50 candidates (fetch_vectors + dot)",
+            stage(block, "re-rank 50 (fetch_vectors + dot)")["best_p50_ms"],
+            50.0,
+        ),
     ]
     return rows
 
@@ -464,7 +626,9 @@ def corpus_model() -> Corpus:
     for _ in range(20):
         pick = rng.choice(len(words), 100, p=probs)
         text = " ".join(words[j] for j in pick)
-        assert analyze(text, "en") == [t for j in pick for t in stems[j]], "analysis is not word-local"
+        assert analyze(text, "en") == [t for j in pick for t in stems[j]], (
+            "analysis is not word-local"
+        )
     if DOC_VECS.exists():
         base = np.load(DOC_VECS).astype(np.float32)
     else:
@@ -473,7 +637,9 @@ def corpus_model() -> Corpus:
     return Corpus(words, probs, stems, base)
 
 
-def synthetic_batch(cm: Corpus, rng: np.random.Generator, n: int) -> tuple[list[str], list[list[str]], np.ndarray]:
+def synthetic_batch(
+    cm: Corpus, rng: np.random.Generator, n: int
+) -> tuple[list[str], list[list[str]], np.ndarray]:
     """n chunk texts (80-160 words of SciFact's unigram distribution), their terms and vectors."""
     lengths = rng.integers(80, 161, n)
     picks = rng.choice(len(cm.words), int(lengths.sum()), p=cm.probs)
@@ -481,7 +647,7 @@ def synthetic_batch(cm: Corpus, rng: np.random.Generator, n: int) -> tuple[list[
     pos = 0
     words, stems = cm.words, cm.stems
     for m in lengths:
-        ids = picks[pos:pos + m]
+        ids = picks[pos : pos + m]
         pos += m
         texts.append(" ".join([words[j] for j in ids]))
         terms.append([t for j in ids for t in stems[j]])
@@ -511,8 +677,13 @@ def ensure_scale(n: int, cm: Corpus | None = None) -> dict[str, Any]:
             storage.drop_collection(rec)
         cm = cm or corpus_model()
         rec = storage.create_collection(
-            "default", SCALE_NAME, model=C.DEFAULT_MODEL, dim=384,
-            chunking={"strategy": "paragraph", "size": 1000, "overlap": 150}, language="auto")
+            "default",
+            SCALE_NAME,
+            model=C.DEFAULT_MODEL,
+            dim=384,
+            chunking={"strategy": "paragraph", "size": 1000, "overlap": 150},
+            language="auto",
+        )
         rng = np.random.default_rng(n)
         docs = n // CHUNKS_PER_DOC
         batch_docs = max(1, 10_000 // CHUNKS_PER_DOC)
@@ -526,26 +697,44 @@ def ensure_scale(n: int, cm: Corpus | None = None) -> dict[str, Any]:
             for j in range(m):
                 d = start + j
                 sl = slice(j * CHUNKS_PER_DOC, (j + 1) * CHUNKS_PER_DOC)
-                items.append(_put_item(rec.id, f"d{d:07d}", texts[sl], vecs[sl],
-                                       {"group": f"g{d % GROUPS:02d}", "n": d}, terms[sl],
-                                       filename=f"doc-{d:07d}.txt"))
+                items.append(
+                    _put_item(
+                        rec.id,
+                        f"d{d:07d}",
+                        texts[sl],
+                        vecs[sl],
+                        {"group": f"g{d % GROUPS:02d}", "n": d},
+                        terms[sl],
+                        filename=f"doc-{d:07d}.txt",
+                    )
+                )
             p0 = time.perf_counter()
             gen += p0 - g0
             storage.put_documents(rec, items)
             put += time.perf_counter() - p0
             if (start // batch_docs) % 10 == 0:
                 done = (start + m) * CHUNKS_PER_DOC
-                print(f"  building {scale_label(n)}: {done:,} chunks, {time.perf_counter() - t0:.0f}s "
-                      f"(load {C.loadavg()[0]})", flush=True)
-        return {"reused": False, "db": str(db), "build_s": round(time.perf_counter() - t0, 1),
-                "generate_s": round(gen, 1), "put_documents_s": round(put, 1),
-                "put_chunks_per_s": round(n / put, 1), "loadavg": C.loadavg()}
+                print(
+                    f"  building {scale_label(n)}: {done:,} chunks, {time.perf_counter() - t0:.0f}s "
+                    f"(load {C.loadavg()[0]})",
+                    flush=True,
+                )
+        return {
+            "reused": False,
+            "db": str(db),
+            "build_s": round(time.perf_counter() - t0, 1),
+            "generate_s": round(gen, 1),
+            "put_documents_s": round(put, 1),
+            "put_chunks_per_s": round(n / put, 1),
+            "loadavg": C.loadavg(),
+        }
     finally:
         storage.close()
 
 
-def scale_bench(n: int, args: argparse.Namespace, results: dict[str, Any],
-                cm: Corpus | None) -> list[dict[str, Any]]:
+def scale_bench(
+    n: int, args: argparse.Namespace, results: dict[str, Any], cm: Corpus | None
+) -> list[dict[str, Any]]:
     label = scale_label(n)
     print(f"\n# scale {label} ({n:,} chunks)", flush=True)
     build = ensure_scale(n, cm)
@@ -565,11 +754,19 @@ def scale_bench(n: int, args: argparse.Namespace, results: dict[str, Any],
         _, wall, cpu = C.timed(lambda: s.search(texts[0], vectors[0]))
         gc.collect()
         rss1 = C.rss_mb()
-        info = {"kind": "snapshot load" if had else "index build", "seconds": round(wall, 3),
-                "cpu_seconds": round(cpu, 3), "rss_before_mb": round(rss0), "rss_after_mb": round(rss1),
-                "rss_delta_mb": round(rss1 - rss0), "vector_layout": s.indexes().vector.layout,
-                "loadavg": C.loadavg()}
-        print(f"  first search ({info['kind']}): {wall:.2f}s, RSS +{rss1 - rss0:.0f} MB", flush=True)
+        info = {
+            "kind": "snapshot load" if had else "index build",
+            "seconds": round(wall, 3),
+            "cpu_seconds": round(cpu, 3),
+            "rss_before_mb": round(rss0),
+            "rss_after_mb": round(rss1),
+            "rss_delta_mb": round(rss1 - rss0),
+            "vector_layout": s.indexes().vector.layout,
+            "loadavg": C.loadavg(),
+        }
+        print(
+            f"  first search ({info['kind']}): {wall:.2f}s, RSS +{rss1 - rss0:.0f} MB", flush=True
+        )
         return s, info
 
     s, info = first_search()
@@ -583,8 +780,14 @@ def scale_bench(n: int, args: argparse.Namespace, results: dict[str, Any],
     try:
         rss0 = info["rss_before_mb"]
         block = latency_block(
-            s, texts, vectors, rounds=args.rounds, label=label,
-            where_for=lambda i: {"group": f"g{(i * 7) % GROUPS:02d}"}, profile=n <= 100_000)
+            s,
+            texts,
+            vectors,
+            rounds=args.rounds,
+            label=label,
+            where_for=lambda i: {"group": f"g{(i * 7) % GROUPS:02d}"},
+            profile=n <= 100_000,
+        )
         gc.collect()
         block["rss_after_searches_mb"] = round(C.rss_mb())
         block["rss_indexes_mb"] = round(C.rss_mb() - rss0)
@@ -594,21 +797,49 @@ def scale_bench(n: int, args: argparse.Namespace, results: dict[str, Any],
         s.close()
     results[f"scale_{label}"] = out
     block = out["latency"]
-    C.print_rows(block["stages"], ["stage", "p50_ms", "p95_ms", "best_p50_ms", "best_p95_ms", "cpu_p50_ms"],
-                 f"{label} chunks, k={K}")
+    C.print_rows(
+        block["stages"],
+        ["stage", "p50_ms", "p95_ms", "best_p50_ms", "best_p95_ms", "cpu_p50_ms"],
+        f"{label} chunks, k={K}",
+    )
     limit = {10_000: 2.0, 100_000: 5.0, 1_000_000: 25.0}[n]
     rows = latency_targets(block, label, limit)
-    rows.append(C.target(f"{label}: vector leg recall@10 vs exact (storage)", out["vector_recall@10"], 0.98,
-                         "", higher_is_better=True))
+    rows.append(
+        C.target(
+            f"{label}: vector leg recall@10 vs exact (storage)",
+            out["vector_recall@10"],
+            0.98,
+            "",
+            higher_is_better=True,
+        )
+    )
     if n == 100_000:
         flt = stage(block, "public hybrid, 1% filter")
-        rows.append(C.target("100k: filtered hybrid (1%) p50 (best of rounds)", flt["best_p50_ms"], 10.0,
-                             note=f"all calls p50 {flt['p50_ms']:.2f}"))
-        rows.append(C.target("100k: filtered hybrid returns exactly k (queries)",
-                             block["filtered_hits_exactly_k"], len(texts), "q", higher_is_better=True,
-                             note=f"min hits {block['filtered_hits_min']}"))
-        rows.append(C.target("100k: re-rank 50 candidates (fetch_vectors + dot)",
-                             stage(block, "re-rank 50 (fetch_vectors + dot)")["best_p50_ms"], 50.0))
+        rows.append(
+            C.target(
+                "100k: filtered hybrid (1%) p50 (best of rounds)",
+                flt["best_p50_ms"],
+                10.0,
+                note=f"all calls p50 {flt['p50_ms']:.2f}",
+            )
+        )
+        rows.append(
+            C.target(
+                "100k: filtered hybrid returns exactly k (queries)",
+                block["filtered_hits_exactly_k"],
+                len(texts),
+                "q",
+                higher_is_better=True,
+                note=f"min hits {block['filtered_hits_min']}",
+            )
+        )
+        rows.append(
+            C.target(
+                "100k: re-rank 50 candidates (fetch_vectors + dot)",
+                stage(block, "re-rank 50 (fetch_vectors + dot)")["best_p50_ms"],
+                50.0,
+            )
+        )
     return rows
 
 
@@ -624,12 +855,16 @@ def storage_recall(s: Searcher, queries: np.ndarray) -> float:
         if tab.num_rows == 0:
             break
         keys = tab.column("key").to_numpy()
-        mat = np.asarray(tab.column("embedding").combine_chunks().values.to_numpy(zero_copy_only=False),
-                         np.float32).reshape(len(keys), -1)
+        mat = np.asarray(
+            tab.column("embedding").combine_chunks().values.to_numpy(zero_copy_only=False),
+            np.float32,
+        ).reshape(len(keys), -1)
         scores = queries @ mat.T
         for qi in range(len(queries)):
             top = np.argpartition(-scores[qi], K)[:K]
-            best[qi] = sorted(best[qi] + [(float(scores[qi, j]), int(keys[j])) for j in top], reverse=True)[:K]
+            best[qi] = sorted(
+                best[qi] + [(float(scores[qi, j]), int(keys[j])) for j in top], reverse=True
+            )[:K]
         offset += step
     got = [{k for k, _ in s.vector_leg(q, K)} for q in queries]
     return round(float(np.mean([len(g & {k for _, k in b}) / K for g, b in zip(got, best)])), 4)
@@ -667,8 +902,13 @@ print(json.dumps({"import_s": t1 - t0, "connect_s": t2 - t1, "model_load_s": t3 
 
 
 def _importtime(python: str) -> dict[str, Any]:
-    proc = subprocess.run([python, "-X", "importtime", "-c", "import hybridkb.cli"],
-                          capture_output=True, text=True, env={**os.environ}, check=False)
+    proc = subprocess.run(
+        [python, "-X", "importtime", "-c", "import hybridkb.cli"],
+        capture_output=True,
+        text=True,
+        env={**os.environ},
+        check=False,
+    )
     rows = []
     for line in proc.stderr.splitlines():
         m = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)", line)
@@ -677,10 +917,12 @@ def _importtime(python: str) -> dict[str, Any]:
     top_level = [r for r in rows if r[1] <= 1]
     heavy = sorted(rows, key=lambda r: -r[0])
     total = sum(r[0] for r in top_level)
-    return {"total_s": round(total / 1e6, 3),
-            "top_cumulative": [{"module": m, "s": round(us / 1e6, 3)} for us, _, m in heavy[:12]],
-            "torch_imported": any(m == "torch" for _, _, m in rows),
-            "sentence_transformers_imported": any(m == "sentence_transformers" for _, _, m in rows)}
+    return {
+        "total_s": round(total / 1e6, 3),
+        "top_cumulative": [{"module": m, "s": round(us / 1e6, 3)} for us, _, m in heavy[:12]],
+        "torch_imported": any(m == "torch" for _, _, m in rows),
+        "sentence_transformers_imported": any(m == "sentence_transformers" for _, _, m in rows),
+    }
 
 
 def cold_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[str, Any]]:
@@ -694,7 +936,11 @@ def cold_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[s
         s.search("warm up", np.ones(384, np.float32) / np.sqrt(384))
         s.close()
     python = str(VENV_BIN / "python") if (VENV_BIN / "python").exists() else sys.executable
-    cli = [str(VENV_BIN / "hybridkb")] if (VENV_BIN / "hybridkb").exists() else [python, "-m", "hybridkb"]
+    cli = (
+        [str(VENV_BIN / "hybridkb")]
+        if (VENV_BIN / "hybridkb").exists()
+        else [python, "-m", "hybridkb"]
+    )
     query = "vitamin D deficiency increases the risk of tuberculosis"
     backends = ["torch"]
     try:
@@ -714,30 +960,62 @@ def cold_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[s
         error = None
         for _ in range(args.cold_runs):
             t0 = time.perf_counter()
-            proc = subprocess.run([*cli, "--db", str(db), "search", SCALE_NAME, query, "--json"],
-                                  capture_output=True, text=True, env=env, check=False)
+            proc = subprocess.run(
+                [*cli, "--db", str(db), "search", SCALE_NAME, query, "--json"],
+                capture_output=True,
+                text=True,
+                env=env,
+                check=False,
+            )
             walls.append(time.perf_counter() - t0)
             if proc.returncode != 0:
-                error = proc.stderr.strip().splitlines()[-1:] if proc.stderr.strip() else [str(proc.returncode)]
+                error = (
+                    proc.stderr.strip().splitlines()[-1:]
+                    if proc.stderr.strip()
+                    else [str(proc.returncode)]
+                )
                 break
             hits = len(json.loads(proc.stdout)["results"])
-        bproc = subprocess.run([python, "-c", BREAKDOWN, str(db), SCALE_NAME, query],
-                               capture_output=True, text=True, env=env, check=False)
-        breakdown = (json.loads(bproc.stdout.strip().splitlines()[-1]) if bproc.returncode == 0
-                     else {"error": bproc.stderr.strip().splitlines()[-1:]})
-        entry = {"runs_s": [round(w, 3) for w in walls], "median_s": round(statistics.median(walls), 3),
-                 "error": error, "breakdown": {k: (round(v, 3) if isinstance(v, float) else v)
-                                               for k, v in breakdown.items()},
-                 "loadavg": C.loadavg()}
+        bproc = subprocess.run(
+            [python, "-c", BREAKDOWN, str(db), SCALE_NAME, query],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
+        breakdown = (
+            json.loads(bproc.stdout.strip().splitlines()[-1])
+            if bproc.returncode == 0
+            else {"error": bproc.stderr.strip().splitlines()[-1:]}
+        )
+        entry = {
+            "runs_s": [round(w, 3) for w in walls],
+            "median_s": round(statistics.median(walls), 3),
+            "error": error,
+            "breakdown": {
+                k: (round(v, 3) if isinstance(v, float) else v) for k, v in breakdown.items()
+            },
+            "loadavg": C.loadavg(),
+        }
         if error is None:
             entry["hits"] = hits
         out["backends"][backend] = entry
         print(f"  {backend}: {entry['runs_s']} s; breakdown {entry['breakdown']}", flush=True)
-        rows.append(C.target(f"cold start CLI search 100k ({backend})", None if error else entry["median_s"],
-                             2.0, "s", note=f"min {min(walls):.2f}s" if not error else f"error {error}"))
+        rows.append(
+            C.target(
+                f"cold start CLI search 100k ({backend})",
+                None if error else entry["median_s"],
+                2.0,
+                "s",
+                note=f"min {min(walls):.2f}s" if not error else f"error {error}",
+            )
+        )
     out["importtime"] = _importtime(python)
-    print(f"  import hybridkb.cli: {out['importtime']['total_s']} s; torch imported at import: "
-          f"{out['importtime']['torch_imported']}", flush=True)
+    print(
+        f"  import hybridkb.cli: {out['importtime']['total_s']} s; torch imported at import: "
+        f"{out['importtime']['torch_imported']}",
+        flush=True,
+    )
     results["cold_start"] = out
     return rows
 
@@ -748,14 +1026,28 @@ def cold_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[s
 def quality_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[str, Any]]:
     db, name, kind = scifact_source(args)
     if name != EVAL_NAME:
-        print("\n# quality: the eval:scifact collection is not available (run `hybridkb --db "
-              "/tmp/scifact.duckdb eval /work/shared/data/scifact`); see --sweep for the stand-in")
-        return [C.target("SciFact hybrid nDCG@10 (run_eval, defaults)", None, 0.725, "", higher_is_better=True,
-                         note="eval collection not available")]
+        print(
+            "\n# quality: the eval:scifact collection is not available (run `hybridkb --db "
+            "/tmp/scifact.duckdb eval /work/shared/data/scifact`); see --sweep for the stand-in"
+        )
+        return [
+            C.target(
+                "SciFact hybrid nDCG@10 (run_eval, defaults)",
+                None,
+                0.725,
+                "",
+                higher_is_better=True,
+                note="eval collection not available",
+            )
+        ]
     print(f"\n# quality: run_eval on {db}", flush=True)
     d = hybridkb.Settings()
     configs: list[tuple[str, str, dict[str, Any]]] = [
-        (f"hybrid (defaults: fusion={d.fusion}, rrf_k={d.rrf_k}, candidates={d.candidates})", "hybrid", {}),
+        (
+            f"hybrid (defaults: fusion={d.fusion}, rrf_k={d.rrf_k}, candidates={d.candidates})",
+            "hybrid",
+            {},
+        ),
         ("vector", "vector", {}),
         ("keyword", "keyword", {}),
         ("filter", "filter", {}),
@@ -763,7 +1055,11 @@ def quality_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dic
         ("hybrid fusion=rrf rrf_k=20", "hybrid", {"fusion": "rrf", "rrf_k": 20}),
         ("hybrid fusion=rrf rrf_k=100", "hybrid", {"fusion": "rrf", "rrf_k": 100}),
         ("hybrid fusion=weighted", "hybrid", {"fusion": "weighted"}),
-        ("hybrid fusion=weighted candidates=1000", "hybrid", {"fusion": "weighted", "candidates": 1000}),
+        (
+            "hybrid fusion=weighted candidates=1000",
+            "hybrid",
+            {"fusion": "weighted", "candidates": 1000},
+        ),
     ]
     rows_out = []
     for label, mode, overrides in configs:
@@ -772,21 +1068,43 @@ def quality_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dic
             r = run_eval(kb, C.SCIFACT, mode=mode)
         finally:
             kb.close()
-        row = {"config": label, "mode": mode, **{k: r[k] for k in ("ndcg@10", "recall@100", "p50_ms",
-                                                                   "p95_ms", "queries", "reused")}}
+        row = {
+            "config": label,
+            "mode": mode,
+            **{k: r[k] for k in ("ndcg@10", "recall@100", "p50_ms", "p95_ms", "queries", "reused")},
+        }
         rows_out.append(row)
-        print(f"  {label}: nDCG@10 {row['ndcg@10']:.4f} recall@100 {row['recall@100']:.4f}", flush=True)
-    results["quality"] = {"db": str(db), "kind": kind, "runs": rows_out,
-                          "note": "run_eval asks for k=300 chunks, so each leg is at least 300 deep "
-                                  "whatever 'candidates' says"}
-    C.print_rows(rows_out, ["config", "ndcg@10", "recall@100", "p50_ms", "p95_ms"], "run_eval on SciFact test")
+        print(
+            f"  {label}: nDCG@10 {row['ndcg@10']:.4f} recall@100 {row['recall@100']:.4f}",
+            flush=True,
+        )
+    results["quality"] = {
+        "db": str(db),
+        "kind": kind,
+        "runs": rows_out,
+        "note": "run_eval asks for k=300 chunks, so each leg is at least 300 deep "
+        "whatever 'candidates' says",
+    }
+    C.print_rows(
+        rows_out,
+        ["config", "ndcg@10", "recall@100", "p50_ms", "p95_ms"],
+        "run_eval on SciFact test",
+    )
     by = {r["config"]: r for r in rows_out}
     hy = rows_out[0]["ndcg@10"]
     better_leg = max(by["vector"]["ndcg@10"], by["keyword"]["ndcg@10"])
     return [
-        C.target("SciFact hybrid nDCG@10 (run_eval, defaults)", hy, 0.725, "", higher_is_better=True),
-        C.target("SciFact hybrid nDCG@10 - better leg", hy - better_leg, 0.0, "", higher_is_better=True,
-                 note=f"better leg {better_leg:.4f}"),
+        C.target(
+            "SciFact hybrid nDCG@10 (run_eval, defaults)", hy, 0.725, "", higher_is_better=True
+        ),
+        C.target(
+            "SciFact hybrid nDCG@10 - better leg",
+            hy - better_leg,
+            0.0,
+            "",
+            higher_is_better=True,
+            note=f"better leg {better_leg:.4f}",
+        ),
     ]
 
 
@@ -808,8 +1126,16 @@ class QueryLegs:
 ABSENT = 10**9
 
 
-def collect_legs(s: Searcher, texts: list[str], vectors: np.ndarray, qids: list[str], qrels: dict[str, dict[str, int]],
-                 doc_index: dict[str, int], key_doc: dict[int, str], depth: int) -> list[QueryLegs]:
+def collect_legs(
+    s: Searcher,
+    texts: list[str],
+    vectors: np.ndarray,
+    qids: list[str],
+    qrels: dict[str, dict[str, int]],
+    doc_index: dict[str, int],
+    key_doc: dict[int, str],
+    depth: int,
+) -> list[QueryLegs]:
     out = []
     for qid, text, vec in zip(qids, texts, vectors):
         kw = s.keyword_leg(s.terms(text), depth)
@@ -875,14 +1201,16 @@ def fused_docs(q: QueryLegs, cfg: FusionConfig, n_docs: int) -> np.ndarray:
         sel, score = in_vec, np.where(in_vec, -q.vec_rank.astype(float), -np.inf)
     elif cfg.method == "rrf":
         sel = in_kw | in_vec
-        score = (np.where(in_kw, cfg.w_kw / (cfg.k + q.kw_rank), 0.0)
-                 + np.where(in_vec, cfg.w_vec / (cfg.k + q.vec_rank), 0.0))
+        score = np.where(in_kw, cfg.w_kw / (cfg.k + q.kw_rank), 0.0) + np.where(
+            in_vec, cfg.w_vec / (cfg.k + q.vec_rank), 0.0
+        )
     else:
         sel = in_kw | in_vec
         a = _norm(np.nan_to_num(q.kw_score), in_kw, cfg.method)
         b = _norm(np.nan_to_num(q.vec_score), in_vec, cfg.method)
-        score = cfg.alpha * np.where(in_kw | (cfg.method == "zscore"), a, 0.0) + \
-            (1 - cfg.alpha) * np.where(in_vec | (cfg.method == "zscore"), b, 0.0)
+        score = cfg.alpha * np.where(in_kw | (cfg.method == "zscore"), a, 0.0) + (
+            1 - cfg.alpha
+        ) * np.where(in_vec | (cfg.method == "zscore"), b, 0.0)
     docs, score = q.doc[sel], score[sel]
     ok = docs >= 0
     docs, score = docs[ok], score[ok]
@@ -898,7 +1226,9 @@ def fused_docs(q: QueryLegs, cfg: FusionConfig, n_docs: int) -> np.ndarray:
     return ranked[np.sort(first)]
 
 
-def score_config(queries: list[QueryLegs], cfg: FusionConfig, doc_ids: list[str]) -> tuple[float, float]:
+def score_config(
+    queries: list[QueryLegs], cfg: FusionConfig, doc_ids: list[str]
+) -> tuple[float, float]:
     nd, rc = [], []
     for q in queries:
         ranked = [doc_ids[d] for d in fused_docs(q, cfg, len(doc_ids))[:110] if doc_ids[d] != q.qid]
@@ -924,7 +1254,9 @@ def sweep_configs(max_depth: int) -> list[FusionConfig]:
 
 def sweep_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[str, Any]]:
     db, name, kind = scifact_source(args)
-    print(f"\n# fusion sweep on {db} [{name}]: {kind}; tuned on train, reported on test", flush=True)
+    print(
+        f"\n# fusion sweep on {db} [{name}]: {kind}; tuned on train, reported on test", flush=True
+    )
     s = Searcher(db, name)
     splits = {}
     try:
@@ -935,25 +1267,41 @@ def sweep_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[
             qids, texts, vectors, data = scifact_queries(split)
             t0 = time.perf_counter()
             # Cached per (file, collection generation, depth): rescoring needs no new searches.
-            tag = hashlib.sha256(f"{Path(db).resolve()}|{name}|{s.record.generation}|{split}|"
-                                 f"{args.sweep_depth}|{len(qids)}".encode()).hexdigest()[:16]
+            tag = hashlib.sha256(
+                f"{Path(db).resolve()}|{name}|{s.record.generation}|{split}|"
+                f"{args.sweep_depth}|{len(qids)}".encode()
+            ).hexdigest()[:16]
             cache = Path(tempfile.gettempdir()) / f"hkb-bench-legs-{tag}.pkl"
             if cache.exists():
                 splits[split] = pickle.loads(cache.read_bytes())
             else:
-                splits[split] = collect_legs(s, texts, vectors, qids, data.qrels, doc_index, key_doc,
-                                             args.sweep_depth)
+                splits[split] = collect_legs(
+                    s, texts, vectors, qids, data.qrels, doc_index, key_doc, args.sweep_depth
+                )
                 cache.write_bytes(pickle.dumps(splits[split]))
-            print(f"  {split}: {len(qids)} queries, legs collected in {time.perf_counter() - t0:.1f}s", flush=True)
+            print(
+                f"  {split}: {len(qids)} queries, legs collected in {time.perf_counter() - t0:.1f}s",
+                flush=True,
+            )
         # The project's own fusion must rank as the sweep does for the defaults (sanity check).
         check = splits["test"][0]
-        kw = [(int(check.keys[i]), 0.0) for i in np.argsort(check.kw_rank) if check.kw_rank[i] <= 100]
-        vec = [(int(check.keys[i]), 0.0) for i in np.argsort(check.vec_rank) if check.vec_rank[i] <= 100]
+        kw = [
+            (int(check.keys[i]), 0.0) for i in np.argsort(check.kw_rank) if check.kw_rank[i] <= 100
+        ]
+        vec = [
+            (int(check.keys[i]), 0.0)
+            for i in np.argsort(check.vec_rank)
+            if check.vec_rank[i] <= 100
+        ]
         ref = [f.key for f in fusion.rrf([kw, vec], k=60)]
-        mine_scores = (np.where(check.kw_rank <= 100, 1 / (60 + check.kw_rank), 0)
-                       + np.where(check.vec_rank <= 100, 1 / (60 + check.vec_rank), 0))
-        mine = [int(check.keys[i]) for i in np.lexsort((np.minimum(check.kw_rank, check.vec_rank), -mine_scores))
-                if mine_scores[i] > 0]
+        mine_scores = np.where(check.kw_rank <= 100, 1 / (60 + check.kw_rank), 0) + np.where(
+            check.vec_rank <= 100, 1 / (60 + check.vec_rank), 0
+        )
+        mine = [
+            int(check.keys[i])
+            for i in np.lexsort((np.minimum(check.kw_rank, check.vec_rank), -mine_scores))
+            if mine_scores[i] > 0
+        ]
         agree = ref[:20] == mine[:20]
     finally:
         s.close()
@@ -963,21 +1311,42 @@ def sweep_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[
     for cfg in cfgs:
         tr = score_config(splits["train"], cfg, doc_ids)
         te = score_config(splits["test"], cfg, doc_ids)
-        rows.append({"config": cfg.label(), "method": cfg.method, "depth": cfg.depth, "k": cfg.k,
-                     "w_kw": cfg.w_kw, "alpha_kw": cfg.alpha, "agg": cfg.agg,
-                     "train_ndcg@10": round(tr[0], 4), "train_recall@100": round(tr[1], 4),
-                     "test_ndcg@10": round(te[0], 4), "test_recall@100": round(te[1], 4)})
+        rows.append(
+            {
+                "config": cfg.label(),
+                "method": cfg.method,
+                "depth": cfg.depth,
+                "k": cfg.k,
+                "w_kw": cfg.w_kw,
+                "alpha_kw": cfg.alpha,
+                "agg": cfg.agg,
+                "train_ndcg@10": round(tr[0], 4),
+                "train_recall@100": round(tr[1], 4),
+                "test_ndcg@10": round(te[0], 4),
+                "test_recall@100": round(te[1], 4),
+            }
+        )
     print(f"  {len(cfgs)} configurations scored in {time.perf_counter() - t0:.0f}s", flush=True)
     fused = [r for r in rows if r["method"] not in ("kw", "vec")]
     best = max(fused, key=lambda r: r["train_ndcg@10"])
     d = hybridkb.Settings()
-    default_cfg = (FusionConfig("minmax", d.candidates, alpha=0.5) if d.fusion == "weighted"
-                   else FusionConfig("rrf", d.candidates, k=d.rrf_k))
+    default_cfg = (
+        FusionConfig("minmax", d.candidates, alpha=0.5)
+        if d.fusion == "weighted"
+        else FusionConfig("rrf", d.candidates, k=d.rrf_k)
+    )
     default = next((r for r in rows if r["config"] == default_cfg.label()), None)
     if default is None:  # settings outside the grid: score them on their own
-        tr, te = score_config(splits["train"], default_cfg, doc_ids), score_config(splits["test"], default_cfg, doc_ids)
-        default = {"config": default_cfg.label(), "train_ndcg@10": round(tr[0], 4), "test_ndcg@10": round(te[0], 4),
-                   "test_recall@100": round(te[1], 4)}
+        tr, te = (
+            score_config(splits["train"], default_cfg, doc_ids),
+            score_config(splits["test"], default_cfg, doc_ids),
+        )
+        default = {
+            "config": default_cfg.label(),
+            "train_ndcg@10": round(tr[0], 4),
+            "test_ndcg@10": round(te[0], 4),
+            "test_recall@100": round(te[1], 4),
+        }
     rrf60 = next(r for r in rows if r["config"] == FusionConfig("rrf", 100).label())
     best_by = {}
     for method in ("rrf", "minmax", "zscore"):
@@ -988,40 +1357,94 @@ def sweep_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[
         cand = [r for r in fused if r["method"] == "rrf" and r["depth"] == d]
         best_rrf_depth[d] = max(cand, key=lambda r: r["train_ndcg@10"])
     best_by_depth = {
-        method: {d: max((r for r in fused if r["method"] == method and r["depth"] == d),
-                        key=lambda r: r["train_ndcg@10"])
-                 for d in sorted({r["depth"] for r in fused})}
-        for method in ("rrf", "minmax", "zscore")}
-    curves = {method: [r for r in fused if r["method"] == method and r["depth"] == 100 and r["agg"] == "max"]
-              for method in ("minmax", "zscore")}
-    legs = {m: max((r for r in rows if r["method"] == m), key=lambda r: r["depth"]) for m in ("kw", "vec")}
+        method: {
+            d: max(
+                (r for r in fused if r["method"] == method and r["depth"] == d),
+                key=lambda r: r["train_ndcg@10"],
+            )
+            for d in sorted({r["depth"] for r in fused})
+        }
+        for method in ("rrf", "minmax", "zscore")
+    }
+    curves = {
+        method: [
+            r for r in fused if r["method"] == method and r["depth"] == 100 and r["agg"] == "max"
+        ]
+        for method in ("minmax", "zscore")
+    }
+    legs = {
+        m: max((r for r in rows if r["method"] == m), key=lambda r: r["depth"])
+        for m in ("kw", "vec")
+    }
     agg_compare = [r for r in rows if r["method"] == "rrf" and r["k"] == 60 and r["w_kw"] == 1.0]
-    out = {"db": str(db), "collection": name, "kind": kind, "configs": len(cfgs),
-           "fusion_matches_hybridkb_rrf": agree, "default": default, "rrf_k60_depth100": rrf60, "best_on_train": best,
-           "best_by_method": best_by, "best_rrf_by_depth": best_rrf_depth, "legs": legs,
-           "rrf_k60_equal_weights_by_depth_and_agg": agg_compare,
-           "best_by_method_and_depth": best_by_depth, "alpha_curves_depth100": curves,
-           "all": rows if args.sweep_all else None}
+    out = {
+        "db": str(db),
+        "collection": name,
+        "kind": kind,
+        "configs": len(cfgs),
+        "fusion_matches_hybridkb_rrf": agree,
+        "default": default,
+        "rrf_k60_depth100": rrf60,
+        "best_on_train": best,
+        "best_by_method": best_by,
+        "best_rrf_by_depth": best_rrf_depth,
+        "legs": legs,
+        "rrf_k60_equal_weights_by_depth_and_agg": agg_compare,
+        "best_by_method_and_depth": best_by_depth,
+        "alpha_curves_depth100": curves,
+        "all": rows if args.sweep_all else None,
+    }
     results["sweep"] = out
     show = [default, rrf60, best, *best_by.values(), legs["kw"], legs["vec"]]
-    C.print_rows(show, ["config", "train_ndcg@10", "test_ndcg@10", "test_recall@100"],
-                 "fusion sweep (chosen on train)")
-    C.print_rows(list(best_rrf_depth.values()), ["config", "train_ndcg@10", "test_ndcg@10"],
-                 "best RRF per candidate depth")
-    C.print_rows(agg_compare, ["config", "train_ndcg@10", "test_ndcg@10"], "rrf k=60: best chunk vs sum")
+    C.print_rows(
+        show,
+        ["config", "train_ndcg@10", "test_ndcg@10", "test_recall@100"],
+        "fusion sweep (chosen on train)",
+    )
+    C.print_rows(
+        list(best_rrf_depth.values()),
+        ["config", "train_ndcg@10", "test_ndcg@10"],
+        "best RRF per candidate depth",
+    )
+    C.print_rows(
+        agg_compare, ["config", "train_ndcg@10", "test_ndcg@10"], "rrf k=60: best chunk vs sum"
+    )
     for method in ("zscore", "minmax"):
-        C.print_rows(list(best_by_depth[method].values()), ["config", "train_ndcg@10", "test_ndcg@10"],
-                     f"best {method} per candidate depth")
-        C.print_rows(curves[method], ["config", "train_ndcg@10", "test_ndcg@10", "test_recall@100"],
-                     f"{method} at depth 100: keyword share")
+        C.print_rows(
+            list(best_by_depth[method].values()),
+            ["config", "train_ndcg@10", "test_ndcg@10"],
+            f"best {method} per candidate depth",
+        )
+        C.print_rows(
+            curves[method],
+            ["config", "train_ndcg@10", "test_ndcg@10", "test_recall@100"],
+            f"{method} at depth 100: keyword share",
+        )
     better_leg = max(legs["kw"]["test_ndcg@10"], legs["vec"]["test_ndcg@10"])
     return [
-        C.target("sweep: default config test nDCG@10", default["test_ndcg@10"], 0.725, "",
-                 higher_is_better=True, note=f"{default['config']}; {kind}"),
-        C.target("sweep: best-on-train config, test nDCG@10", best["test_ndcg@10"], 0.725, "",
-                 higher_is_better=True, note=best["config"]),
-        C.target("sweep: default - better leg (test)", default["test_ndcg@10"] - better_leg, 0.0, "",
-                 higher_is_better=True),
+        C.target(
+            "sweep: default config test nDCG@10",
+            default["test_ndcg@10"],
+            0.725,
+            "",
+            higher_is_better=True,
+            note=f"{default['config']}; {kind}",
+        ),
+        C.target(
+            "sweep: best-on-train config, test nDCG@10",
+            best["test_ndcg@10"],
+            0.725,
+            "",
+            higher_is_better=True,
+            note=best["config"],
+        ),
+        C.target(
+            "sweep: default - better leg (test)",
+            default["test_ndcg@10"] - better_leg,
+            0.0,
+            "",
+            higher_is_better=True,
+        ),
     ]
 
 
@@ -1036,10 +1459,14 @@ def recall_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict
     s = Searcher(db, name)
     try:
         t = table_names(s.record.id)
-        tab = s.storage._con.execute(f"SELECT key, embedding FROM {t['vectors']} ORDER BY key").to_arrow_table()
+        tab = s.storage._con.execute(
+            f"SELECT key, embedding FROM {t['vectors']} ORDER BY key"
+        ).to_arrow_table()
         keys = tab.column("key").to_numpy()
-        mat = np.asarray(tab.column("embedding").combine_chunks().values.to_numpy(zero_copy_only=False),
-                         np.float32).reshape(len(keys), -1)
+        mat = np.asarray(
+            tab.column("embedding").combine_chunks().values.to_numpy(zero_copy_only=False),
+            np.float32,
+        ).reshape(len(keys), -1)
         _, _, qv, _ = scifact_queries("test")
         exact = [set(keys[np.argsort(-(mat @ q))[:K]].tolist()) for q in qv]
         storage_got = [{k for k, _ in s.vector_leg(q, K)} for q in qv]
@@ -1054,18 +1481,45 @@ def recall_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict
         return round(float(np.mean([len(g & e) / K for g, e in zip(got, exact)])), 4)
 
     rows = [{"index": "storage.vector_search (as searched)", "recall@10": rec(storage_got)}]
-    for label, threshold in (("flat (default threshold)", None), ("hnsw (hnsw_threshold=1000)", 1000)):
-        ix = VectorIndex(mat.shape[1]) if threshold is None else VectorIndex(mat.shape[1], hnsw_threshold=threshold)
+    for label, threshold in (
+        ("flat (default threshold)", None),
+        ("hnsw (hnsw_threshold=1000)", 1000),
+    ):
+        ix = (
+            VectorIndex(mat.shape[1])
+            if threshold is None
+            else VectorIndex(mat.shape[1], hnsw_threshold=threshold)
+        )
         ix.add(keys, mat)
         for rr in (False, True):
             got = [{k for k, _ in ix.search(q, K, rerank=rerank if rr else None)} for q in qv]
-            timing = C.time_calls(lambda i, ix=ix, rr=rr: ix.search(qv[i], K, rerank=rerank if rr else None),
-                                  list(range(len(qv))), rounds=1)
-            rows.append({"index": f"{label}{' + rerank' if rr else ''}", "layout": ix.layout,
-                         "recall@10": rec(got), "p50_ms": timing.summary()["p50_ms"]})
-    results["vector_recall"] = {"db": str(db), "kind": kind, "rows": len(keys), "queries": len(qv), "results": rows}
-    C.print_rows(rows, ["index", "layout", "recall@10", "p50_ms"], f"recall@10 vs exact ({len(keys)} rows)")
-    return [C.target(f"recall@10 {r['index']}", r["recall@10"], 0.98, "", higher_is_better=True) for r in rows]
+            timing = C.time_calls(
+                lambda i, ix=ix, rr=rr: ix.search(qv[i], K, rerank=rerank if rr else None),
+                list(range(len(qv))),
+                rounds=1,
+            )
+            rows.append(
+                {
+                    "index": f"{label}{' + rerank' if rr else ''}",
+                    "layout": ix.layout,
+                    "recall@10": rec(got),
+                    "p50_ms": timing.summary()["p50_ms"],
+                }
+            )
+    results["vector_recall"] = {
+        "db": str(db),
+        "kind": kind,
+        "rows": len(keys),
+        "queries": len(qv),
+        "results": rows,
+    }
+    C.print_rows(
+        rows, ["index", "layout", "recall@10", "p50_ms"], f"recall@10 vs exact ({len(keys)} rows)"
+    )
+    return [
+        C.target(f"recall@10 {r['index']}", r["recall@10"], 0.98, "", higher_is_better=True)
+        for r in rows
+    ]
 
 
 # -- seed workload -------------------------------------------------------------------------------
@@ -1102,21 +1556,36 @@ def seed_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[s
         kb.close()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    out = {"create_ms_median": round(statistics.median(creates), 3), "create_ms_all": [round(c, 2) for c in creates],
-           "create_real_model_ms_median": round(statistics.median(creates_real), 3),
-           "list_collections_20": listing, "list_collections_20_after_writes_ms": [round(c, 2) for c in cold],
-           "list_collections_20_after_writes_median_ms": round(statistics.median(cold), 3),
-           "collection_names_20": names, "describe_one": describe,
-           "loadavg": C.loadavg()}
+    out = {
+        "create_ms_median": round(statistics.median(creates), 3),
+        "create_ms_all": [round(c, 2) for c in creates],
+        "create_real_model_ms_median": round(statistics.median(creates_real), 3),
+        "list_collections_20": listing,
+        "list_collections_20_after_writes_ms": [round(c, 2) for c in cold],
+        "list_collections_20_after_writes_median_ms": round(statistics.median(cold), 3),
+        "collection_names_20": names,
+        "describe_one": describe,
+        "loadavg": C.loadavg(),
+    }
     results["seed"] = out
-    print(f"  create {out['create_ms_median']:.1f} ms (real model id {out['create_real_model_ms_median']:.1f}), "
-          f"list(20) {listing['median_ms']:.1f} ms, names {names['median_ms']:.1f} ms", flush=True)
+    print(
+        f"  create {out['create_ms_median']:.1f} ms (real model id {out['create_real_model_ms_median']:.1f}), "
+        f"list(20) {listing['median_ms']:.1f} ms, names {names['median_ms']:.1f} ms",
+        flush=True,
+    )
     return [
         C.target("create collection (median of 20)", out["create_ms_median"], 100.0),
-        C.target("list 20 collections (median)", listing["median_ms"], 50.0,
-                 note=f"cpu {listing['cpu_median_ms']:.1f} ms"),
-        C.target("list 20 collections right after a write to each (median)",
-                 out["list_collections_20_after_writes_median_ms"], 50.0),
+        C.target(
+            "list 20 collections (median)",
+            listing["median_ms"],
+            50.0,
+            note=f"cpu {listing['cpu_median_ms']:.1f} ms",
+        ),
+        C.target(
+            "list 20 collections right after a write to each (median)",
+            out["list_collections_20_after_writes_median_ms"],
+            50.0,
+        ),
     ]
 
 
@@ -1126,28 +1595,57 @@ SECTIONS = ("scifact", "scale", "sql", "cold", "quality", "sweep", "recall", "se
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", default=",".join(SECTIONS), help=f"comma list of {', '.join(SECTIONS)}")
-    ap.add_argument("--sweep", action="store_true", help="run only the fusion sweep (same as --only sweep)")
-    ap.add_argument("--max-scale", type=int, default=1_000_000, help="largest synthetic size (10000, 100000, 1000000)")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--only", default=",".join(SECTIONS), help=f"comma list of {', '.join(SECTIONS)}"
+    )
+    ap.add_argument(
+        "--sweep", action="store_true", help="run only the fusion sweep (same as --only sweep)"
+    )
+    ap.add_argument(
+        "--max-scale",
+        type=int,
+        default=1_000_000,
+        help="largest synthetic size (10000, 100000, 1000000)",
+    )
     ap.add_argument("--scales", default="10000,100000,1000000")
     ap.add_argument("--build-only", action="store_true", help="only build the scale collections")
-    ap.add_argument("--index-build", action="store_true", help="drop index snapshots to time a rebuild")
-    ap.add_argument("--rounds", type=int, default=3, help="timing rounds per query (best-of is reported too)")
+    ap.add_argument(
+        "--index-build", action="store_true", help="drop index snapshots to time a rebuild"
+    )
+    ap.add_argument(
+        "--rounds", type=int, default=3, help="timing rounds per query (best-of is reported too)"
+    )
     ap.add_argument("--scale-queries", type=int, default=200)
     ap.add_argument("--queries", type=int, default=100, help="SciFact test queries timed (of 300)")
     ap.add_argument("--cold-runs", type=int, default=3)
-    ap.add_argument("--sweep-depth", type=int, default=1000, help="deepest per-leg candidate list in the sweep")
-    ap.add_argument("--sweep-all", action="store_true", help="keep every sweep configuration in the JSON")
+    ap.add_argument(
+        "--sweep-depth", type=int, default=1000, help="deepest per-leg candidate list in the sweep"
+    )
+    ap.add_argument(
+        "--sweep-all", action="store_true", help="keep every sweep configuration in the JSON"
+    )
     ap.add_argument("--scifact-db", help="a DuckDB file holding eval:scifact (else found or built)")
     args = ap.parse_args(argv)
     sections = ["sweep"] if args.sweep else [x.strip() for x in args.only.split(",") if x.strip()]
-    scales = [n for n in (int(x) for x in args.scales.split(",")) if n <= args.max_scale and n in SCALE_DBS]
+    scales = [
+        n
+        for n in (int(x) for x in args.scales.split(","))
+        if n <= args.max_scale and n in SCALE_DBS
+    ]
 
     C.expendable()
-    results: dict[str, Any] = {"machine": C.machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
-    print(f"machine: {results['machine']['cpu']}, {results['machine']['nproc']} cores, "
-          f"{results['machine']['memory_gb']} GB, load {results['machine']['loadavg']}", flush=True)
+    results: dict[str, Any] = {
+        "machine": C.machine(),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    print(
+        f"machine: {results['machine']['cpu']}, {results['machine']['nproc']} cores, "
+        f"{results['machine']['memory_gb']} GB, load {results['machine']['loadavg']}",
+        flush=True,
+    )
     if args.build_only:
         cm = corpus_model()
         for n in scales:

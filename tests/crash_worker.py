@@ -27,22 +27,30 @@ def main() -> None:
             elif op == "delete":
                 docs = coll.documents(limit=1000)
                 if docs:
-                    coll.delete([d.document_id for d in rng.sample(docs, k=rng.randint(1, len(docs)))])
+                    coll.delete(
+                        [d.document_id for d in rng.sample(docs, k=rng.randint(1, len(docs)))]
+                    )
             elif op == "reingest":
                 # Flip one file between its two versions, then add it again.
                 path = rng.choice(files)
                 text = path.read_text(encoding="utf-8")
-                flipped = text.replace("VERSION-A", "VERSION-B") if "VERSION-A" in text else text.replace("VERSION-B", "VERSION-A")
+                flipped = (
+                    text.replace("VERSION-A", "VERSION-B")
+                    if "VERSION-A" in text
+                    else text.replace("VERSION-B", "VERSION-A")
+                )
                 tmp = path.with_suffix(path.suffix + ".tmp")
                 tmp.write_text(flipped, encoding="utf-8")
                 tmp.replace(path)
                 coll.add(path)
             elif op == "maintain":
-                rng.choice([
-                    lambda: maintenance.doctor(kb, repair=True),
-                    lambda: kb.storage.save_indexes(),  # type: ignore[attr-defined]
-                    lambda: maintenance.compact(kb),
-                ])()
+                rng.choice(
+                    [
+                        lambda: maintenance.doctor(kb, repair=True),
+                        lambda: kb.storage.save_indexes(),  # type: ignore[attr-defined]
+                        lambda: maintenance.compact(kb),
+                    ]
+                )()
             else:
                 coll.search("shared words", k=5)
 

@@ -32,10 +32,13 @@ def _make_corpus(folder: Path, n: int = 14) -> None:
     words = "alpha beta gamma delta shared words epsilon zeta eta theta iota kappa lambda".split()
     for i in range(n):
         paras = [
-            " ".join(rng.choice(words) for _ in range(rng.randint(20, 160))) for _ in range(rng.randint(2, 12))
+            " ".join(rng.choice(words) for _ in range(rng.randint(20, 160)))
+            for _ in range(rng.randint(2, 12))
         ]
         ext = ".md" if i % 3 == 0 else ".txt"
-        (folder / f"doc{i:02d}{ext}").write_text(f"VERSION-A file {i}\n\n" + "\n\n".join(paras), encoding="utf-8")
+        (folder / f"doc{i:02d}{ext}").write_text(
+            f"VERSION-A file {i}\n\n" + "\n\n".join(paras), encoding="utf-8"
+        )
 
 
 def _reference(corpus: Path, tmp: Path) -> dict[str, list[str]]:
@@ -53,7 +56,8 @@ def _reference(corpus: Path, tmp: Path) -> dict[str, list[str]]:
             t = table_names(coll.record.id)
             for doc in coll.documents(limit=1000):
                 rows = kb.storage.query(  # type: ignore[attr-defined]
-                    f"SELECT text FROM {t['chunks']} WHERE document_id = ? ORDER BY chunk_index", [doc.document_id]
+                    f"SELECT text FROM {t['chunks']} WHERE document_id = ? ORDER BY chunk_index",
+                    [doc.document_id],
                 )
                 ref[doc.content_hash] = [r[0] for r in rows]
     return ref
@@ -68,7 +72,8 @@ def _verify(db: Path, ref: dict[str, list[str]]) -> None:
         docs = coll.documents(limit=1000)
         for doc in docs:
             rows = kb.storage.query(  # type: ignore[attr-defined]
-                f"SELECT text FROM {t['chunks']} WHERE document_id = ? ORDER BY chunk_index", [doc.document_id]
+                f"SELECT text FROM {t['chunks']} WHERE document_id = ? ORDER BY chunk_index",
+                [doc.document_id],
             )
             assert [r[0] for r in rows] == ref[doc.content_hash], f"half document {doc.filename}"
         table_problems = {
@@ -96,16 +101,22 @@ def _run_kills(tmp_path: Path, kills: int, seed: int) -> int:
     for i in range(kills):
         proc = subprocess.Popen(
             [sys.executable, str(WORKER), str(db), str(corpus), str(seed * 1000 + i)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
         )
         assert proc.stdout is not None
         line = proc.stdout.readline()  # wait until it holds the database
         if not line.startswith(b"ready"):
             proc.kill()
-            pytest.fail(f"worker did not start: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
+            pytest.fail(
+                f"worker did not start: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}"
+            )
         time.sleep(rng.uniform(0.02, 1.2))
         if proc.poll() is not None:
-            pytest.fail(f"worker died by itself: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
+            pytest.fail(
+                f"worker died by itself: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}"
+            )
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         _verify(db, ref)

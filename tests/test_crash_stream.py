@@ -121,7 +121,10 @@ def test_a_killed_stream_leaves_one_whole_version(
         problems = {f.check: f.count for h in maintenance.doctor(kb) for f in h.findings if f.count}
         # Reported (a read-only open deletes nothing); after the switch committed, the saved
         # index snapshot is one generation behind too, and is rebuilt on the next search.
-        assert problems.get("staged_leftovers") == 1 and set(problems) <= {"staged_leftovers", "derived_indexes"}
+        assert problems.get("staged_leftovers") == 1 and set(problems) <= {
+            "staged_leftovers",
+            "derived_indexes",
+        }
     with hybridkb.connect(tmp_path / "kb.duckdb", model="fake") as kb:
         coll = kb.collection("Big")
         assert _texts(kb) == ref[survivor]
@@ -132,7 +135,9 @@ def test_a_killed_stream_leaves_one_whole_version(
             assert hits and {h.text for h in hits} <= set(ref[survivor]), m
         assert len(coll.search("lemurs", k=1000, mode="vector")) == len(ref[survivor])
         # Opening for writing swept the stage; nothing is left for doctor to find.
-        assert {f.check: f.count for h in maintenance.doctor(kb) for f in h.findings if f.count} == {}
+        assert {
+            f.check: f.count for h in maintenance.doctor(kb) for f in h.findings if f.count
+        } == {}
         assert duckdb_stream.stage_dir(kb.storage) == folder  # type: ignore[arg-type]
         assert list(folder.iterdir()) == []
         # The same file again: streamed to completion this time (or found unchanged).

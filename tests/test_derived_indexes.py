@@ -99,7 +99,11 @@ def test_saving_removes_leftovers_of_an_interrupted_save(tmp_path: Path) -> None
     db = tmp_path / "kb.duckdb"
     _fill(db)
     folder = tmp_path / "kb.duckdb.hkbidx"
-    leftovers = [folder / ".c1.keyword.bin.x1.tmp", folder / "c1.keyword.npz", folder / "c1.meta.tmp"]
+    leftovers = [
+        folder / ".c1.keyword.bin.x1.tmp",
+        folder / "c1.keyword.npz",
+        folder / "c1.meta.tmp",
+    ]
     for path in leftovers:
         path.write_bytes(b"partial")
     keep = folder / ".c2.keyword.bin.x1.tmp"  # another collection's: not ours to remove
@@ -109,8 +113,11 @@ def test_saving_removes_leftovers_of_an_interrupted_save(tmp_path: Path) -> None
         kb.collection("Notes").add_texts(["zeta"], ids=["z"])  # saved again at close
     assert not any(path.exists() for path in leftovers)
     assert keep.exists()
-    assert sorted(p.name for p in folder.glob("c1.*")) == ["c1.keyword.bin", "c1.meta.json",
-                                                          "c1.vector.bin"]
+    assert sorted(p.name for p in folder.glob("c1.*")) == [
+        "c1.keyword.bin",
+        "c1.meta.json",
+        "c1.vector.bin",
+    ]
 
 
 def test_build_from_an_arrow_terms_column_equals_the_list_build() -> None:
@@ -125,22 +132,37 @@ def test_build_from_an_arrow_terms_column_equals_the_list_build() -> None:
     for query in (["beta"], ["alpha", "delta"], ["gamma"]):
         assert arrow.keyword.search(query, 10) == listed.keyword.search(query, 10)
     assert len(arrow.keyword) == len(listed.keyword) == 4
-    nulls = derived.build_indexes(8, 1, lambda: (keys, pa.array([None, ["x"], None, ["x", "x"]]),
-                                                 vectors))
+    nulls = derived.build_indexes(
+        8, 1, lambda: (keys, pa.array([None, ["x"], None, ["x", "x"]]), vectors)
+    )
     assert [key for key, _ in nulls.keyword.search(["x"], 10)] == [4, 3]
 
 
 def _write_v1_keyword(index: KeywordIndex, path: Path) -> None:
     """The keyword index as the v1 format stored it (an .npz archive)."""
     index._compact()
-    meta = {"format": "hybridkb-keyword-index", "version": 1, "k1": index.k1, "b": index.b,
-            "uid": "legacy", "generation": 1, "terms": len(index._vocab)}
+    meta = {
+        "format": "hybridkb-keyword-index",
+        "version": 1,
+        "k1": index.k1,
+        "b": index.b,
+        "uid": "legacy",
+        "generation": 1,
+        "terms": len(index._vocab),
+    }
     with path.open("wb") as fh:
-        np.savez(fh, ptr=index._base.ptr, rows=index._base.rows, tf=index._base.tf,
-                 keys=index._keys.view(), dl=index._dl.view(), fptr=index._fptr.view(),
-                 fterm=index._fterm.view(),
-                 vocab=np.frombuffer("\n".join(index._vocab).encode(), np.uint8),
-                 meta=np.frombuffer(json.dumps(meta).encode(), np.uint8))
+        np.savez(
+            fh,
+            ptr=index._base.ptr,
+            rows=index._base.rows,
+            tf=index._base.tf,
+            keys=index._keys.view(),
+            dl=index._dl.view(),
+            fptr=index._fptr.view(),
+            fterm=index._fterm.view(),
+            vocab=np.frombuffer("\n".join(index._vocab).encode(), np.uint8),
+            meta=np.frombuffer(json.dumps(meta).encode(), np.uint8),
+        )
 
 
 def test_a_v1_snapshot_is_used_and_rewritten_in_the_current_format(
@@ -160,6 +182,9 @@ def test_a_v1_snapshot_is_used_and_rewritten_in_the_current_format(
     with hybridkb.connect(db, model="fake") as kb:
         hits = kb.collection("Notes").search("beta", k=5, mode="keyword")
     assert sorted(h.document_id for h in hits) == ["a", "d"]
-    assert sorted(p.name for p in folder.glob("c1.*")) == ["c1.keyword.bin", "c1.meta.json",
-                                                          "c1.vector.bin"]
+    assert sorted(p.name for p in folder.glob("c1.*")) == [
+        "c1.keyword.bin",
+        "c1.meta.json",
+        "c1.vector.bin",
+    ]
     assert "keyword" in json.loads(meta_path.read_text())

@@ -11,8 +11,13 @@ from hybridkb.errors import InvalidFilter
 from hybridkb.filters import matches, parse_filter, to_sql
 
 ROWS = [
-    {"key": i, "page": (i % 5) or None, "filename": f"f{i % 3}.pdf", "section": None,
-     "meta": {"n": i, "tag": ["a", "b", "c"][i % 3], "flag": i % 2 == 0, "odd key/~": i % 4}}
+    {
+        "key": i,
+        "page": (i % 5) or None,
+        "filename": f"f{i % 3}.pdf",
+        "section": None,
+        "meta": {"n": i, "tag": ["a", "b", "c"][i % 3], "flag": i % 2 == 0, "odd key/~": i % 4},
+    }
     for i in range(30)
 ]
 
@@ -22,18 +27,28 @@ def filter_table(rows: list[dict]) -> duckdb.DuckDBPyConnection:
     import json
 
     c = duckdb.connect()
-    c.execute("CREATE TABLE t (key BIGINT, page INT, filename VARCHAR, section VARCHAR, metadata JSON)")
+    c.execute(
+        "CREATE TABLE t (key BIGINT, page INT, filename VARCHAR, section VARCHAR, metadata JSON)"
+    )
     for r in rows:
-        c.execute("INSERT INTO t VALUES (?, ?, ?, ?, ?)",
-                  [r["key"], r["page"], r["filename"], r["section"], json.dumps(r["meta"])])
+        c.execute(
+            "INSERT INTO t VALUES (?, ?, ?, ?, ?)",
+            [r["key"], r["page"], r["filename"], r["section"], json.dumps(r["meta"])],
+        )
     return c
 
 
 def reference_keys(rows: list[dict], where: dict) -> set[int]:
     """Keys of ``rows`` that pass ``where`` under the Python reference semantics."""
     tree = parse_filter(where)
-    return {r["key"] for r in rows
-            if matches(tree, {**r["meta"], "page": r["page"], "filename": r["filename"], "section": r["section"]})}
+    return {
+        r["key"]
+        for r in rows
+        if matches(
+            tree,
+            {**r["meta"], "page": r["page"], "filename": r["filename"], "section": r["section"]},
+        )
+    }
 
 
 def sql_keys(con: duckdb.DuckDBPyConnection, where: dict) -> set[int]:
@@ -58,10 +73,21 @@ def _sql(con: duckdb.DuckDBPyConnection, where: dict) -> set[int]:
 
 
 CASES = [
-    {"n": 3}, {"tag": "b"}, {"flag": True}, {"page": 2}, {"page": {"$gte": 2, "$lt": 4}},
-    {"page": None}, {"tag": {"$in": ["a", "c"]}}, {"tag": {"$nin": ["a"]}}, {"n": {"$ne": 4}},
-    {"$or": [{"n": 1}, {"filename": "f2.pdf"}]}, {"$and": [{"tag": "a"}, {"n": {"$gt": 10}}]},
-    {"odd key/~": 2}, {"missing": "x"}, {"missing": {"$ne": "x"}}, {"filename": "f1.pdf", "n": {"$lte": 10}},
+    {"n": 3},
+    {"tag": "b"},
+    {"flag": True},
+    {"page": 2},
+    {"page": {"$gte": 2, "$lt": 4}},
+    {"page": None},
+    {"tag": {"$in": ["a", "c"]}},
+    {"tag": {"$nin": ["a"]}},
+    {"n": {"$ne": 4}},
+    {"$or": [{"n": 1}, {"filename": "f2.pdf"}]},
+    {"$and": [{"tag": "a"}, {"n": {"$gt": 10}}]},
+    {"odd key/~": 2},
+    {"missing": "x"},
+    {"missing": {"$ne": "x"}},
+    {"filename": "f1.pdf", "n": {"$lte": 10}},
 ]
 
 
@@ -76,7 +102,9 @@ def test_sql_agrees_with_python_reference(con: duckdb.DuckDBPyConnection, where:
     st.sampled_from(["$eq", "$ne", "$gt", "$lte", "$in"]),
     st.one_of(st.integers(-1, 30), st.sampled_from(["a", "b", "zz"])),
 )
-def test_random_comparisons_agree(con: duckdb.DuckDBPyConnection, key: str, op: str, value: object) -> None:
+def test_random_comparisons_agree(
+    con: duckdb.DuckDBPyConnection, key: str, op: str, value: object
+) -> None:
     arg = [value] if op == "$in" else value
     where = {key: {op: arg}}
     assert _sql(con, where) == _py(where)
@@ -84,7 +112,16 @@ def test_random_comparisons_agree(con: duckdb.DuckDBPyConnection, key: str, op: 
 
 @pytest.mark.parametrize(
     "bad",
-    [{"a": {"$regex": "x"}}, {"$not": {}}, {"$and": []}, {"a": {"$in": []}}, {"a": [1]}, {"a": {"$gt": None}}, [], "{x"],
+    [
+        {"a": {"$regex": "x"}},
+        {"$not": {}},
+        {"$and": []},
+        {"a": {"$in": []}},
+        {"a": [1]},
+        {"a": {"$gt": None}},
+        [],
+        "{x",
+    ],
 )
 def test_malformed_filters_raise_invalid_filter(bad: object) -> None:
     with pytest.raises(InvalidFilter):

@@ -27,9 +27,9 @@ def test_weighted_normalises_each_leg() -> None:
 
 
 legs = st.lists(
-    st.lists(st.tuples(st.integers(0, 30), st.floats(0, 100)), max_size=20, unique_by=lambda t: t[0]).map(
-        lambda leg: sorted(leg, key=lambda t: -t[1])
-    ),
+    st.lists(
+        st.tuples(st.integers(0, 30), st.floats(0, 100)), max_size=20, unique_by=lambda t: t[0]
+    ).map(lambda leg: sorted(leg, key=lambda t: -t[1])),
     min_size=1,
     max_size=3,
 )

@@ -54,7 +54,9 @@ def loaded(run: Run, tmp_path: Path) -> dict[str, str]:
         "# Guide\n\nThe ITAA 1997 covers s.40-880.\n\n## Cars\n\nCar limits under the ITAA 1997.\n",
         encoding="utf-8",
     )
-    (docs / "ruling.md").write_text("# Ruling\n\nThis ruling explains s.40-880.\n", encoding="utf-8")
+    (docs / "ruling.md").write_text(
+        "# Ruling\n\nThis ruling explains s.40-880.\n", encoding="utf-8"
+    )
     code, _, err = run("add", "Tax", str(docs), "--create")
     assert code == 0, err
     hit = run.json("search", "Tax", "ruling explains")["results"][0]
@@ -87,7 +89,9 @@ def test_neighbors_json(run: Run, loaded: dict[str, str]) -> None:
     for n in data["neighbors"]:
         assert set(n) >= {"edge_type", "direction", "node"} and n["direction"] == "out"
         _node(n["node"])
-    only = run.json("graph", "neighbors", loaded["chunk"], "--edge-type", "mentions", "--edge-type", "next")
+    only = run.json(
+        "graph", "neighbors", loaded["chunk"], "--edge-type", "mentions", "--edge-type", "next"
+    )
     assert {n["edge_type"] for n in only["neighbors"]} <= {"mentions", "next"}
 
 
@@ -101,7 +105,9 @@ def test_traverse_path_subgraph_json(run: Run, loaded: dict[str, str]) -> None:
         for e in p["edges"]:
             _edge(e)
     p = run.json("graph", "path", loaded["doc"], "ent:itaa-1997", "--max-depth", "6")
-    assert p["paths"] and [x["length"] for x in p["paths"]] == sorted(x["length"] for x in p["paths"])
+    assert p["paths"] and [x["length"] for x in p["paths"]] == sorted(
+        x["length"] for x in p["paths"]
+    )
     first = p["paths"][0]
     assert first["nodes"][0]["id"] == loaded["doc"] and first["nodes"][-1]["id"] == "ent:itaa-1997"
     assert first["length"] == len(first["edges"])
@@ -113,7 +119,9 @@ def test_traverse_path_subgraph_json(run: Run, loaded: dict[str, str]) -> None:
 
 def test_search_json(run: Run, loaded: dict[str, str]) -> None:
     for strategy in ("vector_first", "graph_first", "parallel", "vector_only", "graph_only"):
-        data = run.json("graph", "search", "Tax", "s.40-880 ruling", "--strategy", strategy, "--depth", "1")
+        data = run.json(
+            "graph", "search", "Tax", "s.40-880 ruling", "--strategy", strategy, "--depth", "1"
+        )
         assert data["results"], strategy
         for r in data["results"]:
             assert set(r) >= {"seed", "context"}
@@ -129,7 +137,9 @@ def test_export_and_import(run: Run, loaded: dict[str, str], tmp_path: Path) -> 
     code, out, _ = run("graph", "export", "Tax", "--format", "graphml")
     assert code == 0
     ET.fromstring(out)
-    code, out, _ = run("graph", "export", "Tax", "--node", loaded["doc"], "--max-depth", "1", "--format", "mermaid")
+    code, out, _ = run(
+        "graph", "export", "Tax", "--node", loaded["doc"], "--max-depth", "1", "--format", "mermaid"
+    )
     assert code == 0 and out.startswith("flowchart LR")
     target = tmp_path / "g.graphml"
     code, _, _ = run("graph", "export", "Tax", "--format", "graphml", "--output", str(target))

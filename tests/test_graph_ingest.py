@@ -52,7 +52,9 @@ def corpus(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def tax(tmp_path: Path, corpus: Path) -> Iterator[hybridkb.KnowledgeBase]:
-    with hybridkb.connect(tmp_path / "kb.duckdb", model="fake", chunk_size=200, chunk_overlap=0) as kb:
+    with hybridkb.connect(
+        tmp_path / "kb.duckdb", model="fake", chunk_size=200, chunk_overlap=0
+    ) as kb:
         coll = kb.create_collection("Tax Documents")
         report = coll.add(corpus, metadata={"tags": ["tax", "guides"]})
         assert report.ok and len(report.added) == 2
@@ -115,10 +117,16 @@ def test_extraction_is_deterministic_and_ignores_sentence_starts() -> None:
 def test_document_section_chunk_structure(tax: hybridkb.KnowledgeBase) -> None:
     g = tax.graph
     guide = doc_node(tax, "guide.md")
-    sections = {n.node.properties["name"]: n.node.id for n in g.neighbors(guide, edge_types="contains").neighbors}
+    sections = {
+        n.node.properties["name"]: n.node.id
+        for n in g.neighbors(guide, edge_types="contains").neighbors
+    }
     assert "Tax Guide" in sections
     top = sections["Tax Guide"]
-    children = {n.node.properties.get("name") for n in g.neighbors(top, edge_types="contains", direction="out").neighbors}
+    children = {
+        n.node.properties.get("name")
+        for n in g.neighbors(top, edge_types="contains", direction="out").neighbors
+    }
     assert {"Depreciation", "Records"} <= children
     chunks = g.chunks_of(guide)
     assert len(chunks) == tax.collection("Tax Documents").get(guide.split(":", 2)[2]).chunk_count
@@ -127,7 +135,12 @@ def test_document_section_chunk_structure(tax: hybridkb.KnowledgeBase) -> None:
     assert len(chain.paths) == len(chunks) - 1
     cars = next(c for c in chunks if "car limit" in g.node(c).properties["preview"])
     up = g.traverse(cars, edge_types="contains", direction="in", max_depth=5).paths
-    assert [p.nodes[-1].properties.get("name") for p in up] == ["Cars", "Depreciation", "Tax Guide", "guide.md"]
+    assert [p.nodes[-1].properties.get("name") for p in up] == [
+        "Cars",
+        "Depreciation",
+        "Tax Guide",
+        "guide.md",
+    ]
 
 
 def test_every_hit_chunk_and_document_is_a_node(tax: hybridkb.KnowledgeBase) -> None:
@@ -146,7 +159,12 @@ def test_entities_shared_across_documents(tax: hybridkb.KnowledgeBase) -> None:
     assert g.node("ent:section:40-880").properties["kind"] == "section_ref"
     assert g.node("ent:date:2024-07-01").type == "entity"
     # two documents meet through the section they both cite
-    path = g.shortest_path(doc_node(tax, "guide.md"), doc_node(tax, "ruling.md"), edge_types=["contains", "mentions"], max_depth=8)
+    path = g.shortest_path(
+        doc_node(tax, "guide.md"),
+        doc_node(tax, "ruling.md"),
+        edge_types=["contains", "mentions"],
+        max_depth=8,
+    )
     assert path is not None and "ent:" in "".join(n.id for n in path.nodes)
 
 
@@ -164,16 +182,30 @@ def test_graph_links_in_metadata(tax: hybridkb.KnowledgeBase) -> None:
     coll.add_texts(
         ["The 1997 Act rewrote the old one."],
         ids=["itaa-1997-note"],
-        metadatas=[{"graph_links": [{"type": "AMENDS", "target": "old-act", "properties": {"year": 1997}}]}],
+        metadatas=[
+            {"graph_links": [{"type": "AMENDS", "target": "old-act", "properties": {"year": 1997}}]}
+        ],
     )
     cid = coll.record.id
     out = tax.graph.neighbors(f"doc:{cid}:itaa-1997-note", edge_types="AMENDS").neighbors
-    assert [(n.node.id, n.direction, n.edge.properties) for n in out] == [(f"doc:{cid}:old-act", "out", {"year": 1997})]
+    assert [(n.node.id, n.direction, n.edge.properties) for n in out] == [
+        (f"doc:{cid}:old-act", "out", {"year": 1997})
+    ]
     # a link to a document not added yet resolves once it arrives
-    coll.add_texts(["forward"], ids=["early"], metadatas=[{"graph_links": [{"type": "CITES", "target": "later"}]}])
-    assert tax.graph.neighbors(f"doc:{cid}:early", edge_types="CITES").neighbors[0].node.type == "unresolved"
+    coll.add_texts(
+        ["forward"],
+        ids=["early"],
+        metadatas=[{"graph_links": [{"type": "CITES", "target": "later"}]}],
+    )
+    assert (
+        tax.graph.neighbors(f"doc:{cid}:early", edge_types="CITES").neighbors[0].node.type
+        == "unresolved"
+    )
     coll.add_texts(["the later one"], ids=["later"])
-    assert tax.graph.neighbors(f"doc:{cid}:early", edge_types="CITES").neighbors[0].node.type == "document"
+    assert (
+        tax.graph.neighbors(f"doc:{cid}:early", edge_types="CITES").neighbors[0].node.type
+        == "document"
+    )
 
 
 def test_bad_graph_links_fail_the_document_only(tax: hybridkb.KnowledgeBase) -> None:
@@ -181,7 +213,9 @@ def test_bad_graph_links_fail_the_document_only(tax: hybridkb.KnowledgeBase) -> 
     report = coll.add_texts(
         ["x", "fine"], ids=["bad", "good"], metadatas=[{"graph_links": [{"type": "AMENDS"}]}, None]
     )
-    assert [f.code for f in report.failed] == ["graph_error"] and "graph_links[0]" in report.failed[0].error
+    assert [f.code for f in report.failed] == ["graph_error"] and "graph_links[0]" in report.failed[
+        0
+    ].error
     assert coll.get("bad") is None  # the whole write rolled back
     assert coll.get("good") is not None
 
@@ -198,9 +232,9 @@ def test_user_relation_between_documents(tax: hybridkb.KnowledgeBase) -> None:
 
 
 def _rows(kb: hybridkb.KnowledgeBase, where: str) -> int:
-    return int(kb.storage.query(f"SELECT count(*) FROM hybridkb_graph_nodes WHERE {where}")[0][0]) + int(
-        kb.storage.query(f"SELECT count(*) FROM hybridkb_graph_edges WHERE {where}")[0][0]
-    )
+    return int(
+        kb.storage.query(f"SELECT count(*) FROM hybridkb_graph_nodes WHERE {where}")[0][0]
+    ) + int(kb.storage.query(f"SELECT count(*) FROM hybridkb_graph_edges WHERE {where}")[0][0])
 
 
 def test_delete_prunes_exactly_the_document(tax: hybridkb.KnowledgeBase) -> None:
@@ -236,7 +270,9 @@ def test_reingest_replaces_rows(tax: hybridkb.KnowledgeBase, corpus: Path) -> No
     assert len(report.added) == 1
     after = tax.graph.stats()
     assert after["nodes"] == before["nodes"] and after["edges"] == before["edges"]
-    assert tax.graph.has_node("ent:date:2024-04-02") and not tax.graph.has_node("ent:date:2024-03-01")
+    assert tax.graph.has_node("ent:date:2024-04-02") and not tax.graph.has_node(
+        "ent:date:2024-03-01"
+    )
     assert _rows(tax, "true") == _rows(tax, "true")  # no duplicate rows appear on replace
     (dupes,) = tax.storage.query(
         "SELECT count(*) FROM (SELECT source, target, type, collection_id, document_id FROM"
@@ -291,7 +327,9 @@ def test_custom_extractor_plugs_in(tax: hybridkb.KnowledgeBase) -> None:
 # -- graph search -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("strategy", ["vector_first", "graph_first", "parallel", "vector_only", "graph_only"])
+@pytest.mark.parametrize(
+    "strategy", ["vector_first", "graph_first", "parallel", "vector_only", "graph_only"]
+)
 def test_graph_search_strategies(tax: hybridkb.KnowledgeBase, strategy: str) -> None:
     res = tax.graph.search("s.40-880 start-up costs", strategy=strategy, search_limit=3)
     assert res.results, strategy
@@ -312,7 +350,9 @@ def test_graph_search_context_has_section_entities_and_links(tax: hybridkb.Knowl
     coll = tax.collection("Tax Documents")
     ruling = doc_node(tax, "ruling.md")
     tax.graph.relate(ruling, f"doc:{coll.record.id}:old-act", "REPLACES")
-    res = tax.graph.search("start-up costs ruling", strategy="vector_first", search_limit=1, neighbor_limit=20)
+    res = tax.graph.search(
+        "start-up costs ruling", strategy="vector_first", search_limit=1, neighbor_limit=20
+    )
     ctx = res.results[0].context
     seed = res.results[0].seed
     assert seed.filename == "ruling.md"
@@ -320,7 +360,9 @@ def test_graph_search_context_has_section_entities_and_links(tax: hybridkb.Knowl
     assert {"section", "document", "entity"} <= types
     assert any(c.edge_type == "REPLACES" for c in ctx)
     assert all(set(c.to_dict()) >= {"edge_type", "direction", "node"} for c in ctx)
-    assert len(tax.graph.search("start-up", neighbor_limit=2, search_limit=1).results[0].context) <= 2
+    assert (
+        len(tax.graph.search("start-up", neighbor_limit=2, search_limit=1).results[0].context) <= 2
+    )
 
 
 def test_graph_search_respects_collections_and_errors(tax: hybridkb.KnowledgeBase) -> None:

@@ -22,7 +22,9 @@ NS = {"g": "http://graphml.graphdrawing.org/xmlns"}
 
 @pytest.fixture
 def kb(tmp_path: Path) -> Iterator[hybridkb.KnowledgeBase]:
-    with hybridkb.connect(tmp_path / "io.duckdb", model="fake", chunk_size=200, chunk_overlap=0) as base:
+    with hybridkb.connect(
+        tmp_path / "io.duckdb", model="fake", chunk_size=200, chunk_overlap=0
+    ) as base:
         yield base
 
 
@@ -31,9 +33,19 @@ def write_set(folder: Path, name: str, dim: int, *, vectors: bool = True) -> Non
     folder.mkdir(exist_ok=True)
     nodes = [
         {"id": "s1", "type": "section", "name": "Parsing", "level": 1},
-        {"id": "c1", "type": "chunk", "text": "The parser reads tokens from the Lexer Module.", "chunk_index": 0},
-        {"id": "c2", "type": "code", "text": "def parse(tokens):\n    return Tree(tokens)", "language": "python",
-         "chunk_index": 1},
+        {
+            "id": "c1",
+            "type": "chunk",
+            "text": "The parser reads tokens from the Lexer Module.",
+            "chunk_index": 0,
+        },
+        {
+            "id": "c2",
+            "type": "code",
+            "text": "def parse(tokens):\n    return Tree(tokens)",
+            "language": "python",
+            "chunk_index": 1,
+        },
         {"id": "e1", "type": "entity", "name": "Lexer Module"},
         {"id": "k1", "type": "category", "name": "compilers"},
     ]
@@ -51,12 +63,16 @@ def write_set(folder: Path, name: str, dim: int, *, vectors: bool = True) -> Non
         rng = np.random.default_rng(len(name))
         vecs = rng.normal(size=(2, dim)).astype(np.float32)
         pq.write_table(
-            pa.table({"id": ["c1", "c2"], "embedding": pa.array(vecs.tolist(), pa.list_(pa.float32()))}),
+            pa.table(
+                {"id": ["c1", "c2"], "embedding": pa.array(vecs.tolist(), pa.list_(pa.float32()))}
+            ),
             folder / f"{name}.parquet",
         )
 
 
-def test_import_uses_vectors_when_dimension_matches(kb: hybridkb.KnowledgeBase, tmp_path: Path) -> None:
+def test_import_uses_vectors_when_dimension_matches(
+    kb: hybridkb.KnowledgeBase, tmp_path: Path
+) -> None:
     folder = tmp_path / "imp"
     write_set(folder, "parser", 64)
     write_set(folder, "lexer", 64)
@@ -78,12 +94,16 @@ def test_import_uses_vectors_when_dimension_matches(kb: hybridkb.KnowledgeBase, 
     # entities and tags join the workspace's own; the document node holds the roots
     assert kb.graph.has_node("ent:lexer-module") and kb.graph.has_node("cat:compilers")
     doc = f"doc:{coll.record.id}:parser"
-    assert {n.node.type for n in kb.graph.neighbors(doc, edge_types="contains").neighbors} == {"section"}
+    assert {n.node.type for n in kb.graph.neighbors(doc, edge_types="contains").neighbors} == {
+        "section"
+    }
     again = kb.graph.import_folder("Code", folder)
     assert len(again["unchanged"]) == 2 and again["added"] == []
 
 
-def test_import_reembeds_on_dimension_mismatch_or_missing(kb: hybridkb.KnowledgeBase, tmp_path: Path) -> None:
+def test_import_reembeds_on_dimension_mismatch_or_missing(
+    kb: hybridkb.KnowledgeBase, tmp_path: Path
+) -> None:
     folder = tmp_path / "imp"
     write_set(folder, "wrongdim", 32)
     write_set(folder, "novectors", 64, vectors=False)
@@ -95,7 +115,9 @@ def test_import_reports_bad_sets(kb: hybridkb.KnowledgeBase, tmp_path: Path) -> 
     folder = tmp_path / "bad"
     folder.mkdir()
     (folder / "broken.nodes.json").write_text("{not json", encoding="utf-8")
-    (folder / "empty.nodes.json").write_text(json.dumps([{"id": "s", "type": "section"}]), encoding="utf-8")
+    (folder / "empty.nodes.json").write_text(
+        json.dumps([{"id": "s", "type": "section"}]), encoding="utf-8"
+    )
     write_set(folder, "good", 64)
     report = kb.graph.import_folder("Code", folder)
     assert {f["name"] for f in report["failed"]} == {"broken", "empty"}
@@ -135,7 +157,10 @@ def test_export_folder_round_trips(kb: hybridkb.KnowledgeBase, tmp_path: Path) -
 
 
 def test_graphml_is_valid_and_typed(kb: hybridkb.KnowledgeBase) -> None:
-    nodes = [Node("a", "entity", {"name": "A & <B>", "count": 2, "tags": ["x"]}), Node("b", "chunk", {"score": 0.5})]
+    nodes = [
+        Node("a", "entity", {"name": "A & <B>", "count": 2, "tags": ["x"]}),
+        Node("b", "chunk", {"score": 0.5}),
+    ]
     edges = [Edge("a", "b", "mentions", 1.5, {"surface": '"A"'}), Edge("a", "zz", "dangling")]
     root = ET.fromstring(to_graphml(nodes, edges))
     keys = {k.get("attr.name"): k.get("attr.type") for k in root.findall("g:key", NS)}
@@ -150,8 +175,10 @@ def test_graphml_is_valid_and_typed(kb: hybridkb.KnowledgeBase) -> None:
 
 
 def test_mermaid_escapes_labels() -> None:
-    text = to_mermaid([Node("x:1", "entity", {"name": 'say "hi" <b>'}), Node("y", "chunk")],
-                      [Edge("x:1", "y", "a|b")])
+    text = to_mermaid(
+        [Node("x:1", "entity", {"name": 'say "hi" <b>'}), Node("y", "chunk")],
+        [Edge("x:1", "y", "a|b")],
+    )
     assert text.startswith("flowchart LR\n")
     assert '"' not in text.split("[", 1)[1].split("<br/>")[0].strip('"')
     assert "n0 -->|a#124;b| n1" in text and "classDef entity" in text

@@ -23,14 +23,23 @@ def gkb(tmp_path: Path) -> Iterator[hybridkb.KnowledgeBase]:
         yield kb
 
 
-def build(kb: hybridkb.KnowledgeBase, edges: list[tuple[str, str, str]], extra: tuple[str, ...] = ()) -> None:
+def build(
+    kb: hybridkb.KnowledgeBase, edges: list[tuple[str, str, str]], extra: tuple[str, ...] = ()
+) -> None:
     ids = sorted({n for s, t, _ in edges for n in (s, t)} | set(extra))
     kb.graph.add_nodes([{"id": i, "type": "concept", "name": i.upper()} for i in ids])
     kb.graph.add_edges([{"source": s, "target": t, "type": e} for s, t, e in edges])
 
 
 # a -> b -> c -> a (cycle), c -> d, d -> d (self-loop); x - y apart; z alone
-SHAPE = [("a", "b", "r"), ("b", "c", "r"), ("c", "a", "r"), ("c", "d", "s"), ("d", "d", "r"), ("x", "y", "r")]
+SHAPE = [
+    ("a", "b", "r"),
+    ("b", "c", "r"),
+    ("c", "a", "r"),
+    ("c", "d", "s"),
+    ("d", "d", "r"),
+    ("x", "y", "r"),
+]
 
 
 def test_neighbors_by_direction_and_type(gkb: hybridkb.KnowledgeBase) -> None:
@@ -96,7 +105,9 @@ def test_find_paths_shortest_first(gkb: hybridkb.KnowledgeBase) -> None:
     assert lengths == sorted(lengths)
     assert lengths[0] == 1
     seqs = [tuple(n.id for n in p.nodes) for p in res.paths]
-    assert len(seqs) == len(set(seqs)) or len({tuple((e.source, e.target, e.type) for e in p.edges) for p in res.paths}) == len(seqs)
+    assert len(seqs) == len(set(seqs)) or len(
+        {tuple((e.source, e.target, e.type) for e in p.edges) for p in res.paths}
+    ) == len(seqs)
     for p in res.paths:  # simple paths: no node twice
         ids = [n.id for n in p.nodes]
         assert len(ids) == len(set(ids)) and ids[0] == "a" and ids[-1] == "d"
@@ -120,10 +131,20 @@ def test_subgraph_limits_and_stats(gkb: hybridkb.KnowledgeBase) -> None:
     build(gkb, SHAPE)
     sub = gkb.graph.subgraph("a", max_depth=2)
     assert {n.id for n in sub.nodes} == {"a", "b", "c", "d"}
-    assert {(e.source, e.target) for e in sub.edges} == {("a", "b"), ("b", "c"), ("c", "a"), ("c", "d"), ("d", "d")}
+    assert {(e.source, e.target) for e in sub.edges} == {
+        ("a", "b"),
+        ("b", "c"),
+        ("c", "a"),
+        ("c", "d"),
+        ("d", "d"),
+    }
     assert sub.stats == {"node_count": 4, "edge_count": 5, "depth_reached": 2, "truncated": False}
     small = gkb.graph.subgraph("a", max_depth=3, node_limit=2, edge_limit=1)
-    assert small.stats["node_count"] == 2 and small.stats["edge_count"] <= 1 and small.stats["truncated"]
+    assert (
+        small.stats["node_count"] == 2
+        and small.stats["edge_count"] <= 1
+        and small.stats["truncated"]
+    )
     assert set(sub.to_dict()) == {"nodes", "edges", "stats"}
 
 
@@ -198,7 +219,9 @@ def test_rolled_back_write_does_not_reach_memory(gkb: hybridkb.KnowledgeBase) ->
         raise RuntimeError("boom")
 
     with pytest.raises(RuntimeError):
-        store.write(gkb.workspace, failing, lambda g: g.add_edges([("a", "z9", "r", 1.0, None, 0, "")]))
+        store.write(
+            gkb.workspace, failing, lambda g: g.add_edges([("a", "z9", "r", 1.0, None, 0, "")])
+        )
     gkb.graph.relate("a", "x", "r")  # a later write from the same version
     assert "z9" not in {n.node.id for n in gkb.graph.neighbors("a").neighbors}
     assert "x" in {n.node.id for n in gkb.graph.neighbors("a").neighbors}
@@ -214,7 +237,11 @@ def test_another_workspace_sees_nothing(gkb: hybridkb.KnowledgeBase) -> None:
 
 
 def _edge_set(g: MemGraph) -> set[tuple[str, str, str]]:
-    return {(g.ids[g.esrc[e]], g.ids[g.edst[e]], g.etype[e]) for e, p in enumerate(g.eprov) if p is not None}
+    return {
+        (g.ids[g.esrc[e]], g.ids[g.edst[e]], g.etype[e])
+        for e, p in enumerate(g.eprov)
+        if p is not None
+    }
 
 
 # -- properties against a plain reference -----------------------------------------------
@@ -233,11 +260,15 @@ def _bfs_dist(adj: dict[str, set[str]], a: str) -> dict[str, int]:
 
 
 edges_strategy = st.lists(
-    st.tuples(st.integers(0, 7), st.integers(0, 7), st.sampled_from(["p", "q"])), min_size=1, max_size=25
+    st.tuples(st.integers(0, 7), st.integers(0, 7), st.sampled_from(["p", "q"])),
+    min_size=1,
+    max_size=25,
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(edges=edges_strategy, a=st.integers(0, 7), b=st.integers(0, 7))
 def test_memgraph_matches_reference_bfs(edges: list[tuple[int, int, str]], a: int, b: int) -> None:
     g = MemGraph()
@@ -253,7 +284,9 @@ def test_memgraph_matches_reference_bfs(edges: list[tuple[int, int, str]], a: in
     ia, ib = g.index[f"n{a}"], g.index[f"n{b}"]
     # traverse reaches exactly the nodes the reference BFS reaches, at their distance
     dist = _bfs_dist(out_adj, f"n{a}")
-    found = {g.ids[nodes[-1]]: d for d, nodes, _ in queries.traverse(g, ia, "out", None, 8, 1000)[0]}
+    found = {
+        g.ids[nodes[-1]]: d for d, nodes, _ in queries.traverse(g, ia, "out", None, 8, 1000)[0]
+    }
     assert found == {n: d for n, d in dist.items() if n != f"n{a}"}
     # the first path found is a shortest one; every path is simple and within bounds
     for direction, adj in (("out", out_adj), ("both", und_adj)):
@@ -284,7 +317,11 @@ def test_memgraph_matches_reference_bfs(edges: list[tuple[int, int, str]], a: in
     b=st.integers(0, 7),
 )
 def test_snapshot_plus_delta_matches_reference(
-    first: list[tuple[int, int, str]], later: list[tuple[int, int, str]], removed: list[int], a: int, b: int
+    first: list[tuple[int, int, str]],
+    later: list[tuple[int, int, str]],
+    removed: list[int],
+    a: int,
+    b: int,
 ) -> None:
     """Edges added and removed after the CSR snapshot are seen exactly as if rebuilt."""
     g = MemGraph()
@@ -309,17 +346,25 @@ def test_snapshot_plus_delta_matches_reference(
             got = queries.traverse(g, g.index["n8"], direction, types, 8, 1000)[0]
             want = queries.traverse(fresh, fresh.index["n8"], direction, types, 8, 1000)[0]
             assert {g.ids[n[-1]]: d for d, n, _ in got} == {fresh.ids[n[-1]]: d for d, n, _ in want}
-            pg, _ = queries.find_paths(g, g.index[f"n{a}"], g.index[f"n{b}"], direction, types, 4, 20)
-            pf, _ = queries.find_paths(fresh, fresh.index[f"n{a}"], fresh.index[f"n{b}"], direction, types, 4, 20)
+            pg, _ = queries.find_paths(
+                g, g.index[f"n{a}"], g.index[f"n{b}"], direction, types, 4, 20
+            )
+            pf, _ = queries.find_paths(
+                fresh, fresh.index[f"n{a}"], fresh.index[f"n{b}"], direction, types, 4, 20
+            )
             assert sorted(len(p[1]) for p in pg) == sorted(len(p[1]) for p in pf)
             # Up to the limit every shortest-first answer is the same set of paths.
             cut = max((len(p[1]) for p in pg), default=0) if len(pg) == 20 else 99
             assert _path_keys(g, pg, cut) == _path_keys(fresh, pf, cut)
 
 
-def _path_keys(m: MemGraph, paths: list[tuple[list[int], list[int]]], cut: int) -> list[tuple[Any, ...]]:
+def _path_keys(
+    m: MemGraph, paths: list[tuple[list[int], list[int]]], cut: int
+) -> list[tuple[Any, ...]]:
     return sorted(
-        tuple((m.ids[m.esrc[e]], m.ids[m.edst[e]], m.etype[e]) for e in p[1]) for p in paths if len(p[1]) < cut
+        tuple((m.ids[m.esrc[e]], m.ids[m.edst[e]], m.etype[e]) for e in p[1])
+        for p in paths
+        if len(p[1]) < cut
     )
 
 
@@ -346,10 +391,23 @@ def test_concurrent_reads_and_writes(gkb: hybridkb.KnowledgeBase) -> None:
         except Exception as exc:  # noqa: BLE001 - collected and asserted below
             errors.append(exc)
 
-    threads = [threading.Thread(target=writer), threading.Thread(target=reader), threading.Thread(target=reader)]
+    threads = [
+        threading.Thread(target=writer),
+        threading.Thread(target=reader),
+        threading.Thread(target=reader),
+    ]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert errors == []
-    assert len([n for n in gkb.graph.neighbors("a", direction="out", limit=1000).neighbors if n.node.id.startswith("w")]) == 40
+    assert (
+        len(
+            [
+                n
+                for n in gkb.graph.neighbors("a", direction="out", limit=1000).neighbors
+                if n.node.id.startswith("w")
+            ]
+        )
+        == 40
+    )

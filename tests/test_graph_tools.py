@@ -42,8 +42,12 @@ def by_name(tools: list[BaseTool]) -> dict[str, BaseTool]:
 
 
 def test_names_and_read_only(kb: hybridkb.KnowledgeBase) -> None:
-    assert list(by_name(make_graph_tools(kb))) == ["graph_neighbors", "graph_find_paths", "graph_search_kb",
-                                                   "graph_relate"]
+    assert list(by_name(make_graph_tools(kb))) == [
+        "graph_neighbors",
+        "graph_find_paths",
+        "graph_search_kb",
+        "graph_relate",
+    ]
     assert "graph_relate" not in by_name(make_graph_tools(kb, read_only=True))
     everything = by_name(make_tools(kb))
     assert {"graph_neighbors", "graph_find_paths", "graph_search_kb"} <= set(everything)
@@ -66,8 +70,15 @@ def test_neighbors_and_paths(kb: hybridkb.KnowledgeBase) -> None:
     tools = by_name(make_graph_tools(kb))
     cid = kb.collection("Tax Documents").record.id
     msg = call(tools["graph_neighbors"], node_id=f"doc:{cid}:guide", edge_types="CITES")
-    assert f"doc:{cid}:ruling" in msg.content and msg.artifact["neighbors"][0]["edge_type"] == "CITES"
-    paths = call(tools["graph_find_paths"], source_id=f"doc:{cid}:home", target_id=f"doc:{cid}:ruling", max_depth=4)
+    assert (
+        f"doc:{cid}:ruling" in msg.content and msg.artifact["neighbors"][0]["edge_type"] == "CITES"
+    )
+    paths = call(
+        tools["graph_find_paths"],
+        source_id=f"doc:{cid}:home",
+        target_id=f"doc:{cid}:ruling",
+        max_depth=4,
+    )
     assert "path" in paths.content and paths.artifact["paths"]
     assert paths.artifact["paths"][0]["length"] <= 4
 
@@ -84,7 +95,11 @@ def test_relate_tool_is_idempotent(kb: hybridkb.KnowledgeBase) -> None:
     tools = by_name(make_graph_tools(kb, workspace=kb.workspace))
     cid = kb.collection("Tax Documents").record.id
     for _ in range(2):
-        msg = call(tools["graph_relate"], source_id=f"doc:{cid}:home", target_id=f"doc:{cid}:guide",
-                   relation="SEE_ALSO")
+        msg = call(
+            tools["graph_relate"],
+            source_id=f"doc:{cid}:home",
+            target_id=f"doc:{cid}:guide",
+            relation="SEE_ALSO",
+        )
         assert msg.status != "error"
     assert kb.graph.stats()["edge_types"]["SEE_ALSO"] == 1

@@ -23,8 +23,16 @@ def _docx(path: Path) -> Path:
     return path
 
 
-def test_pdf_pages_are_numbered_from_one_and_cited(kb: hybridkb.KnowledgeBase, tmp_path: Path) -> None:
-    pdf = write_pdf(tmp_path / "ITAA 1997.pdf", [Page("Introduction to the act."), Page("Depreciation of assets uses the decline in value.")])
+def test_pdf_pages_are_numbered_from_one_and_cited(
+    kb: hybridkb.KnowledgeBase, tmp_path: Path
+) -> None:
+    pdf = write_pdf(
+        tmp_path / "ITAA 1997.pdf",
+        [
+            Page("Introduction to the act."),
+            Page("Depreciation of assets uses the decline in value."),
+        ],
+    )
     coll = kb.create_collection("Tax Documents")
     report = coll.add(pdf)
     assert [f.filename for f in report.added] == ["ITAA 1997.pdf"] and not report.added[0].warnings
@@ -34,14 +42,20 @@ def test_pdf_pages_are_numbered_from_one_and_cited(kb: hybridkb.KnowledgeBase, t
     assert page_two and {h.page for h in page_two} == {2}
 
 
-def test_pages_without_text_are_listed_as_a_warning(kb: hybridkb.KnowledgeBase, tmp_path: Path) -> None:
-    pdf = write_pdf(tmp_path / "mixed.pdf", [Page("Text page."), Page(image=True), Page("More text.")])
+def test_pages_without_text_are_listed_as_a_warning(
+    kb: hybridkb.KnowledgeBase, tmp_path: Path
+) -> None:
+    pdf = write_pdf(
+        tmp_path / "mixed.pdf", [Page("Text page."), Page(image=True), Page("More text.")]
+    )
     report = kb.create_collection("Scans").add(pdf)
     assert len(report.added) == 1
     assert any("2" in w and "text layer" in w for w in report.added[0].warnings)
 
 
-def test_bad_pdfs_fail_alone_with_the_fix(kb: hybridkb.KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bad_pdfs_fail_alone_with_the_fix(
+    kb: hybridkb.KnowledgeBase, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     good = write_pdf(tmp_path / "good.pdf", [Page("Good text about depreciation.")])
     scan = write_pdf(tmp_path / "scan.pdf", [Page(image=True), Page(rectangle=True)])
     locked = tmp_path / "locked.pdf"
@@ -69,7 +83,9 @@ def test_encrypted_pdf_opens_with_the_password_setting(tmp_path: Path) -> None:
         assert [f.filename for f in report.added] == ["locked.pdf"]
 
 
-def test_docx_sections_and_tables_are_searchable(kb: hybridkb.KnowledgeBase, tmp_path: Path) -> None:
+def test_docx_sections_and_tables_are_searchable(
+    kb: hybridkb.KnowledgeBase, tmp_path: Path
+) -> None:
     coll = kb.create_collection("Notes")
     coll.add(_docx(tmp_path / "notes.docx"))
     hit = coll.search("prime cost method", k=1, mode="keyword")[0]
@@ -92,7 +108,9 @@ def test_broken_docx_files_fail_clearly(kb: hybridkb.KnowledgeBase, tmp_path: Pa
     assert all(f.filename in f.error for f in report.failed)
 
 
-def test_mixed_language_collection_finds_german_with_a_german_query(kb: hybridkb.KnowledgeBase) -> None:
+def test_mixed_language_collection_finds_german_with_a_german_query(
+    kb: hybridkb.KnowledgeBase,
+) -> None:
     coll = kb.create_collection("Verträge")
     coll.add_texts(
         [
@@ -111,7 +129,8 @@ def test_mixed_language_collection_finds_german_with_a_german_query(kb: hybridkb
 def test_code_like_tokens_are_searchable(kb: hybridkb.KnowledgeBase) -> None:
     coll = kb.create_collection("Tax")
     coll.add_texts(
-        ["See s.40-880 of ITAA 1997 for business costs.", "C++ and v2 APIs are unrelated."], ids=["tax", "code"]
+        ["See s.40-880 of ITAA 1997 for business costs.", "C++ and v2 APIs are unrelated."],
+        ids=["tax", "code"],
     )
     assert coll.search("s.40-880", k=1, mode="keyword")[0].document_id == "tax"
     assert coll.search("1997", k=1, mode="keyword")[0].document_id == "tax"

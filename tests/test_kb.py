@@ -32,11 +32,16 @@ def write(path: Path, text: str, encoding: str = "utf-8") -> Path:
 
 
 def test_create_and_list_collections_with_free_text_names(kb: hybridkb.KnowledgeBase) -> None:
-    for name in ["Tax Documents", "Steuerunterlagen 2024", "税务文件", "it's \"quoted\"; DROP TABLE x"]:
+    for name in [
+        "Tax Documents",
+        "Steuerunterlagen 2024",
+        "税务文件",
+        'it\'s "quoted"; DROP TABLE x',
+    ]:
         kb.create_collection(name)
     names = kb.collection_names()
     assert sorted(names) == sorted(
-        ["Tax Documents", "Steuerunterlagen 2024", "税务文件", "it's \"quoted\"; DROP TABLE x"]
+        ["Tax Documents", "Steuerunterlagen 2024", "税务文件", 'it\'s "quoted"; DROP TABLE x']
     )
     info = {c.name: c for c in kb.list_collections()}
     assert info["税务文件"].documents == 0 and info["税务文件"].dim == 64
@@ -99,7 +104,9 @@ def test_add_is_idempotent_and_changed_file_replaces_chunks(
     assert len(first.added) == 1
     gen = coll.record.generation
     again = coll.add(path)
-    assert not again.added and [f.document_id for f in again.unchanged] == [first.added[0].document_id]
+    assert not again.added and [f.document_id for f in again.unchanged] == [
+        first.added[0].document_id
+    ]
     assert coll.record.generation == gen, "an unchanged file must write nothing"
     write(path, "Completely new text about payroll tax thresholds.")
     changed = coll.add(path)
@@ -107,10 +114,15 @@ def test_add_is_idempotent_and_changed_file_replaces_chunks(
     info = coll.describe()
     assert info.documents == 1
     assert not [h for h in coll.search("diminishing value method", k=5, mode="keyword")]
-    assert coll.search("payroll thresholds", k=1, mode="keyword")[0].document_id == first.added[0].document_id
+    assert (
+        coll.search("payroll thresholds", k=1, mode="keyword")[0].document_id
+        == first.added[0].document_id
+    )
 
 
-def test_same_content_under_two_paths_is_two_documents(kb: hybridkb.KnowledgeBase, tmp_path: Path) -> None:
+def test_same_content_under_two_paths_is_two_documents(
+    kb: hybridkb.KnowledgeBase, tmp_path: Path
+) -> None:
     a = write(tmp_path / "a.txt", TAX)
     b = write(tmp_path / "b.txt", TAX)
     coll = kb.create_collection("Tax")
@@ -136,7 +148,9 @@ def test_one_bad_file_does_not_stop_the_others(kb: hybridkb.KnowledgeBase, tmp_p
 
 def test_add_texts_uses_caller_ids_and_metadata(kb: hybridkb.KnowledgeBase) -> None:
     coll = kb.create_collection("Notes")
-    report = coll.add_texts([TAX, LEAVE], metadatas=[{"tag": "tax", "year": 2024}, {"tag": "hr"}], ids=["t1", "l1"])
+    report = coll.add_texts(
+        [TAX, LEAVE], metadatas=[{"tag": "tax", "year": 2024}, {"tag": "hr"}], ids=["t1", "l1"]
+    )
     assert [f.document_id for f in report.added] == ["t1", "l1"]
     hits = coll.search("annual leave", k=1)
     assert hits[0].document_id == "l1" and hits[0].metadata["tag"] == "hr"
@@ -146,7 +160,9 @@ def test_add_texts_uses_caller_ids_and_metadata(kb: hybridkb.KnowledgeBase) -> N
         coll.add_texts(["a", "b"], ids=["same", "same"])
 
 
-def test_user_metadata_never_overrides_builtin_fields(kb: hybridkb.KnowledgeBase, tmp_path: Path) -> None:
+def test_user_metadata_never_overrides_builtin_fields(
+    kb: hybridkb.KnowledgeBase, tmp_path: Path
+) -> None:
     coll = kb.create_collection("Tax")
     path = write(tmp_path / "tax.txt", TAX)
     coll.add(path, metadata={"filename": "evil.pdf", "page": 99, "owner": "ann"})
@@ -156,7 +172,9 @@ def test_user_metadata_never_overrides_builtin_fields(kb: hybridkb.KnowledgeBase
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "vector", "keyword", "filter"])
-def test_every_mode_returns_ranked_hits_with_mode_scores(kb: hybridkb.KnowledgeBase, mode: str) -> None:
+def test_every_mode_returns_ranked_hits_with_mode_scores(
+    kb: hybridkb.KnowledgeBase, mode: str
+) -> None:
     coll = kb.create_collection("Notes")
     coll.add_texts([TAX, LEAVE, "Unrelated text about cooking pasta."], ids=["t", "l", "c"])
     hits = coll.search("annual leave policy", k=2, mode=mode)
@@ -184,7 +202,9 @@ def _corpus(coll: hybridkb.Collection, n: int = 200) -> None:
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "vector", "keyword", "filter"])
-def test_filtered_search_returns_exactly_k_at_one_percent(kb: hybridkb.KnowledgeBase, mode: str) -> None:
+def test_filtered_search_returns_exactly_k_at_one_percent(
+    kb: hybridkb.KnowledgeBase, mode: str
+) -> None:
     coll = kb.create_collection("Reports")
     _corpus(coll, 400)  # 4 docs per group: 1% selectivity
     hits = coll.search("report shared words", k=4, mode=mode, where={"group": "g7"})
@@ -220,7 +240,9 @@ def test_filter_on_builtin_fields(kb: hybridkb.KnowledgeBase, tmp_path: Path) ->
     assert hits and {h.filename for h in hits} == {"leave.txt"}
 
 
-@pytest.mark.parametrize("bad", ['{"n": {"$regex": "x"}}', "{not json", '{"$and": []}', '{"n": [1, 2]}'])
+@pytest.mark.parametrize(
+    "bad", ['{"n": {"$regex": "x"}}', "{not json", '{"$and": []}', '{"n": [1, 2]}']
+)
 def test_bad_filters_are_refused_clearly(kb: hybridkb.KnowledgeBase, bad: str) -> None:
     coll = kb.create_collection("Reports")
     _corpus(coll, 5)
@@ -234,7 +256,10 @@ def test_search_across_all_and_several_collections(kb: hybridkb.KnowledgeBase) -
     kb.create_collection("Food").add_texts(["pasta recipes"], ids=["p"])
     hits = kb.search("annual leave", k=5)
     assert hits[0].collection == "HR"
-    assert {h.collection for h in kb.search("leave assets", k=10, collections=["Tax", "HR"])} <= {"Tax", "HR"}
+    assert {h.collection for h in kb.search("leave assets", k=10, collections=["Tax", "HR"])} <= {
+        "Tax",
+        "HR",
+    }
 
 
 def test_delete_removes_chunks_and_reports_unknown(kb: hybridkb.KnowledgeBase) -> None:
@@ -262,7 +287,10 @@ def test_drop_removes_everything(kb: hybridkb.KnowledgeBase) -> None:
 
 def test_describe_reports_counts_model_languages_bytes(kb: hybridkb.KnowledgeBase) -> None:
     coll = kb.create_collection("Notes")
-    coll.add_texts([TAX, "Die Abschreibung von Wirtschaftsgütern erfolgt linear über die Nutzungsdauer."], ids=["en", "de"])
+    coll.add_texts(
+        [TAX, "Die Abschreibung von Wirtschaftsgütern erfolgt linear über die Nutzungsdauer."],
+        ids=["en", "de"],
+    )
     info = coll.describe()
     assert (info.documents, info.embedding_model, info.dim) == (2, "fake", 64)
     assert info.chunks >= 2 and info.bytes > 0 and info.updated_at
@@ -295,7 +323,9 @@ def test_collection_keeps_its_model(tmp_path: Path) -> None:
     db = tmp_path / "kb.duckdb"
     with hybridkb.connect(db, model="fake") as kb:
         kb.create_collection("Notes").add_texts([TAX], ids=["t"])
-    with hybridkb.connect(db, model="fake:32") as kb:  # a new default does not touch old collections
+    with hybridkb.connect(
+        db, model="fake:32"
+    ) as kb:  # a new default does not touch old collections
         assert kb.collection("Notes").search("depreciation", k=1)[0].document_id == "t"
         assert kb.create_collection("New").describe().dim == 32
         with pytest.raises(EmbeddingMismatch, match="fake"):

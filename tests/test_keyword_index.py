@@ -160,8 +160,9 @@ def test_pruned_search_stays_exact_when_the_average_length_grows(always_prune: N
     rng = np.random.default_rng(7)
     docs = zipf_corpus(rng, 1_000, 50)
     index = build(docs)
-    queries = [[f"w{t}" for t in rng.integers(0, 50, size=int(rng.integers(2, 8)))]
-               for _ in range(40)]
+    queries = [
+        [f"w{t}" for t in rng.integers(0, 50, size=int(rng.integers(2, 8)))] for _ in range(40)
+    ]
     for query in queries:
         index.search(query, 10)  # caches the bounds at today's avgdl
     # Long documents with one distinct term each: avgdl grows ~10x, the base stays.

@@ -24,7 +24,9 @@ kb.close()
 
 def _hold(db: Path, seconds: float) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(db), str(seconds)], stdout=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(db), str(seconds)], stdout=subprocess.PIPE, env=env
+    )
     assert proc.stdout is not None and proc.stdout.readline().startswith(b"holding")
     return proc
 
@@ -39,7 +41,9 @@ def test_second_writer_fails_after_timeout_naming_the_holder(tmp_path: Path) -> 
             hybridkb.connect(db, model="fake", lock_timeout=0.5)
         assert time.monotonic() - started >= 0.5
         message = str(err.value)
-        assert f"process {proc.pid}" in message and "MCP server" in message and "kb.duckdb" in message
+        assert (
+            f"process {proc.pid}" in message and "MCP server" in message and "kb.duckdb" in message
+        )
     finally:
         proc.kill()
         proc.wait()
@@ -60,6 +64,9 @@ def test_readers_work_alongside_each_other(tmp_path: Path) -> None:
     db = tmp_path / "kb.duckdb"
     with hybridkb.connect(db, model="fake") as kb:
         kb.create_collection("Notes").add_texts(["shared reading"], ids=["r"])
-    with hybridkb.connect(db, model="fake", read_only=True) as a, hybridkb.connect(db, model="fake", read_only=True) as b:
+    with (
+        hybridkb.connect(db, model="fake", read_only=True) as a,
+        hybridkb.connect(db, model="fake", read_only=True) as b,
+    ):
         assert a.collection("Notes").search("reading", k=1)[0].document_id == "r"
         assert b.collection("Notes").search("reading", k=1)[0].document_id == "r"

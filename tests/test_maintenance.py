@@ -37,9 +37,14 @@ def test_doctor_finds_and_repairs_orphans_and_bad_vectors(tmp_path: Path) -> Non
         con = kb.storage._con  # type: ignore[attr-defined]
         # Damage the tables the way a buggy writer or a disk fault might.
         con.execute(f"DELETE FROM {t['documents']} WHERE document_id = 'd1'")
-        con.execute(f"DELETE FROM {t['vectors']} WHERE key IN (SELECT key FROM {t['chunks']} WHERE document_id = 'd2')")
+        con.execute(
+            f"DELETE FROM {t['vectors']} WHERE key IN (SELECT key FROM {t['chunks']} WHERE document_id = 'd2')"
+        )
         bad = [float("nan")] + [0.1] * 63
-        con.execute(f"UPDATE {t['vectors']} SET embedding = ?::FLOAT[64] WHERE key IN (SELECT key FROM {t['chunks']} WHERE document_id = 'd3')", [bad])
+        con.execute(
+            f"UPDATE {t['vectors']} SET embedding = ?::FLOAT[64] WHERE key IN (SELECT key FROM {t['chunks']} WHERE document_id = 'd3')",
+            [bad],
+        )
         found = _problems(kb)
         assert found["orphan_chunks"] >= 1 and found["incomplete_documents"] == 2
         maintenance.doctor(kb, repair=True)
@@ -59,7 +64,9 @@ def test_reembed_switches_model_atomically(tmp_path: Path) -> None:
         assert out["chunks"] == 30 and out["dim"] == 32
         info = coll.describe()
         assert (info.embedding_model, info.dim) == ("fake:32", 32)
-        assert [h.chunk_id for h in coll.search("subject 3", k=3, mode="keyword")] == [h.chunk_id for h in before]
+        assert [h.chunk_id for h in coll.search("subject 3", k=3, mode="keyword")] == [
+            h.chunk_id for h in before
+        ]
         assert len(coll.search("subject 3", k=5, mode="vector")) == 5
         # Unchanged texts stay unchanged after the switch (signature follows the model).
         assert len(coll.add_texts(TEXTS).unchanged) == 30
@@ -70,7 +77,9 @@ def test_compact_keeps_data_and_does_not_grow(tmp_path: Path) -> None:
     with _kb(tmp_path) as kb:
         coll = kb.create_collection("Notes")
         for round_ in range(5):
-            coll.add_texts([t + f" round {round_}" for t in TEXTS], ids=[f"d{i}" for i in range(30)])
+            coll.add_texts(
+                [t + f" round {round_}" for t in TEXTS], ids=[f"d{i}" for i in range(30)]
+            )
         out = maintenance.compact(kb)
         assert out["bytes_after"] <= out["bytes_before"]
         assert coll.count() == 30

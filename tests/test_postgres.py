@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import DB_COUNTER
 
 import hybridkb
 from hybridkb.copy import copy_kb
@@ -22,8 +23,6 @@ from hybridkb.errors import BackendError, CollectionExists, CollectionNotFound, 
 from hybridkb.filters import POSTGRES, parse_filter, to_sql
 from hybridkb.settings import load_settings
 from hybridkb.storage.base import ChunkRecord, DocumentRecord, chunk_key, make_chunk_id
-
-from conftest import DB_COUNTER
 
 pytestmark = pytest.mark.postgres
 
@@ -73,7 +72,9 @@ def test_workspaces_get_their_own_schema(pg_kb: hybridkb.KnowledgeBase) -> None:
     assert [n for _, n in rows] == [3, 3] and len({s for s, _ in rows}) == 2
 
 
-def test_collection_indexes_use_hnsw_cosine_and_language_config(pg_kb: hybridkb.KnowledgeBase) -> None:
+def test_collection_indexes_use_hnsw_cosine_and_language_config(
+    pg_kb: hybridkb.KnowledgeBase,
+) -> None:
     coll = pg_kb.create_collection("German", language="de")
     rows = pg_kb.storage.query(
         "SELECT indexdef FROM pg_indexes WHERE tablename = %s", [f"c{coll.record.id}_chunks"]
@@ -192,7 +193,9 @@ def test_filtered_hnsw_search_returns_k(pg_kb: hybridkb.KnowledgeBase) -> None:
     assert [s for _, s in unfiltered] == sorted((s for _, s in unfiltered), reverse=True)
 
 
-def _exact(storage: Any, record: Any, q: np.ndarray, k: int, predicate: str) -> list[tuple[int, float]]:
+def _exact(
+    storage: Any, record: Any, q: np.ndarray, k: int, predicate: str
+) -> list[tuple[int, float]]:
     t = storage._tables(record)
     rows = storage.query(
         f"SELECT key, 1 - (embedding <=> %s::vector) FROM {t['chunks']} WHERE {predicate}"
@@ -202,7 +205,9 @@ def _exact(storage: Any, record: Any, q: np.ndarray, k: int, predicate: str) -> 
     return [(int(a), float(b)) for a, b in rows]
 
 
-def test_postgres_filter_dialect_survives_odd_values(pg_kb: hybridkb.KnowledgeBase, tmp_path: Path) -> None:
+def test_postgres_filter_dialect_survives_odd_values(
+    pg_kb: hybridkb.KnowledgeBase, tmp_path: Path
+) -> None:
     """Numeric comparisons on text that is not a number neither fail nor differ from DuckDB."""
     values = ["e", "-", "+", ".", "1e3", " 7 ", "12", "abc", "3.5", "-2", True, None, 5, "1e5x"]
     wheres = [{"v": {"$gt": 4}}, {"v": {"$lte": 3.5}}, {"v": 12}, {"v": {"$ne": 5}}, {"v": "e"}]
@@ -210,10 +215,17 @@ def test_postgres_filter_dialect_survives_odd_values(pg_kb: hybridkb.KnowledgeBa
     with hybridkb.connect(tmp_path / "odd.duckdb", model="fake") as duck:
         for kb in (pg_kb, duck):
             coll = kb.create_collection("Odd")
-            coll.add_texts([f"odd value text {i}" for i in range(len(values))],
-                           metadatas=[{"v": v} for v in values], ids=[f"o{i}" for i in range(len(values))])
-            found.append([sorted(h.document_id for h in coll.search("odd value", k=20, where=w))
-                          for w in wheres])
+            coll.add_texts(
+                [f"odd value text {i}" for i in range(len(values))],
+                metadatas=[{"v": v} for v in values],
+                ids=[f"o{i}" for i in range(len(values))],
+            )
+            found.append(
+                [
+                    sorted(h.document_id for h in coll.search("odd value", k=20, where=w))
+                    for w in wheres
+                ]
+            )
     assert found[0] == found[1]
     assert found[0][0] == ["o12", "o4", "o5", "o6"]
     sql, params = to_sql(parse_filter({"v": {"$gte": 1}}), POSTGRES)
@@ -221,6 +233,7 @@ def test_postgres_filter_dialect_survives_odd_values(pg_kb: hybridkb.KnowledgeBa
 
 
 # -- concurrency -----------------------------------------------------------------------
+
 
 def _worker(url: str, idx: int, go: Any, out: Any) -> None:
     """One ingesting process (forked: no import cost): shared, private and conflicting ids."""
@@ -230,10 +243,17 @@ def _worker(url: str, idx: int, go: Any, out: Any) -> None:
         kb = hybridkb.connect(url, model="fake")
         coll = kb.collection("shared")
         items = [(f"s{j}", f"shared document {j} identical everywhere") for j in range(10)]
-        items += [(f"p{idx}_{j}", f"private document from worker w{idx}x number {j}") for j in range(10)]
         items += [
-            (f"c{j}", "\n\n".join(f"conflicting version w{idx}x of {j} paragraph {p} " + "pad " * 12
-                                   for p in range(3)))
+            (f"p{idx}_{j}", f"private document from worker w{idx}x number {j}") for j in range(10)
+        ]
+        items += [
+            (
+                f"c{j}",
+                "\n\n".join(
+                    f"conflicting version w{idx}x of {j} paragraph {p} " + "pad " * 12
+                    for p in range(3)
+                ),
+            )
             for j in range(5)
         ]
         random.Random(idx).shuffle(items)
@@ -241,7 +261,11 @@ def _worker(url: str, idx: int, go: Any, out: Any) -> None:
         added = unchanged = failed = 0
         for doc_id, text in items:
             r = coll.add_texts([text], ids=[doc_id])
-            added, unchanged, failed = added + len(r.added), unchanged + len(r.unchanged), failed + len(r.failed)
+            added, unchanged, failed = (
+                added + len(r.added),
+                unchanged + len(r.unchanged),
+                failed + len(r.failed),
+            )
         kb.close()
         out.put({"idx": idx, "added": added, "unchanged": unchanged, "failed": failed})
     except BaseException as exc:  # reported by the parent
@@ -270,11 +294,15 @@ def test_eight_processes_ingesting_lose_nothing_and_duplicate_nothing(pg_url: st
     with hybridkb.connect(pg_url, model="fake") as kb:
         coll = kb.collection("shared")
         record = coll.record
-        expected_ids = {f"s{j}" for j in range(10)} | {f"c{j}" for j in range(5)} | {
-            f"p{i}_{j}" for i in range(workers) for j in range(10)
-        }
+        expected_ids = (
+            {f"s{j}" for j in range(10)}
+            | {f"c{j}" for j in range(5)}
+            | {f"p{i}_{j}" for i in range(workers) for j in range(10)}
+        )
         docs = coll.documents(limit=1000)
-        assert sorted(d.document_id for d in docs) == sorted(expected_ids)  # nothing lost or doubled
+        assert sorted(d.document_id for d in docs) == sorted(
+            expected_ids
+        )  # nothing lost or doubled
         counts = kb.storage.consistency(record)
         assert counts["documents"] == len(expected_ids)
         assert counts["chunks"] == counts["document_chunk_count"] == counts["distinct_chunk_ids"]
@@ -283,7 +311,9 @@ def test_eight_processes_ingesting_lose_nothing_and_duplicate_nothing(pg_url: st
         assert counts["postings"] == counts["expected_postings"]
         # Each document's chunks are exactly the set its stored version produces.
         t = kb.storage._tables(record)
-        rows = kb.storage.query(f"SELECT document_id, chunk_index, chunk_id, text FROM {t['chunks']}")
+        rows = kb.storage.query(
+            f"SELECT document_id, chunk_index, chunk_id, text FROM {t['chunks']}"
+        )
         by_doc: dict[str, list[tuple[int, str, str]]] = {}
         for doc_id, index, chunk_id, text in rows:
             by_doc.setdefault(doc_id, []).append((index, chunk_id, text))
@@ -291,14 +321,19 @@ def test_eight_processes_ingesting_lose_nothing_and_duplicate_nothing(pg_url: st
             mine = sorted(by_doc[d.document_id])
             assert [i for i, _, _ in mine] == list(range(d.chunk_count))
             assert [c for _, c, _ in mine] == [
-                make_chunk_id(record.id, d.document_id, d.content_hash, i) for i in range(d.chunk_count)
+                make_chunk_id(record.id, d.document_id, d.content_hash, i)
+                for i in range(d.chunk_count)
             ]
             if d.document_id.startswith("c"):
                 writers = {w for _, _, text in mine for w in text.split() if w.startswith("w")}
                 assert len(writers) == 1, (d.document_id, writers)  # one version, never a mix
         for i in range(workers):
-            hits = coll.search(f"w{i}x private", k=50, mode="keyword", where={"document_id": {"$in": [
-                f"p{i}_{j}" for j in range(10)]}})
+            hits = coll.search(
+                f"w{i}x private",
+                k=50,
+                mode="keyword",
+                where={"document_id": {"$in": [f"p{i}_{j}" for j in range(10)]}},
+            )
             assert sorted(h.document_id for h in hits) == sorted(f"p{i}_{j}" for j in range(10))
     assert sum(r["added"] for r in results) >= len(expected_ids)
 
@@ -310,7 +345,9 @@ def test_readers_are_never_blocked_by_writers(pg_url: str, graph: bool) -> None:
     row serialises graph writes, so with it the second writer finishes after the first."""
     settings = load_settings(db=pg_url, model="fake")
     with hybridkb.connect(pg_url, model="fake") as setup:
-        setup.create_collection("live", language="en").add_texts(["existing text about otters"], ids=["old"])
+        setup.create_collection("live", language="en").add_texts(
+            ["existing text about otters"], ids=["old"]
+        )
     reader = hybridkb.KnowledgeBase(_storage(pg_url), settings)
     writer = hybridkb.KnowledgeBase(_storage(pg_url), settings)
     other = hybridkb.KnowledgeBase(_storage(pg_url), settings)
@@ -355,7 +392,9 @@ def test_readers_are_never_blocked_by_writers(pg_url: str, graph: bool) -> None:
         assert not reading.is_alive(), "a reader waited for the open write"
         assert seen["keyword"] == ["existing text about otters"]  # the committed version
         assert seen["describe"] == 1 and seen["doc"] is not None
-        second = run(lambda: other["live"].add_texts(["independent text about herons"], ids=["new"]))
+        second = run(
+            lambda: other["live"].add_texts(["independent text about herons"], ids=["new"])
+        )
         second.join(0.5 if graph else 20)
         assert second.is_alive() == graph
     finally:
@@ -363,7 +402,9 @@ def test_readers_are_never_blocked_by_writers(pg_url: str, graph: bool) -> None:
         first.join(30)
     second.join(30)
     assert not failure
-    assert [h.text for h in reader.search("beavers", k=5, mode="keyword")] == ["replaced text about beavers"]
+    assert [h.text for h in reader.search("beavers", k=5, mode="keyword")] == [
+        "replaced text about beavers"
+    ]
     assert reader["live"].count() == 2
     for kb in (reader, writer, other):
         kb.close()
@@ -379,7 +420,10 @@ def test_same_document_from_two_writers_ends_once(pg_url: str) -> None:
     def hammer(n: int) -> None:
         try:
             for round_ in range(8):
-                text = "\n\n".join(f"writer {n} round {round_} part {p} " + "pad " * 15 for p in range(1 + round_ % 3))
+                text = "\n\n".join(
+                    f"writer {n} round {round_} part {p} " + "pad " * 15
+                    for p in range(1 + round_ % 3)
+                )
                 kbs[n]["race"].add_texts([text], ids=["same"])
         except BaseException as exc:  # pragma: no cover
             errors.append(exc)
@@ -408,8 +452,23 @@ def test_dropped_collection_elsewhere_is_not_found(pg_url: str) -> None:
             coll.add_texts(["too late"])
         doc = DocumentRecord("d", None, None, "text", "h", "s")
         chunk_id = make_chunk_id(record.id, "d", "h", 0)
-        chunk = ChunkRecord(chunk_key(chunk_id), chunk_id, "d", 0, "t", None, None, 0, 1, "h", "en",
-                            ["t"], {}, None, None)
+        chunk = ChunkRecord(
+            chunk_key(chunk_id),
+            chunk_id,
+            "d",
+            0,
+            "t",
+            None,
+            None,
+            0,
+            1,
+            "h",
+            "en",
+            ["t"],
+            {},
+            None,
+            None,
+        )
         with pytest.raises(CollectionNotFound):
             a.storage.put_document(record, doc, [chunk], np.ones((1, 64), np.float32) / 8)
 
@@ -417,15 +476,43 @@ def test_dropped_collection_elsewhere_is_not_found(pg_url: str) -> None:
 def test_text_postgres_cannot_hold_is_stored_safely(pg_kb: hybridkb.KnowledgeBase) -> None:
     coll = pg_kb.create_collection("Odd Text")
     record = coll.record
-    doc = DocumentRecord("weird\x00id", "/tmp/bad-\udcff.txt", "bad-\udcff.txt", "file", "h", "s",
-                         metadata={"k\x00": "v\x00", "list": ["\udcfe"]})
+    doc = DocumentRecord(
+        "weird\x00id",
+        "/tmp/bad-\udcff.txt",
+        "bad-\udcff.txt",
+        "file",
+        "h",
+        "s",
+        metadata={"k\x00": "v\x00", "list": ["\udcfe"]},
+    )
     chunk_id = make_chunk_id(record.id, doc.document_id, "h", 0)
-    chunk = ChunkRecord(chunk_key(chunk_id), chunk_id, doc.document_id, 0, "text with NUL \x00 inside",
-                        None, None, 0, 10, "h", "en", ["text", "nul"], doc.metadata, doc.filename, doc.path)
+    chunk = ChunkRecord(
+        chunk_key(chunk_id),
+        chunk_id,
+        doc.document_id,
+        0,
+        "text with NUL \x00 inside",
+        None,
+        None,
+        0,
+        10,
+        "h",
+        "en",
+        ["text", "nul"],
+        doc.metadata,
+        doc.filename,
+        doc.path,
+    )
     pg_kb.storage.put_document(record, doc, [chunk], np.ones((1, 64), np.float32) / 8)
     got = pg_kb.storage.get_document(record, "weird\x00id")
-    assert got is not None and got.filename == "bad-\ufffd.txt" and got.metadata["k\ufffd"] == "v\ufffd"
-    assert [h.text for h in coll.search("nul", k=3, mode="keyword")] == ["text with NUL \ufffd inside"]
+    assert (
+        got is not None
+        and got.filename == "bad-\ufffd.txt"
+        and got.metadata["k\ufffd"] == "v\ufffd"
+    )
+    assert [h.text for h in coll.search("nul", k=3, mode="keyword")] == [
+        "text with NUL \ufffd inside"
+    ]
     assert pg_kb.storage.delete_documents(record, ["weird\x00id"]) == ["weird\x00id"]
 
 
@@ -435,12 +522,17 @@ def test_text_postgres_cannot_hold_is_stored_safely(pg_kb: hybridkb.KnowledgeBas
 def _fill(kb: hybridkb.KnowledgeBase) -> None:
     a = kb.create_collection("Tax Documents", chunk_size=100, chunk_overlap=0)
     a.add_texts(
-        [f"Depreciation rule {i} for business assets, with a schedule over several years.\n\n"
-         f"Second part {i} about laptops and cars bought for work, and their effective life." for i in range(15)],
+        [
+            f"Depreciation rule {i} for business assets, with a schedule over several years.\n\n"
+            f"Second part {i} about laptops and cars bought for work, and their effective life."
+            for i in range(15)
+        ],
         metadatas=[{"year": 2015 + i % 5} for i in range(15)],
         ids=[f"t{i}" for i in range(15)],
     )
-    kb.in_workspace("team").create_collection("Notes").add_texts(["meeting notes about budgets"], ids=["n"])
+    kb.in_workspace("team").create_collection("Notes").add_texts(
+        ["meeting notes about budgets"], ids=["n"]
+    )
 
 
 def _snapshot(url: str) -> dict[str, Any]:
@@ -453,8 +545,12 @@ def _snapshot(url: str) -> dict[str, Any]:
             for mode in ("hybrid", "vector", "keyword", "filter"):
                 out[f"{ws}:{mode}"] = [
                     (h.collection, h.document_id, h.chunk_id != "", round(h.score, 4))
-                    for h in w.search("depreciation laptops budgets", k=8, mode=mode,
-                                      where={"year": {"$gte": 2016}} if ws == "default" else None)
+                    for h in w.search(
+                        "depreciation laptops budgets",
+                        k=8,
+                        mode=mode,
+                        where={"year": {"$gte": 2016}} if ws == "default" else None,
+                    )
                 ]
     return out
 
@@ -471,9 +567,10 @@ def test_copy_duckdb_to_postgres_and_back(
         _fill(kb)
     before = _snapshot(src)
     report = copy_kb(src, pg_url)
-    assert [(c["workspace"], c["name"], c["documents"], c["chunks"], c["vectors"]) for c in report["collections"]] == [
-        ("default", "Tax Documents", 15, 30, 30), ("team", "Notes", 1, 1, 1)
-    ]
+    assert [
+        (c["workspace"], c["name"], c["documents"], c["chunks"], c["vectors"])
+        for c in report["collections"]
+    ] == [("default", "Tax Documents", 15, 30, 30), ("team", "Notes", 1, 1, 1)]
     assert _snapshot(pg_url) == before
     back = str(tmp_path / "back.duckdb")
     report_back = copy_kb(pg_url, back)
@@ -485,11 +582,18 @@ def test_copy_duckdb_to_postgres_and_back(
         d = coll.get("t3")
         assert d is not None
         hit = coll.search("rule 3", k=1, mode="keyword", where={"document_id": "t3"})[0]
-        assert hit.chunk_id in {make_chunk_id(coll.record.id, "t3", d.content_hash, i) for i in range(2)}
+        assert hit.chunk_id in {
+            make_chunk_id(coll.record.id, "t3", d.content_hash, i) for i in range(2)
+        }
         # Re-adding the same text is a no-op: the copy kept hashes and signatures.
-        again = coll.add_texts(["Depreciation rule 3 for business assets, with a schedule over several years.\n\n"
-                                "Second part 3 about laptops and cars bought for work, and their effective life."],
-                               metadatas=[{"year": 2018}], ids=["t3"])
+        again = coll.add_texts(
+            [
+                "Depreciation rule 3 for business assets, with a schedule over several years.\n\n"
+                "Second part 3 about laptops and cars bought for work, and their effective life."
+            ],
+            metadatas=[{"year": 2018}],
+            ids=["t3"],
+        )
         assert again.unchanged and not again.added
 
 
@@ -522,7 +626,9 @@ def _graph_view(kb: hybridkb.KnowledgeBase) -> dict[str, Any]:
     coll = kb["Tax"]
     hit = coll.search("laptops depreciation", k=1)[0]
     walk = kb.graph.traverse(hit.document_node, max_depth=2).to_dict()
-    nodes = {n["id"].replace(f":{coll.record.id}:", ":C:") for p in walk["paths"] for n in p["nodes"]}
+    nodes = {
+        n["id"].replace(f":{coll.record.id}:", ":C:") for p in walk["paths"] for n in p["nodes"]
+    }
     neighbours = kb.graph.neighbors(hit.chunk_id).to_dict()
     return {"nodes": sorted(nodes), "neighbour_count": len(json.dumps(neighbours, sort_keys=True))}
 
@@ -543,12 +649,17 @@ def test_graph_on_postgres_matches_duckdb(pg_kb: hybridkb.KnowledgeBase, tmp_pat
             assert g.unrelate(f"doc:{cid}:b", "topic:tax", "about")
             g.set_alias("acme", "Acme Corp")
             assert g.rebuild("Tax") == 2
-            views.append({
-                **_graph_view(kb),
-                "stats": {k: v for k, v in g.stats().items() if k != "workspace"},
-                "aliases": g.aliases(),
-                "about": [n.node.id for n in g.neighbors(f"doc:{cid}:a", edge_types=["about"]).neighbors],
-            })
+            views.append(
+                {
+                    **_graph_view(kb),
+                    "stats": {k: v for k, v in g.stats().items() if k != "workspace"},
+                    "aliases": g.aliases(),
+                    "about": [
+                        n.node.id
+                        for n in g.neighbors(f"doc:{cid}:a", edge_types=["about"]).neighbors
+                    ],
+                }
+            )
     assert views[0] == views[1] and len(views[0]["nodes"]) > 4
     # The same reach in SQL (recursive CTE) as in memory.
     hit = pg_kb["Tax"].search("laptops depreciation", k=1)[0]
@@ -558,13 +669,13 @@ def test_graph_on_postgres_matches_duckdb(pg_kb: hybridkb.KnowledgeBase, tmp_pat
                 con, "default", hit.document_node, max_depth=2, direction=d
             )
         )
-        in_memory = pg_kb.graph.traverse(hit.document_node, max_depth=2, direction=direction).to_dict()
+        in_memory = pg_kb.graph.traverse(
+            hit.document_node, max_depth=2, direction=direction
+        ).to_dict()
         assert {n for n, _ in in_sql} == {n["id"] for p in in_memory["paths"] for n in p["nodes"]}
     # Deleting a document prunes its rows in the same transaction.
     pg_kb["Tax"].delete(["b"])
-    rows = pg_kb.storage.query(
-        "SELECT count(*) FROM hybridkb_graph_nodes WHERE document_id = 'b'"
-    )
+    rows = pg_kb.storage.query("SELECT count(*) FROM hybridkb_graph_nodes WHERE document_id = 'b'")
     assert rows == [(0,)]
 
 

@@ -25,7 +25,10 @@ def test_semantic_search_with_the_packaged_model(tmp_path: Path) -> None:
             ids=["tax", "leave", "food"],
         )
         # No shared words with the tax text: only the vectors can find it.
-        assert coll.search("how do assets lose worth over time?", k=1, mode="vector")[0].document_id == "tax"
+        assert (
+            coll.search("how do assets lose worth over time?", k=1, mode="vector")[0].document_id
+            == "tax"
+        )
         assert coll.search("holiday entitlement", k=1)[0].document_id == "leave"
 
 

@@ -13,7 +13,9 @@ from hybridkb.storage.row_cache import WARM_AFTER_FETCHES, RowCache
 
 
 def _row(key: int, text: str = "t") -> ChunkRecord:
-    return ChunkRecord(key, f"c{key}", "d", 0, text, None, None, 0, len(text), "", "en", [], {}, None, None)
+    return ChunkRecord(
+        key, f"c{key}", "d", 0, text, None, None, 0, len(text), "", "en", [], {}, None, None
+    )
 
 
 class Loader:
@@ -35,11 +37,13 @@ class Loader:
 
     def warm(self, cache: RowCache, cid: int = 1):  # type: ignore[no-untyped-def]
         """A synchronous stand-in for the backend's warm-up thread."""
+
         def start(collect):  # type: ignore[no-untyped-def]
             epoch = cache.epoch(cid)
             rows = collect(self.every())
             if rows is not None:
                 cache.publish(cid, rows, epoch)
+
         return start
 
 
@@ -123,7 +127,9 @@ def test_cached_rows_equal_the_table_rows(tmp_path: Path, isolated_env: Path) ->
     assert cached == direct and len(direct) == 40
 
 
-def test_deleted_and_replaced_documents_are_never_served_from_memory(tmp_path: Path, isolated_env: Path) -> None:
+def test_deleted_and_replaced_documents_are_never_served_from_memory(
+    tmp_path: Path, isolated_env: Path
+) -> None:
     with hybridkb.connect(tmp_path / "kb.duckdb", model="fake") as kb:
         coll = kb.create_collection("Notes")
         coll.add_texts(["the lemur sleeps in the baobab tree", "otters hold hands"], ids=["a", "b"])
@@ -157,7 +163,9 @@ def test_a_dropped_and_recreated_collection_starts_cold(tmp_path: Path, isolated
         assert coll.search("delta", k=1)[0].text == "delta epsilon"
 
 
-def test_a_warm_up_racing_a_delete_never_serves_the_deleted_rows(tmp_path: Path, isolated_env: Path) -> None:
+def test_a_warm_up_racing_a_delete_never_serves_the_deleted_rows(
+    tmp_path: Path, isolated_env: Path
+) -> None:
     with hybridkb.connect(tmp_path / "kb.duckdb", model="fake") as kb:
         coll = kb.create_collection("Notes")
         coll.add_texts(_texts(300), ids=[f"d{i}" for i in range(300)])
@@ -168,7 +176,9 @@ def test_a_warm_up_racing_a_delete_never_serves_the_deleted_rows(tmp_path: Path,
         kb.storage._rows.wait()  # type: ignore[attr-defined]
         live = set(_all_keys(kb, "Notes"))
         assert set(kb.storage.fetch_chunks(coll.record, keys)) == live
-        assert all(int(h.document_id[1:]) % 2 for h in coll.search("lemur number", k=300, mode="keyword"))
+        assert all(
+            int(h.document_id[1:]) % 2 for h in coll.search("lemur number", k=300, mode="keyword")
+        )
 
 
 def test_closing_waits_for_a_warm_up_and_frees_the_file(tmp_path: Path, isolated_env: Path) -> None:
@@ -185,11 +195,15 @@ def test_closing_waits_for_a_warm_up_and_frees_the_file(tmp_path: Path, isolated
 
 
 @pytest.mark.parametrize("mb", [0, 128])
-def test_search_answers_do_not_depend_on_the_cache(tmp_path: Path, isolated_env: Path, mb: int) -> None:
+def test_search_answers_do_not_depend_on_the_cache(
+    tmp_path: Path, isolated_env: Path, mb: int
+) -> None:
     with hybridkb.connect(tmp_path / f"kb{mb}.duckdb", model="fake", row_cache_mb=mb) as kb:
         coll = kb.create_collection("Notes")
         coll.add_texts(_texts(30) + _texts(30, "otter"))
-        answers = [[(h.chunk_id, h.text, h.metadata) for h in coll.search(q, k=5)]
-                   for q in ["lemur island 3", "otter number 12", "lemur island 3", "otter number 12"]]
+        answers = [
+            [(h.chunk_id, h.text, h.metadata) for h in coll.search(q, k=5)]
+            for q in ["lemur island 3", "otter number 12", "lemur island 3", "otter number 12"]
+        ]
         assert answers[0] == answers[2] and answers[1] == answers[3]
         assert all(len(a) == 5 for a in answers)

@@ -24,7 +24,9 @@ def _indexes(db: Path) -> set[str]:
 def _version(db: Path) -> int:
     con = duckdb.connect(str(db), read_only=True)
     try:
-        (value,) = con.execute("SELECT value FROM hybridkb_meta WHERE key = 'schema_version'").fetchone()  # type: ignore[misc]
+        (value,) = con.execute(
+            "SELECT value FROM hybridkb_meta WHERE key = 'schema_version'"
+        ).fetchone()  # type: ignore[misc]
         return int(value)
     finally:
         con.close()
@@ -39,11 +41,15 @@ def _set_version(db: Path, version: int) -> None:
 def _make(db: Path) -> int:
     with hybridkb.connect(db, model="fake") as kb:
         coll = kb.create_collection("Notes")
-        coll.add_texts(["lemurs live on Madagascar", "otters hold hands while sleeping"], ids=["a", "b"])
+        coll.add_texts(
+            ["lemurs live on Madagascar", "otters hold hands while sleeping"], ids=["a", "b"]
+        )
         return coll.record.id
 
 
-def test_new_database_is_at_the_latest_version_with_key_indexes(tmp_path: Path, isolated_env: Path) -> None:
+def test_new_database_is_at_the_latest_version_with_key_indexes(
+    tmp_path: Path, isolated_env: Path
+) -> None:
     db = tmp_path / "kb.duckdb"
     cid = _make(db)
     t = table_names(cid)

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, settings
-from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
 
 import hybridkb
 
@@ -43,7 +50,9 @@ class KBMachine(RuleBasedStateMachine):
             return
         report = self.kb.collection(name).add_texts([text], metadatas=[{"tag": tag}], ids=[doc_id])
         unchanged = self.model[name].get(doc_id) == (text, tag)
-        assert [f.document_id for f in (report.unchanged if unchanged else report.added)] == [doc_id]
+        assert [f.document_id for f in (report.unchanged if unchanged else report.added)] == [
+            doc_id
+        ]
         self.model[name][doc_id] = (text, tag)
 
     @rule(name=collections, doc_id=doc_ids)
@@ -61,8 +70,12 @@ class KBMachine(RuleBasedStateMachine):
             self.kb.drop_collection(name)
             del self.model[name]
 
-    @rule(name=collections, word=st.sampled_from(WORDS), mode=st.sampled_from(["hybrid", "keyword", "vector", "filter"]),
-          tag=st.sampled_from([None, "x", "y"]))
+    @rule(
+        name=collections,
+        word=st.sampled_from(WORDS),
+        mode=st.sampled_from(["hybrid", "keyword", "vector", "filter"]),
+        tag=st.sampled_from([None, "x", "y"]),
+    )
     def search(self, name: str, word: str, mode: str, tag: str | None) -> None:
         if name not in self.model:
             return
@@ -82,7 +95,9 @@ class KBMachine(RuleBasedStateMachine):
         if mode == "vector":
             assert {h.document_id for h in hits} == expected
         if mode in ("keyword", "filter"):
-            assert {h.document_id for h in hits} == {d for d in expected if word in docs[d][0].split()}
+            assert {h.document_id for h in hits} == {
+                d for d in expected if word in docs[d][0].split()
+            }
 
     @invariant()
     def counts_match(self) -> None:
@@ -96,5 +111,8 @@ class KBMachine(RuleBasedStateMachine):
 
 TestKB = KBMachine.TestCase
 TestKB.settings = settings(
-    max_examples=25, stateful_step_count=20, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=25,
+    stateful_step_count=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
 )

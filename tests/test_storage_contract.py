@@ -137,9 +137,9 @@ class StorageContract:
 
     def test_create_describe_and_list_collections(self, empty_kb: hybridkb.KnowledgeBase) -> None:
         empty_kb.create_collection("Tax Documents")
-        empty_kb.create_collection("l'été \"quoted\"; DROP TABLE x; --")
+        empty_kb.create_collection('l\'été "quoted"; DROP TABLE x; --')
         assert empty_kb.collection_names() == sorted(
-            ["Tax Documents", "l'été \"quoted\"; DROP TABLE x; --"]
+            ["Tax Documents", 'l\'été "quoted"; DROP TABLE x; --']
         )
         info = empty_kb.describe("Tax Documents")
         assert (info.documents, info.chunks, info.dim, info.embedding_model) == (0, 0, 64, "fake")
@@ -151,7 +151,9 @@ class StorageContract:
 
         def counts() -> dict[str, tuple[int, int]]:
             listed = {i.name: (i.documents, i.chunks) for i in empty_kb.list_collections()}
-            described = {n: (empty_kb.describe(n).documents, empty_kb.describe(n).chunks) for n in ("A", "B")}
+            described = {
+                n: (empty_kb.describe(n).documents, empty_kb.describe(n).chunks) for n in ("A", "B")
+            }
             assert listed == described
             return listed
 
@@ -183,7 +185,9 @@ class StorageContract:
     def test_add_is_idempotent(self, filled: hybridkb.Collection) -> None:
         before = filled.describe()
         again = filled.add_texts(
-            [d["text"] for d in SMALL], metadatas=[d["meta"] for d in SMALL], ids=[d["id"] for d in SMALL]
+            [d["text"] for d in SMALL],
+            metadatas=[d["meta"] for d in SMALL],
+            ids=[d["id"] for d in SMALL],
         )
         assert not again.added and len(again.unchanged) == len(SMALL)
         after = filled.describe()
@@ -191,10 +195,14 @@ class StorageContract:
         hits = filled.search(_token(7), k=10, mode="keyword")
         assert _ids(hits) == ["doc07"]
 
-    def test_add_files_is_idempotent(self, empty_kb: hybridkb.KnowledgeBase, tmp_path: Path) -> None:
+    def test_add_files_is_idempotent(
+        self, empty_kb: hybridkb.KnowledgeBase, tmp_path: Path
+    ) -> None:
         folder = tmp_path / "docs"
         folder.mkdir()
-        (folder / "a.txt").write_text("Alpha paragraph about quokkas.\n\nSecond paragraph.", "utf-8")
+        (folder / "a.txt").write_text(
+            "Alpha paragraph about quokkas.\n\nSecond paragraph.", "utf-8"
+        )
         (folder / "b.md").write_text("# Heading\n\nBeta text about wombats.", "utf-8")
         coll = empty_kb.create_collection("Files")
         first = coll.add(folder)
@@ -269,7 +277,9 @@ class StorageContract:
         coll.drop()
         assert seen == [("put", ["a"], 1), ("put", ["b"], 1), ("delete", ["a"], 0), ("drop", [], 0)]
 
-    def test_streamed_document_replaces_in_one_write(self, empty_kb: hybridkb.KnowledgeBase) -> None:
+    def test_streamed_document_replaces_in_one_write(
+        self, empty_kb: hybridkb.KnowledgeBase
+    ) -> None:
         """put_document_stream (huge files): batches land in one transaction, old chunks go."""
         coll = empty_kb.create_collection("Stream", language="en")
         record = coll.record
@@ -281,9 +291,25 @@ class StorageContract:
                 chunks = []
                 for i, text in enumerate(texts):
                     cid = make_chunk_id(record.id, "big", version, b * 3 + i)
-                    chunks.append(ChunkRecord(chunk_key(cid), cid, "big", b * 3 + i, text, None, None, 0,
-                                              len(text), version, "en", analyze(text, "en"), {}, "big.txt",
-                                              "/big.txt"))
+                    chunks.append(
+                        ChunkRecord(
+                            chunk_key(cid),
+                            cid,
+                            "big",
+                            b * 3 + i,
+                            text,
+                            None,
+                            None,
+                            0,
+                            len(text),
+                            version,
+                            "en",
+                            analyze(text, "en"),
+                            {},
+                            "big.txt",
+                            "/big.txt",
+                        )
+                    )
                 yield chunks, embedder.embed_documents(texts)
 
         doc = DocumentRecord("big", "/big.txt", "big.txt", "file", "v1", "sig")
@@ -367,18 +393,24 @@ class StorageContract:
     def test_filtered_search_returns_k(self, empty_kb: hybridkb.KnowledgeBase) -> None:
         # One document of 300 one-paragraph chunks: one write, 1 % and 10 % filters.
         coll = empty_kb.create_collection("Many", chunk_size=100, chunk_overlap=0)
-        paragraphs = [f"common words item {i} shared vocabulary padding padding pad" for i in range(300)]
+        paragraphs = [
+            f"common words item {i} shared vocabulary padding padding pad" for i in range(300)
+        ]
         coll.add_texts(["\n\n".join(paragraphs)], ids=["big"])
         assert coll.describe().chunks == 300
         for mode in MODES:
-            rare = coll.search("common words", k=10, mode=mode, where={"chunk_index": {"$in": [0, 100, 200]}})
+            rare = coll.search(
+                "common words", k=10, mode=mode, where={"chunk_index": {"$in": [0, 100, 200]}}
+            )
             assert sorted(h.metadata["chunk_index"] for h in rare) == [0, 100, 200], mode
             tenth = coll.search("common words", k=10, mode=mode, where={"chunk_index": {"$lt": 30}})
             assert len(tenth) == 10, mode
             assert all(h.metadata["chunk_index"] < 30 for h in tenth), mode
 
     @pytest.mark.parametrize("where", FILTERS, ids=lambda w: json.dumps(w))
-    def test_every_mode_and_filter_operator(self, shared: hybridkb.Collection, where: dict[str, Any]) -> None:
+    def test_every_mode_and_filter_operator(
+        self, shared: hybridkb.Collection, where: dict[str, Any]
+    ) -> None:
         tree = parse_filter(where)
         expected = {d["id"] for d in DOCS if matches(tree, _row(d))}
         # vector/hybrid rank every chunk, so with k = all they return exactly the matches.
@@ -390,7 +422,10 @@ class StorageContract:
             got = _ids(shared.search("report", k=100, mode=mode, where=where))
             assert set(got) == expected, mode
         # JSON text filters behave as dicts.
-        assert set(_ids(shared.search("report", k=100, mode="keyword", where=json.dumps(where)))) == expected
+        assert (
+            set(_ids(shared.search("report", k=100, mode="keyword", where=json.dumps(where))))
+            == expected
+        )
 
     def test_search_across_collections(self, empty_kb: hybridkb.KnowledgeBase) -> None:
         a = empty_kb.create_collection("A")
@@ -411,8 +446,12 @@ class StorageContract:
         theirs.add_texts(["beta secret of workspace two"], ids=["t"])
         assert empty_kb.collection_names() == ["Notes"] == other.collection_names()
         for mode in MODES:
-            assert {h.document_id for h in empty_kb.search("secret workspace", k=10, mode=mode)} == {"m"}
-            assert {h.document_id for h in other.search("secret workspace", k=10, mode=mode)} == {"t"}
+            assert {
+                h.document_id for h in empty_kb.search("secret workspace", k=10, mode=mode)
+            } == {"m"}
+            assert {h.document_id for h in other.search("secret workspace", k=10, mode=mode)} == {
+                "t"
+            }
         theirs.drop()
         assert other.collection_names() == [] and mine.count() == 1
         assert empty_kb.in_workspace("nobody").collection_names() == []
@@ -424,12 +463,12 @@ class StorageContract:
             "Grüße aus Köln: Straße, Maß und Fuß",
             "quotes ' \" \\ and %s %(name)s ? $1 placeholders",
         ]
-        metas = [{"tag": "中文"}, {"tag": "de", "nested": {"a": [1, 2]}}, {"tag": "it's \"odd\" %s"}]
+        metas = [{"tag": "中文"}, {"tag": "de", "nested": {"a": [1, 2]}}, {"tag": 'it\'s "odd" %s'}]
         report = coll.add_texts(texts, metadatas=metas, ids=["zh", "de", "odd ' id"])
         assert report.ok
         assert _ids(coll.search("线程", k=3, mode="keyword"))[:1] == ["zh"]
         assert _ids(coll.search("placeholders %s", k=3, mode="keyword"))[:1] == ["odd ' id"]
-        assert _ids(coll.search("anything", k=3, where={"tag": "it's \"odd\" %s"})) == ["odd ' id"]
+        assert _ids(coll.search("anything", k=3, where={"tag": 'it\'s "odd" %s'})) == ["odd ' id"]
         got = coll.get("de")
         assert got is not None and got.metadata == metas[1]
         assert coll.delete(["odd ' id"]).deleted == ["odd ' id"]
@@ -475,8 +514,6 @@ class TestDuckDBContract(StorageContract):
     @pytest.fixture(scope="class")
     def shared_url(self, tmp_path_factory: pytest.TempPathFactory) -> str:
         return str(tmp_path_factory.mktemp("shared") / "shared.duckdb")
-
-
 
 
 @pytest.mark.postgres

@@ -24,7 +24,10 @@ def test_large_text_is_streamed_and_equals_a_normal_ingest(
     with hybridkb.connect(tmp_path / "normal.duckdb", model="fake") as kb:
         normal = kb.create_collection("Big")
         normal.add(path)
-        expected = [(h.text, h.metadata["char_start"]) for h in normal.search("item2999", k=3, mode="keyword")]
+        expected = [
+            (h.text, h.metadata["char_start"])
+            for h in normal.search("item2999", k=3, mode="keyword")
+        ]
         expected_count = normal.describe().chunks
     monkeypatch.setattr(ingest, "STREAM_BYTES", 10_000)
     monkeypatch.setattr(ingest, "WINDOW_CHARS", 20_000)

@@ -19,15 +19,17 @@ def unit_rows(n: int, seed: int = 0, dim: int = DIM) -> np.ndarray:
     return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
 
-def brute_force(vectors: np.ndarray, keys: np.ndarray, query: np.ndarray, k: int
-                ) -> list[tuple[int, float]]:
+def brute_force(
+    vectors: np.ndarray, keys: np.ndarray, query: np.ndarray, k: int
+) -> list[tuple[int, float]]:
     scores = vectors @ query
     order = np.lexsort((keys, -scores))[:k]
     return [(int(keys[i]), float(scores[i])) for i in order]
 
 
-def filled(n: int, *, quantization: str = "f32", hnsw_threshold: int = 20_000, seed: int = 0
-           ) -> tuple[VectorIndex, np.ndarray, np.ndarray]:
+def filled(
+    n: int, *, quantization: str = "f32", hnsw_threshold: int = 20_000, seed: int = 0
+) -> tuple[VectorIndex, np.ndarray, np.ndarray]:
     index = VectorIndex(DIM, quantization=quantization, hnsw_threshold=hnsw_threshold)
     keys = np.arange(1000, 1000 + n, dtype=np.int64)
     vectors = unit_rows(n, seed)

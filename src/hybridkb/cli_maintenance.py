@@ -11,7 +11,9 @@ from .cli import EPILOG, EXIT_ERROR, EXIT_OK, State, _emit_json, cli, json_optio
 
 @cli.command(epilog=EPILOG, short_help="Check integrity (and repair with --repair).")
 @click.argument("name", required=False)
-@click.option("--repair", is_flag=True, help="Fix what is found (orphans, broken documents, stale indexes).")
+@click.option(
+    "--repair", is_flag=True, help="Fix what is found (orphans, broken documents, stale indexes)."
+)
 @json_option
 @pass_state
 def doctor(state: State, name: str | None, repair: bool, as_json: bool) -> int:
@@ -71,9 +73,14 @@ def compact(state: State, as_json: bool) -> int:
 
 
 @cli.command(name="copy", epilog=EPILOG, short_help="Copy the knowledge base to another store.")
-@click.option("--to", "dest", required=True, metavar="PATH_OR_URL",
-              help="Destination: a DuckDB file, duckdb:///path or postgresql://... "
-              "(collections of the same names must not exist there yet).")
+@click.option(
+    "--to",
+    "dest",
+    required=True,
+    metavar="PATH_OR_URL",
+    help="Destination: a DuckDB file, duckdb:///path or postgresql://... "
+    "(collections of the same names must not exist there yet).",
+)
 @json_option
 @pass_state
 def copy_command(state: State, dest: str, as_json: bool) -> int:
@@ -95,8 +102,12 @@ def copy_command(state: State, dest: str, as_json: bool) -> int:
         _emit_json(report)
         return EXIT_OK
     for c in report["collections"]:
-        click.echo(f"copied {c['workspace']}/{c['name']}: {c['documents']} documents, {c['chunks']} chunks,"
-                   f" {c['vectors']} vectors, {c['graph_nodes']} graph nodes, {c['graph_edges']} graph edges")
+        click.echo(
+            f"copied {c['workspace']}/{c['name']}: {c['documents']} documents, {c['chunks']} chunks,"
+            f" {c['vectors']} vectors, {c['graph_nodes']} graph nodes, {c['graph_edges']} graph edges"
+        )
     n = len(report["collections"])
-    click.echo(f"{n} collection{'' if n == 1 else 's'} copied to {report['destination']}; counts match")
+    click.echo(
+        f"{n} collection{'' if n == 1 else 's'} copied to {report['destination']}; counts match"
+    )
     return EXIT_OK

@@ -54,7 +54,9 @@ def list_workspaces(storage: Storage) -> list[str]:
     return [r[0] for r in rows]
 
 
-def export_documents(storage: Storage, coll: CollectionRecord, *, batch: int = 200) -> Iterator[Exported]:
+def export_documents(
+    storage: Storage, coll: CollectionRecord, *, batch: int = 200
+) -> Iterator[Exported]:
     """Each stored document with its chunks (terms included) and vectors."""
     own = getattr(storage, "export_documents", None)
     if own is not None:
@@ -84,17 +86,33 @@ def _export_duckdb(storage: Any, coll: CollectionRecord, batch: int) -> Iterator
         by_doc: dict[str, list[ChunkRecord]] = {}
         for r in rows:
             meta = r[11]
-            by_doc.setdefault(r[2], []).append(ChunkRecord(
-                key=int(r[0]), chunk_id=r[1], document_id=r[2], chunk_index=int(r[3]), text=r[4],
-                page=r[5], section=r[6], char_start=int(r[7] or 0), char_end=int(r[8] or 0),
-                content_hash=r[9] or "", language=r[10] or "und", terms=list(r[14] or []),
-                metadata=json.loads(meta) if isinstance(meta, str) and meta else dict(meta or {}),
-                filename=r[12], path=r[13],
-            ))
+            by_doc.setdefault(r[2], []).append(
+                ChunkRecord(
+                    key=int(r[0]),
+                    chunk_id=r[1],
+                    document_id=r[2],
+                    chunk_index=int(r[3]),
+                    text=r[4],
+                    page=r[5],
+                    section=r[6],
+                    char_start=int(r[7] or 0),
+                    char_end=int(r[8] or 0),
+                    content_hash=r[9] or "",
+                    language=r[10] or "und",
+                    terms=list(r[14] or []),
+                    metadata=json.loads(meta)
+                    if isinstance(meta, str) and meta
+                    else dict(meta or {}),
+                    filename=r[12],
+                    path=r[13],
+                )
+            )
         for d in docs:
             chunks = by_doc.get(d.document_id, [])
-            vectors = storage.fetch_vectors(coll, [c.key for c in chunks]) if chunks else np.zeros(
-                (0, coll.dim), np.float32
+            vectors = (
+                storage.fetch_vectors(coll, [c.key for c in chunks])
+                if chunks
+                else np.zeros((0, coll.dim), np.float32)
             )
             yield d, chunks, vectors
 
@@ -145,7 +163,11 @@ def copy_kb(
 
 
 def _copy(
-    src: Storage, dst: Storage, src_url: str, dst_url: str, workspace: str | None,
+    src: Storage,
+    dst: Storage,
+    src_url: str,
+    dst_url: str,
+    workspace: str | None,
     progress: Progress | None,
 ) -> dict[str, Any]:
     workspaces = [workspace] if workspace is not None else list_workspaces(src)
@@ -173,17 +195,27 @@ def _copy(
         "collections": report,
         "documents": sum(r["documents"] for r in report),
         "chunks": sum(r["chunks"] for r in report),
-        "graph": {"copied": graph is not None, "user_nodes": user_graph["nodes"],
-                  "user_edges": user_graph["edges"]},
+        "graph": {
+            "copied": graph is not None,
+            "user_nodes": user_graph["nodes"],
+            "user_edges": user_graph["edges"],
+        },
     }
 
 
 def _copy_collection(
-    src: Storage, dst: Storage, coll: CollectionRecord, graph: _GraphCopy | None,
+    src: Storage,
+    dst: Storage,
+    coll: CollectionRecord,
+    graph: _GraphCopy | None,
     progress: Progress | None,
 ) -> dict[str, Any]:
     new = dst.create_collection(
-        coll.workspace, coll.name, model=coll.model, dim=coll.dim, chunking=dict(coll.chunking),
+        coll.workspace,
+        coll.name,
+        model=coll.model,
+        dim=coll.dim,
+        chunking=dict(coll.chunking),
         language=coll.language,
     )
     total = src.stats(coll).documents
@@ -195,13 +227,25 @@ def _copy_collection(
             for c in chunks:
                 new_id = make_chunk_id(new.id, doc.document_id, doc.content_hash, c.chunk_index)
                 chunk_ids[c.chunk_id] = new_id
-                moved.append(ChunkRecord(
-                    key=chunk_key(new_id), chunk_id=new_id, document_id=c.document_id,
-                    chunk_index=c.chunk_index, text=c.text, page=c.page, section=c.section,
-                    char_start=c.char_start, char_end=c.char_end, content_hash=c.content_hash,
-                    language=c.language, terms=list(c.terms), metadata=dict(c.metadata),
-                    filename=c.filename, path=c.path,
-                ))
+                moved.append(
+                    ChunkRecord(
+                        key=chunk_key(new_id),
+                        chunk_id=new_id,
+                        document_id=c.document_id,
+                        chunk_index=c.chunk_index,
+                        text=c.text,
+                        page=c.page,
+                        section=c.section,
+                        char_start=c.char_start,
+                        char_end=c.char_end,
+                        content_hash=c.content_hash,
+                        language=c.language,
+                        terms=list(c.terms),
+                        metadata=dict(c.metadata),
+                        filename=c.filename,
+                        path=c.path,
+                    )
+                )
             dst.put_document(new, doc, moved, np.asarray(vectors, dtype=np.float32))
             done += 1
             if progress is not None:
@@ -225,8 +269,13 @@ def _copy_collection(
             f"{have.documents}, {have.chunks}, {vectors_dst}"
         )
     return {
-        "workspace": coll.workspace, "name": coll.name, "documents": have.documents,
-        "chunks": have.chunks, "vectors": vectors_dst, "graph_nodes": nodes, "graph_edges": edges,
+        "workspace": coll.workspace,
+        "name": coll.name,
+        "documents": have.documents,
+        "chunks": have.chunks,
+        "vectors": vectors_dst,
+        "graph_nodes": nodes,
+        "graph_edges": edges,
     }
 
 
@@ -262,7 +311,9 @@ class _GraphCopy:
                 return f"{head}:{self.collection_ids[int(cid)]}{sep}{tail}"
         return node_id
 
-    def _rows(self, ws: str, collection_id: int) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
+    def _rows(
+        self, ws: str, collection_id: int
+    ) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
         from .graph.build import EdgeRow, NodeRow
         from .graph.store_duckdb import load_props
 
@@ -271,17 +322,26 @@ class _GraphCopy:
         )
         nodes: dict[str, list[Any]] = {}
         for r in nodes_t.to_pylist():
-            nodes.setdefault(r["document_id"], []).append(NodeRow(
-                id=self.remap(r["id"]), type=r["type"], properties=load_props(r["properties"]) or {},
-                chunk_id=self.remap(r["chunk_id"] or ""),
-            ))
+            nodes.setdefault(r["document_id"], []).append(
+                NodeRow(
+                    id=self.remap(r["id"]),
+                    type=r["type"],
+                    properties=load_props(r["properties"]) or {},
+                    chunk_id=self.remap(r["chunk_id"] or ""),
+                )
+            )
         edges: dict[str, list[Any]] = {}
         for r in edges_t.to_pylist():
-            edges.setdefault(r["document_id"], []).append(EdgeRow(
-                source=self.remap(r["source"]), target=self.remap(r["target"]), type=r["type"],
-                weight=float(r["weight"]), properties=load_props(r["properties"]) or {},
-                chunk_id=self.remap(r["chunk_id"] or ""),
-            ))
+            edges.setdefault(r["document_id"], []).append(
+                EdgeRow(
+                    source=self.remap(r["source"]),
+                    target=self.remap(r["target"]),
+                    type=r["type"],
+                    weight=float(r["weight"]),
+                    properties=load_props(r["properties"]) or {},
+                    chunk_id=self.remap(r["chunk_id"] or ""),
+                )
+            )
         return nodes, edges
 
     def copy_collection(

@@ -52,7 +52,9 @@ def write_files(folder: Path) -> list[Path]:
     doc = Document()
     doc.add_heading("Tax notes 2024", level=1)
     doc.add_heading("Home office", level=2)
-    doc.add_paragraph("Home office running expenses can be claimed at 67 cents per hour worked from home.")
+    doc.add_paragraph(
+        "Home office running expenses can be claimed at 67 cents per hour worked from home."
+    )
     table = doc.add_table(rows=2, cols=2)
     table.cell(0, 0).text, table.cell(0, 1).text = "Item", "Claim"
     table.cell(1, 0).text, table.cell(1, 1).text = "Laptop", "Decline in value over 2 years"
@@ -69,13 +71,17 @@ def print_hits(query: str, hits: list[hybridkb.Hit]) -> None:
     for hit in hits:
         where = f"p.{hit.page}" if hit.page else (f"§ {hit.section}" if hit.section else "")
         snippet = " ".join(hit.text.split())[:110]
-        print(f"  [{hit.rank}] {hit.score:.3f}  [{hit.collection}] {hit.filename} {where} (doc {hit.document_id})")
+        print(
+            f"  [{hit.rank}] {hit.score:.3f}  [{hit.collection}] {hit.filename} {where} (doc {hit.document_id})"
+        )
         print(f"      {snippet}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--db", default="demo.duckdb", help="DuckDB file to use (default: demo.duckdb)")
+    parser.add_argument(
+        "--db", default="demo.duckdb", help="DuckDB file to use (default: demo.duckdb)"
+    )
     parser.add_argument("--model", default=None, help="embedding model (default: settings)")
     args = parser.parse_args(argv)
 
@@ -93,14 +99,18 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  unchanged {coll.name}: {f.filename}")
             for failure in report.failed:
                 print(f"  failed    {coll.name}: {failure.error}")
-        print_hits("what do my tax documents say about depreciation?",
-                   tax.search("what do my tax documents say about depreciation?", k=3))
+        print_hits(
+            "what do my tax documents say about depreciation?",
+            tax.search("what do my tax documents say about depreciation?", k=3),
+        )
         print_hits("s.40-880", tax.search("s.40-880", k=2, mode="keyword"))
         print_hits("how much sick leave do I get", kb.search("how much sick leave do I get", k=2))
         print_hits("laptop (page 2 only)", tax.search("laptop", k=2, where={"page": 2}))
         for info in kb.list_collections():
-            print(f"\n{info.name}: {info.documents} documents, {info.chunks} chunks, "
-                  f"{info.embedding_model} ({info.dim} dims), languages {info.languages}")
+            print(
+                f"\n{info.name}: {info.documents} documents, {info.chunks} chunks, "
+                f"{info.embedding_model} ({info.dim} dims), languages {info.languages}"
+            )
     print(f"\nDone in {time.perf_counter() - started:.1f}s.")
     return 0
 

@@ -50,7 +50,8 @@ class EmbeddingCache:
                 part = hashes[start : start + 500]
                 marks = ",".join("?" * len(part))
                 for h, blob in con.execute(
-                    f"SELECT hash, vec FROM emb WHERE model = ? AND hash IN ({marks})", [model, *part]
+                    f"SELECT hash, vec FROM emb WHERE model = ? AND hash IN ({marks})",
+                    [model, *part],
                 ):
                     out[bytes(h)] = np.frombuffer(blob, dtype=np.float32)
         except sqlite3.Error:
@@ -80,9 +81,13 @@ def embed_with_cache(
         return validate_vectors(embedder.embed_documents(texts), embedder.dim)
     hashes = [text_hash(t) for t in texts]
     found = cache.get_many(embedder.model_id, hashes)
-    missing = [i for i, h in enumerate(hashes) if h not in found or found[h].shape[0] != embedder.dim]
+    missing = [
+        i for i, h in enumerate(hashes) if h not in found or found[h].shape[0] != embedder.dim
+    ]
     if missing:
-        fresh = validate_vectors(embedder.embed_documents([texts[i] for i in missing]), embedder.dim)
+        fresh = validate_vectors(
+            embedder.embed_documents([texts[i] for i in missing]), embedder.dim
+        )
         cache.put_many(embedder.model_id, [(hashes[i], fresh[j]) for j, i in enumerate(missing)])
         for j, i in enumerate(missing):
             found[hashes[i]] = fresh[j]

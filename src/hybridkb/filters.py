@@ -51,12 +51,12 @@ class Cmp:
 
 @dataclass(frozen=True)
 class And:
-    items: tuple["Filter", ...]
+    items: tuple[Filter, ...]
 
 
 @dataclass(frozen=True)
 class Or:
-    items: tuple["Filter", ...]
+    items: tuple[Filter, ...]
 
 
 Filter = Union[Cmp, And, Or]
@@ -70,8 +70,10 @@ def parse_filter(where: Mapping[str, Any] | str | None) -> Filter | None:
         try:
             where = json.loads(where)
         except json.JSONDecodeError as exc:
-            raise InvalidFilter(f"where: not valid JSON ({exc.msg}); pass an object such as "
-                                '{"page": {"$gte": 3}}') from exc
+            raise InvalidFilter(
+                f"where: not valid JSON ({exc.msg}); pass an object such as "
+                '{"page": {"$gte": 3}}'
+            ) from exc
     return _parse(where, "where")
 
 
@@ -106,7 +108,9 @@ def _parse_field(key: str, value: Any, at: str) -> list[Filter]:
     out: list[Filter] = []
     for op, arg in value.items():
         if op not in _OPS:
-            raise InvalidFilter(f"{at}: unknown operator {op!r}; use one of {', '.join(sorted(_OPS))}")
+            raise InvalidFilter(
+                f"{at}: unknown operator {op!r}; use one of {', '.join(sorted(_OPS))}"
+            )
         if op in ("$in", "$nin"):
             if not isinstance(arg, list) or not arg:
                 raise InvalidFilter(f"{at}.{op}: expected a non-empty list")
@@ -175,7 +179,11 @@ def _compile(node: Filter, d: Dialect, params: list[Any]) -> str:
     if isinstance(node, Or):
         return "(" + " OR ".join(_compile(n, d, params) for n in node.items) + ")"
     if node.op in ("$in", "$nin"):
-        ors = "(" + " OR ".join(_compile(Cmp(node.key, "$eq", v), d, params) for v in node.value) + ")"
+        ors = (
+            "("
+            + " OR ".join(_compile(Cmp(node.key, "$eq", v), d, params) for v in node.value)
+            + ")"
+        )
         # $nin: true when no listed value matches, including a missing key.
         return ors if node.op == "$in" else f"(NOT COALESCE({ors}, FALSE))"
     if node.op == "$ne":

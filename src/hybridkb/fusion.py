@@ -18,7 +18,9 @@ class Fused:
     score: float
 
 
-def rrf(legs: Sequence[Ranked], *, k: int = 60, weights: Sequence[float] | None = None) -> list[Fused]:
+def rrf(
+    legs: Sequence[Ranked], *, k: int = 60, weights: Sequence[float] | None = None
+) -> list[Fused]:
     """Reciprocal-rank fusion: ``sum_i w_i / (k + rank_i)`` with ranks from 1.
 
     Ties are broken by the best single-leg rank, then by first appearance, so the

@@ -10,9 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
-from collections.abc import Iterable, Mapping, Sequence
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,8 +41,19 @@ from .types import AddReport, Block, ChunkDraft, FailedFile, FileResult
 # Chunk metadata fields the system owns; user metadata never overrides them.
 RESERVED_KEYS = frozenset(
     {
-        "filename", "path", "document_id", "chunk_id", "page", "section", "chunk_index",
-        "char_start", "char_end", "content_hash", "added_at", "language", "collection",
+        "filename",
+        "path",
+        "document_id",
+        "chunk_id",
+        "page",
+        "section",
+        "chunk_index",
+        "char_start",
+        "char_end",
+        "content_hash",
+        "added_at",
+        "language",
+        "collection",
     }
 )
 
@@ -133,7 +143,9 @@ def _chunk_records(
                 section=draft.section,
                 char_start=draft.char_start,
                 char_end=draft.char_end,
-                content_hash=hashlib.sha256(draft.text.encode("utf-8", "surrogatepass")).hexdigest(),
+                content_hash=hashlib.sha256(
+                    draft.text.encode("utf-8", "surrogatepass")
+                ).hexdigest(),
                 language=doc.language,
                 terms=analyze(draft.text, doc.language),
                 metadata=doc.metadata,
@@ -160,7 +172,9 @@ def _write_batch(ctx: IngestContext, batch: list[Prepared], report: AddReport) -
     except KBError as exc:
         if len(batch) == 1:
             item = batch[0]
-            report.failed.append(FailedFile(item.result.filename, str(exc), exc.code, item.result.path))
+            report.failed.append(
+                FailedFile(item.result.filename, str(exc), exc.code, item.result.path)
+            )
             return
         for item in batch:  # find the culprit; the others still land
             _write_batch(ctx, [item], report)
@@ -222,7 +236,9 @@ def _chunk(ctx: IngestContext, blocks: list[Block]) -> list[ChunkDraft]:
     )
 
 
-def _unchanged(existing: DocumentRecord | None, content_hash: str, sig: str, meta: dict[str, Any]) -> bool:
+def _unchanged(
+    existing: DocumentRecord | None, content_hash: str, sig: str, meta: dict[str, Any]
+) -> bool:
     return (
         existing is not None
         and existing.content_hash == content_hash
@@ -241,7 +257,9 @@ def prepare_file(ctx: IngestContext, path: Path, metadata: dict[str, Any]) -> Ou
         existing = ctx.storage.get_document(ctx.coll, document_id)
         if _unchanged(existing, content_hash, sig, metadata):
             assert existing is not None
-            return FileResult(display_name(path), document_id, existing.chunk_count, [], printable(str(path)))
+            return FileResult(
+                display_name(path), document_id, existing.chunk_count, [], printable(str(path))
+            )
         size = path.stat().st_size
         if path.suffix.lower() in (".txt", ".text") and size > STREAM_BYTES:
             sample = ""
@@ -250,9 +268,15 @@ def prepare_file(ctx: IngestContext, path: Path, metadata: dict[str, Any]) -> Ou
                 if len(sample) >= 4000:
                     break
             doc = DocumentRecord(
-                document_id=document_id, path=printable(str(path)), filename=display_name(path), source="file",
-                content_hash=content_hash, signature=sig, metadata=metadata,
-                language=_language(ctx, sample), bytes=size,
+                document_id=document_id,
+                path=printable(str(path)),
+                filename=display_name(path),
+                source="file",
+                content_hash=content_hash,
+                signature=sig,
+                metadata=metadata,
+                language=_language(ctx, sample),
+                bytes=size,
             )
             return Streamed(doc, path, FileResult(doc.filename or "", document_id, 0, [], doc.path))
         loaded = load_file(path, pdf_password=ctx.settings.pdf_password)
@@ -275,8 +299,10 @@ def prepare_file(ctx: IngestContext, path: Path, metadata: dict[str, Any]) -> Ou
     except OSError as exc:
         name = display_name(path)
         return FailedFile(
-            name, f"{name}: cannot read ({exc.strerror or exc}); check the file's permissions",
-            "ingest_error", printable(str(path)),
+            name,
+            f"{name}: cannot read ({exc.strerror or exc}); check the file's permissions",
+            "ingest_error",
+            printable(str(path)),
         )
 
 
@@ -358,24 +384,31 @@ def ingest_texts(
         raise ConfigError("texts: expected a list of strings, got one string; wrap it in a list")
     texts = list(texts)
     if metadatas is not None and len(metadatas) != len(texts):
-        raise ConfigError(f"metadatas: {len(metadatas)} given for {len(texts)} texts; pass one per text")
+        raise ConfigError(
+            f"metadatas: {len(metadatas)} given for {len(texts)} texts; pass one per text"
+        )
     if ids is not None:
         if len(ids) != len(texts):
             raise ConfigError(f"ids: {len(ids)} given for {len(texts)} texts; pass one per text")
         if any(not isinstance(i, str) or not i for i in ids):
             raise ConfigError("ids: every id must be a non-empty string")
         if len(set(ids)) != len(ids):
-            raise ConfigError("ids: duplicates in one call; ids must be unique within the collection")
+            raise ConfigError(
+                "ids: duplicates in one call; ids must be unique within the collection"
+            )
     for n, text in enumerate(texts):
         if not isinstance(text, str):
             raise ConfigError(f"texts[{n}]: expected a string, got {type(text).__name__}")
-    metas = [_user_metadata(metadatas[n] if metadatas is not None else None) for n in range(len(texts))]
+    metas = [
+        _user_metadata(metadatas[n] if metadatas is not None else None) for n in range(len(texts))
+    ]
     doc_ids = list(ids) if ids is not None else [_text_hash(t)[:16] for t in texts]
     if ids is None and len(set(doc_ids)) != len(doc_ids):
         raise ConfigError("texts: the same text appears twice; pass ids to store both copies")
     sig = signature(ctx.coll)
     jobs: list[Callable[[], Outcome]] = [
-        lambda n=n: _prepare_text(ctx, texts[n], metas[n], doc_ids[n], sig) for n in range(len(texts))
+        lambda n=n: _prepare_text(ctx, texts[n], metas[n], doc_ids[n], sig)
+        for n in range(len(texts))
     ]
     return run_pipeline(ctx, jobs)
 

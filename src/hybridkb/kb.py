@@ -94,7 +94,9 @@ class KnowledgeBase:
 
     def in_workspace(self, workspace: str) -> KnowledgeBase:
         """Another workspace over the same open store (one process, many users)."""
-        return KnowledgeBase(self.storage, self.settings.model_copy(update={"workspace": workspace}))
+        return KnowledgeBase(
+            self.storage, self.settings.model_copy(update={"workspace": workspace})
+        )
 
     # -- embedders ------------------------------------------------------------------
 
@@ -156,7 +158,9 @@ class KnowledgeBase:
         size = chunk_size or s.chunk_size
         overlap = s.chunk_overlap if chunk_overlap is None else chunk_overlap
         if not 0 <= overlap < size:
-            raise ConfigError(f"chunk_overlap ({overlap}) must be >= 0 and below chunk_size ({size})")
+            raise ConfigError(
+                f"chunk_overlap ({overlap}) must be >= 0 and below chunk_size ({size})"
+            )
         embedder = self.embedder(model_id)
         record = self.storage.create_collection(
             self.workspace,
@@ -168,7 +172,9 @@ class KnowledgeBase:
         )
         return Collection(self, name, record)
 
-    def collection(self, name: str, *, create: bool = False, model: str | None = None) -> Collection:
+    def collection(
+        self, name: str, *, create: bool = False, model: str | None = None
+    ) -> Collection:
         """An existing collection; ``create=True`` makes it when missing."""
         name = check_name(name)
         record = self.storage.get_collection(self.workspace, name)
@@ -297,7 +303,9 @@ class Collection:
             cache=self.kb.embedding_cache(),
         )
 
-    def add(self, paths: str | Path | Iterable[str | Path], *, metadata: Mapping[str, Any] | None = None) -> AddReport:
+    def add(
+        self, paths: str | Path | Iterable[str | Path], *, metadata: Mapping[str, Any] | None = None
+    ) -> AddReport:
         """Add files and folders (PDF, DOCX, MD, TXT); unchanged files are skipped."""
         if isinstance(paths, (str, Path)):
             paths = [paths]
@@ -329,7 +337,9 @@ class Collection:
         ids = [str(i) for i in document_ids]
         deleted = self.kb.storage.delete_documents(self.record, ids)
         gone = set(deleted)
-        return DeleteReport(deleted=deleted, not_found=[i for i in dict.fromkeys(ids) if i not in gone])
+        return DeleteReport(
+            deleted=deleted, not_found=[i for i in dict.fromkeys(ids) if i not in gone]
+        )
 
     def get(self, document_id: str) -> DocumentRecord | None:
         return self.kb.storage.get_document(self.record, document_id)

@@ -23,14 +23,18 @@ def _duckdb(kb: KnowledgeBase, verb: str) -> DuckDBStorage:
     return kb.storage
 
 
-def doctor(kb: KnowledgeBase, name: str | None = None, *, repair: bool = False) -> list[CollectionHealth]:
+def doctor(
+    kb: KnowledgeBase, name: str | None = None, *, repair: bool = False
+) -> list[CollectionHealth]:
     """Check one or every collection of the workspace; ``repair=True`` fixes what it finds."""
     storage = _duckdb(kb, "doctor")
     records = [kb.record(check_name(name))] if name else storage.list_collections(kb.workspace)
     return [check_collection(storage, r, repair=repair) for r in records]
 
 
-def reembed(kb: KnowledgeBase, name: str, *, model: str | None = None, progress: bool = True) -> dict[str, Any]:
+def reembed(
+    kb: KnowledgeBase, name: str, *, model: str | None = None, progress: bool = True
+) -> dict[str, Any]:
     """Re-embed a collection with ``model`` (default: its own) and switch over atomically."""
     storage = _duckdb(kb, "reembed")
     record = kb.record(check_name(name))
@@ -56,8 +60,13 @@ def reembed(kb: KnowledgeBase, name: str, *, model: str | None = None, progress:
     finally:
         if bar is not None:
             bar.close()
-    return {"collection": record.name, "model": embedder.model_id, "dim": embedder.dim, "chunks": count,
-            "previous_model": record.model}
+    return {
+        "collection": record.name,
+        "model": embedder.model_id,
+        "dim": embedder.dim,
+        "chunks": count,
+        "previous_model": record.model,
+    }
 
 
 def compact(kb: KnowledgeBase) -> dict[str, int]:

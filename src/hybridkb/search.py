@@ -84,13 +84,18 @@ def run_search(
             )
         if mode in ("hybrid", "vector"):
             vector_legs.append(
-                [((cid, key), s) for key, s in storage.vector_search(t.coll, qvecs[t.coll.model], depth, flt)]
+                [
+                    ((cid, key), s)
+                    for key, s in storage.vector_search(t.coll, qvecs[t.coll.model], depth, flt)
+                ]
             )
         if mode == "filter":
             vector_legs.append(
                 [
                     ((cid, key), s)
-                    for key, s in storage.filter_search(t.coll, terms, qvecs[t.coll.model], depth, flt)
+                    for key, s in storage.filter_search(
+                        t.coll, terms, qvecs[t.coll.model], depth, flt
+                    )
                 ]
             )
     kw = _merge(keyword_legs, depth)
@@ -130,10 +135,17 @@ def _hits(
         metadata = dict(row.metadata)
         metadata.update(
             {
-                "filename": row.filename, "path": row.path, "document_id": row.document_id,
-                "page": row.page, "section": row.section, "chunk_index": row.chunk_index,
-                "char_start": row.char_start, "char_end": row.char_end,
-                "content_hash": row.content_hash, "added_at": row.added_at, "language": row.language,
+                "filename": row.filename,
+                "path": row.path,
+                "document_id": row.document_id,
+                "page": row.page,
+                "section": row.section,
+                "chunk_index": row.chunk_index,
+                "char_start": row.char_start,
+                "char_end": row.char_end,
+                "content_hash": row.content_hash,
+                "added_at": row.added_at,
+                "language": row.language,
             }
         )
         hits.append(

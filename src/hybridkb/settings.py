@@ -29,7 +29,9 @@ class Settings(BaseSettings):
         env_prefix="HYBRIDKB_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
     )
 
-    db: str = Field("hybridkb.duckdb", description="DuckDB file path, ':memory:' or postgresql:// URL")
+    db: str = Field(
+        "hybridkb.duckdb", description="DuckDB file path, ':memory:' or postgresql:// URL"
+    )
     workspace: str = "default"
     model: str = Field(
         DEFAULT_MODEL,
@@ -53,7 +55,9 @@ class Settings(BaseSettings):
     cache_dir: Path = Field(default_factory=_default_cache_dir)
     lock_timeout: float = Field(10.0, ge=0, description="seconds to wait for another writer")
     row_cache_mb: int = Field(
-        256, ge=0, description="chunk rows kept in memory for fast hits (embedded DuckDB only); 0 = off"
+        256,
+        ge=0,
+        description="chunk rows kept in memory for fast hits (embedded DuckDB only); 0 = off",
     )
     enable_sql_tool: bool = False
     search_token_budget: int = 2000

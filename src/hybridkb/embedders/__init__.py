@@ -42,7 +42,10 @@ def get_embedder(
             from .onnx import OnnxEmbedder
 
             embedder = OnnxEmbedder(
-                model_id, quantize=backend == "onnx-int8", batch_size=batch_size, cache_dir=cache_dir
+                model_id,
+                quantize=backend == "onnx-int8",
+                batch_size=batch_size,
+                cache_dir=cache_dir,
             )
         else:
             from .sentence import SentenceTransformerEmbedder

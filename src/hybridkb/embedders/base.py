@@ -87,7 +87,9 @@ def validate_vectors(vectors: np.ndarray, dim: int, *, what: str = "vectors") ->
             "use the collection's own embedding model"
         )
     if not np.isfinite(arr).all():
-        raise EmbeddingMismatch(f"{what}: contains NaN or infinite values; check the embedding model")
+        raise EmbeddingMismatch(
+            f"{what}: contains NaN or infinite values; check the embedding model"
+        )
     norms = np.linalg.norm(arr, axis=1)
     if (norms < 1e-12).any():
         raise EmbeddingMismatch(f"{what}: contains a zero-norm vector; check the embedding model")

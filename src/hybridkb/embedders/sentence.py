@@ -52,15 +52,15 @@ class SentenceTransformerEmbedder:
         try:
             self._model = SentenceTransformer(source, device=resolve_device(device))
         except Exception as exc:  # the library raises OSError/ValueError/HF errors
-            first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            first_line = (
+                str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            )
             raise EmbeddingMismatch(
                 f"cannot load embedding model {model_id!r}: {first_line}; set HYBRIDKB_MODEL to an "
                 "installed sentence-transformers model or path"
             ) from exc
         self.model_id = model_id
-        get_dim = getattr(self._model, "get_embedding_dimension", None) or getattr(
-            self._model, "get_sentence_embedding_dimension"
-        )
+        get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
         self.dim = int(get_dim())
         self.max_tokens = int(getattr(self._model, "max_seq_length", 256) or 256)
         self.batch_size = batch_size

@@ -39,9 +39,23 @@ if TYPE_CHECKING:
     from ..kb import KnowledgeBase
 
 __all__ = [
-    "ContextItem", "Edge", "Entity", "EntityExtractor", "Graph", "GraphError", "GraphSearchResult",
-    "GraphSearchResults", "Neighbor", "NeighborsResult", "Node", "Path", "PathsResult",
-    "RuleExtractor", "Subgraph", "TraverseResult", "attach_graph",
+    "ContextItem",
+    "Edge",
+    "Entity",
+    "EntityExtractor",
+    "Graph",
+    "GraphError",
+    "GraphSearchResult",
+    "GraphSearchResults",
+    "Neighbor",
+    "NeighborsResult",
+    "Node",
+    "Path",
+    "PathsResult",
+    "RuleExtractor",
+    "Subgraph",
+    "TraverseResult",
+    "attach_graph",
 ]
 
 _STORES: weakref.WeakKeyDictionary[Any, GraphStore | None] = weakref.WeakKeyDictionary()

@@ -188,14 +188,24 @@ class Graph:
         check_bound("limit", limit, low=1, high=10_000)
         g = self._graph()
         ia, ib = g.resolve(a), g.resolve(b)
-        paths, truncated = queries.find_paths(g, ia, ib, direction, _types(edge_types), max_depth, limit)
+        paths, truncated = queries.find_paths(
+            g, ia, ib, direction, _types(edge_types), max_depth, limit
+        )
         return PathsResult(g.build_paths(paths), truncated)
 
-    def shortest_path(self, a: str, b: str, *, edge_types: EdgeTypes = None, max_depth: int = 5,
-                      direction: str = "both") -> Any:
+    def shortest_path(
+        self,
+        a: str,
+        b: str,
+        *,
+        edge_types: EdgeTypes = None,
+        max_depth: int = 5,
+        direction: str = "both",
+    ) -> Any:
         """The shortest path, or None when none is within ``max_depth``."""
-        found = self.find_paths(a, b, edge_types=edge_types, max_depth=max_depth, limit=1,
-                                direction=direction).paths
+        found = self.find_paths(
+            a, b, edge_types=edge_types, max_depth=max_depth, limit=1, direction=direction
+        ).paths
         return found[0] if found else None
 
     @_locked
@@ -239,9 +249,15 @@ class Graph:
 
         types = _types(edge_types)
         return graph_search(
-            self, query, strategy=strategy, traverse_depth=traverse_depth, search_limit=search_limit,
-            neighbor_limit=neighbor_limit, edge_types=sorted(types) if types else None,
-            collections=collections, where=where,
+            self,
+            query,
+            strategy=strategy,
+            traverse_depth=traverse_depth,
+            search_limit=search_limit,
+            neighbor_limit=neighbor_limit,
+            edge_types=sorted(types) if types else None,
+            collections=collections,
+            where=where,
         )
 
     @_locked
@@ -282,7 +298,9 @@ class Graph:
         for node_id in (source, target):
             if not g.has(node_id):
                 g.resolve(node_id)  # raises the unknown-node error
-                raise GraphError(f"node {node_id!r} has no row of its own; link existing nodes only")
+                raise GraphError(
+                    f"node {node_id!r} has no row of its own; link existing nodes only"
+                )
         self.add_edges([Edge(source, target, etype, w, props)], check=False)
         return Edge(source, target, etype, w, props)
 
@@ -297,7 +315,9 @@ class Graph:
         )
         return bool(count)
 
-    def add_node(self, node_id: str, type: str, properties: Mapping[str, Any] | None = None) -> Node:
+    def add_node(
+        self, node_id: str, type: str, properties: Mapping[str, Any] | None = None
+    ) -> Node:
         """Create or update a node of your own (e.g. a concept to link documents to)."""
         node = Node(node_id, type, clean_properties(properties))
         self.add_nodes([node])
@@ -311,14 +331,18 @@ class Graph:
             if not isinstance(n.id, str) or not n.id or not isinstance(n.type, str) or not n.type:
                 raise GraphError("node: 'id' and 'type' must be non-empty strings")
             if n.id.startswith(("doc:", "sec:")) or _is_chunk_id(n.id):
-                raise GraphError(f"node {n.id!r}: document, section and chunk nodes come from ingest")
+                raise GraphError(
+                    f"node {n.id!r}: document, section and chunk nodes come from ingest"
+                )
             rows[n.id] = NodeRow(n.id, n.type, dict(n.properties))
         if not rows:
             return 0
         ws, data = self.workspace, list(rows.values())
         tuples = node_tuples(data, *USER)
         self._store.write(
-            ws, lambda con: self._store.sql.upsert_user_nodes(con, ws, data), lambda g: _replace_user_nodes(g, tuples)
+            ws,
+            lambda con: self._store.sql.upsert_user_nodes(con, ws, data),
+            lambda g: _replace_user_nodes(g, tuples),
         )
         return len(data)
 
@@ -342,7 +366,9 @@ class Graph:
         ws, data = self.workspace, list(rows.values())
         tuples = edge_tuples(data, *USER)
         self._store.write(
-            ws, lambda con: self._store.sql.upsert_user_edges(con, ws, data), lambda g: g.add_edges(tuples)
+            ws,
+            lambda con: self._store.sql.upsert_user_edges(con, ws, data),
+            lambda g: g.add_edges(tuples),
         )
         return len(data)
 
@@ -429,8 +455,15 @@ class Graph:
         """A collection's graph (or the subgraph around ``node``) as GraphML or Mermaid text."""
         from .io import export_text
 
-        return export_text(self, collection=collection, node=node, max_depth=max_depth, fmt=format,
-                           node_limit=node_limit, edge_limit=edge_limit)
+        return export_text(
+            self,
+            collection=collection,
+            node=node,
+            max_depth=max_depth,
+            fmt=format,
+            node_limit=node_limit,
+            edge_limit=edge_limit,
+        )
 
     @_locked
     def export_folder(self, collection: str, folder: str | Path) -> list[Path]:
@@ -462,8 +495,13 @@ def _edge_from_dict(d: Mapping[str, Any]) -> Edge:
     src, dst = d.get("source"), d.get("target")
     if not isinstance(src, str) or not isinstance(dst, str) or not src or not dst:
         raise GraphError("edge: 'source' and 'target' must be node ids")
-    return Edge(src, dst, _edge_type(d.get("type")), _weight(d.get("weight", 1.0)),
-                clean_properties(d, EDGE_RESERVED))
+    return Edge(
+        src,
+        dst,
+        _edge_type(d.get("type")),
+        _weight(d.get("weight", 1.0)),
+        clean_properties(d, EDGE_RESERVED),
+    )
 
 
 def _replace_user_nodes(g: MemGraph, tuples: Sequence[Any]) -> None:

@@ -94,7 +94,10 @@ def tags_of(metadata: Mapping[str, Any]) -> list[str]:
 
 
 def resolve_target(
-    target: str, coll: CollectionRecord, collection: str | None, find_collection: Callable[[str], int | None]
+    target: str,
+    coll: CollectionRecord,
+    collection: str | None,
+    find_collection: Callable[[str], int | None],
 ) -> str:
     """A link target: a node id when it has a ':' (``doc:1:x``, ``ent:itaa-1997``), else the id
     of a document in this collection (or in ``collection``). Chunk ids go in ``"node"``."""
@@ -118,14 +121,16 @@ def parse_links(
     if value is None:
         return []
     if not isinstance(value, list):
-        raise GraphError("graph_links: expected a list of {\"type\", \"target\"} objects")
+        raise GraphError('graph_links: expected a list of {"type", "target"} objects')
     out = []
     for n, link in enumerate(value):
         if not isinstance(link, Mapping):
             raise GraphError(f"graph_links[{n}]: expected an object with 'type' and 'target'")
         kind, target, node = link.get("type"), link.get("target"), link.get("node")
         if not isinstance(kind, str) or not kind.strip():
-            raise GraphError(f"graph_links[{n}]: 'type' must be a non-empty string, e.g. \"AMENDS\"")
+            raise GraphError(
+                f"graph_links[{n}]: 'type' must be a non-empty string, e.g. \"AMENDS\""
+            )
         if node is not None:
             if not isinstance(node, str) or not node.strip() or target is not None:
                 raise GraphError(f"graph_links[{n}]: 'node' must be one node id (and no 'target')")
@@ -182,13 +187,19 @@ def document_rows(
     doc_id = doc_row.id
     rows.node(doc_row)
     coll_id = collection_node_id(coll.id)
-    rows.node(NodeRow(coll_id, CATEGORY, {"name": coll.name, "kind": "collection", "collection_id": coll.id}))
+    rows.node(
+        NodeRow(
+            coll_id, CATEGORY, {"name": coll.name, "kind": "collection", "collection_id": coll.id}
+        )
+    )
     rows.edge(EdgeRow(doc_id, coll_id, CATEGORIZED_AS))
     for tag in tags_of(doc.metadata or {}):
         cat = category_node_id(tag)
         rows.node(NodeRow(cat, CATEGORY, {"name": tag, "kind": "tag"}))
         rows.edge(EdgeRow(doc_id, cat, CATEGORIZED_AS))
-    for kind, target, weight, props in parse_links((doc.metadata or {}).get("graph_links"), coll, find_collection):
+    for kind, target, weight, props in parse_links(
+        (doc.metadata or {}).get("graph_links"), coll, find_collection
+    ):
         rows.edge(EdgeRow(doc_id, target, kind, weight, props))
     if not structure:
         return rows
@@ -202,23 +213,40 @@ def document_rows(
             for depth in range(len(parts)):
                 path = SECTION_SEP.join(parts[: depth + 1])
                 sec = section_node_id(coll.id, doc.document_id, path)
-                rows.node(NodeRow(sec, SECTION, {
-                    "name": parts[depth], "path": path, "level": depth + 1, "collection": coll.name,
-                    "document_id": doc.document_id,
-                }, chunk.chunk_id))
+                rows.node(
+                    NodeRow(
+                        sec,
+                        SECTION,
+                        {
+                            "name": parts[depth],
+                            "path": path,
+                            "level": depth + 1,
+                            "collection": coll.name,
+                            "document_id": doc.document_id,
+                        },
+                        chunk.chunk_id,
+                    )
+                )
                 rows.edge(EdgeRow(parent, sec, CONTAINS, chunk_id=chunk.chunk_id))
                 parent = sec
-        rows.node(NodeRow(chunk.chunk_id, CHUNK, {
-            "name": _preview(chunk.text, 60),
-            "collection": coll.name,
-            "collection_id": coll.id,
-            "document_id": doc.document_id,
-            "chunk_index": chunk.chunk_index,
-            "page": chunk.page,
-            "section": chunk.section,
-            "filename": chunk.filename,
-            "preview": _preview(chunk.text, PREVIEW_CHARS),
-        }, chunk.chunk_id))
+        rows.node(
+            NodeRow(
+                chunk.chunk_id,
+                CHUNK,
+                {
+                    "name": _preview(chunk.text, 60),
+                    "collection": coll.name,
+                    "collection_id": coll.id,
+                    "document_id": doc.document_id,
+                    "chunk_index": chunk.chunk_index,
+                    "page": chunk.page,
+                    "section": chunk.section,
+                    "filename": chunk.filename,
+                    "preview": _preview(chunk.text, PREVIEW_CHARS),
+                },
+                chunk.chunk_id,
+            )
+        )
         rows.edge(EdgeRow(parent, chunk.chunk_id, CONTAINS, chunk_id=chunk.chunk_id))
         if previous is not None:
             rows.edge(EdgeRow(previous, chunk.chunk_id, NEXT, chunk_id=chunk.chunk_id))
@@ -234,8 +262,16 @@ def document_rows(
             node = entity_node_id(ent.key)
             rows.node(NodeRow(node, ENTITY, {"name": ent.name, "kind": ent.kind}, chunk.chunk_id))
             count = counts.get(ent.key, 1)
-            rows.edge(EdgeRow(chunk.chunk_id, node, MENTIONS, float(count),
-                              {"surface": ent.surface}, chunk.chunk_id))
+            rows.edge(
+                EdgeRow(
+                    chunk.chunk_id,
+                    node,
+                    MENTIONS,
+                    float(count),
+                    {"surface": ent.surface},
+                    chunk.chunk_id,
+                )
+            )
     return rows
 
 
@@ -244,7 +280,9 @@ def _preview(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
-def clean_properties(props: Mapping[str, Any] | None, reserved: frozenset[str] = NODE_RESERVED) -> dict[str, Any]:
+def clean_properties(
+    props: Mapping[str, Any] | None, reserved: frozenset[str] = NODE_RESERVED
+) -> dict[str, Any]:
     if props is None:
         return {}
     if not isinstance(props, Mapping):

@@ -65,7 +65,11 @@ def _path_line(path: Any) -> str:
 
 
 edge_type_option = click.option(
-    "--edge-type", "edge_types", multiple=True, metavar="T", help="Follow only this edge type (repeatable)."
+    "--edge-type",
+    "edge_types",
+    multiple=True,
+    metavar="T",
+    help="Follow only this edge type (repeatable).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 
@@ -82,10 +86,18 @@ def graph() -> None:
 @click.option("--limit", type=click.IntRange(1, 100_000), default=100, show_default=True)
 @json_option
 @click.pass_context
-def neighbors(ctx: click.Context, node_id: str, edge_types: tuple[str, ...], direction: str,
-              limit: int, as_json: bool) -> int:
+def neighbors(
+    ctx: click.Context,
+    node_id: str,
+    edge_types: tuple[str, ...],
+    direction: str,
+    limit: int,
+    as_json: bool,
+) -> int:
     """Nodes one edge away from NODE_ID."""
-    result = _graph(ctx).neighbors(node_id, edge_types=edge_types or None, direction=direction, limit=limit)
+    result = _graph(ctx).neighbors(
+        node_id, edge_types=edge_types or None, direction=direction, limit=limit
+    )
     if as_json:
         _emit(result.to_dict())
         return 0
@@ -106,11 +118,22 @@ def neighbors(ctx: click.Context, node_id: str, edge_types: tuple[str, ...], dir
 @click.option("--limit", type=click.IntRange(1, 1_000_000), default=1000, show_default=True)
 @json_option
 @click.pass_context
-def traverse(ctx: click.Context, node_id: str, edge_types: tuple[str, ...], direction: str,
-             max_depth: int, limit: int, as_json: bool) -> int:
+def traverse(
+    ctx: click.Context,
+    node_id: str,
+    edge_types: tuple[str, ...],
+    direction: str,
+    max_depth: int,
+    limit: int,
+    as_json: bool,
+) -> int:
     """Walk from NODE_ID breadth-first; one path per node reached."""
     result = _graph(ctx).traverse(
-        node_id, edge_types=edge_types or None, direction=direction, max_depth=max_depth, limit=limit
+        node_id,
+        edge_types=edge_types or None,
+        direction=direction,
+        max_depth=max_depth,
+        limit=limit,
     )
     if as_json:
         _emit(result.to_dict())
@@ -131,11 +154,23 @@ def traverse(ctx: click.Context, node_id: str, edge_types: tuple[str, ...], dire
 @click.option("--limit", type=click.IntRange(1, 10_000), default=10, show_default=True)
 @json_option
 @click.pass_context
-def path(ctx: click.Context, node_a: str, node_b: str, edge_types: tuple[str, ...], direction: str,
-         max_depth: int, limit: int, as_json: bool) -> int:
+def path(
+    ctx: click.Context,
+    node_a: str,
+    node_b: str,
+    edge_types: tuple[str, ...],
+    direction: str,
+    max_depth: int,
+    limit: int,
+    as_json: bool,
+) -> int:
     """Paths from NODE_A to NODE_B, shortest first."""
     result = _graph(ctx).find_paths(
-        node_a, node_b, edge_types=edge_types or None, direction=direction, max_depth=max_depth,
+        node_a,
+        node_b,
+        edge_types=edge_types or None,
+        direction=direction,
+        max_depth=max_depth,
         limit=limit,
     )
     if as_json:
@@ -156,19 +191,31 @@ def path(ctx: click.Context, node_a: str, node_b: str, edge_types: tuple[str, ..
 @click.option("--edge-limit", type=click.IntRange(0, 1_000_000), default=200, show_default=True)
 @json_option
 @click.pass_context
-def subgraph(ctx: click.Context, node_id: str, edge_types: tuple[str, ...], max_depth: int,
-             node_limit: int, edge_limit: int, as_json: bool) -> int:
+def subgraph(
+    ctx: click.Context,
+    node_id: str,
+    edge_types: tuple[str, ...],
+    max_depth: int,
+    node_limit: int,
+    edge_limit: int,
+    as_json: bool,
+) -> int:
     """The nodes around NODE_ID and the edges among them."""
     result = _graph(ctx).subgraph(
-        node_id, edge_types=edge_types or None, max_depth=max_depth, node_limit=node_limit,
+        node_id,
+        edge_types=edge_types or None,
+        max_depth=max_depth,
+        node_limit=node_limit,
         edge_limit=edge_limit,
     )
     if as_json:
         _emit(result.to_dict())
         return 0
     s = result.stats
-    click.echo(f"{s['node_count']} nodes, {s['edge_count']} edges, depth {s['depth_reached']}"
-               + (" (truncated)" if s["truncated"] else ""))
+    click.echo(
+        f"{s['node_count']} nodes, {s['edge_count']} edges, depth {s['depth_reached']}"
+        + (" (truncated)" if s["truncated"] else "")
+    )
     for n in result.nodes:
         click.echo(f"  {_label(n)}")
     for e in result.edges:
@@ -180,18 +227,35 @@ def subgraph(ctx: click.Context, node_id: str, edge_types: tuple[str, ...], max_
 @click.argument("name")
 @click.argument("query")
 @click.option("--strategy", type=STRATEGIES, default="vector_first", show_default=True)
-@click.option("--depth", type=click.IntRange(0, 5), default=1, show_default=True, help="Context hops.")
-@click.option("--limit", "-k", type=click.IntRange(1, 1000), default=5, show_default=True, help="Seeds.")
+@click.option(
+    "--depth", type=click.IntRange(0, 5), default=1, show_default=True, help="Context hops."
+)
+@click.option(
+    "--limit", "-k", type=click.IntRange(1, 1000), default=5, show_default=True, help="Seeds."
+)
 @click.option("--neighbor-limit", type=click.IntRange(0, 1000), default=10, show_default=True)
 @edge_type_option
 @json_option
 @click.pass_context
-def search(ctx: click.Context, name: str, query: str, strategy: str, depth: int, limit: int,
-           neighbor_limit: int, edge_types: tuple[str, ...], as_json: bool) -> int:
+def search(
+    ctx: click.Context,
+    name: str,
+    query: str,
+    strategy: str,
+    depth: int,
+    limit: int,
+    neighbor_limit: int,
+    edge_types: tuple[str, ...],
+    as_json: bool,
+) -> int:
     """Search collection NAME ('*' = all) for QUERY; the graph adds each hit's context."""
     result = _graph(ctx).search(
-        query, strategy=strategy, traverse_depth=depth, search_limit=limit,
-        neighbor_limit=neighbor_limit, edge_types=edge_types or None,
+        query,
+        strategy=strategy,
+        traverse_depth=depth,
+        search_limit=limit,
+        neighbor_limit=neighbor_limit,
+        edge_types=edge_types or None,
         collections=None if name == "*" else [name],
     )
     if as_json:
@@ -202,7 +266,9 @@ def search(ctx: click.Context, name: str, query: str, strategy: str, depth: int,
     for r in result.results:
         h = r.seed
         where = " | ".join(str(x) for x in (h.collection, h.filename, h.section) if x)
-        click.echo(f"{h.rank:>2}. {h.score:.4f}  [{r.source}] {where} (doc {h.document_id}, chunk {h.chunk_id})")
+        click.echo(
+            f"{h.rank:>2}. {h.score:.4f}  [{r.source}] {where} (doc {h.document_id}, chunk {h.chunk_id})"
+        )
         flat = " ".join(h.text.split())
         click.echo(f"    {flat[:240]}{' …' if len(flat) > 240 else ''}")
         for c in r.context:
@@ -215,14 +281,36 @@ def search(ctx: click.Context, name: str, query: str, strategy: str, depth: int,
 @click.argument("name")
 @click.option("--node", "node_id", metavar="NODE_ID", help="Export the subgraph around this node.")
 @click.option("--max-depth", type=click.IntRange(0, 50), default=2, show_default=True)
-@click.option("--format", "fmt", type=click.Choice(["graphml", "mermaid", "json"]), required=True,
-              help="json writes <doc>.nodes.json/.edges.json/.parquet sets into --output (a folder).")
-@click.option("--output", "-o", type=click.Path(path_type=Path), help="File (folder for json); default stdout.")
-@click.option("--node-limit", type=click.IntRange(1, 10_000_000), default=100_000, show_default=True)
-@click.option("--edge-limit", type=click.IntRange(0, 10_000_000), default=1_000_000, show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["graphml", "mermaid", "json"]),
+    required=True,
+    help="json writes <doc>.nodes.json/.edges.json/.parquet sets into --output (a folder).",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(path_type=Path),
+    help="File (folder for json); default stdout.",
+)
+@click.option(
+    "--node-limit", type=click.IntRange(1, 10_000_000), default=100_000, show_default=True
+)
+@click.option(
+    "--edge-limit", type=click.IntRange(0, 10_000_000), default=1_000_000, show_default=True
+)
 @click.pass_context
-def export(ctx: click.Context, name: str, node_id: str | None, max_depth: int, fmt: str,
-           output: Path | None, node_limit: int, edge_limit: int) -> int:
+def export(
+    ctx: click.Context,
+    name: str,
+    node_id: str | None,
+    max_depth: int,
+    fmt: str,
+    output: Path | None,
+    node_limit: int,
+    edge_limit: int,
+) -> int:
     """Export the graph of collection NAME (or the subgraph around --node)."""
     g = _graph(ctx)
     if fmt == "json":
@@ -235,8 +323,14 @@ def export(ctx: click.Context, name: str, node_id: str | None, max_depth: int, f
         return 0
     if node_id is None:
         g.kb.record(name)  # an unknown collection fails here
-    text = g.export(collection=None if node_id else name, node=node_id, max_depth=max_depth, format=fmt,
-                    node_limit=node_limit, edge_limit=edge_limit)
+    text = g.export(
+        collection=None if node_id else name,
+        node=node_id,
+        max_depth=max_depth,
+        format=fmt,
+        node_limit=node_limit,
+        edge_limit=edge_limit,
+    )
     if output is None:
         click.echo(text, nl=False)
     else:
@@ -257,13 +351,17 @@ def import_(ctx: click.Context, name: str, folder: Path, as_json: bool) -> int:
         _emit(report)
     else:
         for item in report["added"]:
-            click.echo(f"added      {item['name']} ({item['chunks']} chunks, doc {item['document_id']})")
+            click.echo(
+                f"added      {item['name']} ({item['chunks']} chunks, doc {item['document_id']})"
+            )
         for item in report["unchanged"]:
             click.echo(f"unchanged  {item['name']} (doc {item['document_id']})")
         for item in report["failed"]:
             click.echo(f"failed     {item['name']}: {item['error']}")
-        click.echo(f"{len(report['added'])} added, {len(report['unchanged'])} unchanged, "
-                   f"{len(report['failed'])} failed; {report['reembedded']} chunks embedded here")
+        click.echo(
+            f"{len(report['added'])} added, {len(report['unchanged'])} unchanged, "
+            f"{len(report['failed'])} failed; {report['reembedded']} chunks embedded here"
+        )
     return 1 if report["failed"] else 0
 
 
@@ -292,8 +390,15 @@ def stats(ctx: click.Context, as_json: bool) -> int:
 @click.option("--properties", metavar="JSON", help="Edge properties as a JSON object.")
 @json_option
 @click.pass_context
-def relate(ctx: click.Context, source: str, target: str, edge_type: str, weight: float,
-           properties: str | None, as_json: bool) -> int:
+def relate(
+    ctx: click.Context,
+    source: str,
+    target: str,
+    edge_type: str,
+    weight: float,
+    properties: str | None,
+    as_json: bool,
+) -> int:
     """Link SOURCE to TARGET (both existing nodes); repeating it changes nothing."""
     props = None
     if properties is not None:
@@ -303,7 +408,9 @@ def relate(ctx: click.Context, source: str, target: str, edge_type: str, weight:
             raise ConfigError(f"--properties: not valid JSON ({exc.msg})") from exc
         if not isinstance(props, dict):
             raise ConfigError("--properties: expected a JSON object")
-    edge = _graph(ctx, write=True).relate(source, target, edge_type, weight=weight, properties=props)
+    edge = _graph(ctx, write=True).relate(
+        source, target, edge_type, weight=weight, properties=props
+    )
     if as_json:
         _emit(edge.to_dict())
     else:

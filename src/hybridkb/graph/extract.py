@@ -74,9 +74,17 @@ _MONTHS = {
     m: i + 1
     for i, names in enumerate(
         [
-            ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"),
-            ("may",), ("june", "jun"), ("july", "jul"), ("august", "aug"),
-            ("september", "sep", "sept"), ("october", "oct"), ("november", "nov"),
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
             ("december", "dec"),
         ]
     )
@@ -93,8 +101,12 @@ _SECTION = re.compile(
     r"(\d+[A-Za-z]{0,2}(?:-\d+[A-Za-z]{0,2})?)((?:\(\w{1,4}\))*)"
 )
 _DATE_ISO = re.compile(r"\b((?:19|20)\d{2})-(\d{2})-(\d{2})\b")
-_DATE_DMY = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+({_MONTH_RE})\.?,?\s+((?:19|20)\d{{2}})\b")
-_DATE_MDY = re.compile(rf"\b({_MONTH_RE})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+((?:19|20)\d{{2}})\b")
+_DATE_DMY = re.compile(
+    rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+({_MONTH_RE})\.?,?\s+((?:19|20)\d{{2}})\b"
+)
+_DATE_MDY = re.compile(
+    rf"\b({_MONTH_RE})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+((?:19|20)\d{{2}})\b"
+)
 _AMOUNT = re.compile(
     r"(?:(?P<sym>(?:A|AU|US|NZ|C)?\$|€|£|¥)\s?|\b(?P<code>AUD|USD|EUR|GBP|NZD|CAD|JPY)\s?)"
     r"(?P<num>\d{1,3}(?:,\d{3})+|\d+)(?:\.(?P<frac>\d+))?"
@@ -112,10 +124,84 @@ _SYMBOLS = {"€": "EUR", "£": "GBP", "¥": "JPY", "A$": "AUD", "AU$": "AUD", "
             "NZ$": "NZD", "C$": "CAD", "$": "$"}  # fmt: skip
 # Capitalised words that start sentences or headings, not names.
 _LEADING = frozenset(
-    ["a", "an", "the", "this", "that", "these", "those", "there", "their", "our", "we", "it", "in", "on", "at", "for", "from", "by", "of", "to", "and", "or", "but", "however", "although", "when", "where", "while", "if", "as", "after", "before", "during", "since", "between", "under", "with", "each", "every", "all", "some", "any", "no", "not", "is", "are", "was", "were", "be"]
+    [
+        "a",
+        "an",
+        "the",
+        "this",
+        "that",
+        "these",
+        "those",
+        "there",
+        "their",
+        "our",
+        "we",
+        "it",
+        "in",
+        "on",
+        "at",
+        "for",
+        "from",
+        "by",
+        "of",
+        "to",
+        "and",
+        "or",
+        "but",
+        "however",
+        "although",
+        "when",
+        "where",
+        "while",
+        "if",
+        "as",
+        "after",
+        "before",
+        "during",
+        "since",
+        "between",
+        "under",
+        "with",
+        "each",
+        "every",
+        "all",
+        "some",
+        "any",
+        "no",
+        "not",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+    ]
 )
 _NOT_ACRONYMS = frozenset(
-    ["I", "II", "III", "IV", "V", "VI", "VII", "VIII", "IX", "X", "XI", "XII", "XIII", "XIV", "XV", "OK", "THE", "AND", "FOR", "NOT", "BUT", "ARE", "WAS"]
+    [
+        "I",
+        "II",
+        "III",
+        "IV",
+        "V",
+        "VI",
+        "VII",
+        "VIII",
+        "IX",
+        "X",
+        "XI",
+        "XII",
+        "XIII",
+        "XIV",
+        "XV",
+        "OK",
+        "THE",
+        "AND",
+        "FOR",
+        "NOT",
+        "BUT",
+        "ARE",
+        "WAS",
+    ]
 )
 _CONNECTORS = frozenset({"of", "and", "for", "the", "on", "in", "to", "de", "van", "von", "der",
                          "la", "du", "&"})  # fmt: skip
@@ -133,7 +219,9 @@ def _fmt_number(value: float, sep: str = "") -> str:
 class RuleExtractor:
     """Regex rules; see the module docstring. Spans already taken are not re-matched."""
 
-    def __init__(self, *, names: bool = True, acronyms: bool = True, max_name_words: int = 6) -> None:
+    def __init__(
+        self, *, names: bool = True, acronyms: bool = True, max_name_words: int = 6
+    ) -> None:
         self.names = names
         self.acronyms = acronyms
         self.max_name_words = max_name_words
@@ -161,7 +249,7 @@ class RuleExtractor:
                 continue
             start = m.start() + m.group(0).index(title)
             name = f"{acro} {year}"
-            add(Entity(name, "act", canonical_key(name), text[start:m.end()], start, m.end()))
+            add(Entity(name, "act", canonical_key(name), text[start : m.end()], start, m.end()))
         for m in _ACRONYM_YEAR.finditer(text):
             name = f"{m.group(1)} {m.group(2)}"
             add(Entity(name, "act", canonical_key(name), m.group(0), m.start(), m.end()))
@@ -208,7 +296,9 @@ class RuleExtractor:
     def _amounts(text: str, add) -> None:  # type: ignore[no-untyped-def]
         for m in _AMOUNT.finditer(text):
             currency = _SYMBOLS.get(m.group("sym") or "", m.group("code") or "$")
-            value = float(m.group("num").replace(",", "") + ("." + m.group("frac") if m.group("frac") else ""))
+            value = float(
+                m.group("num").replace(",", "") + ("." + m.group("frac") if m.group("frac") else "")
+            )
             mult = m.group("mult")
             if mult:
                 value *= _MULT[mult.lower()]

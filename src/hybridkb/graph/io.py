@@ -73,7 +73,9 @@ def _read_list(path: Path, key: str) -> list[dict[str, Any]]:
     if isinstance(data, dict):
         data = data.get(key)
     if not isinstance(data, list) or not all(isinstance(x, dict) for x in data):
-        raise GraphError(f"{path.name}: expected a JSON list of {key} objects (or {{\"{key}\": [...]}})")
+        raise GraphError(
+            f'{path.name}: expected a JSON list of {key} objects (or {{"{key}": [...]}})'
+        )
     return data
 
 
@@ -128,7 +130,11 @@ def import_folder(graph: Graph, collection: str, folder: Path) -> dict[str, Any]
     coll = kb.collection(collection, create=True)
     record = coll.record
     report: dict[str, Any] = {
-        "collection": record.name, "added": [], "unchanged": [], "failed": [], "reembedded": 0,
+        "collection": record.name,
+        "added": [],
+        "unchanged": [],
+        "failed": [],
+        "reembedded": 0,
     }
     embedder = None
     for nodes_path in sets:
@@ -137,9 +143,14 @@ def import_folder(graph: Graph, collection: str, folder: Path) -> dict[str, Any]
             staged = _prepare(graph, record, folder, name)
             existing = kb.storage.get_document(record, staged["doc"].document_id)
             doc = staged["doc"]
-            if existing is not None and existing.content_hash == doc.content_hash and existing.signature == doc.signature:
-                report["unchanged"].append({"name": name, "document_id": doc.document_id,
-                                            "chunks": existing.chunk_count})
+            if (
+                existing is not None
+                and existing.content_hash == doc.content_hash
+                and existing.signature == doc.signature
+            ):
+                report["unchanged"].append(
+                    {"name": name, "document_id": doc.document_id, "chunks": existing.chunk_count}
+                )
                 continue
             vectors = staged["vectors"]
             missing = staged["missing"]
@@ -154,8 +165,14 @@ def import_folder(graph: Graph, collection: str, folder: Path) -> dict[str, Any]
                 kb.storage.put_document(record, doc, staged["chunks"], vectors)
             finally:
                 graph._store.staged.pop((record.id, doc.document_id), None)
-            report["added"].append({"name": name, "document_id": doc.document_id,
-                                    "chunks": len(staged["chunks"]), "reembedded": len(missing)})
+            report["added"].append(
+                {
+                    "name": name,
+                    "document_id": doc.document_id,
+                    "chunks": len(staged["chunks"]),
+                    "reembedded": len(missing),
+                }
+            )
         except KBError as exc:
             report["failed"].append({"name": name, "error": str(exc), "code": exc.code})
     return report
@@ -179,15 +196,32 @@ def _prepare(graph: Graph, record: Any, folder: Path, name: str) -> dict[str, An
     for n in nodes:
         if n.get("type") == DOCUMENT:
             document_id = str(n.get("document_id") or document_id)
-            doc_meta.update(_props(n, ("id", "type", "document_id", "collection", "collection_id",
-                                       "name", "source", "filename")))
+            doc_meta.update(
+                _props(
+                    n,
+                    (
+                        "id",
+                        "type",
+                        "document_id",
+                        "collection",
+                        "collection_id",
+                        "name",
+                        "source",
+                        "filename",
+                    ),
+                )
+            )
             if isinstance(n.get("filename"), str) and n["filename"]:
                 filename = n["filename"]
             if isinstance(n.get("collection_id"), int):
                 old_cid = n["collection_id"]  # an export of ours: re-point its doc: ids
     cid = record.id
     mapping: dict[str, str] = {}
-    renames = {} if old_cid is None else {f"doc:{old_cid}:": f"doc:{cid}:", f"coll:{old_cid}": f"coll:{cid}"}
+    renames = (
+        {}
+        if old_cid is None
+        else {f"doc:{old_cid}:": f"doc:{cid}:", f"coll:{old_cid}": f"coll:{cid}"}
+    )
     chunk_nodes: list[tuple[int, dict[str, Any], str]] = []
     for pos, n in enumerate(nodes):
         orig = n.get("id")
@@ -201,14 +235,19 @@ def _prepare(graph: Graph, record: Any, folder: Path, name: str) -> dict[str, An
             chunk_nodes.append((pos, n, text))
     order = sorted(
         range(len(chunk_nodes)),
-        key=lambda j: (_int(chunk_nodes[j][1], ("chunk_index", "index", "order"), chunk_nodes[j][0]), j),
+        key=lambda j: (
+            _int(chunk_nodes[j][1], ("chunk_index", "index", "order"), chunk_nodes[j][0]),
+            j,
+        ),
     )
     chunk_nodes = [chunk_nodes[j] for j in order]
     if not chunk_nodes:
         raise GraphError(f"{name}.nodes.json: no chunk or code node with 'text'; nothing to search")
     doc_node = document_node_id(cid, document_id)
-    language = record.language if record.language and record.language != "auto" else detect_language(
-        " ".join(t for _, _, t in chunk_nodes)[:4000]
+    language = (
+        record.language
+        if record.language and record.language != "auto"
+        else detect_language(" ".join(t for _, _, t in chunk_nodes)[:4000])
     )
     chunks: list[ChunkRecord] = []
     rows = RowSet()
@@ -221,24 +260,48 @@ def _prepare(graph: Graph, record: Any, folder: Path, name: str) -> dict[str, An
         mapping[n["id"]] = chunk_id
         page = n.get("page") if isinstance(n.get("page"), int) else None
         section = n.get("section") if isinstance(n.get("section"), str) else None
-        chunks.append(ChunkRecord(
-            key=chunk_key(chunk_id), chunk_id=chunk_id, document_id=document_id, chunk_index=index,
-            text=text, page=page, section=section, char_start=offset, char_end=offset + len(text),
-            content_hash=hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(),
-            language=language, terms=analyze(text, language), metadata=doc_meta, filename=filename, path=None,
-        ))
+        chunks.append(
+            ChunkRecord(
+                key=chunk_key(chunk_id),
+                chunk_id=chunk_id,
+                document_id=document_id,
+                chunk_index=index,
+                text=text,
+                page=page,
+                section=section,
+                char_start=offset,
+                char_end=offset + len(text),
+                content_hash=hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(),
+                language=language,
+                terms=analyze(text, language),
+                metadata=doc_meta,
+                filename=filename,
+                path=None,
+            )
+        )
         offset += len(text) + 2
         vec = vectors_by_id.get(n["id"])
-        if vec is not None and vec.shape == (dim,) and np.isfinite(vec).all() and np.linalg.norm(vec) > 1e-12:
+        if (
+            vec is not None
+            and vec.shape == (dim,)
+            and np.isfinite(vec).all()
+            and np.linalg.norm(vec) > 1e-12
+        ):
             vectors[index] = vec / np.linalg.norm(vec)
         else:
             missing.append(index)
         props = _props(n, NODE_RESERVED)
-        props.update({
-            "name": props.get("name") or " ".join(text.split())[:60],
-            "collection": record.name, "collection_id": cid, "document_id": document_id,
-            "chunk_index": index, "source_id": n["id"], "preview": " ".join(text.split())[:160],
-        })
+        props.update(
+            {
+                "name": props.get("name") or " ".join(text.split())[:60],
+                "collection": record.name,
+                "collection_id": cid,
+                "document_id": document_id,
+                "chunk_index": index,
+                "source_id": n["id"],
+                "preview": " ".join(text.split())[:160],
+            }
+        )
         rows.node(NodeRow(chunk_id, n["type"], props, chunk_id))
     for n in nodes:
         orig, kind = n["id"], n["type"]
@@ -271,13 +334,18 @@ def _prepare(graph: Graph, record: Any, folder: Path, name: str) -> dict[str, An
         dst = _edge_field(e, "target", "to", "dst")
         kind = _edge_field(e, "type", "relation", "label")
         if not all(isinstance(v, str) and v for v in (src, dst, kind)):
-            raise GraphError(f"{name}.edges.json: edge {k} needs string 'source', 'target' and 'type'")
+            raise GraphError(
+                f"{name}.edges.json: edge {k} needs string 'source', 'target' and 'type'"
+            )
         weight = e.get("weight", 1.0)
         if not isinstance(weight, (int, float)) or isinstance(weight, bool):
             weight = 1.0
         s, t = _map_endpoint(mapping, src, cid, renames), _map_endpoint(mapping, dst, cid, renames)
-        props = {k2: v for k2, v in e.items() if k2 not in EDGE_RESERVED | {"from", "to", "src", "dst",
-                                                                            "relation", "label"}}
+        props = {
+            k2: v
+            for k2, v in e.items()
+            if k2 not in EDGE_RESERVED | {"from", "to", "src", "dst", "relation", "label"}
+        }
         rows.edge(EdgeRow(s, t, kind, float(weight), props))
         if kind in (CONTAINS, "parent_of"):
             has_parent.add(t)
@@ -286,9 +354,16 @@ def _prepare(graph: Graph, record: Any, folder: Path, name: str) -> dict[str, An
         if row.type in (SECTION, *CHUNK_TYPES) and node_id not in has_parent:
             rows.edge(EdgeRow(doc_node, node_id, CONTAINS))
     doc = DocumentRecord(
-        document_id=document_id, path=None, filename=filename, source="import",
-        content_hash=content_hash, signature=signature(record), metadata=doc_meta,
-        bytes=len(raw), chunk_count=len(chunks), language=language,
+        document_id=document_id,
+        path=None,
+        filename=filename,
+        source="import",
+        content_hash=content_hash,
+        signature=signature(record),
+        metadata=doc_meta,
+        bytes=len(raw),
+        chunk_count=len(chunks),
+        language=language,
     )
     return {"doc": doc, "chunks": chunks, "vectors": vectors, "missing": missing, "rows": rows}
 
@@ -307,14 +382,16 @@ def _map_endpoint(mapping: dict[str, str], orig: str, cid: int, renames: dict[st
         return found
     for old, new in renames.items():
         if orig.startswith(old):
-            return new + orig[len(old):]
+            return new + orig[len(old) :]
     return orig if ":" in orig else f"imp:{cid}:{orig}"
 
 
 # -- selecting what to export ------------------------------------------------------------
 
 
-def collection_part(graph: Graph, collection: str, node_limit: int, edge_limit: int) -> tuple[list[Node], list[Edge], bool]:
+def collection_part(
+    graph: Graph, collection: str, node_limit: int, edge_limit: int
+) -> tuple[list[Node], list[Edge], bool]:
     """Nodes and edges that came from a collection's documents, plus user edges among them."""
     record = graph.kb.record(collection)
     g = graph._graph()
@@ -343,13 +420,23 @@ def collection_part(graph: Graph, collection: str, node_limit: int, edge_limit: 
 
 
 def export_text(
-    graph: Graph, *, collection: str | None, node: str | None, max_depth: int, fmt: str,
-    node_limit: int, edge_limit: int,
+    graph: Graph,
+    *,
+    collection: str | None,
+    node: str | None,
+    max_depth: int,
+    fmt: str,
+    node_limit: int,
+    edge_limit: int,
 ) -> str:
     if fmt not in FORMATS:
-        raise GraphError(f"format: {fmt!r} unknown; use graphml or mermaid (or export_folder for JSON)")
+        raise GraphError(
+            f"format: {fmt!r} unknown; use graphml or mermaid (or export_folder for JSON)"
+        )
     if node is not None:
-        sub = graph.subgraph(node, max_depth=max_depth, node_limit=node_limit, edge_limit=edge_limit)
+        sub = graph.subgraph(
+            node, max_depth=max_depth, node_limit=node_limit, edge_limit=edge_limit
+        )
         nodes, edges = sub.nodes, sub.edges
     elif collection is not None:
         nodes, edges, _ = collection_part(graph, collection, node_limit, edge_limit)
@@ -390,13 +477,19 @@ def to_graphml(nodes: Sequence[Node], edges: Sequence[Edge]) -> str:
         values: dict[str, list[Any]] = {}
         for item in items:
             for k, v in item.items():
-                if v is not None and k != "id" and not (scope == "edge" and k in ("source", "target")):
+                if (
+                    v is not None
+                    and k != "id"
+                    and not (scope == "edge" and k in ("source", "target"))
+                ):
                     values.setdefault(k, []).append(v)
         for k in sorted(values):
             kind = _graphml_type(values[k])
             key_id = f"{scope[0]}{len(keys)}"
             keys[(scope, k)] = (key_id, kind)
-            ET.SubElement(root, "key", {"id": key_id, "for": scope, "attr.name": k, "attr.type": kind})
+            ET.SubElement(
+                root, "key", {"id": key_id, "for": scope, "attr.name": k, "attr.type": kind}
+            )
 
     node_dicts = [n.to_dict() for n in nodes]
     edge_dicts = [e.to_dict() for e in edges]
@@ -424,8 +517,10 @@ def to_graphml(nodes: Sequence[Node], edges: Sequence[Edge]) -> str:
 
 _MERMAID_ESCAPES = {'"': "#quot;", "<": "#lt;", ">": "#gt;", "|": "#124;", "\n": " ", "`": "#96;"}
 _MERMAID_STYLE = {
-    DOCUMENT: "fill:#dbeafe,stroke:#1d4ed8", SECTION: "fill:#e0e7ff,stroke:#4338ca",
-    CHUNK: "fill:#f3f4f6,stroke:#6b7280", ENTITY: "fill:#dcfce7,stroke:#15803d",
+    DOCUMENT: "fill:#dbeafe,stroke:#1d4ed8",
+    SECTION: "fill:#e0e7ff,stroke:#4338ca",
+    CHUNK: "fill:#f3f4f6,stroke:#6b7280",
+    ENTITY: "fill:#dcfce7,stroke:#15803d",
     CATEGORY: "fill:#fef3c7,stroke:#b45309",
 }
 
@@ -443,10 +538,14 @@ def to_mermaid(nodes: Sequence[Node], edges: Sequence[Edge]) -> str:
     lines = ["flowchart LR"]
     for n in nodes:
         name = n.properties.get("name") or n.id
-        lines.append(f'    {alias[n.id]}["{_mermaid_text(name)}<br/><i>{_mermaid_text(n.type, 20)}</i>"]')
+        lines.append(
+            f'    {alias[n.id]}["{_mermaid_text(name)}<br/><i>{_mermaid_text(n.type, 20)}</i>"]'
+        )
     for e in edges:
         if e.source in alias and e.target in alias:
-            lines.append(f"    {alias[e.source]} -->|{_mermaid_text(e.type, 30)}| {alias[e.target]}")
+            lines.append(
+                f"    {alias[e.source]} -->|{_mermaid_text(e.type, 30)}| {alias[e.target]}"
+            )
     used = sorted({n.type for n in nodes} & set(_MERMAID_STYLE))
     for t in used:
         lines.append(f"    classDef {t} {_MERMAID_STYLE[t]}")
@@ -492,20 +591,37 @@ def export_folder(graph: Graph, collection: str, folder: Path) -> list[Path]:
             k += 1
             name = f"{base}_{k}"
         used_names.add(name)
-        paths = [folder / f"{name}.nodes.json", folder / f"{name}.edges.json", folder / f"{name}.parquet"]
+        paths = [
+            folder / f"{name}.nodes.json",
+            folder / f"{name}.edges.json",
+            folder / f"{name}.parquet",
+        ]
         paths[0].write_text(json.dumps(out_nodes, ensure_ascii=False, indent=1), encoding="utf-8")
         paths[1].write_text(
             json.dumps([e.to_dict() for e in edges], ensure_ascii=False, indent=1), encoding="utf-8"
         )
         present = [c for c in chunk_ids if c in texts]
-        vecs = kb.storage.fetch_vectors(record, [chunk_key(c) for c in present]) if present else np.zeros((0, record.dim))
-        table = pa.table({
-            "id": pa.array(present, pa.string()),
-            "embedding": pa.array([v.tolist() for v in vecs], pa.list_(pa.float32())),
-        })
+        vecs = (
+            kb.storage.fetch_vectors(record, [chunk_key(c) for c in present])
+            if present
+            else np.zeros((0, record.dim))
+        )
+        table = pa.table(
+            {
+                "id": pa.array(present, pa.string()),
+                "embedding": pa.array([v.tolist() for v in vecs], pa.list_(pa.float32())),
+            }
+        )
         pq.write_table(table, paths[2])
         written.extend(paths)
     return written
 
 
-__all__ = ["EmbeddingMismatch", "export_folder", "export_text", "import_folder", "to_graphml", "to_mermaid"]
+__all__ = [
+    "EmbeddingMismatch",
+    "export_folder",
+    "export_text",
+    "import_folder",
+    "to_graphml",
+    "to_mermaid",
+]

@@ -94,6 +94,7 @@ class MemGraph:
         self.dead_slots = 0
         self._csr: Any = None  # queries.CSR over edges [0, _csr.e); later edges are the delta
         self.delta_nodes: set[int] = set()
+
     # -- building -------------------------------------------------------------------
 
     def _intern(self, value: Any) -> Any:
@@ -151,9 +152,20 @@ class MemGraph:
     def add_edges(self, rows: Iterable[EdgeTuple]) -> None:
         # The hot loop of a cold load (a million rows): attribute lookups hoisted.
         index, idx, intern, ekey = self.index, self._idx, self._intern, self.ekey
-        esrc, edst, etype_l, ecode, ealive = self.esrc, self.edst, self.etype, self.ecode, self.ealive
+        esrc, edst, etype_l, ecode, ealive = (
+            self.esrc,
+            self.edst,
+            self.etype,
+            self.ecode,
+            self.ealive,
+        )
         eweight, eprops, eprov, out, inn, tcode = (
-            self.eweight, self.eprops, self.eprov, self.out, self.inn, self.tcode
+            self.eweight,
+            self.eprops,
+            self.eprov,
+            self.out,
+            self.inn,
+            self.tcode,
         )
         tracking = self._csr is not None
         last_key: tuple[int, str] | None = None
@@ -288,7 +300,9 @@ class MemGraph:
                 if current == USER or (isinstance(current, dict) and USER in current):
                     self._unback_edge(eid, USER)
 
-    def replace_document(self, prov: Prov, nodes: Sequence[NodeTuple], edges: Sequence[EdgeTuple]) -> None:
+    def replace_document(
+        self, prov: Prov, nodes: Sequence[NodeTuple], edges: Sequence[EdgeTuple]
+    ) -> None:
         vanished = self.remove_prov(prov)
         self.add_nodes(nodes)
         self.add_edges(edges)
@@ -343,7 +357,8 @@ class MemGraph:
             hint = (
                 "; the graph is empty: collections added before the graph existed need "
                 "`hybridkb graph rebuild NAME` (kb.graph.rebuild(name))"
-                if self.node_count == 0 and self.edge_count == 0 else ""
+                if self.node_count == 0 and self.edge_count == 0
+                else ""
             )
             raise GraphError(
                 f"unknown node {node_id!r}; node ids are chunk_ids, 'doc:<collection_id>:"
@@ -361,8 +376,11 @@ class MemGraph:
 
     def edge(self, eid: int) -> Edge:
         return Edge(
-            self.ids[self.esrc[eid]], self.ids[self.edst[eid]], self.etype[eid],
-            self.eweight[eid], dict(self.eprops[eid]),
+            self.ids[self.esrc[eid]],
+            self.ids[self.edst[eid]],
+            self.etype[eid],
+            self.eweight[eid],
+            dict(self.eprops[eid]),
         )
 
     def steps(
@@ -402,14 +420,20 @@ class MemGraph:
         edges: dict[int, Edge] = {}
         out = []
         for ns, es in found:
-            out.append(Path(
-                [nodes[i] if i in nodes else nodes.setdefault(i, self.node(i)) for i in ns],
-                [edges[e] if e in edges else edges.setdefault(e, self.edge(e)) for e in es],
-            ))
+            out.append(
+                Path(
+                    [nodes[i] if i in nodes else nodes.setdefault(i, self.node(i)) for i in ns],
+                    [edges[e] if e in edges else edges.setdefault(e, self.edge(e)) for e in es],
+                )
+            )
         return out
 
-    def to_subgraph(self, nodes: list[int], edges: list[int], reached: int, truncated: bool) -> Subgraph:
-        return Subgraph([self.node(i) for i in nodes], [self.edge(e) for e in edges], reached, truncated)
+    def to_subgraph(
+        self, nodes: list[int], edges: list[int], reached: int, truncated: bool
+    ) -> Subgraph:
+        return Subgraph(
+            [self.node(i) for i in nodes], [self.edge(e) for e in edges], reached, truncated
+        )
 
     def live_nodes(self) -> Iterator[int]:
         for i in range(len(self.ids)):

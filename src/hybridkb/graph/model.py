@@ -46,7 +46,11 @@ DOCUMENT, SECTION, CHUNK, ENTITY, CATEGORY = "document", "section", "chunk", "en
 CHUNK_TYPES = frozenset({CHUNK, "code"})
 # Edge types the ingest builder writes; user links keep the type they are given.
 CONTAINS, NEXT, MENTIONS, CATEGORIZED_AS, RELATED = (
-    "contains", "next", "mentions", "categorized_as", "related",
+    "contains",
+    "next",
+    "mentions",
+    "categorized_as",
+    "related",
 )
 # Edges that shape a document rather than relate it to something else.
 STRUCTURAL_EDGES = frozenset({CONTAINS, "parent_of", NEXT, MENTIONS, CATEGORIZED_AS})
@@ -109,7 +113,10 @@ class Edge:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "source": self.source, "target": self.target, "type": self.type, "weight": self.weight,
+            "source": self.source,
+            "target": self.target,
+            "type": self.type,
+            "weight": self.weight,
         }
         out.update((k, v) for k, v in self.properties.items() if k not in EDGE_RESERVED)
         return out

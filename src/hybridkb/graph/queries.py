@@ -18,8 +18,19 @@ from .memgraph import CSR, UNRESOLVED, USER, EdgeTuple, MemGraph, NodeTuple, Pro
 from .model import DIRECTIONS
 
 __all__ = [
-    "MAX_WORK", "UNRESOLVED", "USER", "EdgeTuple", "Frontier", "MemGraph", "NodeTuple", "Prov",
-    "check_bound", "check_direction", "find_paths", "subgraph", "traverse",
+    "MAX_WORK",
+    "UNRESOLVED",
+    "USER",
+    "EdgeTuple",
+    "Frontier",
+    "MemGraph",
+    "NodeTuple",
+    "Prov",
+    "check_bound",
+    "check_direction",
+    "find_paths",
+    "subgraph",
+    "traverse",
 ]
 
 MAX_WORK = 20_000_000  # adjacency entries one query may scan (vectorised)
@@ -56,7 +67,9 @@ class Frontier:
             for name, code in self.c.codes.items():
                 self.type_ok[code] = name in types
 
-    def _gather(self, ptr: np.ndarray, eids: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _gather(
+        self, ptr: np.ndarray, eids: np.ndarray, nodes: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         starts = ptr[nodes]
         lens = ptr[nodes + 1] - starts
         total = int(lens.sum())
@@ -145,7 +158,12 @@ def _first_new(to: np.ndarray, seen: np.ndarray) -> np.ndarray:
 
 
 def traverse(
-    g: MemGraph, start: int, direction: str, types: frozenset[str] | None, max_depth: int, limit: int
+    g: MemGraph,
+    start: int,
+    direction: str,
+    types: frozenset[str] | None,
+    max_depth: int,
+    limit: int,
 ) -> tuple[list[tuple[int, list[int], list[int]]], bool]:
     """BFS; for each node reached: (depth, node path, edge path), nearest first."""
     n = len(g.ids)
@@ -218,7 +236,9 @@ def _slices(fx: Frontier, nodes: np.ndarray, budget: int) -> list[np.ndarray]:
 class _Side:
     """One side of a bidirectional BFS: distances and BFS-tree parents from its root."""
 
-    def __init__(self, g: MemGraph, root: int, direction: str, types: frozenset[str] | None) -> None:
+    def __init__(
+        self, g: MemGraph, root: int, direction: str, types: frozenset[str] | None
+    ) -> None:
         n = len(g.ids)
         self.fx = Frontier(g, direction, types)
         self.dist = np.full(n, NONE, dtype=np.int32)
@@ -245,7 +265,13 @@ class _Side:
 
 
 def find_paths(
-    g: MemGraph, a: int, b: int, direction: str, types: frozenset[str] | None, max_depth: int, limit: int
+    g: MemGraph,
+    a: int,
+    b: int,
+    direction: str,
+    types: frozenset[str] | None,
+    max_depth: int,
+    limit: int,
 ) -> tuple[list[tuple[list[int], list[int]]], bool]:
     """Simple paths a -> b of at most ``max_depth`` edges, shortest first; (paths, truncated).
 
@@ -261,7 +287,9 @@ def find_paths(
     while fwd.levels + bwd.levels < max_depth and fwd.frontier.size and bwd.frontier.size:
         if fwd.fx.work + bwd.fx.work >= MAX_WORK:
             return [], True
-        side, other = (fwd, bwd) if fwd.fx.volume(fwd.frontier) <= bwd.fx.volume(bwd.frontier) else (bwd, fwd)
+        side, other = (
+            (fwd, bwd) if fwd.fx.volume(fwd.frontier) <= bwd.fx.volume(bwd.frontier) else (bwd, fwd)
+        )
         new = side.step()
         both = new[other.dist[new] != NONE]
         if both.size:
@@ -295,7 +323,14 @@ def _join(fwd: _Side, bwd: _Side, meet: int) -> tuple[list[int], list[int]]:
 
 
 def _enumerate(
-    g: MemGraph, a: int, b: int, fwd: _Side, bwd: _Side, best: int, max_depth: int, limit: int,
+    g: MemGraph,
+    a: int,
+    b: int,
+    fwd: _Side,
+    bwd: _Side,
+    best: int,
+    max_depth: int,
+    limit: int,
     first: tuple[list[int], list[int]],
 ) -> tuple[list[tuple[list[int], list[int]]], bool]:
     found: list[tuple[list[int], list[int]]] = []
@@ -355,7 +390,9 @@ def _enumerate(
     return _ordered(found, first, limit), False
 
 
-def _ordered(found: list[tuple[list[int], list[int]]], first: tuple[list[int], list[int]], limit: int) -> list[tuple[list[int], list[int]]]:
+def _ordered(
+    found: list[tuple[list[int], list[int]]], first: tuple[list[int], list[int]], limit: int
+) -> list[tuple[list[int], list[int]]]:
     """Shortest first; the BFS path leads when the search did not reach it (work cap)."""
     if not any(p[1] == first[1] for p in found):
         found = [first, *found]
@@ -363,8 +400,13 @@ def _ordered(found: list[tuple[list[int], list[int]]], first: tuple[list[int], l
 
 
 def subgraph(
-    g: MemGraph, start: int, direction: str, types: frozenset[str] | None, max_depth: int,
-    node_limit: int, edge_limit: int,
+    g: MemGraph,
+    start: int,
+    direction: str,
+    types: frozenset[str] | None,
+    max_depth: int,
+    node_limit: int,
+    edge_limit: int,
 ) -> tuple[list[int], list[int], int, bool]:
     """Nodes within ``max_depth`` (BFS order, at most ``node_limit``) and the edges among them."""
     reached, truncated = traverse(g, start, direction, types, max_depth, node_limit - 1)

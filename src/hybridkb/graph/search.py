@@ -55,7 +55,48 @@ STRATEGIES = ("vector_first", "graph_first", "parallel", "vector_only", "graph_o
 CONTEXT_WORK = 2_000_000  # adjacency entries scanned per seed
 _WORD = re.compile(r"\w+", re.UNICODE)
 _STOP = frozenset(
-    ["a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was", "will", "with", "what", "which", "who", "how", "does", "do", "can"]
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "for",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "no",
+        "not",
+        "of",
+        "on",
+        "or",
+        "such",
+        "that",
+        "the",
+        "their",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "to",
+        "was",
+        "will",
+        "with",
+        "what",
+        "which",
+        "who",
+        "how",
+        "does",
+        "do",
+        "can",
+    ]
 )
 
 
@@ -168,9 +209,13 @@ def graph_seeds(
     return ranked
 
 
-def _graph_hits(graph: Graph, records: dict[int, Any], seeds: Sequence[tuple[str, int, float]]) -> list[Hit]:
+def _graph_hits(
+    graph: Graph, records: dict[int, Any], seeds: Sequence[tuple[str, int, float]]
+) -> list[Hit]:
     targets = [Target(r, None, ()) for r in records.values()]  # type: ignore[arg-type]
-    ranked = [((cid, chunk_key(chunk_id)), score) for chunk_id, cid, score in seeds if cid in records]
+    ranked = [
+        ((cid, chunk_key(chunk_id)), score) for chunk_id, cid, score in seeds if cid in records
+    ]
     hits = _hits(graph.kb.storage, targets, ranked, {}, {}, "graph")
     scores = {chunk_id: score for chunk_id, _cid, score in seeds}
     for hit in hits:
@@ -178,7 +223,9 @@ def _graph_hits(graph: Graph, records: dict[int, Any], seeds: Sequence[tuple[str
     return hits
 
 
-def _ancestors(g: MemGraph, i: int, wanted: frozenset[str] | None) -> list[tuple[int, int, int, int]]:
+def _ancestors(
+    g: MemGraph, i: int, wanted: frozenset[str] | None
+) -> list[tuple[int, int, int, int]]:
     """(node, edge, depth, child) up the contains chain: sections, then the document."""
     out: list[tuple[int, int, int, int]] = []
     seen = {i}
@@ -237,7 +284,12 @@ def _spread(
 
 
 def context_for(
-    g: MemGraph, chunk_id: str, document_node: str | None, *, depth: int, limit: int,
+    g: MemGraph,
+    chunk_id: str,
+    document_node: str | None,
+    *,
+    depth: int,
+    limit: int,
     edge_types: frozenset[str] | None,
 ) -> list[ContextItem]:
     i = g.index.get(chunk_id)
@@ -300,13 +352,20 @@ def graph_search(
         raise GraphError(f"neighbor_limit: must be 0 to 1000, got {neighbor_limit!r}")
     kb = graph.kb
     names = list(dict.fromkeys(collections)) if collections is not None else None
-    records = {r.id: r for r in (
-        [kb.record(n) for n in names] if names is not None else kb.storage.list_collections(kb.workspace)
-    )}
+    records = {
+        r.id: r
+        for r in (
+            [kb.record(n) for n in names]
+            if names is not None
+            else kb.storage.list_collections(kb.workspace)
+        )
+    }
     types = frozenset(edge_types) if edge_types else None
     vector: list[Hit] = []
     if strategy in ("vector_first", "graph_first", "parallel", "vector_only"):
-        vector = kb.search(query, k=search_limit, where=where, collections=[r.name for r in records.values()])
+        vector = kb.search(
+            query, k=search_limit, where=where, collections=[r.name for r in records.values()]
+        )
     g = graph._graph()
     graph_hits: list[Hit] = []
     if strategy in ("graph_first", "parallel", "graph_only"):
@@ -321,7 +380,9 @@ def graph_search(
     elif strategy == "graph_first":
         seen = {h.chunk_id for h in graph_hits[:search_limit]}
         seeds_out = [(h, "graph") for h in graph_hits[:search_limit]]
-        seeds_out += [(h, "vector") for h in vector if h.chunk_id not in seen][: search_limit - len(seeds_out)]
+        seeds_out += [(h, "vector") for h in vector if h.chunk_id not in seen][
+            : search_limit - len(seeds_out)
+        ]
     else:  # parallel
         by_id = {h.chunk_id: h for h in graph_hits}
         by_id.update({h.chunk_id: h for h in vector})
@@ -333,15 +394,28 @@ def graph_search(
         for f in fused[:search_limit]:
             hit = by_id[str(f.key)]
             hit.scores["fused"] = float(f.score)
-            src = "both" if f.key in both else ("vector" if any(h.chunk_id == f.key for h in vector) else "graph")
+            src = (
+                "both"
+                if f.key in both
+                else ("vector" if any(h.chunk_id == f.key for h in vector) else "graph")
+            )
             seeds_out.append((hit, src))
     results = []
     for rank, (hit, source) in enumerate(seeds_out, 1):
         hit.rank = rank
         if hit.document_node is None:
             hit.document_node = document_node_id(_cid(records, hit.collection), hit.document_id)
-        context = [] if strategy == "vector_only" else context_for(
-            g, hit.chunk_id, hit.document_node, depth=traverse_depth, limit=neighbor_limit, edge_types=types
+        context = (
+            []
+            if strategy == "vector_only"
+            else context_for(
+                g,
+                hit.chunk_id,
+                hit.document_node,
+                depth=traverse_depth,
+                limit=neighbor_limit,
+                edge_types=types,
+            )
         )
         results.append(GraphSearchResult(hit, context, source))
     return GraphSearchResults(query, strategy, results)

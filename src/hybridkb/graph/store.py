@@ -43,7 +43,9 @@ def node_tuples(rows: Sequence[NodeRow], cid: int, doc: str) -> list[NodeTuple]:
 
 
 def edge_tuples(rows: Sequence[EdgeRow], cid: int, doc: str) -> list[EdgeTuple]:
-    return [(r.source, r.target, r.type, float(r.weight), r.properties or None, cid, doc) for r in rows]
+    return [
+        (r.source, r.target, r.type, float(r.weight), r.properties or None, cid, doc) for r in rows
+    ]
 
 
 def sql_backend(storage: Storage) -> Any:
@@ -140,7 +142,9 @@ class GraphStore:
                     continue
                 staged = self.staged.pop((cid, doc.document_id), None)
                 rows = document_rows(
-                    coll, doc, chunks,
+                    coll,
+                    doc,
+                    chunks,
                     extractors=self.extractors_for(ws),
                     aliases=self.aliases_for(con, ws),
                     find_collection=lambda name: self.sql.find_collection(con, ws, name),
@@ -151,7 +155,9 @@ class GraphStore:
                         rows.node(n)
                     for e in staged.edges.values():
                         rows.edge(e)
-                per_doc.append((doc.document_id, list(rows.nodes.values()), list(rows.edges.values())))
+                per_doc.append(
+                    (doc.document_id, list(rows.nodes.values()), list(rows.edges.values()))
+                )
             if not per_doc:
                 return
             if len(per_doc) == 1:
@@ -185,7 +191,9 @@ class GraphStore:
             self.sql.drop_collection(con, ws, cid)
             self._record(con, ws, lambda g: g.drop_collection(cid))
 
-    def write(self, workspace: str, change: Callable[[Any], Any], apply: Callable[[MemGraph], object]) -> Any:
+    def write(
+        self, workspace: str, change: Callable[[Any], Any], apply: Callable[[MemGraph], object]
+    ) -> Any:
         """An API edit: ``change(con)`` in one transaction, ``apply`` replayed in memory."""
         if self.read_only:
             raise GraphError("the knowledge base is open read-only; reopen it for writing")
@@ -253,7 +261,10 @@ class GraphStore:
 
 
 def _node_rows(table: pa.Table) -> list[NodeTuple]:
-    cols = [table.column(c).to_pylist() for c in ("id", "type", "properties", "collection_id", "document_id")]
+    cols = [
+        table.column(c).to_pylist()
+        for c in ("id", "type", "properties", "collection_id", "document_id")
+    ]
     props = [load_props(p) for p in cols[2]]
     return list(zip(cols[0], cols[1], props, cols[3], cols[4], strict=True))
 

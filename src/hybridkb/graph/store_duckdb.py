@@ -90,14 +90,18 @@ class DuckDBGraphSQL:
     # -- versions -------------------------------------------------------------------
 
     def version(self, con: Any, workspace: str) -> int:
-        row = con.execute(f"SELECT max(version) FROM {STATE} WHERE workspace = ?", [workspace]).fetchone()
+        row = con.execute(
+            f"SELECT max(version) FROM {STATE} WHERE workspace = ?", [workspace]
+        ).fetchone()
         return int(row[0]) if row and row[0] is not None else 0
 
     def bump(self, con: Any, workspace: str) -> tuple[int, int]:
         """Advance the workspace's graph version inside the write; return (before, after)."""
         before = self.version(con, workspace)
         if con.execute(f"SELECT 1 FROM {STATE} WHERE workspace = ?", [workspace]).fetchone():
-            con.execute(f"UPDATE {STATE} SET version = ? WHERE workspace = ?", [before + 1, workspace])
+            con.execute(
+                f"UPDATE {STATE} SET version = ? WHERE workspace = ?", [before + 1, workspace]
+            )
         else:
             con.execute(f"INSERT INTO {STATE} VALUES (?, ?)", [workspace, before + 1])
         return before, before + 1
@@ -114,39 +118,66 @@ class DuckDBGraphSQL:
             con.unregister("_hkb_graph_rows")
 
     @staticmethod
-    def _node_table(workspace: str, collection_id: int, pairs: Sequence[tuple[str, NodeRow]]) -> pa.Table:
+    def _node_table(
+        workspace: str, collection_id: int, pairs: Sequence[tuple[str, NodeRow]]
+    ) -> pa.Table:
         n = len(pairs)
         return pa.table(
             [
-                [workspace] * n, [r.id for _, r in pairs], [r.type for _, r in pairs],
-                [dump_props(r.properties) for _, r in pairs], [collection_id] * n,
-                [d for d, _ in pairs], [r.chunk_id for _, r in pairs],
+                [workspace] * n,
+                [r.id for _, r in pairs],
+                [r.type for _, r in pairs],
+                [dump_props(r.properties) for _, r in pairs],
+                [collection_id] * n,
+                [d for d, _ in pairs],
+                [r.chunk_id for _, r in pairs],
             ],
             schema=_NODE_SCHEMA,
         )
 
     @staticmethod
-    def _edge_table(workspace: str, collection_id: int, pairs: Sequence[tuple[str, EdgeRow]]) -> pa.Table:
+    def _edge_table(
+        workspace: str, collection_id: int, pairs: Sequence[tuple[str, EdgeRow]]
+    ) -> pa.Table:
         m = len(pairs)
         return pa.table(
             [
-                [workspace] * m, [r.source for _, r in pairs], [r.target for _, r in pairs],
-                [r.type for _, r in pairs], [float(r.weight) for _, r in pairs],
-                [dump_props(r.properties) for _, r in pairs], [collection_id] * m,
-                [d for d, _ in pairs], [r.chunk_id for _, r in pairs],
+                [workspace] * m,
+                [r.source for _, r in pairs],
+                [r.target for _, r in pairs],
+                [r.type for _, r in pairs],
+                [float(r.weight) for _, r in pairs],
+                [dump_props(r.properties) for _, r in pairs],
+                [collection_id] * m,
+                [d for d, _ in pairs],
+                [r.chunk_id for _, r in pairs],
             ],
             schema=_EDGE_SCHEMA,
         )
 
     def insert_nodes(
-        self, con: Any, workspace: str, collection_id: int, document_id: str, rows: Sequence[NodeRow]
+        self,
+        con: Any,
+        workspace: str,
+        collection_id: int,
+        document_id: str,
+        rows: Sequence[NodeRow],
     ) -> None:
-        self._insert(con, NODES, self._node_table(workspace, collection_id, [(document_id, r) for r in rows]))
+        self._insert(
+            con, NODES, self._node_table(workspace, collection_id, [(document_id, r) for r in rows])
+        )
 
     def insert_edges(
-        self, con: Any, workspace: str, collection_id: int, document_id: str, rows: Sequence[EdgeRow]
+        self,
+        con: Any,
+        workspace: str,
+        collection_id: int,
+        document_id: str,
+        rows: Sequence[EdgeRow],
     ) -> None:
-        self._insert(con, EDGES, self._edge_table(workspace, collection_id, [(document_id, r) for r in rows]))
+        self._insert(
+            con, EDGES, self._edge_table(workspace, collection_id, [(document_id, r) for r in rows])
+        )
 
     def _prune_vanished(self, con: Any, workspace: str, old_ids: Iterable[str]) -> None:
         """Drop user edges on nodes that lost their last row."""
@@ -182,7 +213,10 @@ class DuckDBGraphSQL:
         if not docs:
             return
         self.replace_documents_many(
-            con, workspace, collection_id, [(docs[0], nodes, edges)] + [(d, (), ()) for d in docs[1:]]
+            con,
+            workspace,
+            collection_id,
+            [(docs[0], nodes, edges)] + [(d, (), ()) for d in docs[1:]],
         )
 
     def replace_documents_many(
@@ -196,7 +230,12 @@ class DuckDBGraphSQL:
         docs = [d for d, _, _ in per_doc]
         where = f"workspace = ? AND collection_id = ? AND document_id IN {_IDS}"
         params = [workspace, collection_id, json.dumps(docs)]
-        old = [r[0] for r in con.execute(f"SELECT DISTINCT id FROM {NODES} WHERE {where}", params).fetchall()]
+        old = [
+            r[0]
+            for r in con.execute(
+                f"SELECT DISTINCT id FROM {NODES} WHERE {where}", params
+            ).fetchall()
+        ]
         con.execute(f"DELETE FROM {NODES} WHERE {where}", params)
         con.execute(f"DELETE FROM {EDGES} WHERE {where}", params)
         node_rows = [(d, r) for d, nodes, _ in per_doc for r in nodes]
@@ -208,7 +247,12 @@ class DuckDBGraphSQL:
     def drop_collection(self, con: Any, workspace: str, collection_id: int) -> None:
         where = "workspace = ? AND collection_id = ?"
         params = [workspace, collection_id]
-        old = [r[0] for r in con.execute(f"SELECT DISTINCT id FROM {NODES} WHERE {where}", params).fetchall()]
+        old = [
+            r[0]
+            for r in con.execute(
+                f"SELECT DISTINCT id FROM {NODES} WHERE {where}", params
+            ).fetchall()
+        ]
         con.execute(f"DELETE FROM {NODES} WHERE {where}", params)
         con.execute(f"DELETE FROM {EDGES} WHERE {where}", params)
         self._prune_vanished(con, workspace, old)
@@ -239,7 +283,9 @@ class DuckDBGraphSQL:
             con.unregister("_hkb_graph_keys")
         self.insert_edges(con, workspace, 0, "", rows)
 
-    def delete_user_edge(self, con: Any, workspace: str, source: str, target: str, etype: str) -> int:
+    def delete_user_edge(
+        self, con: Any, workspace: str, source: str, target: str, etype: str
+    ) -> int:
         where = "workspace = ? AND collection_id = 0 AND source = ? AND target = ? AND type = ?"
         params = [workspace, source, target, etype]
         (count,) = con.execute(f"SELECT count(*) FROM {EDGES} WHERE {where}", params).fetchone()
@@ -249,9 +295,12 @@ class DuckDBGraphSQL:
     def delete_user_node(self, con: Any, workspace: str, node_id: str) -> int:
         params = [workspace, node_id]
         (count,) = con.execute(
-            f"SELECT count(*) FROM {NODES} WHERE workspace = ? AND collection_id = 0 AND id = ?", params
+            f"SELECT count(*) FROM {NODES} WHERE workspace = ? AND collection_id = 0 AND id = ?",
+            params,
         ).fetchone()
-        con.execute(f"DELETE FROM {NODES} WHERE workspace = ? AND collection_id = 0 AND id = ?", params)
+        con.execute(
+            f"DELETE FROM {NODES} WHERE workspace = ? AND collection_id = 0 AND id = ?", params
+        )
         self._prune_vanished(con, workspace, [node_id])
         return int(count)
 
@@ -271,7 +320,9 @@ class DuckDBGraphSQL:
         ).fetch_arrow_table()
         return version, nodes, edges
 
-    def rows_of_collection(self, con: Any, workspace: str, collection_id: int) -> tuple[pa.Table, pa.Table]:
+    def rows_of_collection(
+        self, con: Any, workspace: str, collection_id: int
+    ) -> tuple[pa.Table, pa.Table]:
         nodes = con.execute(
             f"SELECT id, type, properties::VARCHAR AS properties, document_id, chunk_id FROM {NODES}"
             " WHERE workspace = ? AND collection_id = ?",
@@ -286,7 +337,8 @@ class DuckDBGraphSQL:
 
     def find_collection(self, con: Any, workspace: str, name: str) -> int | None:
         row = con.execute(
-            "SELECT id FROM hybridkb_collections WHERE workspace = ? AND name = ?", [workspace, name]
+            "SELECT id FROM hybridkb_collections WHERE workspace = ? AND name = ?",
+            [workspace, name],
         ).fetchone()
         return int(row[0]) if row else None
 
@@ -294,7 +346,8 @@ class DuckDBGraphSQL:
 
     def aliases(self, con: Any, workspace: str) -> dict[str, str]:
         rows = con.execute(
-            f"SELECT alias, canonical FROM {ALIASES} WHERE workspace = ? ORDER BY alias", [workspace]
+            f"SELECT alias, canonical FROM {ALIASES} WHERE workspace = ? ORDER BY alias",
+            [workspace],
         ).fetchall()
         return {a: c for a, c in rows}
 
@@ -315,9 +368,16 @@ class DuckDBGraphSQL:
             f" language, bytes, chunk_count FROM {t['documents']} ORDER BY document_id"
         ).fetchall():
             doc = DocumentRecord(
-                document_id=row[0], path=row[1], filename=row[2], source=row[3], content_hash=row[4],
-                signature=row[5], metadata=json.loads(row[6]) if row[6] else {}, language=row[7] or "und",
-                bytes=int(row[8] or 0), chunk_count=int(row[9] or 0),
+                document_id=row[0],
+                path=row[1],
+                filename=row[2],
+                source=row[3],
+                content_hash=row[4],
+                signature=row[5],
+                metadata=json.loads(row[6]) if row[6] else {},
+                language=row[7] or "und",
+                bytes=int(row[8] or 0),
+                chunk_count=int(row[9] or 0),
             )
             docs[doc.document_id] = (doc, [])
         for r in con.execute(
@@ -327,10 +387,23 @@ class DuckDBGraphSQL:
             entry = docs.get(r[2])
             if entry is None:
                 continue
-            entry[1].append(ChunkRecord(
-                key=int(r[0]), chunk_id=r[1], document_id=r[2], chunk_index=int(r[3]), text=r[4],
-                page=r[5], section=r[6], char_start=int(r[7] or 0), char_end=int(r[8] or 0),
-                content_hash=r[9] or "", language=r[10] or "und", terms=[], metadata=entry[0].metadata,
-                filename=r[11], path=r[12],
-            ))
+            entry[1].append(
+                ChunkRecord(
+                    key=int(r[0]),
+                    chunk_id=r[1],
+                    document_id=r[2],
+                    chunk_index=int(r[3]),
+                    text=r[4],
+                    page=r[5],
+                    section=r[6],
+                    char_start=int(r[7] or 0),
+                    char_end=int(r[8] or 0),
+                    content_hash=r[9] or "",
+                    language=r[10] or "und",
+                    terms=[],
+                    metadata=entry[0].metadata,
+                    filename=r[11],
+                    path=r[12],
+                )
+            )
         return list(docs.values())

@@ -51,7 +51,9 @@ SCHEMA = [
 _LOCK_SCHEMA = 0x686B6203  # advisory key: one process creates the graph tables
 
 _NODE_COLUMNS = "workspace, id, type, properties, collection_id, document_id, chunk_id"
-_EDGE_COLUMNS = "workspace, source, target, type, weight, properties, collection_id, document_id, chunk_id"
+_EDGE_COLUMNS = (
+    "workspace, source, target, type, weight, properties, collection_id, document_id, chunk_id"
+)
 
 
 def _clean(value: str) -> str:
@@ -83,7 +85,9 @@ class PostgresGraphSQL:
     # -- versions -------------------------------------------------------------------
 
     def version(self, con: Any, workspace: str) -> int:
-        row = con.execute(f"SELECT version FROM {STATE} WHERE workspace = %s", [workspace]).fetchone()
+        row = con.execute(
+            f"SELECT version FROM {STATE} WHERE workspace = %s", [workspace]
+        ).fetchone()
         return int(row[0]) if row else 0
 
     def bump(self, con: Any, workspace: str) -> tuple[int, int]:
@@ -98,34 +102,67 @@ class PostgresGraphSQL:
     # -- writes ---------------------------------------------------------------------
 
     def insert_nodes(
-        self, con: Any, workspace: str, collection_id: int, document_id: str, rows: Sequence[NodeRow]
+        self,
+        con: Any,
+        workspace: str,
+        collection_id: int,
+        document_id: str,
+        rows: Sequence[NodeRow],
     ) -> None:
         if not rows:
             return
         with con.cursor() as cur, cur.copy(f"COPY {NODES} ({_NODE_COLUMNS}) FROM STDIN") as cp:
             for r in rows:
-                cp.write_row((workspace, _clean(r.id), r.type, _props(r.properties), collection_id,
-                              _clean(document_id), _clean(r.chunk_id)))
+                cp.write_row(
+                    (
+                        workspace,
+                        _clean(r.id),
+                        r.type,
+                        _props(r.properties),
+                        collection_id,
+                        _clean(document_id),
+                        _clean(r.chunk_id),
+                    )
+                )
 
     def insert_edges(
-        self, con: Any, workspace: str, collection_id: int, document_id: str, rows: Sequence[EdgeRow]
+        self,
+        con: Any,
+        workspace: str,
+        collection_id: int,
+        document_id: str,
+        rows: Sequence[EdgeRow],
     ) -> None:
         if not rows:
             return
         with con.cursor() as cur, cur.copy(f"COPY {EDGES} ({_EDGE_COLUMNS}) FROM STDIN") as cp:
             for r in rows:
-                cp.write_row((workspace, _clean(r.source), _clean(r.target), r.type, float(r.weight),
-                              _props(r.properties), collection_id, _clean(document_id),
-                              _clean(r.chunk_id)))
+                cp.write_row(
+                    (
+                        workspace,
+                        _clean(r.source),
+                        _clean(r.target),
+                        r.type,
+                        float(r.weight),
+                        _props(r.properties),
+                        collection_id,
+                        _clean(document_id),
+                        _clean(r.chunk_id),
+                    )
+                )
 
     def _prune_vanished(self, con: Any, workspace: str, old_ids: Iterable[str]) -> None:
         """Drop user edges on nodes that lost their last row."""
         old = list(dict.fromkeys(old_ids))
         if not old:
             return
-        still = {r[0] for r in con.execute(
-            f"SELECT DISTINCT id FROM {NODES} WHERE workspace = %s AND id = ANY(%s)", [workspace, old]
-        ).fetchall()}
+        still = {
+            r[0]
+            for r in con.execute(
+                f"SELECT DISTINCT id FROM {NODES} WHERE workspace = %s AND id = ANY(%s)",
+                [workspace, old],
+            ).fetchall()
+        }
         vanished = [i for i in old if i not in still]
         if vanished:
             con.execute(
@@ -147,7 +184,12 @@ class PostgresGraphSQL:
         docs = [_clean(d) for d in document_ids]
         where = "workspace = %s AND collection_id = %s AND document_id = ANY(%s)"
         params = [workspace, collection_id, docs]
-        old = [r[0] for r in con.execute(f"SELECT DISTINCT id FROM {NODES} WHERE {where}", params).fetchall()]
+        old = [
+            r[0]
+            for r in con.execute(
+                f"SELECT DISTINCT id FROM {NODES} WHERE {where}", params
+            ).fetchall()
+        ]
         con.execute(f"DELETE FROM {NODES} WHERE {where}", params)
         con.execute(f"DELETE FROM {EDGES} WHERE {where}", params)
         if docs and (nodes or edges):
@@ -158,7 +200,12 @@ class PostgresGraphSQL:
     def drop_collection(self, con: Any, workspace: str, collection_id: int) -> None:
         where = "workspace = %s AND collection_id = %s"
         params = [workspace, collection_id]
-        old = [r[0] for r in con.execute(f"SELECT DISTINCT id FROM {NODES} WHERE {where}", params).fetchall()]
+        old = [
+            r[0]
+            for r in con.execute(
+                f"SELECT DISTINCT id FROM {NODES} WHERE {where}", params
+            ).fetchall()
+        ]
         con.execute(f"DELETE FROM {NODES} WHERE {where}", params)
         con.execute(f"DELETE FROM {EDGES} WHERE {where}", params)
         self._prune_vanished(con, workspace, old)
@@ -177,12 +224,18 @@ class PostgresGraphSQL:
             f"DELETE FROM {EDGES} e USING unnest(%s::text[], %s::text[], %s::text[]) AS k(source, target, type)"
             " WHERE e.workspace = %s AND e.collection_id = 0 AND e.source = k.source"
             " AND e.target = k.target AND e.type = k.type",
-            [[_clean(r.source) for r in rows], [_clean(r.target) for r in rows], [r.type for r in rows],
-             workspace],
+            [
+                [_clean(r.source) for r in rows],
+                [_clean(r.target) for r in rows],
+                [r.type for r in rows],
+                workspace,
+            ],
         )
         self.insert_edges(con, workspace, 0, "", rows)
 
-    def delete_user_edge(self, con: Any, workspace: str, source: str, target: str, etype: str) -> int:
+    def delete_user_edge(
+        self, con: Any, workspace: str, source: str, target: str, etype: str
+    ) -> int:
         cur = con.execute(
             f"DELETE FROM {EDGES} WHERE workspace = %s AND collection_id = 0 AND source = %s"
             " AND target = %s AND type = %s",
@@ -216,10 +269,23 @@ class PostgresGraphSQL:
         return (
             version,
             _table(nodes, ("id", "type", "properties", "collection_id", "document_id")),
-            _table(edges, ("source", "target", "type", "weight", "properties", "collection_id", "document_id")),
+            _table(
+                edges,
+                (
+                    "source",
+                    "target",
+                    "type",
+                    "weight",
+                    "properties",
+                    "collection_id",
+                    "document_id",
+                ),
+            ),
         )
 
-    def rows_of_collection(self, con: Any, workspace: str, collection_id: int) -> tuple[pa.Table, pa.Table]:
+    def rows_of_collection(
+        self, con: Any, workspace: str, collection_id: int
+    ) -> tuple[pa.Table, pa.Table]:
         nodes = con.execute(
             f"SELECT id, type, properties::text, document_id, chunk_id FROM {NODES}"
             " WHERE workspace = %s AND collection_id = %s",
@@ -232,7 +298,10 @@ class PostgresGraphSQL:
         ).fetchall()
         return (
             _table(nodes, ("id", "type", "properties", "document_id", "chunk_id")),
-            _table(edges, ("source", "target", "type", "weight", "properties", "document_id", "chunk_id")),
+            _table(
+                edges,
+                ("source", "target", "type", "weight", "properties", "document_id", "chunk_id"),
+            ),
         )
 
     def find_collection(self, con: Any, workspace: str, name: str) -> int | None:
@@ -278,12 +347,15 @@ class PostgresGraphSQL:
 
     def aliases(self, con: Any, workspace: str) -> dict[str, str]:
         rows = con.execute(
-            f"SELECT alias, canonical FROM {ALIASES} WHERE workspace = %s ORDER BY alias", [workspace]
+            f"SELECT alias, canonical FROM {ALIASES} WHERE workspace = %s ORDER BY alias",
+            [workspace],
         ).fetchall()
         return {a: c for a, c in rows}
 
     def set_alias(self, con: Any, workspace: str, alias: str, canonical: str | None) -> None:
-        con.execute(f"DELETE FROM {ALIASES} WHERE workspace = %s AND alias = %s", [workspace, alias])
+        con.execute(
+            f"DELETE FROM {ALIASES} WHERE workspace = %s AND alias = %s", [workspace, alias]
+        )
         if canonical is not None:
             con.execute(f"INSERT INTO {ALIASES} VALUES (%s, %s, %s)", [workspace, alias, canonical])
 
@@ -304,9 +376,16 @@ class PostgresGraphSQL:
             f" language, bytes, chunk_count FROM {t['documents']} ORDER BY document_id"
         ).fetchall():
             doc = DocumentRecord(
-                document_id=r[0], path=r[1], filename=r[2], source=r[3], content_hash=r[4], signature=r[5],
-                metadata=json.loads(r[6]) if r[6] else {}, language=r[7] or "und",
-                bytes=int(r[8] or 0), chunk_count=int(r[9] or 0),
+                document_id=r[0],
+                path=r[1],
+                filename=r[2],
+                source=r[3],
+                content_hash=r[4],
+                signature=r[5],
+                metadata=json.loads(r[6]) if r[6] else {},
+                language=r[7] or "und",
+                bytes=int(r[8] or 0),
+                chunk_count=int(r[9] or 0),
             )
             docs[doc.document_id] = (doc, [])
         for r in con.execute(
@@ -316,12 +395,25 @@ class PostgresGraphSQL:
             entry = docs.get(r[2])
             if entry is None:
                 continue
-            entry[1].append(ChunkRecord(
-                key=int(r[0]), chunk_id=r[1], document_id=r[2], chunk_index=int(r[3]), text=r[4],
-                page=r[5], section=r[6], char_start=int(r[7] or 0), char_end=int(r[8] or 0),
-                content_hash=r[9] or "", language=r[10] or "und", terms=[], metadata=entry[0].metadata,
-                filename=r[11], path=r[12],
-            ))
+            entry[1].append(
+                ChunkRecord(
+                    key=int(r[0]),
+                    chunk_id=r[1],
+                    document_id=r[2],
+                    chunk_index=int(r[3]),
+                    text=r[4],
+                    page=r[5],
+                    section=r[6],
+                    char_start=int(r[7] or 0),
+                    char_end=int(r[8] or 0),
+                    content_hash=r[9] or "",
+                    language=r[10] or "und",
+                    terms=[],
+                    metadata=entry[0].metadata,
+                    filename=r[11],
+                    path=r[12],
+                )
+            )
         return list(docs.values())
 
 
@@ -340,7 +432,18 @@ def _props(props: dict[str, Any] | None) -> str | None:
 
 def _table(rows: list[tuple[Any, ...]], names: Sequence[str]) -> pa.Table:
     columns = list(zip(*rows, strict=True)) if rows else [() for _ in names]
-    return pa.table({name: list(col) for name, col in zip(names, columns, strict=True)}) if rows else pa.table(
-        {name: pa.array([], pa.float64() if name == "weight" else (
-            pa.int64() if name == "collection_id" else pa.string())) for name in names}
+    return (
+        pa.table({name: list(col) for name, col in zip(names, columns, strict=True)})
+        if rows
+        else pa.table(
+            {
+                name: pa.array(
+                    [],
+                    pa.float64()
+                    if name == "weight"
+                    else (pa.int64() if name == "collection_id" else pa.string()),
+                )
+                for name in names
+            }
+        )
     )

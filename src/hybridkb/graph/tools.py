@@ -84,29 +84,54 @@ class GraphToolkit:
             found = attach_graph(self.kb)
         return found
 
-    def neighbors(self, node_id: str, edge_types: str = "", direction: str = "both", limit: int = 20) -> Result:
+    def neighbors(
+        self, node_id: str, edge_types: str = "", direction: str = "both", limit: int = 20
+    ) -> Result:
         result = self.graph.neighbors(
-            node_id, edge_types=_types(edge_types), direction=direction, limit=_limit(limit, high=200)
+            node_id,
+            edge_types=_types(edge_types),
+            direction=direction,
+            limit=_limit(limit, high=200),
         )
         lines = []
         for n in result.neighbors:
             arrow = f"-{n.edge_type}->" if n.direction == "out" else f"<-{n.edge_type}-"
             lines.append(f"- {arrow} {node_line(n.node)}")
-        header = f"{node_line(result.node)}\n{len(lines)} neighbour{'s' if len(lines) != 1 else ''}:"
+        header = (
+            f"{node_line(result.node)}\n{len(lines)} neighbour{'s' if len(lines) != 1 else ''}:"
+        )
         if not lines:
-            header = f"{node_line(result.node)}\nNo neighbours (try direction 'both' or no edge_types)."
-        out = render.fit_lines(header, lines, budget_tokens=self.kb.settings.listing_token_budget,
-                               hint="Use a smaller limit or name edge_types.")
+            header = (
+                f"{node_line(result.node)}\nNo neighbours (try direction 'both' or no edge_types)."
+            )
+        out = render.fit_lines(
+            header,
+            lines,
+            budget_tokens=self.kb.settings.listing_token_budget,
+            hint="Use a smaller limit or name edge_types.",
+        )
         return out.text, result.to_dict()
 
-    def paths(self, source_id: str, target_id: str, edge_types: str = "", max_depth: int = 4,
-              limit: int = 5) -> Result:
+    def paths(
+        self,
+        source_id: str,
+        target_id: str,
+        edge_types: str = "",
+        max_depth: int = 4,
+        limit: int = 5,
+    ) -> Result:
         result = self.graph.find_paths(
-            source_id, target_id, edge_types=_types(edge_types), max_depth=_limit(max_depth, "max_depth", 8),
+            source_id,
+            target_id,
+            edge_types=_types(edge_types),
+            max_depth=_limit(max_depth, "max_depth", 8),
             limit=_limit(limit, high=20),
         )
         if not result.paths:
-            return (f"No path from {source_id} to {target_id} within {max_depth} edges.", result.to_dict())
+            return (
+                f"No path from {source_id} to {target_id} within {max_depth} edges.",
+                result.to_dict(),
+            )
         lines = []
         for k, p in enumerate(result.paths, 1):
             steps = [p.nodes[0].id]
@@ -117,32 +142,54 @@ class GraphToolkit:
         names = {n.id: n for p in result.paths for n in p.nodes}
         lines.append("Nodes:")
         lines += [f"- {node_line(n)}" for n in names.values()]
-        out = render.fit_lines(f"{len(result.paths)} path(s), shortest first:", lines,
-                               budget_tokens=self.kb.settings.listing_token_budget,
-                               hint="Ask for fewer paths or a smaller max_depth.")
+        out = render.fit_lines(
+            f"{len(result.paths)} path(s), shortest first:",
+            lines,
+            budget_tokens=self.kb.settings.listing_token_budget,
+            hint="Ask for fewer paths or a smaller max_depth.",
+        )
         return out.text, result.to_dict()
 
-    def search(self, query: str, collection_name: str = "", strategy: str = "vector_first",
-               depth: int = 1, limit: int = 5) -> Result:
+    def search(
+        self,
+        query: str,
+        collection_name: str = "",
+        strategy: str = "vector_first",
+        depth: int = 1,
+        limit: int = 5,
+    ) -> Result:
         if not isinstance(query, str) or not query.strip():
             raise ConfigError("query: empty; pass the question or words to look for")
-        collections = [collection_name.strip()] if isinstance(collection_name, str) and collection_name.strip() else None
+        collections = (
+            [collection_name.strip()]
+            if isinstance(collection_name, str) and collection_name.strip()
+            else None
+        )
         result = self.graph.search(
-            query, strategy=strategy, traverse_depth=_limit(depth, "depth", 3) if depth else 0,
-            search_limit=_limit(limit), neighbor_limit=8, collections=collections,
+            query,
+            strategy=strategy,
+            traverse_depth=_limit(depth, "depth", 3) if depth else 0,
+            search_limit=_limit(limit),
+            neighbor_limit=8,
+            collections=collections,
         )
         hits = [r.seed for r in result.results]
         budget = self.kb.settings.search_token_budget
         # Passages first (three quarters of the budget), then what the graph adds.
-        passages = render.render_hits(hits, query=query, budget_tokens=max(1, budget * 3 // 4),
-                                      scope=repr(collection_name) if collections else "all collections")
+        passages = render.render_hits(
+            hits,
+            query=query,
+            budget_tokens=max(1, budget * 3 // 4),
+            scope=repr(collection_name) if collections else "all collections",
+        )
         lines = []
         for k, r in enumerate(result.results, 1):
             for c in r.context:
                 arrow = f"-{c.edge_type}->" if c.direction == "out" else f"<-{c.edge_type}-"
                 lines.append(f"[{k}] {arrow} {node_line(c.node)}")
         context = render.fit_lines(
-            "Graph context ([n] = passage; node ids work with graph_neighbors/graph_find_paths):", lines,
+            "Graph context ([n] = passage; node ids work with graph_neighbors/graph_find_paths):",
+            lines,
             budget_tokens=max(1, budget - render.tokens(passages.text)),
             hint="Use graph_neighbors on a node id for more.",
         )
@@ -170,7 +217,9 @@ def make_graph_tools(
 
     @tool(response_format="content_and_artifact", parse_docstring=True)
     @_guard
-    def graph_neighbors(node_id: str, edge_types: str = "", direction: str = "both", limit: int = 20) -> Result:
+    def graph_neighbors(
+        node_id: str, edge_types: str = "", direction: str = "both", limit: int = 20
+    ) -> Result:
         """List the nodes linked to one node of the knowledge graph.
 
         Use this to see what a passage mentions, which section and document hold it, the
@@ -187,8 +236,9 @@ def make_graph_tools(
 
     @tool(response_format="content_and_artifact", parse_docstring=True)
     @_guard
-    def graph_find_paths(source_id: str, target_id: str, edge_types: str = "", max_depth: int = 4,
-                         limit: int = 5) -> Result:
+    def graph_find_paths(
+        source_id: str, target_id: str, edge_types: str = "", max_depth: int = 4, limit: int = 5
+    ) -> Result:
         """Find how two nodes of the knowledge graph are connected, shortest paths first.
 
         Use this for questions such as "how is this ruling related to section 40-880?" or
@@ -205,8 +255,13 @@ def make_graph_tools(
 
     @tool(response_format="content_and_artifact", parse_docstring=True)
     @_guard
-    def graph_search_kb(query: str, collection_name: str = "", strategy: str = "vector_first",
-                        depth: int = 1, limit: int = 5) -> Result:
+    def graph_search_kb(
+        query: str,
+        collection_name: str = "",
+        strategy: str = "vector_first",
+        depth: int = 1,
+        limit: int = 5,
+    ) -> Result:
         """Search the user's documents and add each passage's graph context.
 
         Like search_kb, returning numbered, cited passages, plus for each passage its section

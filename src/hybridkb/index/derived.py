@@ -172,11 +172,15 @@ def load_snapshot(
     if len(keyword) != chunks or len(vector) != chunks:
         return None
     # A legacy snapshot is saved again in the current format at the next save.
-    return CollectionIndexes(keyword, vector, generation,
-                             saved_generation=-1 if legacy else generation)
+    return CollectionIndexes(
+        keyword, vector, generation, saved_generation=-1 if legacy else generation
+    )
 
 
 def drop_snapshot(folder: Path, collection_id: int) -> None:
-    for path in [*snapshot_paths(folder, collection_id).values(), *_leftovers(folder, collection_id)]:
+    for path in [
+        *snapshot_paths(folder, collection_id).values(),
+        *_leftovers(folder, collection_id),
+    ]:
         with suppress(FileNotFoundError):
             os.unlink(path)

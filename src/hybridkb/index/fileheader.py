@@ -22,7 +22,7 @@ def read_header(fh: IO[bytes], magic: bytes, what: str) -> dict[str, Any]:
     fixed = fh.read(len(magic) + 8)
     if len(fixed) < len(magic) + 8 or fixed[: len(magic)] != magic:
         raise ValueError(f"not a {what} file")
-    head_len, head_crc = struct.unpack("<II", fixed[len(magic):])
+    head_len, head_crc = struct.unpack("<II", fixed[len(magic) :])
     head = fh.read(head_len)
     if len(head) != head_len or zlib.crc32(head) != head_crc:
         raise ValueError("header truncated or corrupt")

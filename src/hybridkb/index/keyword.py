@@ -319,16 +319,24 @@ class KeywordIndex:
             docs = [terms[i] for i in order[begin:end]]
             lengths = np.fromiter(map(len, docs), np.int64, len(docs))
             # _Vocab hands the next id to a term seen for the first time.
-            ids = np.fromiter(map(self._vocab.__getitem__, chain.from_iterable(docs)),
-                              np.int64, int(lengths.sum()))
+            ids = np.fromiter(
+                map(self._vocab.__getitem__, chain.from_iterable(docs)),
+                np.int64,
+                int(lengths.sum()),
+            )
             self._add_ids(new_keys[begin:end], lengths, ids, parts)
             begin = end
         if parts:
             self._merge(parts)
         self._changed()
 
-    def add_coded(self, keys: npt.ArrayLike, offsets: npt.ArrayLike, codes: npt.ArrayLike,
-                  terms: Sequence[str]) -> None:
+    def add_coded(
+        self,
+        keys: npt.ArrayLike,
+        offsets: npt.ArrayLike,
+        codes: npt.ArrayLike,
+        terms: Sequence[str],
+    ) -> None:
         """Add documents whose terms come as codes into a list of distinct terms.
 
         The bulk form of :meth:`add` for columnar input (an Arrow list column after
@@ -350,8 +358,12 @@ class KeywordIndex:
             raise ConfigError(f"document keys must fit in int64: {exc}") from exc
         off = np.asarray(offsets, dtype=np.int64).ravel()
         code_arr = np.asarray(codes).ravel()
-        if (len(off) != len(key_arr) + 1 or off[0] != 0 or off[-1] != len(code_arr)
-                or (len(off) > 1 and bool(np.any(np.diff(off) < 0)))):
+        if (
+            len(off) != len(key_arr) + 1
+            or off[0] != 0
+            or off[-1] != len(code_arr)
+            or (len(off) > 1 and bool(np.any(np.diff(off) < 0)))
+        ):
             raise ConfigError(
                 f"add_coded got {len(key_arr)} keys, {len(off)} offsets and {len(code_arr)} codes"
             )
@@ -390,8 +402,7 @@ class KeywordIndex:
             self._merge(parts)
         self._changed()
 
-    def _add_ids(self, keys: IntArray, lengths: IntArray, ids: IntArray, parts: list[_Csr]
-                 ) -> None:
+    def _add_ids(self, keys: IntArray, lengths: IntArray, ids: IntArray, parts: list[_Csr]) -> None:
         """Append new rows for keys not present in the index.
 
         ``ids`` are the documents' term ids, concatenated. A batch big enough to be
@@ -620,8 +631,9 @@ class KeywordIndex:
             for t in tids
         ]
 
-    def _contrib(self, weight: float, rows: np.ndarray[Any, Any], tf16: np.ndarray[Any, Any]
-                 ) -> np.ndarray[Any, Any]:
+    def _contrib(
+        self, weight: float, rows: np.ndarray[Any, Any], tf16: np.ndarray[Any, Any]
+    ) -> np.ndarray[Any, Any]:
         """weight * tf / (tf + norm) per posting, in the exact float64 operation order of
         the original dense scorer (so scores agree bit for bit with Postgres's checks)."""
         tf = tf16.astype(np.float64)
@@ -642,8 +654,9 @@ class KeywordIndex:
             buffers.slots = np.zeros(grown, np.int32)
         return buffers.scratch, buffers.slots
 
-    def _find(self, rows: np.ndarray[Any, Any], cand: np.ndarray[Any, Any]
-              ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    def _find(
+        self, rows: np.ndarray[Any, Any], cand: np.ndarray[Any, Any]
+    ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         """Where the sorted candidate rows occur in one sorted posting list.
 
         Returns (indexes into ``cand``, indexes into ``rows``) of the common rows.
@@ -666,8 +679,9 @@ class KeywordIndex:
         hit = np.flatnonzero(rows.take(pos) == cand)
         return hit, pos[hit]
 
-    def _exact(self, lists: list[_List], weights: list[float], cand: np.ndarray[Any, Any]
-               ) -> np.ndarray[Any, Any]:
+    def _exact(
+        self, lists: list[_List], weights: list[float], cand: np.ndarray[Any, Any]
+    ) -> np.ndarray[Any, Any]:
         """Exact BM25 scores of sorted candidate rows, terms added in query order."""
         scores = np.zeros(len(cand))
         term = np.zeros(len(cand))
@@ -684,8 +698,9 @@ class KeywordIndex:
             scores += term
         return scores
 
-    def _bound(self, tid: int, rows: np.ndarray[Any, Any], tf16: np.ndarray[Any, Any],
-               in_base: bool) -> float:
+    def _bound(
+        self, tid: int, rows: np.ndarray[Any, Any], tf16: np.ndarray[Any, Any], in_base: bool
+    ) -> float:
         """Upper bound of tf / (tf + norm) over one posting list, at today's avgdl.
 
         A base list's maximum is computed once per base and kept with the avgdl of
@@ -703,8 +718,9 @@ class KeywordIndex:
         peak, then = found
         return peak * max(1.0, avgdl / then)
 
-    def _search_pruned(self, tids: list[int], k: int
-                       ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    def _search_pruned(
+        self, tids: list[int], k: int
+    ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         """Rows and exact scores of a superset of the top k (ties included).
 
         MaxScore: with lists ordered by their score bound, a document found only in
@@ -720,8 +736,10 @@ class KeywordIndex:
         live = self._live.data if self._dead else None
         if sum(len(rows) for _, rows, _, _ in lists) < _PRUNE_MIN:
             return self._search_all(lists, weights, live)
-        bounds = [weights[j] * self._bound(tids[j], rows, tf16, in_base) * (1 + _SLACK)
-                  for j, rows, tf16, in_base in lists]
+        bounds = [
+            weights[j] * self._bound(tids[j], rows, tf16, in_base) * (1 + _SLACK)
+            for j, rows, tf16, in_base in lists
+        ]
         order = sorted(range(len(lists)), key=lambda i: -bounds[i])
         rest = np.zeros(len(order) + 1)  # rest[i]: bound sum of the lists from order[i] on
         rest[:-1] = np.cumsum([bounds[i] for i in order][::-1])[::-1]
@@ -749,7 +767,7 @@ class KeywordIndex:
             essential = max(len(added), int(np.count_nonzero(rest[:-1] >= theta)))
             step = essential
             if essential < len(lists):
-                for i in order[len(added):essential]:
+                for i in order[len(added) : essential]:
                     added.append(self._add(scratch, lists[i], weights))
                 if self._dense(added):
                     # Candidates are many: probe the strongest other list on the dense
@@ -759,8 +777,9 @@ class KeywordIndex:
                     sums = scratch.take(rows)
                     hit = np.flatnonzero(sums >= theta - rest[step])
                     found = rows.take(hit)
-                    scratch.put(found, sums.take(hit)
-                                + self._contrib(weights[j], found, tf16.take(hit)))
+                    scratch.put(
+                        found, sums.take(hit) + self._contrib(weights[j], found, tf16.take(hit))
+                    )
                     added.append(item)
                     step += 1
                 # A document scoring less than theta minus the bounds of the other
@@ -789,15 +808,19 @@ class KeywordIndex:
             cand = cand[keep]
         return cand, self._exact(lists, weights, cand)
 
-    def _search_all(self, lists: list[_List], weights: list[float],
-                    live: np.ndarray[Any, Any] | None
-                    ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    def _search_all(
+        self, lists: list[_List], weights: list[float], live: np.ndarray[Any, Any] | None
+    ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         """Score every posting, terms in query order (so the sums are exact)."""
         return self._accumulate(lists, weights, live, 0.0)
 
-    def _accumulate(self, lists: list[_List], weights: list[float],
-                    live: np.ndarray[Any, Any] | None, cutoff: float
-                    ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    def _accumulate(
+        self,
+        lists: list[_List],
+        weights: list[float],
+        live: np.ndarray[Any, Any] | None,
+        cutoff: float,
+    ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         """Sum the lists' contributions per row; return sorted rows above cutoff.
 
         Rows are live, matched by at least one list, and scored at least ``cutoff``.
@@ -822,8 +845,13 @@ class KeywordIndex:
         """Whether one pass over all rows beats sorting the lists' rows."""
         return sum(len(rows) for _, rows, _, _ in lists) * 8 >= self._keys.size
 
-    def _matches(self, scratch: np.ndarray[Any, Any], lists: list[_List],
-                 live: np.ndarray[Any, Any] | None, cutoff: float) -> np.ndarray[Any, Any]:
+    def _matches(
+        self,
+        scratch: np.ndarray[Any, Any],
+        lists: list[_List],
+        live: np.ndarray[Any, Any] | None,
+        cutoff: float,
+    ) -> np.ndarray[Any, Any]:
         """Sorted live rows of the lists whose sum in the scratch is at least cutoff."""
         if self._dense(lists):
             sums = scratch[: self._keys.size]
@@ -936,8 +964,9 @@ class KeywordIndex:
         }
         offset = _HEADER_ROOM
         for name, arr in arrays.items():
-            meta["sections"].append({"name": name, "dtype": arr.dtype.str, "count": len(arr),
-                                     "offset": offset})
+            meta["sections"].append(
+                {"name": name, "dtype": arr.dtype.str, "count": len(arr), "offset": offset}
+            )
             offset += -(-arr.nbytes // _ALIGN) * _ALIGN
         prefix = encode_header(_MAGIC, meta)
         if len(prefix) > _HEADER_ROOM:  # pragma: no cover - a few hundred bytes in practice
@@ -997,18 +1026,30 @@ class KeywordIndex:
                 dtype = np.dtype(section["dtype"])
                 count, offset = int(section["count"]), int(section["offset"])
                 if offset + count * dtype.itemsize > size:
-                    raise ValueError(f"truncated: {size} bytes, section {section['name']!r} "
-                                     f"ends at {offset + count * dtype.itemsize}")
+                    raise ValueError(
+                        f"truncated: {size} bytes, section {section['name']!r} "
+                        f"ends at {offset + count * dtype.itemsize}"
+                    )
                 # A plain ndarray view of the map: slicing a np.memmap runs Python
                 # code per slice, which a search does hundreds of times.
                 data[section["name"]] = (
-                    np.memmap(path, dtype, "r", offset, (count,)).view(np.ndarray) if count
-                    else np.empty(0, dtype))
+                    np.memmap(path, dtype, "r", offset, (count,)).view(np.ndarray)
+                    if count
+                    else np.empty(0, dtype)
+                )
             return cls._from_arrays(meta, data)
         except FileNotFoundError:
             raise
-        except (OSError, EOFError, ValueError, KeyError, IndexError, TypeError, struct.error,
-                zipfile.BadZipFile) as exc:
+        except (
+            OSError,
+            EOFError,
+            ValueError,
+            KeyError,
+            IndexError,
+            TypeError,
+            struct.error,
+            zipfile.BadZipFile,
+        ) as exc:
             raise BackendError(
                 f"{path}: not a readable keyword index ({exc}); delete it to rebuild it "
                 "from the database"
@@ -1023,13 +1064,19 @@ class KeywordIndex:
             if meta.get("format") != _FORMAT or meta.get("version") != 1:
                 raise ValueError(f"format {meta.get('format')} v{meta.get('version')}")
             data = {name: npz[name] for name in npz.files if name != "meta"}
-        return cls._from_arrays(meta, {
-            **data,
-            "ptr": data["ptr"].astype(np.int64), "keys": data["keys"].astype(np.int64),
-            "dl": data["dl"].astype(np.int64), "fptr": data["fptr"].astype(np.int64),
-            "rows": data["rows"].astype(np.int32), "fterm": data["fterm"].astype(np.int32),
-            "tf": data["tf"].astype(np.uint16),
-        })
+        return cls._from_arrays(
+            meta,
+            {
+                **data,
+                "ptr": data["ptr"].astype(np.int64),
+                "keys": data["keys"].astype(np.int64),
+                "dl": data["dl"].astype(np.int64),
+                "fptr": data["fptr"].astype(np.int64),
+                "rows": data["rows"].astype(np.int32),
+                "fterm": data["fterm"].astype(np.int32),
+                "tf": data["tf"].astype(np.uint16),
+            },
+        )
 
     @classmethod
     def _from_arrays(cls, meta: dict[str, Any], data: dict[str, Any]) -> KeywordIndex:
@@ -1046,18 +1093,24 @@ class KeywordIndex:
         keys, dl, fptr, fterm = data["keys"], data["dl"], data["fptr"], data["fterm"]
         if not (
             len(terms) == meta["terms"] == len(ptr) - 1
-            and ptr[0] == 0 and ptr[-1] == len(rows) == len(tf)
+            and ptr[0] == 0
+            and ptr[-1] == len(rows) == len(tf)
             and len(keys) == len(dl) == len(fptr) - 1
-            and fptr[0] == 0 and fptr[-1] == len(fterm)
+            and fptr[0] == 0
+            and fptr[-1] == len(fterm)
             and ptr.dtype == fptr.dtype == keys.dtype == dl.dtype == np.int64
-            and rows.dtype == fterm.dtype == np.int32 and tf.dtype == np.uint16
+            and rows.dtype == fterm.dtype == np.int32
+            and tf.dtype == np.uint16
         ):
             raise ValueError("inconsistent array sizes")
         # Out-of-range ids would raise mid-search; a saved index is compacted, so
         # every term has postings and every row is live.
-        if (np.any(np.diff(ptr) <= 0) or np.any(np.diff(fptr) < 0)
-                or (len(rows) and not 0 <= rows.min() <= rows.max() < len(keys))
-                or (len(fterm) and not 0 <= fterm.min() <= fterm.max() < len(terms))):
+        if (
+            np.any(np.diff(ptr) <= 0)
+            or np.any(np.diff(fptr) < 0)
+            or (len(rows) and not 0 <= rows.min() <= rows.max() < len(keys))
+            or (len(fterm) and not 0 <= fterm.min() <= fterm.max() < len(terms))
+        ):
             raise ValueError("ids out of range")
         index._vocab = _Vocab(zip(terms, range(len(terms))))
         index._base = _Csr(ptr, rows, tf)

@@ -82,6 +82,7 @@ def expansion_search_for(rows: int) -> int:
         return 512
     return 1024
 
+
 _QUANTIZATIONS = ("f32", "i8", "b1")
 _USEARCH_DTYPE = {"f32": ScalarKind.F32, "i8": ScalarKind.I8, "b1": ScalarKind.B1}
 _NUMPY_DTYPE: dict[str, type[np.generic]] = {"f32": np.float32, "i8": np.int8, "b1": np.uint8}
@@ -126,11 +127,13 @@ def _encode(vectors: np.ndarray, quantization: str) -> np.ndarray:
     """Turn float32 rows into the compact representation."""
     if len(vectors) > _ENCODE_BATCH:
         # In slices: the float temporaries of one call are ~3x the input.
-        out = np.empty((len(vectors), _encode(vectors[:1], quantization).shape[1]),
-                       _NUMPY_DTYPE[quantization])
+        out = np.empty(
+            (len(vectors), _encode(vectors[:1], quantization).shape[1]), _NUMPY_DTYPE[quantization]
+        )
         for start in range(0, len(vectors), _ENCODE_BATCH):
-            out[start:start + _ENCODE_BATCH] = _encode(
-                vectors[start:start + _ENCODE_BATCH], quantization)
+            out[start : start + _ENCODE_BATCH] = _encode(
+                vectors[start : start + _ENCODE_BATCH], quantization
+            )
         return out
     if quantization == "f32":
         return np.ascontiguousarray(vectors, dtype=np.float32)
@@ -150,8 +153,9 @@ def _inverse_norms(enc: np.ndarray) -> np.ndarray:
     return np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0).astype(np.float32)
 
 
-def _scores(rows: np.ndarray, inv_norms: np.ndarray | None, query: np.ndarray,
-            quantization: str, dim: int) -> np.ndarray:
+def _scores(
+    rows: np.ndarray, inv_norms: np.ndarray | None, query: np.ndarray, quantization: str, dim: int
+) -> np.ndarray:
     """Cosine between the compact query and every compact row.
 
     ``inv_norms`` are the rows' stored inverse norms, or None to compute them.
@@ -169,8 +173,9 @@ def _scores(rows: np.ndarray, inv_norms: np.ndarray | None, query: np.ndarray,
         if inv_norms is None:  # rows fetched from the graph: let the kernel take norms
             angular = _numkong.cdist(rows, query[None, :], metric="angular", out_dtype="float32")
             return cast(np.ndarray, 1.0 - np.asarray(angular).reshape(-1))
-        dots = np.asarray(_numkong.cdist(rows, query[None, :], metric="dot",
-                                         out_dtype="float32")).reshape(-1)
+        dots = np.asarray(
+            _numkong.cdist(rows, query[None, :], metric="dot", out_dtype="float32")
+        ).reshape(-1)
     else:
         dots = rows.astype(np.float32, copy=False) @ query.astype(np.float32)
     if inv_norms is None:
@@ -178,8 +183,14 @@ def _scores(rows: np.ndarray, inv_norms: np.ndarray | None, query: np.ndarray,
     return cast(np.ndarray, dots * inv_norms * _inverse_norms(query[None, :])[0])
 
 
-def _scan(rows: np.ndarray, inv_norms: np.ndarray | None, query: np.ndarray, count: int,
-          quantization: str, dim: int) -> tuple[np.ndarray, np.ndarray]:
+def _scan(
+    rows: np.ndarray,
+    inv_norms: np.ndarray | None,
+    query: np.ndarray,
+    count: int,
+    quantization: str,
+    dim: int,
+) -> tuple[np.ndarray, np.ndarray]:
     """Exact top ``count`` of a compact matrix: (row positions, scores), unordered."""
     count = min(count, len(rows))
     if count <= 0:
@@ -238,9 +249,9 @@ class _Flat:
         if self.n + m > len(self.rows):
             self._grow(max(self.n + m, int(len(self.rows) * 1.25)))
         start = self.n
-        self.rows[start:start + m] = enc[new]
-        self.inv_norms[start:start + m] = inv_norms[new]
-        self.keys[start:start + m] = keys[new]
+        self.rows[start : start + m] = enc[new]
+        self.inv_norms[start : start + m] = inv_norms[new]
+        self.keys[start : start + m] = keys[new]
         self.n += m
         new_keys = keys[new]  # already sorted: callers pass np.unique output
         at = np.searchsorted(self.sorted_keys, new_keys)
@@ -254,7 +265,10 @@ class _Flat:
             return fresh
 
         self.rows, self.inv_norms, self.keys = (
-            grown(self.rows), grown(self.inv_norms), grown(self.keys))
+            grown(self.rows),
+            grown(self.inv_norms),
+            grown(self.keys),
+        )
 
     def delete(self, keys: np.ndarray) -> None:
         """Remove rows; ``keys`` are unique, unknown ones ignored."""
@@ -293,13 +307,15 @@ class VectorIndex:
         ValueError: On a non-positive dimension, unknown quantization or negative threshold.
     """
 
-    def __init__(self, dim: int, *, quantization: str = "i8",
-                 hnsw_threshold: int = DEFAULT_HNSW_THRESHOLD) -> None:
+    def __init__(
+        self, dim: int, *, quantization: str = "i8", hnsw_threshold: int = DEFAULT_HNSW_THRESHOLD
+    ) -> None:
         if not isinstance(dim, (int, np.integer)) or dim <= 0:
             raise ValueError(f"vector index: dim must be a positive integer, got {dim!r}")
         if quantization not in _QUANTIZATIONS:
             raise ValueError(
-                f"vector index: unknown quantization {quantization!r}; use one of {_QUANTIZATIONS}")
+                f"vector index: unknown quantization {quantization!r}; use one of {_QUANTIZATIONS}"
+            )
         if hnsw_threshold < 0:
             raise ValueError(f"vector index: hnsw_threshold must be >= 0, got {hnsw_threshold}")
         self.dim = int(dim)
@@ -309,8 +325,9 @@ class VectorIndex:
         # usearch counts b1 dimensions in bits of whole bytes; the zero pad bits never differ.
         self._usearch_ndim = self._width * 8 if quantization == "b1" else self.dim
         self._dtype = _NUMPY_DTYPE[quantization]
-        self._flat: _Flat | None = _Flat(np.empty((0, self._width), self._dtype),
-                                         np.empty(0, np.float32), np.empty(0, np.int64))
+        self._flat: _Flat | None = _Flat(
+            np.empty((0, self._width), self._dtype), np.empty(0, np.float32), np.empty(0, np.int64)
+        )
         self._hnsw: Index | None = None
         self._hnsw_mapped: np.ndarray | None = None  # the file bytes a viewed graph lives in
         self._lock = threading.RLock()
@@ -340,8 +357,9 @@ class VectorIndex:
         """Bytes held by the search representation (compact vectors, norms, keys, graph)."""
         if self._flat is not None:
             f = self._flat
-            return sum(a.nbytes for a in (f.rows, f.inv_norms, f.keys, f.sorted_keys,
-                                          f.sorted_rows))
+            return sum(
+                a.nbytes for a in (f.rows, f.inv_norms, f.keys, f.sorted_keys, f.sorted_rows)
+            )
         return int(cast(Index, self._hnsw).memory_usage)
 
     # -- writes ----------------------------------------------------------------------
@@ -360,7 +378,8 @@ class VectorIndex:
         vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[1] != self.dim:
             raise ValueError(
-                f"vector index: expected vectors of shape (n, {self.dim}), got {vectors.shape}")
+                f"vector index: expected vectors of shape (n, {self.dim}), got {vectors.shape}"
+            )
         if len(keys) != len(vectors):
             raise ValueError(f"vector index: {len(keys)} keys for {len(vectors)} vectors")
         if not len(keys):
@@ -416,9 +435,14 @@ class VectorIndex:
 
     def _new_hnsw(self) -> Index:
         metric = MetricKind.Hamming if self.quantization == "b1" else MetricKind.Cos
-        return Index(ndim=self._usearch_ndim, metric=metric,
-                     dtype=_USEARCH_DTYPE[self.quantization], connectivity=HNSW_CONNECTIVITY,
-                     expansion_add=HNSW_EXPANSION_ADD, expansion_search=HNSW_EXPANSION_SEARCH)
+        return Index(
+            ndim=self._usearch_ndim,
+            metric=metric,
+            dtype=_USEARCH_DTYPE[self.quantization],
+            connectivity=HNSW_CONNECTIVITY,
+            expansion_add=HNSW_EXPANSION_ADD,
+            expansion_search=HNSW_EXPANSION_SEARCH,
+        )
 
     def _writable_hnsw(self) -> Index:
         """The graph, copied out of its memory-mapped file on the first write."""
@@ -430,9 +454,15 @@ class VectorIndex:
 
     # -- search ----------------------------------------------------------------------
 
-    def search(self, query: np.ndarray, k: int, *, allowed: np.ndarray | None = None,
-               rerank: Callable[[np.ndarray], np.ndarray] | None = None,
-               candidates: int | None = None) -> list[Hit]:
+    def search(
+        self,
+        query: np.ndarray,
+        k: int,
+        *,
+        allowed: np.ndarray | None = None,
+        rerank: Callable[[np.ndarray], np.ndarray] | None = None,
+        candidates: int | None = None,
+    ) -> list[Hit]:
         """Top ``k`` rows by cosine similarity.
 
         Args:
@@ -454,23 +484,27 @@ class VectorIndex:
         q = np.asarray(query, dtype=np.float32).reshape(-1)
         if q.shape[0] != self.dim:
             raise ValueError(
-                f"vector index: query has dimension {q.shape[0]}, index has {self.dim}")
+                f"vector index: query has dimension {q.shape[0]}, index has {self.dim}"
+            )
         if k < 0:
             raise ValueError(f"vector index: k must be >= 0, got {k}")
         if k == 0:
             return []
         pool = k
         if rerank is not None:
-            pool = max(k, candidates if candidates is not None
-                       else default_candidates(k, self.quantization))
+            pool = max(
+                k,
+                candidates if candidates is not None else default_candidates(k, self.quantization),
+            )
         q_enc = _encode(q[None, :], self.quantization)[0]
         with self._lock:
             if allowed is not None:
                 keys, scores = self._search_allowed(q_enc, pool, allowed)
             elif self._flat is not None:
                 f = self._flat
-                rows, scores = _scan(f.rows[: f.n], f.inv_norms[: f.n], q_enc, pool,
-                                     self.quantization, self.dim)
+                rows, scores = _scan(
+                    f.rows[: f.n], f.inv_norms[: f.n], q_enc, pool, self.quantization, self.dim
+                )
                 keys = f.keys[rows]
             else:
                 keys, scores = self._search_graph(q_enc, pool, None)
@@ -478,17 +512,20 @@ class VectorIndex:
             scores = self._exact_scores(q, keys, rerank)
         return _ranked(keys, scores, k)
 
-    def _exact_scores(self, q: np.ndarray, keys: np.ndarray,
-                      rerank: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    def _exact_scores(
+        self, q: np.ndarray, keys: np.ndarray, rerank: Callable[[np.ndarray], np.ndarray]
+    ) -> np.ndarray:
         full = np.asarray(rerank(np.array(keys, dtype=np.int64)), dtype=np.float32)
         if full.shape != (len(keys), self.dim):
             raise ValueError(
                 f"vector index: rerank returned shape {full.shape}, "
-                f"expected ({len(keys)}, {self.dim})")
+                f"expected ({len(keys)}, {self.dim})"
+            )
         return cast(np.ndarray, (full @ q) * _inverse_norms(full) * _inverse_norms(q[None])[0])
 
-    def _search_allowed(self, q_enc: np.ndarray, pool: int, allowed: np.ndarray
-                        ) -> tuple[np.ndarray, np.ndarray]:
+    def _search_allowed(
+        self, q_enc: np.ndarray, pool: int, allowed: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         allowed = np.asarray(allowed, dtype=np.int64).reshape(-1)
         # Callers usually pass sorted ids (from SQL); sorting again costs ms at 1M.
         if len(allowed) > 1 and not bool(np.all(allowed[1:] > allowed[:-1])):
@@ -503,15 +540,17 @@ class VectorIndex:
             return self._scan_keys(q_enc, pool, live)
         return self._search_graph(q_enc, pool, allowed)
 
-    def _scan_flat_allowed(self, q_enc: np.ndarray, pool: int, allowed: np.ndarray
-                           ) -> tuple[np.ndarray, np.ndarray]:
+    def _scan_flat_allowed(
+        self, q_enc: np.ndarray, pool: int, allowed: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         f = self._flat
         assert f is not None
         rows = f.lookup(allowed)
         rows = rows[rows >= 0]
         if len(rows) * 4 <= f.n:
-            found, scores = _scan(f.rows[rows], f.inv_norms[rows], q_enc, pool,
-                                  self.quantization, self.dim)
+            found, scores = _scan(
+                f.rows[rows], f.inv_norms[rows], q_enc, pool, self.quantization, self.dim
+            )
             return f.keys[rows[found]], scores
         # A wide filter: scoring every row and masking beats copying most of the matrix.
         scores = _scores(f.rows[: f.n], f.inv_norms[: f.n], q_enc, self.quantization, self.dim)
@@ -523,8 +562,9 @@ class VectorIndex:
         top = top[np.isfinite(scores[top])]
         return f.keys[top], scores[top]
 
-    def _search_graph(self, q_enc: np.ndarray, pool: int, allowed: np.ndarray | None
-                      ) -> tuple[np.ndarray, np.ndarray]:
+    def _search_graph(
+        self, q_enc: np.ndarray, pool: int, allowed: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Graph search, oversampled for a filter, falling back to an exact scan.
 
         ``allowed`` is a sorted array of permitted keys (some may be absent), or None.
@@ -538,8 +578,9 @@ class VectorIndex:
         if index.expansion_search != beam:
             index.expansion_search = beam  # type: ignore[misc]  # usearch has the setter
         # Expect |allowed| / n of the graph's hits to pass the filter; ask for more.
-        count = (want if allowed is None
-                 else math.ceil(_OVERSAMPLE * want * n / max(len(allowed), 1)))
+        count = (
+            want if allowed is None else math.ceil(_OVERSAMPLE * want * n / max(len(allowed), 1))
+        )
         while count <= max(_MAX_OVERSAMPLED, want):
             found = index.search(q_enc, min(count, n))
             keys = np.asarray(found.keys).view(np.int64)
@@ -561,13 +602,14 @@ class VectorIndex:
             live = allowed[index.contains(allowed.view(np.uint64))]
         return self._scan_keys(q_enc, pool, live)
 
-    def _scan_keys(self, q_enc: np.ndarray, pool: int, keys: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray]:
+    def _scan_keys(
+        self, q_enc: np.ndarray, pool: int, keys: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Exact scan over the graph's stored vectors for ``keys`` (all present)."""
         index = cast(Index, self._hnsw)
         best_keys, best_scores = np.empty(0, np.int64), np.empty(0, np.float32)
         for start in range(0, len(keys), _SCAN_BATCH):
-            batch = keys[start:start + _SCAN_BATCH]
+            batch = keys[start : start + _SCAN_BATCH]
             got = index.get(batch.view(np.uint64), dtype=_USEARCH_DTYPE[self.quantization])
             rows = np.stack(cast(tuple[np.ndarray, ...], got)).reshape(len(batch), self._width)
             rows = rows.view(self._dtype)
@@ -596,18 +638,27 @@ class VectorIndex:
         with self._lock:
             if self._flat is not None:
                 f = self._flat
-                sections = {"keys": f.keys[: f.n].tobytes(), "rows": f.rows[: f.n].tobytes(),
-                            "inv_norms": f.inv_norms[: f.n].tobytes()}
+                sections = {
+                    "keys": f.keys[: f.n].tobytes(),
+                    "rows": f.rows[: f.n].tobytes(),
+                    "inv_norms": f.inv_norms[: f.n].tobytes(),
+                }
             else:
                 sections = {"hnsw": bytes(cast(Index, self._hnsw).save())}
             header: dict[str, Any] = {
-                "version": _FORMAT_VERSION, "dim": self.dim, "quantization": self.quantization,
-                "hnsw_threshold": self.hnsw_threshold, "layout": self.layout,
-                "count": len(self), "sections": []}
+                "version": _FORMAT_VERSION,
+                "dim": self.dim,
+                "quantization": self.quantization,
+                "hnsw_threshold": self.hnsw_threshold,
+                "layout": self.layout,
+                "count": len(self),
+                "sections": [],
+            }
         offset = _HEADER_ROOM  # sections start after a fixed room, so offsets are known first
         for name, blob in sections.items():
             header["sections"].append(
-                {"name": name, "offset": offset, "nbytes": len(blob), "crc32": zlib.crc32(blob)})
+                {"name": name, "offset": offset, "nbytes": len(blob), "crc32": zlib.crc32(blob)}
+            )
             offset += -(-len(blob) // _ALIGN) * _ALIGN
         prefix = encode_header(_MAGIC, header)
         assert len(prefix) <= _HEADER_ROOM, "header outgrew its reserved room"
@@ -651,24 +702,38 @@ class VectorIndex:
                 header = read_header(fh, _MAGIC, "vector index")
             if header["version"] != _FORMAT_VERSION:
                 raise ValueError(f"unsupported format version {header['version']!r}")
-            index = cls(int(header["dim"]), quantization=header["quantization"],
-                        hnsw_threshold=int(header["hnsw_threshold"]))
+            index = cls(
+                int(header["dim"]),
+                quantization=header["quantization"],
+                hnsw_threshold=int(header["hnsw_threshold"]),
+            )
             blobs: dict[str, np.ndarray] = {}
             for section in header["sections"]:
                 offset, nbytes = int(section["offset"]), int(section["nbytes"])
                 if offset + nbytes > size:
-                    raise ValueError(f"truncated: {size} bytes, a section ends at "
-                                     f"{offset + nbytes}")
-                blob = (np.memmap(path, np.uint8, "c", offset, (nbytes,)) if mmap and nbytes
-                        else np.fromfile(path, np.uint8, nbytes, offset=offset))
+                    raise ValueError(
+                        f"truncated: {size} bytes, a section ends at {offset + nbytes}"
+                    )
+                blob = (
+                    np.memmap(path, np.uint8, "c", offset, (nbytes,))
+                    if mmap and nbytes
+                    else np.fromfile(path, np.uint8, nbytes, offset=offset)
+                )
                 # Check every byte: a corrupt graph could crash usearch, not just mis-rank.
                 if zlib.crc32(blob) != section["crc32"]:
                     raise ValueError(f"section {section['name']!r} is corrupt")
                 blobs[section["name"]] = blob
             index._restore(header, blobs, mmap)
             return index
-        except (ValueError, KeyError, TypeError, AttributeError, IndexError, RuntimeError,
-                struct.error) as exc:
+        except (
+            ValueError,
+            KeyError,
+            TypeError,
+            AttributeError,
+            IndexError,
+            RuntimeError,
+            struct.error,
+        ) as exc:
             raise ValueError(f"{path}: unreadable vector index ({exc}); rebuild it") from exc
 
     def _restore(self, header: dict[str, Any], blobs: dict[str, np.ndarray], mmap: bool) -> None:

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from .base import Capabilities, ChunkRecord, CollectionRecord, DocumentRecord, Storage
 
-__all__ = ["Capabilities", "ChunkRecord", "CollectionRecord", "DocumentRecord", "Storage", "open_storage"]
+__all__ = [
+    "Capabilities",
+    "ChunkRecord",
+    "CollectionRecord",
+    "DocumentRecord",
+    "Storage",
+    "open_storage",
+]
 
 
 def is_postgres_url(url: str) -> bool:
@@ -13,13 +20,17 @@ def is_postgres_url(url: str) -> bool:
 
 
 def open_storage(
-    url: str, *, read_only: bool = False, lock_timeout: float = 10.0, row_cache_mb: int | None = None
+    url: str,
+    *,
+    read_only: bool = False,
+    lock_timeout: float = 10.0,
+    row_cache_mb: int | None = None,
 ) -> Storage:
     if is_postgres_url(url):
         from .postgres import PostgresStorage
 
         return PostgresStorage(url, read_only=read_only)
-    path = url[len("duckdb://"):] if url.startswith("duckdb://") else url
+    path = url[len("duckdb://") :] if url.startswith("duckdb://") else url
     if path.startswith("/") and url.startswith("duckdb:///"):
         path = path  # duckdb:///abs/path -> /abs/path
     from .duckdb import DuckDBStorage
@@ -27,5 +38,8 @@ def open_storage(
     if row_cache_mb is None:
         return DuckDBStorage(path or ":memory:", read_only=read_only, lock_timeout=lock_timeout)
     return DuckDBStorage(
-        path or ":memory:", read_only=read_only, lock_timeout=lock_timeout, row_cache_bytes=row_cache_mb << 20
+        path or ":memory:",
+        read_only=read_only,
+        lock_timeout=lock_timeout,
+        row_cache_bytes=row_cache_mb << 20,
     )

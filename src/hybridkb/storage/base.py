@@ -143,7 +143,14 @@ class Storage(Protocol):
 
     # catalog
     def create_collection(
-        self, workspace: str, name: str, *, model: str, dim: int, chunking: dict[str, Any], language: str
+        self,
+        workspace: str,
+        name: str,
+        *,
+        model: str,
+        dim: int,
+        chunking: dict[str, Any],
+        language: str,
     ) -> CollectionRecord: ...
     def get_collection(self, workspace: str, name: str) -> CollectionRecord | None: ...
     def list_collections(self, workspace: str) -> list[CollectionRecord]: ...
@@ -155,13 +162,19 @@ class Storage(Protocol):
         self, coll: CollectionRecord, *, limit: int = 100, offset: int = 0
     ) -> list[DocumentRecord]: ...
     def put_document(
-        self, coll: CollectionRecord, doc: DocumentRecord, chunks: Sequence[ChunkRecord], vectors: np.ndarray
+        self,
+        coll: CollectionRecord,
+        doc: DocumentRecord,
+        chunks: Sequence[ChunkRecord],
+        vectors: np.ndarray,
     ) -> None:
         """Atomically replace the document (and its chunks and vectors) with these."""
         ...
+
     def put_documents(self, coll: CollectionRecord, items: Sequence[PutItem]) -> None:
         """Atomically replace several documents in one transaction (all or none)."""
         ...
+
     def put_document_stream(
         self,
         coll: CollectionRecord,
@@ -178,9 +191,11 @@ class Storage(Protocol):
         Postgres writes one transaction (it spills to disk).
         """
         ...
+
     def delete_documents(self, coll: CollectionRecord, document_ids: Sequence[str]) -> list[str]:
         """Delete; return the ids that existed."""
         ...
+
     def stats(self, coll: CollectionRecord) -> CollectionStats: ...
     def stats_many(self, colls: Sequence[CollectionRecord]) -> dict[int, CollectionStats]:
         """Statistics of several collections by id (a listing asks for all at once)."""
@@ -194,9 +209,17 @@ class Storage(Protocol):
         self, coll: CollectionRecord, query: np.ndarray, k: int, where: Filter | None
     ) -> Ranked: ...
     def filter_search(
-        self, coll: CollectionRecord, terms: Sequence[str], query: np.ndarray, k: int, where: Filter | None
+        self,
+        coll: CollectionRecord,
+        terms: Sequence[str],
+        query: np.ndarray,
+        k: int,
+        where: Filter | None,
     ) -> Ranked:
         """Chunks containing at least one of `terms`, ranked by vector similarity."""
         ...
-    def fetch_chunks(self, coll: CollectionRecord, keys: Sequence[int]) -> dict[int, ChunkRecord]: ...
+
+    def fetch_chunks(
+        self, coll: CollectionRecord, keys: Sequence[int]
+    ) -> dict[int, ChunkRecord]: ...
     def fetch_vectors(self, coll: CollectionRecord, keys: Sequence[int]) -> np.ndarray: ...

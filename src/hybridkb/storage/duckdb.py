@@ -96,10 +96,16 @@ def open_duckdb(path: str, *, read_only: bool, lock_timeout: float) -> duckdb.Du
         except duckdb.IOException as exc:
             text = str(exc)
             if "lock" not in text.lower():
-                raise BackendError(f"{path}: cannot open the database ({text.splitlines()[0]})") from exc
+                raise BackendError(
+                    f"{path}: cannot open the database ({text.splitlines()[0]})"
+                ) from exc
             if time.monotonic() >= deadline:
                 holder = _LOCK_HOLDER.search(text)
-                who = f"process {holder.group(2)} ({holder.group(1)})" if holder else "another process"
+                who = (
+                    f"process {holder.group(2)} ({holder.group(1)})"
+                    if holder
+                    else "another process"
+                )
                 raise DatabaseLocked(
                     f"{path}: the knowledge base is in use by {who}; wait for it to finish, "
                     "send requests through the process that holds it (e.g. the MCP server), "
@@ -191,13 +197,19 @@ class DuckDBStorage:
     def _maybe_compact(self) -> None:
         if self.read_only or not self.capabilities.persistent:
             return
-        row = self._con.execute("SELECT value FROM hybridkb_meta WHERE key = 'dead_chunks'").fetchone()
+        row = self._con.execute(
+            "SELECT value FROM hybridkb_meta WHERE key = 'dead_chunks'"
+        ).fetchone()
         dead = int(row[0]) if row else 0
         if dead == 0:
             return
         live = 0
         for (cid,) in self._con.execute("SELECT id FROM hybridkb_collections").fetchall():
-            live += int(self._con.execute(f"SELECT count(*) FROM {table_names(int(cid))['chunks']}").fetchone()[0])  # type: ignore[index]
+            live += int(
+                self._con.execute(
+                    f"SELECT count(*) FROM {table_names(int(cid))['chunks']}"
+                ).fetchone()[0]
+            )  # type: ignore[index]
         if dead < self.AUTO_COMPACT_DEAD_RATIO * max(live, 1):
             return
         from .duckdb_maintenance import compact_database
@@ -253,7 +265,9 @@ class DuckDBStorage:
 
     # -- catalog --------------------------------------------------------------------
 
-    _CATALOG_COLUMNS = "id, workspace, name, model, dim, chunking, language, created_at, updated_at, generation"
+    _CATALOG_COLUMNS = (
+        "id, workspace, name, model, dim, chunking, language, created_at, updated_at, generation"
+    )
 
     def _record(self, row: tuple[Any, ...]) -> CollectionRecord:
         return CollectionRecord(
@@ -270,14 +284,24 @@ class DuckDBStorage:
         )
 
     def create_collection(
-        self, workspace: str, name: str, *, model: str, dim: int, chunking: dict[str, Any], language: str
+        self,
+        workspace: str,
+        name: str,
+        *,
+        model: str,
+        dim: int,
+        chunking: dict[str, Any],
+        language: str,
     ) -> CollectionRecord:
         def create(con: duckdb.DuckDBPyConnection) -> int:
             exists = con.execute(
-                "SELECT 1 FROM hybridkb_collections WHERE workspace = ? AND name = ?", [workspace, name]
+                "SELECT 1 FROM hybridkb_collections WHERE workspace = ? AND name = ?",
+                [workspace, name],
             ).fetchone()
             if exists:
-                raise CollectionExists(f"collection {name!r} already exists; use it, or drop it first")
+                raise CollectionExists(
+                    f"collection {name!r} already exists; use it, or drop it first"
+                )
             (new_id,) = con.execute("SELECT nextval('hybridkb_collection_ids')").fetchone()  # type: ignore[misc]
             con.execute(
                 "INSERT INTO hybridkb_collections (id, workspace, name, model, dim, chunking, language)"
@@ -306,7 +330,12 @@ class DuckDBStorage:
 
     def get_collection(self, workspace: str, name: str) -> CollectionRecord | None:
         return next(
-            (r for r in self._catalog_records().values() if r.workspace == workspace and r.name == name), None
+            (
+                r
+                for r in self._catalog_records().values()
+                if r.workspace == workspace and r.name == name
+            ),
+            None,
         )
 
     def list_collections(self, workspace: str) -> list[CollectionRecord]:
@@ -394,7 +423,9 @@ class DuckDBStorage:
         vector_table = pa.table(
             {
                 "key": pa.array([c.key for c in chunks], pa.int64()),
-                "embedding": pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), coll.dim),
+                "embedding": pa.FixedSizeListArray.from_arrays(
+                    pa.array(vectors.reshape(-1)), coll.dim
+                ),
             }
         )
         return chunk_table, vector_table
@@ -409,7 +440,11 @@ class DuckDBStorage:
         con.execute(f"INSERT INTO {t['vectors']} SELECT key, embedding FROM _hkb_vectors")
 
     def put_document(
-        self, coll: CollectionRecord, doc: DocumentRecord, chunks: Sequence[ChunkRecord], vectors: np.ndarray
+        self,
+        coll: CollectionRecord,
+        doc: DocumentRecord,
+        chunks: Sequence[ChunkRecord],
+        vectors: np.ndarray,
     ) -> None:
         self.put_documents(coll, [PutItem(doc, chunks, vectors)])
 
@@ -424,7 +459,9 @@ class DuckDBStorage:
         if len(set(ids)) != len(ids):
             raise ValueError("put_documents: a document id appears twice in one batch")
         vectors = (
-            np.concatenate([np.asarray(i.vectors, dtype=np.float32).reshape(-1, coll.dim) for i in items])
+            np.concatenate(
+                [np.asarray(i.vectors, dtype=np.float32).reshape(-1, coll.dim) for i in items]
+            )
             if chunks
             else np.zeros((0, coll.dim), np.float32)
         )
@@ -448,8 +485,7 @@ class DuckDBStorage:
             existing = [
                 r[0]
                 for r in con.execute(
-                    f"SELECT document_id FROM {t['documents']} WHERE document_id IN"
-                    f" {SQL_ID_LIST}",
+                    f"SELECT document_id FROM {t['documents']} WHERE document_id IN {SQL_ID_LIST}",
                     [_json_list(ids)],
                 ).fetchall()
             ]
@@ -500,13 +536,16 @@ class DuckDBStorage:
         return stream_document(self, coll, doc, batches)
 
     @staticmethod
-    def _delete_rows(con: duckdb.DuckDBPyConnection, coll: CollectionRecord, ids: Sequence[str]) -> list[int]:
+    def _delete_rows(
+        con: duckdb.DuckDBPyConnection, coll: CollectionRecord, ids: Sequence[str]
+    ) -> list[int]:
         """Delete the documents' rows from all three tables; return the chunk keys removed."""
         t = table_names(coll.id)
         keys = [
             int(r[0])
             for r in con.execute(
-                f"SELECT key FROM {t['chunks']} WHERE document_id IN {SQL_ID_LIST}", [_json_list(list(ids))]
+                f"SELECT key FROM {t['chunks']} WHERE document_id IN {SQL_ID_LIST}",
+                [_json_list(list(ids))],
             ).fetchall()
         ]
         if keys:
@@ -520,7 +559,8 @@ class DuckDBStorage:
                 [len(keys)],
             )
         con.execute(
-            f"DELETE FROM {t['documents']} WHERE document_id IN {SQL_ID_LIST}", [_json_list(list(ids))]
+            f"DELETE FROM {t['documents']} WHERE document_id IN {SQL_ID_LIST}",
+            [_json_list(list(ids))],
         )
         return keys
 
@@ -542,8 +582,7 @@ class DuckDBStorage:
             found = [
                 r[0]
                 for r in con.execute(
-                    f"SELECT document_id FROM {t['documents']} WHERE document_id IN"
-                    f" {SQL_ID_LIST}",
+                    f"SELECT document_id FROM {t['documents']} WHERE document_id IN {SQL_ID_LIST}",
                     [_json_list(ids)],
                 ).fetchall()
             ]
@@ -587,7 +626,9 @@ class DuckDBStorage:
                         updated_at=record.updated_at if record else None,
                     )
             return {
-                c.id: dataclasses.replace(self._stats[c.id], languages=list(self._stats[c.id].languages))
+                c.id: dataclasses.replace(
+                    self._stats[c.id], languages=list(self._stats[c.id].languages)
+                )
                 for c in colls
             }
 
@@ -596,11 +637,11 @@ class DuckDBStorage:
         # Chunk offsets stand in for text length: summing strlen(text) reads every text.
         t = table_names(collection_id)
         return f"""SELECT {int(collection_id)},
-            (SELECT count(*) FROM {t['documents']}),
-            (SELECT count(*) FROM {t['chunks']}),
-            (SELECT coalesce(sum(char_end - char_start), 0) FROM {t['chunks']}),
+            (SELECT count(*) FROM {t["documents"]}),
+            (SELECT count(*) FROM {t["chunks"]}),
+            (SELECT coalesce(sum(char_end - char_start), 0) FROM {t["chunks"]}),
             (SELECT list(language ORDER BY n DESC, language) FROM
-                (SELECT language, count(*) AS n FROM {t['documents']}
+                (SELECT language, count(*) AS n FROM {t["documents"]}
                  WHERE language IS NOT NULL AND language <> '' GROUP BY language))"""
 
     # -- derived indexes ------------------------------------------------------------
@@ -613,8 +654,12 @@ class DuckDBStorage:
         """
         t = table_names(coll.id)
         with self._lock:
-            chunks = self._con.execute(f"SELECT key, terms FROM {t['chunks']} ORDER BY key").to_arrow_table()
-            vec = self._con.execute(f"SELECT key, embedding FROM {t['vectors']} ORDER BY key").to_arrow_table()
+            chunks = self._con.execute(
+                f"SELECT key, terms FROM {t['chunks']} ORDER BY key"
+            ).to_arrow_table()
+            vec = self._con.execute(
+                f"SELECT key, embedding FROM {t['vectors']} ORDER BY key"
+            ).to_arrow_table()
         keys = chunks.column("key").to_numpy()
         terms = chunks.column("terms").combine_chunks()
         vkeys = vec.column("key").to_numpy()
@@ -622,7 +667,9 @@ class DuckDBStorage:
         at = 0
         for part in vec.column("embedding").chunks:  # chunk by chunk: no second full copy
             flat = part.flatten().to_numpy(zero_copy_only=False)
-            vectors[at : at + len(part)] = np.asarray(flat, dtype=np.float32).reshape(len(part), coll.dim)
+            vectors[at : at + len(part)] = np.asarray(flat, dtype=np.float32).reshape(
+                len(part), coll.dim
+            )
             at += len(part)
         if not np.array_equal(keys, vkeys):
             # Tables disagree (should not happen inside transactions): index only the pairs.
@@ -681,7 +728,9 @@ class DuckDBStorage:
         with self._lock:
             columns = self._filters.get(coll.id)
             if columns is None:
-                columns = self._filters[coll.id] = FilterColumns(lambda field: self._filter_field(t, field))
+                columns = self._filters[coll.id] = FilterColumns(
+                    lambda field: self._filter_field(t, field)
+                )
             # In memory when the fields allow (storage/filter_columns.py), else SQL.
             keys = columns.allowed(where)
         if keys is not None:
@@ -723,7 +772,12 @@ class DuckDBStorage:
         )
 
     def filter_search(
-        self, coll: CollectionRecord, terms: Sequence[str], query: np.ndarray, k: int, where: Filter | None
+        self,
+        coll: CollectionRecord,
+        terms: Sequence[str],
+        query: np.ndarray,
+        k: int,
+        where: Filter | None,
     ) -> Ranked:
         if not terms:
             return []
@@ -734,9 +788,7 @@ class DuckDBStorage:
             allowed = np.intersect1d(allowed, narrowed)
         if len(allowed) == 0:
             return []
-        return idx.vector.search(
-            query, k, allowed=allowed, rerank=self._reranker(coll)
-        )
+        return idx.vector.search(query, k, allowed=allowed, rerank=self._reranker(coll))
 
     _CHUNK_COLUMNS = (
         "key, chunk_id, document_id, chunk_index, text, page, section, char_start, char_end,"
@@ -746,10 +798,21 @@ class DuckDBStorage:
     @staticmethod
     def _chunk(r: tuple[Any, ...]) -> ChunkRecord:
         return ChunkRecord(
-            key=int(r[0]), chunk_id=r[1], document_id=r[2], chunk_index=int(r[3]), text=r[4],
-            page=r[5], section=r[6], char_start=int(r[7] or 0), char_end=int(r[8] or 0),
-            content_hash=r[9] or "", language=r[10] or "und", terms=[],
-            metadata=json.loads(r[11]) if r[11] else {}, filename=r[12], path=r[13],
+            key=int(r[0]),
+            chunk_id=r[1],
+            document_id=r[2],
+            chunk_index=int(r[3]),
+            text=r[4],
+            page=r[5],
+            section=r[6],
+            char_start=int(r[7] or 0),
+            char_end=int(r[8] or 0),
+            content_hash=r[9] or "",
+            language=r[10] or "und",
+            terms=[],
+            metadata=json.loads(r[11]) if r[11] else {},
+            filename=r[12],
+            path=r[13],
             added_at=_ts(r[14]),
         )
 
@@ -760,7 +823,9 @@ class DuckDBStorage:
 
         def some(wanted: Sequence[int]) -> list[ChunkRecord]:
             in_keys, params = key_list_sql(wanted)
-            rows = self._query(f"SELECT {self._CHUNK_COLUMNS} FROM {t['chunks']} WHERE key IN {in_keys}", params)
+            rows = self._query(
+                f"SELECT {self._CHUNK_COLUMNS} FROM {t['chunks']} WHERE key IN {in_keys}", params
+            )
             return [self._chunk(r) for r in rows]
 
         def warm(collect: Any) -> None:

@@ -39,7 +39,12 @@ class Finding:
     repaired: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"check": self.check, "count": self.count, "detail": self.detail, "repaired": self.repaired}
+        return {
+            "check": self.check,
+            "count": self.count,
+            "detail": self.detail,
+            "repaired": self.repaired,
+        }
 
 
 @dataclass
@@ -61,11 +66,15 @@ class CollectionHealth:
 
 def _table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     return bool(
-        con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]).fetchone()[0]  # type: ignore[index]
+        con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = ?", [name]
+        ).fetchone()[0]  # type: ignore[index]
     )
 
 
-def check_collection(storage: DuckDBStorage, coll: CollectionRecord, *, repair: bool) -> CollectionHealth:
+def check_collection(
+    storage: DuckDBStorage, coll: CollectionRecord, *, repair: bool
+) -> CollectionHealth:
     """Tables vs each other, vs the derived indexes and the graph's provenance."""
     t = table_names(coll.id)
     health = CollectionHealth(coll.name)
@@ -116,7 +125,9 @@ def check_collection(storage: DuckDBStorage, coll: CollectionRecord, *, repair: 
         Finding("graph_orphans", graph_orphans, "graph nodes from documents that no longer exist"),
     ]
     index_problem = _check_indexes(storage, coll)
-    health.findings.append(Finding("derived_indexes", int(bool(index_problem)), index_problem or "in step"))
+    health.findings.append(
+        Finding("derived_indexes", int(bool(index_problem)), index_problem or "in step")
+    )
     staged = stale_stages(storage, coll.id)
     health.findings.append(
         Finding(
@@ -138,7 +149,9 @@ def check_collection(storage: DuckDBStorage, coll: CollectionRecord, *, repair: 
 def _check_indexes(storage: DuckDBStorage, coll: CollectionRecord) -> str:
     t = table_names(coll.id)
     with storage._lock:
-        keys = {int(r[0]) for r in storage._con.execute(f"SELECT key FROM {t['chunks']}").fetchall()}
+        keys = {
+            int(r[0]) for r in storage._con.execute(f"SELECT key FROM {t['chunks']}").fetchall()
+        }
         loaded = storage._indexes.get(coll.id)
         record = storage._get_by_id(coll.id)
     problems = []
@@ -267,7 +280,8 @@ def reembed_collection(
         c.execute(f"ALTER TABLE {side} RENAME TO {t['vectors']}")
         index_vector_keys(c, coll.id)
         c.execute(
-            "UPDATE hybridkb_collections SET model = ?, dim = ? WHERE id = ?", [embedder.model_id, dim, coll.id]
+            "UPDATE hybridkb_collections SET model = ?, dim = ? WHERE id = ?",
+            [embedder.model_id, dim, coll.id],
         )
         c.execute(f"UPDATE {t['documents']} SET signature = ?", [signature])
         storage._bump(c, coll)
@@ -295,7 +309,9 @@ def compact_database(storage: DuckDBStorage) -> dict[str, int]:
             storage._con.execute(f'COPY FROM DATABASE "{current}" TO hkb_compact')
             storage._con.execute("DETACH hkb_compact")
         except duckdb.Error as exc:
-            raise BackendError(f"{path}: compaction failed ({exc}); the database is unchanged") from exc
+            raise BackendError(
+                f"{path}: compaction failed ({exc}); the database is unchanged"
+            ) from exc
         storage.reopen(lambda: os.replace(tmp, path))
         storage._con.execute("DELETE FROM hybridkb_meta WHERE key = 'dead_chunks'")
         after = path.stat().st_size

@@ -28,7 +28,7 @@ def table_names(collection_id: int) -> dict[str, str]:
 def create_collection_tables(con: duckdb.DuckDBPyConnection, collection_id: int, dim: int) -> None:
     t = table_names(collection_id)
     con.execute(
-        f"""CREATE TABLE {t['documents']} (
+        f"""CREATE TABLE {t["documents"]} (
             document_id VARCHAR PRIMARY KEY,
             path VARCHAR,
             filename VARCHAR,
@@ -43,7 +43,7 @@ def create_collection_tables(con: duckdb.DuckDBPyConnection, collection_id: int,
         )"""
     )
     con.execute(
-        f"""CREATE TABLE {t['chunks']} (
+        f"""CREATE TABLE {t["chunks"]} (
             key BIGINT NOT NULL,
             chunk_id VARCHAR NOT NULL,
             document_id VARCHAR NOT NULL,
@@ -62,7 +62,9 @@ def create_collection_tables(con: duckdb.DuckDBPyConnection, collection_id: int,
             added_at TIMESTAMPTZ
         )"""
     )
-    con.execute(f"CREATE TABLE {t['vectors']} (key BIGINT NOT NULL, embedding FLOAT[{int(dim)}] NOT NULL)")
+    con.execute(
+        f"CREATE TABLE {t['vectors']} (key BIGINT NOT NULL, embedding FLOAT[{int(dim)}] NOT NULL)"
+    )
     _index_chunk_keys(con, collection_id)
     index_vector_keys(con, collection_id)
 
@@ -126,7 +128,9 @@ MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [
 def migrate(con: duckdb.DuckDBPyConnection) -> int:
     """Run pending migrations in one transaction; return the schema version."""
     con.execute("CREATE TABLE IF NOT EXISTS hybridkb_meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
-    row = con.execute("SELECT value FROM hybridkb_meta WHERE key = ?", [SCHEMA_VERSION_KEY]).fetchone()
+    row = con.execute(
+        "SELECT value FROM hybridkb_meta WHERE key = ?", [SCHEMA_VERSION_KEY]
+    ).fetchone()
     version = int(row[0]) if row else 0
     if version > len(MIGRATIONS):
         from ..errors import BackendError
@@ -142,7 +146,8 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
         for step in MIGRATIONS[version:]:
             step(con)
         con.execute(
-            "INSERT OR REPLACE INTO hybridkb_meta VALUES (?, ?)", [SCHEMA_VERSION_KEY, str(len(MIGRATIONS))]
+            "INSERT OR REPLACE INTO hybridkb_meta VALUES (?, ?)",
+            [SCHEMA_VERSION_KEY, str(len(MIGRATIONS))],
         )
         con.execute("COMMIT")
     except Exception:

@@ -52,7 +52,9 @@ def field_query(table: str, field: str) -> tuple[str, list[Any]]:
     """SQL (and params) reading ``key`` and one field's raw value ``v`` from a chunks table."""
     if field in BUILTIN_FIELDS:
         return f"SELECT key, {BUILTIN_FIELDS[field]} AS v FROM {table}", []
-    return f"SELECT key, CAST(json_extract(metadata, ?) AS VARCHAR) AS v FROM {table}", [json_pointer(field)]
+    return f"SELECT key, CAST(json_extract(metadata, ?) AS VARCHAR) AS v FROM {table}", [
+        json_pointer(field)
+    ]
 
 
 class FilterColumns:

@@ -116,8 +116,11 @@ def _lock_key(collection_id: int, document_id: str) -> int:
 
 
 def _hash32(text: str) -> int:
-    return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=4).digest(),
-                          "big", signed=True)
+    return int.from_bytes(
+        hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=4).digest(),
+        "big",
+        signed=True,
+    )
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
@@ -128,7 +131,7 @@ def plain_url(url: str) -> str:
     """SQLAlchemy-style ``postgresql+psycopg://`` and ``postgres://`` -> libpq's form."""
     for prefix in ("postgresql+psycopg://", "postgres://"):
         if url.startswith(prefix):
-            return "postgresql://" + url[len(prefix):]
+            return "postgresql://" + url[len(prefix) :]
     return url
 
 
@@ -149,7 +152,9 @@ class PostgresStorage:
 
     def __init__(self, url: str, *, read_only: bool = False, connect_timeout: float = 10.0) -> None:
         if psycopg is None:
-            raise MissingDependency("psycopg is not installed; run: pip install 'hybridkb[postgres]'")
+            raise MissingDependency(
+                "psycopg is not installed; run: pip install 'hybridkb[postgres]'"
+            )
         self.url = plain_url(url)
         self.read_only = read_only
         self.capabilities = Capabilities(name="postgres", concurrent_writers=True, persistent=True)
@@ -170,7 +175,9 @@ class PostgresStorage:
 
     def _connect(self) -> Any:
         try:
-            con = psycopg.connect(self.url, autocommit=True, connect_timeout=int(self._connect_timeout))
+            con = psycopg.connect(
+                self.url, autocommit=True, connect_timeout=int(self._connect_timeout)
+            )
         except psycopg.Error as exc:
             raise BackendError(f"{redact(self.url)}: cannot connect to PostgreSQL ({exc})") from exc
         self._ef = 0
@@ -195,10 +202,15 @@ class PostgresStorage:
                     )
             else:
                 try:
-                    if not con.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone():
+                    if not con.execute(
+                        "SELECT 1 FROM pg_extension WHERE extname = 'vector'"
+                    ).fetchone():
                         con.execute("CREATE EXTENSION IF NOT EXISTS vector")
-                except (pg_errors.InsufficientPrivilege, pg_errors.FeatureNotSupported,
-                        pg_errors.UndefinedFile) as exc:
+                except (
+                    pg_errors.InsufficientPrivilege,
+                    pg_errors.FeatureNotSupported,
+                    pg_errors.UndefinedFile,
+                ) as exc:
                     raise BackendError(
                         f"{redact(self.url)}: the pgvector extension is not available ({exc}); "
                         "install pgvector >= 0.8 and run CREATE EXTENSION vector as a superuser"
@@ -214,7 +226,7 @@ class PostgresStorage:
                 raise BackendError(f"{redact(self.url)}: the pgvector extension is not installed")
             self.pgvector_version = str(row[1])
             # Unqualified names (hooks, graph tables) land in the catalog schema.
-            con.execute(f"SET search_path = hybridkb, \"{row[0]}\", public")
+            con.execute(f'SET search_path = hybridkb, "{row[0]}", public')
             if _version_tuple(self.pgvector_version) >= (0, 8):
                 # Filtered HNSW scans walk on until k rows pass; older pgvector has no
                 # iterative scan and relies on the exact fallback below.
@@ -273,6 +285,7 @@ class PostgresStorage:
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
         """Run one statement (``%s`` placeholders) and return its rows (for modules beside the core)."""
+
         def run(con: Any) -> list[tuple[Any, ...]]:
             cur = con.execute(sql, params)
             return cur.fetchall() if cur.description is not None else []
@@ -283,8 +296,9 @@ class PostgresStorage:
         """Run ``fn(connection)`` in one transaction; ``connection.execute`` takes ``%s`` params."""
         return self._write(fn)
 
-    def _query(self, sql: str, params: Sequence[Any] | None = None,
-               coll: CollectionRecord | None = None) -> list[tuple[Any, ...]]:
+    def _query(
+        self, sql: str, params: Sequence[Any] | None = None, coll: CollectionRecord | None = None
+    ) -> list[tuple[Any, ...]]:
         return self._read(lambda con: con.execute(sql, params).fetchall(), coll)
 
     def _write(self, fn: Callable[[Any], T], coll: CollectionRecord | None = None) -> T:
@@ -321,25 +335,43 @@ class PostgresStorage:
         self._schemas[int(row[0])] = workspace_schema(int(row[10]))
         chunking = row[5] if isinstance(row[5], dict) else json.loads(row[5] or "{}")
         return CollectionRecord(
-            id=int(row[0]), workspace=row[1], name=row[2], model=row[3], dim=int(row[4]),
-            chunking=chunking, language=row[6], created_at=_ts(row[7]), updated_at=_ts(row[8]),
+            id=int(row[0]),
+            workspace=row[1],
+            name=row[2],
+            model=row[3],
+            dim=int(row[4]),
+            chunking=chunking,
+            language=row[6],
+            created_at=_ts(row[7]),
+            updated_at=_ts(row[8]),
             generation=int(row[9] or 0),
         )
 
     def create_collection(
-        self, workspace: str, name: str, *, model: str, dim: int, chunking: dict[str, Any], language: str
+        self,
+        workspace: str,
+        name: str,
+        *,
+        model: str,
+        dim: int,
+        chunking: dict[str, Any],
+        language: str,
     ) -> CollectionRecord:
         if not isinstance(dim, int) or not 0 < dim <= 16_000:
             raise BackendError(f"dimension {dim!r} is outside pgvector's range (1..16000)")
         config = text_config(language)
 
         def create(con: Any) -> tuple[Any, ...]:
-            con.execute("SELECT pg_advisory_xact_lock(%s, %s)", [LOCK_WORKSPACE, _hash32(workspace)])
+            con.execute(
+                "SELECT pg_advisory_xact_lock(%s, %s)", [LOCK_WORKSPACE, _hash32(workspace)]
+            )
             if con.execute(
                 "SELECT 1 FROM hybridkb.hybridkb_collections WHERE workspace = %s AND name = %s",
                 [workspace, name],
             ).fetchone():
-                raise CollectionExists(f"collection {name!r} already exists; use it, or drop it first")
+                raise CollectionExists(
+                    f"collection {name!r} already exists; use it, or drop it first"
+                )
             con.execute(
                 "INSERT INTO hybridkb.hybridkb_workspaces (name) VALUES (%s) ON CONFLICT (name) DO NOTHING",
                 [workspace],
@@ -366,7 +398,9 @@ class PostgresStorage:
             row = self._write(create)
         except BackendError as exc:
             if isinstance(exc.__cause__, pg_errors.UniqueViolation):
-                raise CollectionExists(f"collection {name!r} already exists; use it, or drop it first") from exc
+                raise CollectionExists(
+                    f"collection {name!r} already exists; use it, or drop it first"
+                ) from exc
             raise
         return self._record(row)
 
@@ -388,9 +422,12 @@ class PostgresStorage:
 
     def list_workspaces(self) -> list[str]:
         """Workspaces that hold at least one collection."""
-        return [r[0] for r in self._query(
-            "SELECT DISTINCT workspace FROM hybridkb.hybridkb_collections ORDER BY workspace"
-        )]
+        return [
+            r[0]
+            for r in self._query(
+                "SELECT DISTINCT workspace FROM hybridkb.hybridkb_collections ORDER BY workspace"
+            )
+        ]
 
     def drop_collection(self, coll: CollectionRecord) -> None:
         t = self._tables(coll)
@@ -414,9 +451,16 @@ class PostgresStorage:
     @staticmethod
     def _doc(row: tuple[Any, ...]) -> DocumentRecord:
         return DocumentRecord(
-            document_id=row[0], path=row[1], filename=row[2], source=row[3], content_hash=row[4],
-            signature=row[5], metadata=row[6] if isinstance(row[6], dict) else json.loads(row[6] or "{}"),
-            language=row[7] or "und", bytes=int(row[8] or 0), chunk_count=int(row[9] or 0),
+            document_id=row[0],
+            path=row[1],
+            filename=row[2],
+            source=row[3],
+            content_hash=row[4],
+            signature=row[5],
+            metadata=row[6] if isinstance(row[6], dict) else json.loads(row[6] or "{}"),
+            language=row[7] or "und",
+            bytes=int(row[8] or 0),
+            chunk_count=int(row[9] or 0),
             added_at=_ts(row[10]),
         )
 
@@ -424,7 +468,8 @@ class PostgresStorage:
         t = self._tables(coll)
         rows = self._query(
             f"SELECT {self._DOC_COLUMNS} FROM {t['documents']} WHERE document_id = %s",
-            [_clean(document_id)], coll,
+            [_clean(document_id)],
+            coll,
         )
         return self._doc(rows[0]) if rows else None
 
@@ -435,12 +480,17 @@ class PostgresStorage:
         rows = self._query(
             f"SELECT {self._DOC_COLUMNS} FROM {t['documents']} ORDER BY added_at, document_id"
             " LIMIT %s OFFSET %s",
-            [limit, offset], coll,
+            [limit, offset],
+            coll,
         )
         return [self._doc(r) for r in rows]
 
     def put_document(
-        self, coll: CollectionRecord, doc: DocumentRecord, chunks: Sequence[ChunkRecord], vectors: np.ndarray
+        self,
+        coll: CollectionRecord,
+        doc: DocumentRecord,
+        chunks: Sequence[ChunkRecord],
+        vectors: np.ndarray,
     ) -> None:
         self.put_documents(coll, [PutItem(doc, chunks, vectors)])
 
@@ -477,7 +527,10 @@ class PostgresStorage:
             self._copy_rows(con, t, doc_rows, chunk_rows, postings)
             for item in items:
                 self._emit(
-                    con, WriteEvent("put", coll, [item.document.document_id], item.document, item.chunks)
+                    con,
+                    WriteEvent(
+                        "put", coll, [item.document.document_id], item.document, item.chunks
+                    ),
                 )
             self._bump(con, coll, n_chunks - int(old_n), new_len - int(old_len))
 
@@ -522,8 +575,16 @@ class PostgresStorage:
     @staticmethod
     def _doc_row(doc: DocumentRecord, doc_id: str, chunk_count: int) -> tuple[Any, ...]:
         return (
-            doc_id, _clean(doc.path), _clean(doc.filename), doc.source, doc.content_hash,
-            doc.signature, _dumps(doc.metadata), doc.language, doc.bytes, chunk_count,
+            doc_id,
+            _clean(doc.path),
+            _clean(doc.filename),
+            doc.source,
+            doc.content_hash,
+            doc.signature,
+            _dumps(doc.metadata),
+            doc.language,
+            doc.bytes,
+            chunk_count,
         )
 
     @staticmethod
@@ -535,19 +596,36 @@ class PostgresStorage:
         rows, postings, length = [], [], 0
         for c, vec in zip(chunks, vecs, strict=True):
             terms = [_clean(term) or "" for term in c.terms]
-            rows.append((
-                c.key, _clean(c.chunk_id), doc_id, c.chunk_index, _clean(c.text), c.page,
-                _clean(c.section), c.char_start, c.char_end, _clean(c.content_hash),
-                _clean(c.language), terms, _dumps(c.metadata), _clean(c.filename), _clean(c.path),
-                vector_text(vec),
-            ))
+            rows.append(
+                (
+                    c.key,
+                    _clean(c.chunk_id),
+                    doc_id,
+                    c.chunk_index,
+                    _clean(c.text),
+                    c.page,
+                    _clean(c.section),
+                    c.char_start,
+                    c.char_end,
+                    _clean(c.content_hash),
+                    _clean(c.language),
+                    terms,
+                    _dumps(c.metadata),
+                    _clean(c.filename),
+                    _clean(c.path),
+                    vector_text(vec),
+                )
+            )
             postings.extend((term, c.key, tf, len(terms)) for term, tf in Counter(terms).items())
             length += len(terms)
         return rows, postings, length
 
     @staticmethod
     def _copy_rows(
-        con: Any, t: dict[str, str], docs: list[tuple[Any, ...]], chunks: list[tuple[Any, ...]],
+        con: Any,
+        t: dict[str, str],
+        docs: list[tuple[Any, ...]],
+        chunks: list[tuple[Any, ...]],
         postings: list[tuple[Any, ...]],
     ) -> None:
         with con.cursor() as cur:
@@ -602,11 +680,16 @@ class PostgresStorage:
         clean = [_clean(i) for i in ids]
 
         def delete(con: Any) -> list[str]:
-            for key in sorted({_lock_key(coll.id, i or "") for i in clean}):  # one order: no deadlock
+            for key in sorted(
+                {_lock_key(coll.id, i or "") for i in clean}
+            ):  # one order: no deadlock
                 con.execute("SELECT pg_advisory_xact_lock(%s)", [key])
-            found = [r[0] for r in con.execute(
-                f"SELECT document_id FROM {t['documents']} WHERE document_id = ANY(%s)", [clean]
-            ).fetchall()]
+            found = [
+                r[0]
+                for r in con.execute(
+                    f"SELECT document_id FROM {t['documents']} WHERE document_id = ANY(%s)", [clean]
+                ).fetchall()
+            ]
             if not found:
                 return []
             n, total = con.execute(
@@ -632,16 +715,24 @@ class PostgresStorage:
             f" (SELECT count(*) FROM {t['chunks']}),"
             " (SELECT coalesce(sum(pg_total_relation_size(r)), 0) FROM unnest(%s::regclass[]) r),"
             " (SELECT updated_at FROM hybridkb.hybridkb_collections WHERE id = %s)",
-            [list(t.values()), coll.id], coll,
+            [list(t.values()), coll.id],
+            coll,
         )
         docs, chunks, nbytes, updated = rows[0]
-        langs = [r[0] for r in self._query(
-            f"SELECT language FROM {t['documents']} WHERE language IS NOT NULL"
-            " GROUP BY language ORDER BY count(*) DESC, language",
-            None, coll,
-        )]
+        langs = [
+            r[0]
+            for r in self._query(
+                f"SELECT language FROM {t['documents']} WHERE language IS NOT NULL"
+                " GROUP BY language ORDER BY count(*) DESC, language",
+                None,
+                coll,
+            )
+        ]
         return CollectionStats(
-            documents=int(docs), chunks=int(chunks), languages=langs, bytes=int(nbytes),
+            documents=int(docs),
+            chunks=int(chunks),
+            languages=langs,
+            bytes=int(nbytes),
             updated_at=_ts(updated),
         )
 
@@ -663,7 +754,11 @@ class PostgresStorage:
         t = self._tables(coll)
         k1, b = DEFAULT_K1, DEFAULT_B
         allowed, params = self._where(where)
-        restrict = "" if where is None else f" AND p.key IN (SELECT key FROM {t['chunks']} WHERE {allowed})"
+        restrict = (
+            ""
+            if where is None
+            else f" AND p.key IN (SELECT key FROM {t['chunks']} WHERE {allowed})"
+        )
         # Same arithmetic as KeywordIndex.search: Lucene idf times (k1 + 1), float64.
         sql = (
             "WITH st AS (SELECT n_chunks::float8 AS n, total_len::float8 / greatest(n_chunks, 1) AS avgdl"
@@ -727,7 +822,12 @@ class PostgresStorage:
         return self._nearest(coll, query, k, predicate, params)
 
     def filter_search(
-        self, coll: CollectionRecord, terms: Sequence[str], query: np.ndarray, k: int, where: Filter | None
+        self,
+        coll: CollectionRecord,
+        terms: Sequence[str],
+        query: np.ndarray,
+        k: int,
+        where: Filter | None,
     ) -> Ranked:
         terms = list(dict.fromkeys(_clean(x) for x in terms))
         if not terms:
@@ -745,11 +845,22 @@ class PostgresStorage:
     @staticmethod
     def _chunk(r: tuple[Any, ...], terms: list[str] | None = None) -> ChunkRecord:
         return ChunkRecord(
-            key=int(r[0]), chunk_id=r[1], document_id=r[2], chunk_index=int(r[3]), text=r[4],
-            page=r[5], section=r[6], char_start=int(r[7] or 0), char_end=int(r[8] or 0),
-            content_hash=r[9] or "", language=r[10] or "und", terms=terms or [],
+            key=int(r[0]),
+            chunk_id=r[1],
+            document_id=r[2],
+            chunk_index=int(r[3]),
+            text=r[4],
+            page=r[5],
+            section=r[6],
+            char_start=int(r[7] or 0),
+            char_end=int(r[8] or 0),
+            content_hash=r[9] or "",
+            language=r[10] or "und",
+            terms=terms or [],
             metadata=r[11] if isinstance(r[11], dict) else json.loads(r[11] or "{}"),
-            filename=r[12], path=r[13], added_at=_ts(r[14]),
+            filename=r[12],
+            path=r[13],
+            added_at=_ts(r[14]),
         )
 
     def fetch_chunks(self, coll: CollectionRecord, keys: Sequence[int]) -> dict[int, ChunkRecord]:
@@ -758,7 +869,8 @@ class PostgresStorage:
         t = self._tables(coll)
         rows = self._query(
             f"SELECT {self._CHUNK_COLUMNS} FROM {t['chunks']} WHERE key = ANY(%s)",
-            [[int(k) for k in keys]], coll,
+            [[int(k) for k in keys]],
+            coll,
         )
         return {int(r[0]): self._chunk(r) for r in rows}
 
@@ -788,17 +900,23 @@ class PostgresStorage:
         t = self._tables(coll)
         offset = 0
         while True:
-            docs = [self._doc(r) for r in self._query(
-                f"SELECT {self._DOC_COLUMNS} FROM {t['documents']} ORDER BY document_id"
-                " LIMIT %s OFFSET %s", [batch, offset], coll,
-            )]
+            docs = [
+                self._doc(r)
+                for r in self._query(
+                    f"SELECT {self._DOC_COLUMNS} FROM {t['documents']} ORDER BY document_id"
+                    " LIMIT %s OFFSET %s",
+                    [batch, offset],
+                    coll,
+                )
+            ]
             if not docs:
                 return
             offset += len(docs)
             rows = self._query(
                 f"SELECT {self._CHUNK_COLUMNS}, terms, embedding::text FROM {t['chunks']}"
                 " WHERE document_id = ANY(%s) ORDER BY document_id, chunk_index",
-                [[d.document_id for d in docs]], coll,
+                [[d.document_id for d in docs]],
+                coll,
             )
             by_doc: dict[str, list[tuple[Any, ...]]] = {}
             for r in rows:
@@ -806,8 +924,11 @@ class PostgresStorage:
             for d in docs:
                 mine = by_doc.get(d.document_id, [])
                 chunks = [self._chunk(r, list(r[15] or [])) for r in mine]
-                vecs = (np.stack([parse_vector(r[16]) for r in mine]) if mine
-                        else np.zeros((0, coll.dim), np.float32))
+                vecs = (
+                    np.stack([parse_vector(r[16]) for r in mine])
+                    if mine
+                    else np.zeros((0, coll.dim), np.float32)
+                )
                 yield d, chunks, vecs
 
     def consistency(self, coll: CollectionRecord) -> dict[str, int]:
@@ -823,8 +944,18 @@ class PostgresStorage:
             f" (SELECT count(*) FROM (SELECT DISTINCT u.term, c.key FROM {t['chunks']} c,"
             " unnest(c.terms) u(term)) x),"
             " n_chunks, total_len FROM hybridkb.hybridkb_collections WHERE id = %s",
-            [coll.id], coll,
+            [coll.id],
+            coll,
         )[0]
-        names = ("documents", "document_chunk_count", "chunks", "distinct_chunk_ids", "terms",
-                 "postings", "expected_postings", "stat_chunks", "stat_total_len")
+        names = (
+            "documents",
+            "document_chunk_count",
+            "chunks",
+            "distinct_chunk_ids",
+            "terms",
+            "postings",
+            "expected_postings",
+            "stat_chunks",
+            "stat_total_len",
+        )
         return {n: int(v) for n, v in zip(names, row, strict=True)}

@@ -66,13 +66,15 @@ def table_names(schema: str, collection_id: int) -> dict[str, str]:
     }
 
 
-def create_collection_tables(cur: Any, schema: str, collection_id: int, dim: int, config: str) -> None:
+def create_collection_tables(
+    cur: Any, schema: str, collection_id: int, dim: int, config: str
+) -> None:
     t = table_names(schema, collection_id)
     bare = f"c{collection_id}"
     if config not in TEXT_CONFIGS.values() and config != "simple":
         raise ValueError(f"bad text search configuration {config!r}")
     cur.execute(
-        f"""CREATE TABLE {t['documents']} (
+        f"""CREATE TABLE {t["documents"]} (
             document_id TEXT PRIMARY KEY,
             path TEXT,
             filename TEXT,
@@ -87,7 +89,7 @@ def create_collection_tables(cur: Any, schema: str, collection_id: int, dim: int
         )"""
     )
     cur.execute(
-        f"""CREATE TABLE {t['chunks']} (
+        f"""CREATE TABLE {t["chunks"]} (
             key BIGINT PRIMARY KEY,
             chunk_id TEXT NOT NULL,
             document_id TEXT NOT NULL,
@@ -122,7 +124,7 @@ def create_collection_tables(cur: Any, schema: str, collection_id: int, dim: int
         f" USING gin (to_tsvector('{config}'::regconfig, text))"
     )
     cur.execute(
-        f"""CREATE TABLE {t['postings']} (
+        f"""CREATE TABLE {t["postings"]} (
             term TEXT NOT NULL,
             key BIGINT NOT NULL,
             tf INTEGER NOT NULL,
