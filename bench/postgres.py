@@ -203,7 +203,7 @@ def ingest(
     if storage.capabilities.name == "postgres":
         # What autovacuum does shortly after a bulk load: planner statistics and the
         # visibility map (index-only scans of the postings).
-        for table in storage._tables(coll).values():
+        for table in storage.tables(coll).values():
             storage.query(f"VACUUM ANALYZE {table}")
     return storage, coll, elapsed
 
@@ -233,7 +233,7 @@ def ts_rank_baseline(
     storage: Any, coll: CollectionRecord, queries: list[tuple[str, str]]
 ) -> dict[str, Any]:
     """PostgreSQL's own full-text ranking (OR of the query's lexemes), for comparison."""
-    t = storage._tables(coll)
+    t = storage.tables(coll)
     # A stored tsvector (bench only), so ranking does not re-parse every matching text.
     storage.query(
         f"ALTER TABLE {t['chunks']} ADD COLUMN IF NOT EXISTS bench_tsv tsvector"
@@ -266,15 +266,17 @@ def hnsw_section(
 ) -> dict[str, Any]:
     """The index path (forced): quality, latency and a 1 % filter with/without iterative scan."""
     from hybridkb.filters import parse_filter
-    from hybridkb.storage.postgres import vector_text
+    from hybridkb.storage.postgres.rows import vector_text
 
-    saved = storage.exact_scan_rows
-    storage.exact_scan_rows = 0
+    from hybridkb.storage.postgres import storage as pg_storage
+
+    saved = pg_storage.EXACT_SCAN_ROWS
+    pg_storage.EXACT_SCAN_ROWS = 0
     try:
         res = search_all(storage, coll, queries, lookup)
         flt = parse_filter({"n": 7})  # metadata n = id % 100: about 1 % of the corpus
         ours = [len(storage.vector_search(coll, q, K, flt)) for q in qvecs[:50]]
-        t = storage._tables(coll)
+        t = storage.tables(coll)
         plain, forced = [], []
         sql = (
             f"SELECT key FROM {t['chunks']} WHERE (metadata #>> '{{n}}') = '7'"
@@ -295,7 +297,7 @@ def hnsw_section(
             plain.append(count(q, "off", 40))
             forced.append(count(q, "relaxed_order", 100))
     finally:
-        storage.exact_scan_rows = saved
+        pg_storage.EXACT_SCAN_ROWS = saved
     return {
         "ndcg@10": {m: ndcg(res[m]["ranked"], qrels) for m in ("vector", "hybrid")},
         "p50_ms": {m: res[m]["p50_ms"] for m in ("vector", "hybrid")},

@@ -55,7 +55,7 @@ from _common import RESULTS, machine, print_targets, target, write_json
 
 import hybridkb
 from hybridkb import maintenance
-from hybridkb.storage.duckdb_schema import table_names
+from hybridkb.storage.duckdb.schema import table_names
 
 PARTS = ("crash", "churn", "big", "fuzz")
 

@@ -67,7 +67,7 @@ from hybridkb.analysis import analyze, analyze_query
 from hybridkb.evaluate import FINGERPRINT_ID, PrecomputedQuery, ndcg_at_k, recall_at_k, run_eval
 from hybridkb.storage import open_storage
 from hybridkb.storage.base import ChunkRecord, DocumentRecord, PutItem, chunk_key, make_chunk_id
-from hybridkb.storage.duckdb_schema import table_names
+from hybridkb.storage.duckdb.schema import table_names
 
 K = 10
 SCALE_NAME = "bench"
@@ -132,7 +132,7 @@ class Searcher:
         return self.storage.vector_search(self.record, vector, depth, where)
 
     def indexes(self) -> Any:
-        return self.storage._indexes_for(self.record)  # internal: to split time by stage
+        return self.storage.derived.indexes_for(self.record)  # internal: to split time by stage
 
     def doc_of_key(self) -> dict[int, str]:
         t = table_names(self.record.id)
@@ -849,7 +849,7 @@ def storage_recall(s: Searcher, queries: np.ndarray) -> float:
     best: list[list[tuple[float, int]]] = [[] for _ in queries]
     offset, step = 0, 100_000
     while True:
-        tab = s.storage._con.execute(  # bench-only read of the whole table, in slices
+        tab = s.storage.engine.con.execute(  # bench-only read of the whole table, in slices
             f"SELECT key, embedding FROM {t['vectors']} ORDER BY key LIMIT {step} OFFSET {offset}"
         ).to_arrow_table()
         if tab.num_rows == 0:
@@ -885,7 +885,7 @@ emb = kb.embedder_for(rec)
 t3 = time.perf_counter()
 vec = emb.embed_query(sys.argv[3])
 t4 = time.perf_counter()
-kb.storage._indexes_for(rec)
+kb.storage.derived.indexes_for(rec)
 t5 = time.perf_counter()
 from hybridkb.analysis import detect_language
 detect_language("which language is this query written in")
@@ -1459,7 +1459,7 @@ def recall_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict
     s = Searcher(db, name)
     try:
         t = table_names(s.record.id)
-        tab = s.storage._con.execute(
+        tab = s.storage.engine.con.execute(
             f"SELECT key, embedding FROM {t['vectors']} ORDER BY key"
         ).to_arrow_table()
         keys = tab.column("key").to_numpy()

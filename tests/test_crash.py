@@ -19,7 +19,7 @@ import pytest
 
 import hybridkb
 from hybridkb import maintenance
-from hybridkb.storage.duckdb_schema import table_names
+from hybridkb.storage.duckdb.schema import table_names
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL (POSIX)")
 

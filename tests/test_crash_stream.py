@@ -18,15 +18,15 @@ import pytest
 
 import hybridkb
 from hybridkb import ingest, maintenance
-from hybridkb.storage import duckdb_stream
-from hybridkb.storage.duckdb_schema import table_names
+from hybridkb.storage.duckdb import stream as duckdb_stream
+from hybridkb.storage.duckdb.schema import table_names
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL (POSIX)")
 
 # Small windows so an ordinary file streams; every batch is written to the staged file.
 SETUP = """
 from hybridkb import ingest
-from hybridkb.storage import duckdb_stream
+from hybridkb.storage.duckdb import stream as duckdb_stream
 ingest.STREAM_BYTES = 4_000
 ingest.WINDOW_CHARS = 8_000
 duckdb_stream.ROW_GROUP_CHARS = 1
@@ -138,7 +138,7 @@ def test_a_killed_stream_leaves_one_whole_version(
         assert {
             f.check: f.count for h in maintenance.doctor(kb) for f in h.findings if f.count
         } == {}
-        assert duckdb_stream.stage_dir(kb.storage) == folder  # type: ignore[arg-type]
+        assert duckdb_stream.stage_dir(kb.storage.engine) == folder  # type: ignore[arg-type]
         assert list(folder.iterdir()) == []
         # The same file again: streamed to completion this time (or found unchanged).
         report = coll.add(path)

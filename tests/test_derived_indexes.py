@@ -11,7 +11,7 @@ import pytest
 import hybridkb
 from hybridkb.index import derived
 from hybridkb.index.keyword import KeywordIndex
-from hybridkb.storage import duckdb as duckdb_storage
+from hybridkb.storage.duckdb import memory as duckdb_storage
 
 TEXTS = ["alpha beta gamma", "delta epsilon", "zeta eta theta", "beta delta"]
 

@@ -16,7 +16,7 @@ from hybridkb.errors import (
     EmbeddingMismatch,
     InvalidFilter,
 )
-from hybridkb.storage.duckdb_schema import table_names
+from hybridkb.storage.duckdb.schema import table_names
 
 TAX = (
     "Depreciation of assets\n\nThe decline in value of a depreciating asset is worked out with the "

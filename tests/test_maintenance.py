@@ -9,7 +9,7 @@ import numpy as np
 
 import hybridkb
 from hybridkb import maintenance
-from hybridkb.storage.duckdb_schema import table_names
+from hybridkb.storage.duckdb.schema import table_names
 
 TEXTS = [f"document {i} talks about subject {i % 5} with words" for i in range(30)]
 
@@ -34,7 +34,7 @@ def test_doctor_finds_and_repairs_orphans_and_bad_vectors(tmp_path: Path) -> Non
         coll = kb.create_collection("Notes")
         coll.add_texts(TEXTS, ids=[f"d{i}" for i in range(30)])
         t = table_names(coll.record.id)
-        con = kb.storage._con  # type: ignore[attr-defined]
+        con = kb.storage.engine.con  # type: ignore[attr-defined]
         # Damage the tables the way a buggy writer or a disk fault might.
         con.execute(f"DELETE FROM {t['documents']} WHERE document_id = 'd1'")
         con.execute(

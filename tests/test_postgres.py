@@ -23,6 +23,7 @@ from hybridkb.errors import BackendError, CollectionExists, CollectionNotFound, 
 from hybridkb.filters import POSTGRES, parse_filter, to_sql
 from hybridkb.settings import load_settings
 from hybridkb.storage.base import ChunkRecord, DocumentRecord, chunk_key, make_chunk_id
+from hybridkb.storage.postgres import storage as pg_storage_module
 
 pytestmark = pytest.mark.postgres
 
@@ -91,7 +92,7 @@ def test_collection_indexes_use_hnsw_cosine_and_language_config(
 
 
 def test_migrations_are_versioned(pg_empty_url: str) -> None:
-    from hybridkb.storage.postgres_schema import MIGRATIONS
+    from hybridkb.storage.postgres.schema import MIGRATIONS
 
     # Concurrent first connections: the advisory lock lets one migrate, the rest wait.
     versions: list[int] = []
@@ -160,7 +161,9 @@ def test_lost_connection_is_replaced_and_closed_is_final(pg_url: str, pg_admin_u
 # -- search paths ----------------------------------------------------------------------
 
 
-def test_filtered_hnsw_search_returns_k(pg_kb: hybridkb.KnowledgeBase) -> None:
+def test_filtered_hnsw_search_returns_k(
+    pg_kb: hybridkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Above the exact-scan size the HNSW index answers; a 1 % filter still yields k."""
     coll = pg_kb.create_collection("Big", chunk_size=100, chunk_overlap=0)
     paragraphs = [
@@ -170,7 +173,7 @@ def test_filtered_hnsw_search_returns_k(pg_kb: hybridkb.KnowledgeBase) -> None:
     coll.add_texts(["\n\n".join(paragraphs)], ids=["big"])
     assert coll.describe().chunks == 1000
     storage = pg_kb.storage
-    storage.exact_scan_rows = 0  # force the index path
+    monkeypatch.setattr(pg_storage_module, "EXACT_SCAN_ROWS", 0)  # force the index path
     record = coll.record
     q = pg_kb.embedder("fake").embed_query("paragraph words common")
     plan = storage.query(
@@ -196,7 +199,7 @@ def test_filtered_hnsw_search_returns_k(pg_kb: hybridkb.KnowledgeBase) -> None:
 def _exact(
     storage: Any, record: Any, q: np.ndarray, k: int, predicate: str
 ) -> list[tuple[int, float]]:
-    t = storage._tables(record)
+    t = storage.tables(record)
     rows = storage.query(
         f"SELECT key, 1 - (embedding <=> %s::vector) FROM {t['chunks']} WHERE {predicate}"
         " ORDER BY 2 DESC LIMIT %s",
@@ -310,7 +313,7 @@ def test_eight_processes_ingesting_lose_nothing_and_duplicate_nothing(pg_url: st
         assert counts["stat_total_len"] == counts["terms"]
         assert counts["postings"] == counts["expected_postings"]
         # Each document's chunks are exactly the set its stored version produces.
-        t = kb.storage._tables(record)
+        t = kb.storage.tables(record)
         rows = kb.storage.query(
             f"SELECT document_id, chunk_index, chunk_id, text FROM {t['chunks']}"
         )
@@ -536,32 +539,41 @@ def _fill(kb: hybridkb.KnowledgeBase) -> None:
 
 
 def _snapshot(url: str) -> dict[str, Any]:
+    """What a copy must keep: collections, every stored row and vector, keyword ranking."""
     out: dict[str, Any] = {}
     with hybridkb.connect(url, model="fake") as kb:
         for ws in ("default", "team"):
             w = kb.in_workspace(ws)
             for info in w.list_collections():
                 out[f"{ws}/{info.name}"] = (info.documents, info.chunks, info.dim, info.chunking)
-            for mode in ("hybrid", "vector", "keyword", "filter"):
-                out[f"{ws}:{mode}"] = [
-                    (h.collection, h.document_id, h.chunk_id != "", round(h.score, 4))
-                    for h in w.search(
-                        "depreciation laptops budgets",
-                        k=8,
-                        mode=mode,
-                        where={"year": {"$gte": 2016}} if ws == "default" else None,
+                record = w.record(info.name)
+                rows = []
+                for doc, chunks, vectors in kb.storage.export_documents(record):
+                    rows.append(
+                        (
+                            doc.document_id,
+                            doc.content_hash,
+                            doc.metadata,
+                            [(c.chunk_index, c.text, c.page, list(c.terms)) for c in chunks],
+                            np.round(np.asarray(vectors, dtype=np.float64), 6).tolist(),
+                        )
                     )
-                ]
+                out[f"{ws}/{info.name}:rows"] = sorted(rows, key=lambda r: r[0])
+            out[f"{ws}:keyword"] = [
+                (h.collection, h.document_id, round(h.score, 4))
+                for h in w.search(
+                    "depreciation laptops budgets",
+                    k=8,
+                    mode="keyword",
+                    where={"year": {"$gte": 2016}} if ws == "default" else None,
+                )
+            ]
     return out
 
 
 def test_copy_duckdb_to_postgres_and_back(
     pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Postgres scores are exact cosines; DuckDB ranks on int8 unless asked to re-rank exactly.
-    from hybridkb.storage.duckdb import DuckDBStorage
-
-    monkeypatch.setattr(DuckDBStorage, "rerank_exact", True)
     src = str(tmp_path / "src.duckdb")
     with hybridkb.connect(src, model="fake") as kb:
         _fill(kb)
@@ -634,7 +646,7 @@ def _graph_view(kb: hybridkb.KnowledgeBase) -> dict[str, Any]:
 
 
 def test_graph_on_postgres_matches_duckdb(pg_kb: hybridkb.KnowledgeBase, tmp_path: Path) -> None:
-    from hybridkb.graph.store_postgres import PostgresGraphSQL
+    from hybridkb.storage.postgres.graph import PostgresGraphSQL
 
     views = []
     with hybridkb.connect(tmp_path / "graph.duckdb", model="fake") as duck:

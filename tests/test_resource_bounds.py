@@ -149,7 +149,7 @@ _CHILD = textwrap.dedent(
     """
     import json, resource, sys, time
     import hybridkb
-    from hybridkb.storage.duckdb_schema import table_names
+    from hybridkb.storage.duckdb.schema import table_names
 
     def peak_mb():
         # VmHWM is this process's own peak; Linux carries ru_maxrss over from the parent

@@ -9,7 +9,7 @@ import pytest
 
 import hybridkb
 from hybridkb.storage.base import ChunkRecord
-from hybridkb.storage.row_cache import WARM_AFTER_FETCHES, RowCache
+from hybridkb.storage.duckdb.row_cache import WARM_AFTER_FETCHES, RowCache
 
 
 def _row(key: int, text: str = "t") -> ChunkRecord:
@@ -118,12 +118,12 @@ def test_cached_rows_equal_the_table_rows(tmp_path: Path, isolated_env: Path) ->
         keys = _all_keys(kb, "Notes")
         for _ in range(WARM_AFTER_FETCHES):
             kb.storage.fetch_chunks(coll.record, keys)
-        kb.storage._rows.wait()  # type: ignore[attr-defined]
+        kb.storage.derived.rows.wait()  # type: ignore[attr-defined]
         cached = kb.storage.fetch_chunks(coll.record, keys)
-        assert kb.storage._rows.used_bytes > 0  # type: ignore[attr-defined]
+        assert kb.storage.derived.rows.used_bytes > 0  # type: ignore[attr-defined]
     with hybridkb.connect(db, model="fake", row_cache_mb=0) as kb:
         direct = kb.storage.fetch_chunks(kb.record("Notes"), keys)
-        assert kb.storage._rows.used_bytes == 0  # type: ignore[attr-defined]
+        assert kb.storage.derived.rows.used_bytes == 0  # type: ignore[attr-defined]
     assert cached == direct and len(direct) == 40
 
 
@@ -135,8 +135,8 @@ def test_deleted_and_replaced_documents_are_never_served_from_memory(
         coll.add_texts(["the lemur sleeps in the baobab tree", "otters hold hands"], ids=["a", "b"])
         for _ in range(WARM_AFTER_FETCHES + 1):
             assert coll.search("lemur baobab", k=1, mode="keyword")[0].document_id == "a"
-            kb.storage._rows.wait()  # type: ignore[attr-defined]
-        assert kb.storage._rows.used_bytes > 0  # type: ignore[attr-defined]
+            kb.storage.derived.rows.wait()  # type: ignore[attr-defined]
+        assert kb.storage.derived.rows.used_bytes > 0  # type: ignore[attr-defined]
         old_keys = _all_keys(kb, "Notes")
 
         coll.add_texts(["the lemur now sleeps in a mango tree"], ids=["a"], metadatas=[{"v": 2}])
@@ -155,8 +155,8 @@ def test_a_dropped_and_recreated_collection_starts_cold(tmp_path: Path, isolated
         coll.add_texts(["alpha beta gamma"], ids=["a"])
         for _ in range(WARM_AFTER_FETCHES + 1):
             coll.search("alpha", k=1)
-        kb.storage._rows.wait()  # type: ignore[attr-defined]
-        assert kb.storage._rows.used_bytes > 0  # type: ignore[attr-defined]
+        kb.storage.derived.rows.wait()  # type: ignore[attr-defined]
+        assert kb.storage.derived.rows.used_bytes > 0  # type: ignore[attr-defined]
         kb.drop_collection("Notes")
         coll = kb.create_collection("Notes")
         coll.add_texts(["delta epsilon"], ids=["a"])
@@ -173,7 +173,7 @@ def test_a_warm_up_racing_a_delete_never_serves_the_deleted_rows(
         for _ in range(WARM_AFTER_FETCHES):
             kb.storage.fetch_chunks(coll.record, keys[:5])  # starts the warm-up thread
         coll.delete([f"d{i}" for i in range(0, 300, 2)])  # races it
-        kb.storage._rows.wait()  # type: ignore[attr-defined]
+        kb.storage.derived.rows.wait()  # type: ignore[attr-defined]
         live = set(_all_keys(kb, "Notes"))
         assert set(kb.storage.fetch_chunks(coll.record, keys)) == live
         assert all(

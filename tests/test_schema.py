@@ -10,7 +10,7 @@ import pytest
 import hybridkb
 from hybridkb.errors import BackendError
 from hybridkb.maintenance import reembed
-from hybridkb.storage.duckdb_schema import MIGRATIONS, table_names
+from hybridkb.storage.duckdb.schema import MIGRATIONS, table_names
 
 
 def _indexes(db: Path) -> set[str]:

@@ -12,7 +12,7 @@ from langchain_core.messages import ToolMessage
 import hybridkb
 from hybridkb.errors import ConfigError
 from hybridkb.sql_tool import check_tree, run_sql
-from hybridkb.storage.duckdb_schema import table_names
+from hybridkb.storage.duckdb.schema import table_names
 from hybridkb.tools import make_tools
 
 

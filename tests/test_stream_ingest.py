@@ -18,9 +18,9 @@ import hybridkb
 from hybridkb import ingest, maintenance
 from hybridkb.analysis import analyze
 from hybridkb.errors import IngestError
-from hybridkb.storage import duckdb_stream
+from hybridkb.storage.duckdb import stream as duckdb_stream
 from hybridkb.storage.base import ChunkRecord, DocumentRecord, chunk_key, make_chunk_id
-from hybridkb.storage.duckdb_schema import table_names
+from hybridkb.storage.duckdb.schema import table_names
 
 Batches = Iterator[tuple[list[ChunkRecord], np.ndarray]]
 
@@ -74,7 +74,7 @@ def _table_texts(kb: hybridkb.KnowledgeBase, coll: hybridkb.Collection) -> list[
 
 
 def _stage_files(kb: hybridkb.KnowledgeBase) -> list[Path]:
-    folder = duckdb_stream.stage_dir(kb.storage)  # type: ignore[arg-type]
+    folder = duckdb_stream.stage_dir(kb.storage.engine)  # type: ignore[arg-type]
     return sorted(folder.iterdir()) if folder is not None and folder.exists() else []
 
 
@@ -124,16 +124,16 @@ def test_the_indexes_are_extended_not_rebuilt(kb: hybridkb.KnowledgeBase) -> Non
     coll.add_texts(["a small note about otters"], ids=["note"])
     coll.search("otters", k=3)
     storage = kb.storage
-    loaded = storage._indexes[coll.record.id]  # type: ignore[attr-defined]
+    loaded = storage.derived.indexes[coll.record.id]  # type: ignore[attr-defined]
     storage.put_document_stream(coll.record, _doc("v1"), _batches(kb, coll, "v1", 3))
     storage.put_document_stream(coll.record, _doc("v2"), _batches(kb, coll, "v2", 2))
-    assert storage._indexes[coll.record.id] is loaded  # type: ignore[attr-defined]
+    assert storage.derived.indexes[coll.record.id] is loaded  # type: ignore[attr-defined]
     assert loaded.generation == kb.storage.get_collection(kb.workspace, "Stream").generation  # type: ignore[union-attr]
     mirrored = {
         m: [(h.chunk_id, round(h.score, 5)) for h in coll.search("v2 lemurs part 1", k=20, mode=m)]
         for m in ("keyword", "vector")
     }
-    storage.forget_derived(coll.record.id)  # type: ignore[attr-defined]
+    storage.derived.forget(coll.record.id)  # type: ignore[attr-defined]
     rebuilt = {
         m: [(h.chunk_id, round(h.score, 5)) for h in coll.search("v2 lemurs part 1", k=20, mode=m)]
         for m in ("keyword", "vector")
@@ -165,7 +165,7 @@ def test_a_failed_stream_leaves_the_old_version_and_no_staged_file(
 
 def test_the_switch_restores_duckdb_settings(kb: hybridkb.KnowledgeBase) -> None:
     coll = kb.create_collection("Stream", language="en")
-    con = kb.storage._con  # type: ignore[attr-defined]
+    con = kb.storage.engine.con  # type: ignore[attr-defined]
     con.execute("SET memory_limit = '300MB'")
     con.execute("SET threads = 2")
     settings = "SELECT current_setting('memory_limit'), current_setting('threads')"
@@ -199,7 +199,7 @@ def test_an_empty_stream_replaces_the_document_with_no_chunks(kb: hybridkb.Knowl
 def test_staged_leftovers_are_reported_repaired_and_swept(kb: hybridkb.KnowledgeBase) -> None:
     coll = kb.create_collection("Stream", language="en")
     other = kb.create_collection("Other", language="en")
-    folder = duckdb_stream.stage_dir(kb.storage)  # type: ignore[arg-type]
+    folder = duckdb_stream.stage_dir(kb.storage.engine)  # type: ignore[arg-type]
     assert folder is not None and folder.name == "kb.duckdb.hkbstage"
     folder.mkdir()
     (folder / f"c{coll.record.id}-deadbeef.parquet").write_bytes(b"half a file")
@@ -231,7 +231,7 @@ def test_a_read_only_open_keeps_staged_files_a_writable_open_sweeps_them(tmp_pat
 
     storage = DuckDBStorage(str(tmp_path / "kb.duckdb"), read_only=True)
     try:
-        assert duckdb_stream.drop_stale_stages(storage) == 0
+        assert duckdb_stream.drop_stale_stages(storage.engine) == 0
     finally:
         storage.close()
     assert (folder / "c1-deadbeef.parquet").exists()
@@ -295,7 +295,7 @@ def test_an_index_build_skips_rows_the_tables_disagree_on(kb: hybridkb.Knowledge
     )
     record = storage.get_collection(kb.workspace, "Paged")
     assert record is not None
-    full = build_indexes(record.dim, record.generation, lambda: storage._load_rows(record))  # type: ignore[attr-defined]
+    full = build_indexes(record.dim, record.generation, lambda: storage.derived.load_rows(record))  # type: ignore[attr-defined]
     assert len(full.keyword) == len(full.vector) == 39
     assert lone not in full.vector and 12345 not in full.vector and lone not in full.keyword
     query = kb.embedder("fake").embed_query("otter heron")

@@ -16,113 +16,27 @@ Example:
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from .errors import BackendError, CollectionExists, ConfigError, KBError
-from .storage import open_storage
+from .storage import open_storage, redact_url
 from .storage.base import (
     ChunkRecord,
     CollectionRecord,
-    DocumentRecord,
+    Connection,
+    EdgeRow,
+    GraphSQL,
+    NodeRow,
     Storage,
     chunk_key,
+    load_props,
     make_chunk_id,
 )
 
-Exported = tuple[DocumentRecord, list[ChunkRecord], np.ndarray]
 Progress = Callable[[str, int, int], None]  # (collection name, documents done, total)
-
-
-def _redact(url: str) -> str:
-    from .storage.postgres import redact
-
-    return redact(url)
-
-
-def list_workspaces(storage: Storage) -> list[str]:
-    """Workspaces holding at least one collection."""
-    own = getattr(storage, "list_workspaces", None)
-    if own is not None:
-        return list(own())
-    rows = storage.query(  # type: ignore[attr-defined]
-        "SELECT DISTINCT workspace FROM hybridkb_collections ORDER BY workspace"
-    )
-    return [r[0] for r in rows]
-
-
-def export_documents(
-    storage: Storage, coll: CollectionRecord, *, batch: int = 200
-) -> Iterator[Exported]:
-    """Each stored document with its chunks (terms included) and vectors."""
-    own = getattr(storage, "export_documents", None)
-    if own is not None:
-        yield from own(coll, batch=batch)
-        return
-    if storage.capabilities.name != "duckdb":
-        raise BackendError(f"cannot export from the {storage.capabilities.name} backend")
-    yield from _export_duckdb(storage, coll, batch)
-
-
-def _export_duckdb(storage: Any, coll: CollectionRecord, batch: int) -> Iterator[Exported]:
-    from .storage.duckdb_schema import table_names
-
-    t = table_names(coll.id)
-    offset = 0
-    while True:
-        docs = storage.list_documents(coll, limit=batch, offset=offset)
-        if not docs:
-            return
-        offset += len(docs)
-        rows = storage.query(
-            f"SELECT key, chunk_id, document_id, chunk_index, text, page, section, char_start, char_end,"
-            f" content_hash, language, metadata, filename, path, terms FROM {t['chunks']}"
-            " WHERE document_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY document_id, chunk_index",
-            [[d.document_id for d in docs]],
-        )
-        by_doc: dict[str, list[ChunkRecord]] = {}
-        for r in rows:
-            meta = r[11]
-            by_doc.setdefault(r[2], []).append(
-                ChunkRecord(
-                    key=int(r[0]),
-                    chunk_id=r[1],
-                    document_id=r[2],
-                    chunk_index=int(r[3]),
-                    text=r[4],
-                    page=r[5],
-                    section=r[6],
-                    char_start=int(r[7] or 0),
-                    char_end=int(r[8] or 0),
-                    content_hash=r[9] or "",
-                    language=r[10] or "und",
-                    terms=list(r[14] or []),
-                    metadata=json.loads(meta)
-                    if isinstance(meta, str) and meta
-                    else dict(meta or {}),
-                    filename=r[12],
-                    path=r[13],
-                )
-            )
-        for d in docs:
-            chunks = by_doc.get(d.document_id, [])
-            vectors = (
-                storage.fetch_vectors(coll, [c.key for c in chunks])
-                if chunks
-                else np.zeros((0, coll.dim), np.float32)
-            )
-            yield d, chunks, vectors
-
-
-def _vector_count(storage: Any, coll: CollectionRecord) -> int:
-    if storage.capabilities.name == "duckdb":
-        from .storage.duckdb_schema import table_names
-
-        return int(storage.query(f"SELECT count(*) FROM {table_names(coll.id)['vectors']}")[0][0])
-    return int(storage.consistency(coll)["chunks"])  # vectors live in the chunk rows (NOT NULL)
 
 
 def copy_kb(
@@ -170,7 +84,7 @@ def _copy(
     workspace: str | None,
     progress: Progress | None,
 ) -> dict[str, Any]:
-    workspaces = [workspace] if workspace is not None else list_workspaces(src)
+    workspaces = [workspace] if workspace is not None else src.list_workspaces()
     plan = [c for ws in workspaces for c in src.list_collections(ws)]
     clashes = [c for c in plan if dst.get_collection(c.workspace, c.name) is not None]
     if clashes:
@@ -190,8 +104,8 @@ def _copy(
             user_graph["nodes"] += n
             user_graph["edges"] += e
     return {
-        "source": _redact(src_url),
-        "destination": _redact(dst_url),
+        "source": redact_url(src_url),
+        "destination": redact_url(dst_url),
         "collections": report,
         "documents": sum(r["documents"] for r in report),
         "chunks": sum(r["chunks"] for r in report),
@@ -222,7 +136,7 @@ def _copy_collection(
     chunk_ids: dict[str, str] = {}
     done = 0
     try:
-        for doc, chunks, vectors in export_documents(src, coll):
+        for doc, chunks, vectors in src.export_documents(coll):
             moved = []
             for c in chunks:
                 new_id = make_chunk_id(new.id, doc.document_id, doc.content_hash, c.chunk_index)
@@ -261,7 +175,7 @@ def _copy_collection(
             pass
         raise
     have, want = dst.stats(new), src.stats(coll)
-    vectors_src, vectors_dst = _vector_count(src, coll), _vector_count(dst, new)
+    vectors_src, vectors_dst = src.count_vectors(coll), dst.count_vectors(new)
     if (have.documents, have.chunks, vectors_dst) != (want.documents, want.chunks, vectors_src):
         raise BackendError(
             f"copy: counts differ for {coll.workspace}/{coll.name}: source has {want.documents} "
@@ -282,23 +196,20 @@ def _copy_collection(
 class _GraphCopy:
     """Moves graph rows, rewriting node ids that embed a chunk id or a collection id."""
 
-    def __init__(self, src: Storage, dst: Storage, src_sql: Any, dst_sql: Any) -> None:
+    def __init__(self, src: Storage, dst: Storage, src_sql: GraphSQL, dst_sql: GraphSQL) -> None:
         self.src, self.dst, self.src_sql, self.dst_sql = src, dst, src_sql, dst_sql
         self.chunk_ids: dict[str, str] = {}
         self.collection_ids: dict[int, int] = {}
 
     @classmethod
     def open(cls, src: Storage, dst: Storage) -> _GraphCopy | None:
-        try:
-            from .graph.store import sql_backend
-        except ImportError:
-            return None
-        src_sql, dst_sql = sql_backend(src), sql_backend(dst)
+        src_sql = src.graph_sql if src.capabilities.graph else None
+        dst_sql = dst.graph_sql if dst.capabilities.graph else None
         if src_sql is None or dst_sql is None:
             return None
-        if not src.transaction(src_sql.has_schema):  # type: ignore[attr-defined]
+        if not src.transaction(src_sql.has_schema):
             return None
-        dst.transaction(dst_sql.ensure_schema)  # type: ignore[attr-defined]
+        dst.transaction(dst_sql.ensure_schema)
         return cls(src, dst, src_sql, dst_sql)
 
     def remap(self, node_id: str) -> str:
@@ -313,14 +224,11 @@ class _GraphCopy:
 
     def _rows(
         self, ws: str, collection_id: int
-    ) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
-        from .graph.build import EdgeRow, NodeRow
-        from .graph.store_duckdb import load_props
-
-        nodes_t, edges_t = self.src.transaction(  # type: ignore[attr-defined]
+    ) -> tuple[dict[str, list[NodeRow]], dict[str, list[EdgeRow]]]:
+        nodes_t, edges_t = self.src.transaction(
             lambda con: self.src_sql.rows_of_collection(con, ws, collection_id)
         )
-        nodes: dict[str, list[Any]] = {}
+        nodes: dict[str, list[NodeRow]] = {}
         for r in nodes_t.to_pylist():
             nodes.setdefault(r["document_id"], []).append(
                 NodeRow(
@@ -330,7 +238,7 @@ class _GraphCopy:
                     chunk_id=self.remap(r["chunk_id"] or ""),
                 )
             )
-        edges: dict[str, list[Any]] = {}
+        edges: dict[str, list[EdgeRow]] = {}
         for r in edges_t.to_pylist():
             edges.setdefault(r["document_id"], []).append(
                 EdgeRow(
@@ -351,13 +259,13 @@ class _GraphCopy:
         self.collection_ids[old.id] = new.id
         nodes, edges = self._rows(old.workspace, old.id)
 
-        def write(con: Any) -> None:
+        def write(con: Connection) -> None:
             for doc in sorted(set(nodes) | set(edges)):
                 self.dst_sql.insert_nodes(con, new.workspace, new.id, doc, nodes.get(doc, []))
                 self.dst_sql.insert_edges(con, new.workspace, new.id, doc, edges.get(doc, []))
             self.dst_sql.bump(con, new.workspace)
 
-        self.dst.transaction(write)  # type: ignore[attr-defined]
+        self.dst.transaction(write)
         return sum(map(len, nodes.values())), sum(map(len, edges.values()))
 
     def copy_workspace(self, ws: str) -> tuple[int, int]:
@@ -365,11 +273,9 @@ class _GraphCopy:
         nodes, edges = self._rows(ws, 0)
         user_nodes = [n for rows in nodes.values() for n in rows]
         user_edges = [e for rows in edges.values() for e in rows]
-        aliases = self.src.transaction(  # type: ignore[attr-defined]
-            lambda con: self.src_sql.aliases(con, ws)
-        )
+        aliases = self.src.transaction(lambda con: self.src_sql.aliases(con, ws))
 
-        def write(con: Any) -> None:
+        def write(con: Connection) -> None:
             if user_nodes:
                 self.dst_sql.upsert_user_nodes(con, ws, user_nodes)
             if user_edges:
@@ -378,5 +284,5 @@ class _GraphCopy:
                 self.dst_sql.set_alias(con, ws, alias, canonical)
             self.dst_sql.bump(con, ws)
 
-        self.dst.transaction(write)  # type: ignore[attr-defined]
+        self.dst.transaction(write)
         return len(user_nodes), len(user_edges)

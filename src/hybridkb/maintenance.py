@@ -1,4 +1,8 @@
-"""Maintenance verbs over a knowledge base: doctor, re-embed, compact."""
+"""Maintenance verbs over a knowledge base: doctor, re-embed, compact.
+
+They run where the backend offers them (``Storage.maintenance``); elsewhere they
+refuse with a message saying so.
+"""
 
 from __future__ import annotations
 
@@ -8,35 +12,33 @@ from typing import Any
 from .errors import ConfigError
 from .ingest import signature
 from .kb import KnowledgeBase, check_name
-from .storage.duckdb import DuckDBStorage
-from .storage.duckdb_maintenance import (
-    CollectionHealth,
-    check_collection,
-    compact_database,
-    reembed_collection,
-)
+from .storage.base import CollectionHealth, Maintenance
 
 
-def _duckdb(kb: KnowledgeBase, verb: str) -> DuckDBStorage:
-    if not isinstance(kb.storage, DuckDBStorage):
-        raise ConfigError(f"{verb}: only the embedded DuckDB backend supports this yet")
-    return kb.storage
+def _maintenance(kb: KnowledgeBase, verb: str) -> Maintenance:
+    found = kb.storage.maintenance if kb.storage.capabilities.maintenance else None
+    if found is None:
+        raise ConfigError(
+            f"{verb}: the {kb.storage.capabilities.name} backend does not offer it; "
+            "it runs on the embedded DuckDB backend"
+        )
+    return found
 
 
 def doctor(
     kb: KnowledgeBase, name: str | None = None, *, repair: bool = False
 ) -> list[CollectionHealth]:
     """Check one or every collection of the workspace; ``repair=True`` fixes what it finds."""
-    storage = _duckdb(kb, "doctor")
-    records = [kb.record(check_name(name))] if name else storage.list_collections(kb.workspace)
-    return [check_collection(storage, r, repair=repair) for r in records]
+    tools = _maintenance(kb, "doctor")
+    records = [kb.record(check_name(name))] if name else kb.storage.list_collections(kb.workspace)
+    return [tools.check(r, repair=repair) for r in records]
 
 
 def reembed(
     kb: KnowledgeBase, name: str, *, model: str | None = None, progress: bool = True
 ) -> dict[str, Any]:
     """Re-embed a collection with ``model`` (default: its own) and switch over atomically."""
-    storage = _duckdb(kb, "reembed")
+    tools = _maintenance(kb, "reembed")
     record = kb.record(check_name(name))
     embedder = kb.embedder(model or record.model)
     bar: Any = None
@@ -51,12 +53,11 @@ def reembed(
             bar.n = done
             bar.refresh()
 
-    target = record
     target_sig = signature(
         type(record)(**{**record.__dict__, "model": embedder.model_id, "dim": embedder.dim})
     )
     try:
-        count = reembed_collection(storage, target, embedder, signature=target_sig, progress=tick)
+        count = tools.reembed(record, embedder, signature=target_sig, progress=tick)
     finally:
         if bar is not None:
             bar.close()
@@ -71,4 +72,4 @@ def reembed(
 
 def compact(kb: KnowledgeBase) -> dict[str, int]:
     """Reclaim space left by deletes and re-ingests."""
-    return compact_database(_duckdb(kb, "compact"))
+    return _maintenance(kb, "compact").compact()

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError, KBError
-from .storage.duckdb_schema import table_names
+from .storage.duckdb.schema import table_names
 
 DEFAULT_MAX_ROWS = 200
 DEFAULT_TIMEOUT = 5.0

@@ -60,7 +60,10 @@ class SentenceTransformerEmbedder:
                 "installed sentence-transformers model or path"
             ) from exc
         self.model_id = model_id
-        get_dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        get_dim = (
+            getattr(self._model, "get_embedding_dimension", None)
+            or self._model.get_sentence_embedding_dimension
+        )
         self.dim = int(get_dim())
         self.max_tokens = int(getattr(self._model, "max_seq_length", 256) or 256)
         self.batch_size = batch_size

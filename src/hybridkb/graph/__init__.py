@@ -33,7 +33,7 @@ from .model import (
     Subgraph,
     TraverseResult,
 )
-from .store import GraphStore, sql_backend
+from .store import GraphStore
 
 if TYPE_CHECKING:
     from ..kb import KnowledgeBase
@@ -67,7 +67,7 @@ def graph_store(storage: Any) -> GraphStore | None:
     with _LOCK:
         if storage in _STORES:
             return _STORES[storage]
-        sql = sql_backend(storage)
+        sql = storage.graph_sql if storage.capabilities.graph else None
         store = None
         if sql is not None:
             store = GraphStore(storage, sql)

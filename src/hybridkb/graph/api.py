@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ..errors import GraphError
+from ..storage.base import EdgeRow, NodeRow
 from . import queries
-from .build import EdgeRow, NodeRow, clean_properties, document_rows
+from .build import clean_properties, document_rows
 from .extract import EntityExtractor
 from .model import (
     CHUNK_TYPES,
@@ -429,9 +430,8 @@ class Graph:
             raise GraphError("the knowledge base is open read-only; reopen it for writing")
         from ..storage.base import WriteEvent
 
-        docs = store.transaction(lambda con: store.sql.stored_documents(con, record))
         count = 0
-        for doc, chunks in docs:
+        for doc, chunks, _vectors in self.kb.storage.export_documents(record):
             if doc.source == "import":
                 continue
             event = WriteEvent("put", record, [doc.document_id], doc, chunks)

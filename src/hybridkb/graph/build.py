@@ -9,11 +9,10 @@ document -TYPE-> target for each entry of ``metadata["graph_links"]``
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import GraphError
-from ..storage.base import ChunkRecord, CollectionRecord, DocumentRecord
+from ..storage.base import ChunkRecord, CollectionRecord, DocumentRecord, EdgeRow, NodeRow
 from .extract import EntityExtractor, resolve_aliases
 from .model import (
     CATEGORIZED_AS,
@@ -37,24 +36,6 @@ from .model import (
 PREVIEW_CHARS = 160
 SECTION_SEP = " > "
 TAG_KEYS = ("tags", "tag", "categories", "category")
-
-
-@dataclass
-class NodeRow:
-    id: str
-    type: str
-    properties: dict[str, Any] = field(default_factory=dict)
-    chunk_id: str = ""
-
-
-@dataclass
-class EdgeRow:
-    source: str
-    target: str
-    type: str
-    weight: float = 1.0
-    properties: dict[str, Any] = field(default_factory=dict)
-    chunk_id: str = ""
 
 
 class RowSet:

@@ -32,8 +32,8 @@ from xml.etree import ElementTree as ET
 import numpy as np
 
 from ..errors import EmbeddingMismatch, GraphError, KBError
-from ..storage.base import ChunkRecord, DocumentRecord, chunk_key, make_chunk_id
-from .build import EdgeRow, NodeRow, RowSet
+from ..storage.base import ChunkRecord, DocumentRecord, EdgeRow, NodeRow, chunk_key, make_chunk_id
+from .build import RowSet
 from .extract import canonical_key
 from .model import (
     CATEGORY,

@@ -17,16 +17,25 @@ import threading
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
 from ..errors import GraphError
-from ..storage.base import Storage, WriteEvent
-from .build import EdgeRow, NodeRow, RowSet, document_rows
+from ..storage.base import (
+    Connection,
+    EdgeRow,
+    GraphSQL,
+    NodeRow,
+    Storage,
+    WriteEvent,
+    load_props,
+)
+from .build import RowSet, document_rows
 from .extract import EntityExtractor, RuleExtractor
 from .queries import EdgeTuple, MemGraph, NodeTuple
-from .store_duckdb import load_props
+
+T = TypeVar("T")
 
 MAX_PENDING = 20_000  # deltas kept for a loaded graph before it is dropped and rebuilt
 
@@ -48,25 +57,10 @@ def edge_tuples(rows: Sequence[EdgeRow], cid: int, doc: str) -> list[EdgeTuple]:
     ]
 
 
-def sql_backend(storage: Storage) -> Any:
-    name = storage.capabilities.name
-    if name == "duckdb":
-        from .store_duckdb import DuckDBGraphSQL
-
-        return DuckDBGraphSQL()
-    try:
-        from importlib import import_module
-
-        module = import_module(f"hybridkb.graph.store_{name}")
-    except ImportError:
-        return None
-    return module.GraphSQL()
-
-
 class GraphStore:
     """Graph state shared by every KnowledgeBase over one storage object."""
 
-    def __init__(self, storage: Storage, sql: Any) -> None:
+    def __init__(self, storage: Storage, sql: GraphSQL) -> None:
         self._storage = weakref.ref(storage)
         self.sql = sql
         self.lock = threading.RLock()  # guards graphs; never taken inside a storage transaction
@@ -76,7 +70,7 @@ class GraphStore:
         self.extractors: dict[str, list[EntityExtractor]] = {}
         self.staged: dict[tuple[int, str], RowSet] = {}
         self._aliases: dict[str, dict[str, str]] = {}
-        self.read_only = bool(getattr(storage, "read_only", False))
+        self.read_only = storage.read_only
         self.ready = False
 
     @property
@@ -86,8 +80,8 @@ class GraphStore:
             raise GraphError("the knowledge base behind this graph is closed")
         return storage
 
-    def transaction(self, fn: Callable[[Any], Any]) -> Any:
-        return self.storage.transaction(fn)  # type: ignore[attr-defined]
+    def transaction(self, fn: Callable[[Connection], T]) -> T:
+        return self.storage.transaction(fn)
 
     def setup(self) -> None:
         if self.read_only:
@@ -101,7 +95,7 @@ class GraphStore:
     def extractors_for(self, workspace: str) -> list[EntityExtractor]:
         return self.extractors.setdefault(workspace, [RuleExtractor()])
 
-    def aliases_for(self, con: Any, workspace: str) -> dict[str, str]:
+    def aliases_for(self, con: Connection, workspace: str) -> dict[str, str]:
         found = self._aliases.get(workspace)
         if found is None:
             found = self.sql.aliases(con, workspace)
@@ -113,7 +107,7 @@ class GraphStore:
 
     # -- writes ---------------------------------------------------------------------
 
-    def _record(self, con: Any, workspace: str, apply: Callable[[MemGraph], object]) -> None:
+    def _record(self, con: Connection, workspace: str, apply: Callable[[MemGraph], object]) -> None:
         before, after = self.sql.bump(con, workspace)
         if workspace not in self.graphs:
             return  # nothing in memory to keep in step; the first read loads the tables
@@ -124,7 +118,7 @@ class GraphStore:
                 self.graphs.pop(workspace, None)
                 queue.clear()
 
-    def hook(self, con: Any, event: WriteEvent) -> None:
+    def hook(self, con: Connection, event: WriteEvent) -> None:
         """Storage write hook: runs inside the document's transaction."""
         if not self.ready:
             return
@@ -192,13 +186,16 @@ class GraphStore:
             self._record(con, ws, lambda g: g.drop_collection(cid))
 
     def write(
-        self, workspace: str, change: Callable[[Any], Any], apply: Callable[[MemGraph], object]
+        self,
+        workspace: str,
+        change: Callable[[Connection], Any],
+        apply: Callable[[MemGraph], object],
     ) -> Any:
         """An API edit: ``change(con)`` in one transaction, ``apply`` replayed in memory."""
         if self.read_only:
             raise GraphError("the knowledge base is open read-only; reopen it for writing")
 
-        def tx(con: Any) -> Any:
+        def tx(con: Connection) -> Any:
             result = change(con)
             self._record(con, workspace, apply)
             return result

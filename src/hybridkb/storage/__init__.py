@@ -11,12 +11,26 @@ __all__ = [
     "CollectionRecord",
     "DocumentRecord",
     "Storage",
+    "is_postgres_url",
     "open_storage",
+    "redact_url",
 ]
 
 
 def is_postgres_url(url: str) -> bool:
     return url.startswith(("postgresql://", "postgres://", "postgresql+psycopg://"))
+
+
+def redact_url(url: str) -> str:
+    """The store's URL for messages: a Postgres password becomes ***."""
+    if not is_postgres_url(url):
+        return url
+    head, sep, tail = url.partition("://")
+    if "@" not in tail:
+        return url
+    cred, _, rest = tail.rpartition("@")
+    user = cred.split(":", 1)[0]
+    return f"{head}{sep}{user}:***@{rest}" if ":" in cred else url
 
 
 def open_storage(

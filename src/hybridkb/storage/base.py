@@ -1,29 +1,42 @@
-"""The storage protocol both backends implement, and the records it moves.
+"""The storage contract: the protocol both backends implement and the records it moves.
 
-Backends return ranked ``(chunk_key, score)`` lists; fusion happens in the core
-(``hybridkb.fusion``) so every backend ranks the same way. Differences between
-backends are data (:class:`Capabilities`), not scattered NotImplementedErrors.
+This module is the whole contract between the core and a backend. Backends return
+ranked ``(chunk_key, score)`` lists; fusion happens in the core (``hybridkb.fusion``)
+so every backend ranks the same way. Differences between backends are data: the
+flags of :class:`Capabilities`, and the optional parts (:attr:`Storage.graph_sql`,
+:attr:`Storage.maintenance`) that are ``None`` where a backend lacks them. Callers
+test those, never a backend's class or name.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Sequence
+import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
+import pyarrow as pa
 
 from ..filters import Filter
 
+if TYPE_CHECKING:
+    from ..embedders import Embedder
+
 Ranked = list[tuple[int, float]]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class Capabilities:
-    name: str  # "duckdb" | "postgres"
-    concurrent_writers: bool  # many processes may write at once
+    """What a backend offers, as data callers test (never the backend's class or name)."""
+
+    name: str  # "duckdb" | "postgres": for messages and reports only
+    concurrent_writers: bool  # many processes may write at once (else one owner per file)
     persistent: bool  # False for :memory:
+    graph: bool = True  # graph tables (Storage.graph_sql is not None)
+    maintenance: bool = False  # doctor / reembed / compact (Storage.maintenance is not None)
 
 
 @dataclass
@@ -112,6 +125,16 @@ def document_node_id(collection_id: int, document_id: str) -> str:
     return f"doc:{collection_id}:{document_id}"
 
 
+class Connection(Protocol):
+    """An open transaction of a backend, as the core sees it: statements in, rows out.
+
+    DuckDB's connection and psycopg's both satisfy it (``.execute(...).fetchall()``);
+    a backend's own helpers (its :class:`GraphSQL`) may use more of their driver.
+    """
+
+    def execute(self, query: str, parameters: Any = ..., /) -> Any: ...
+
+
 @dataclass
 class WriteEvent:
     """Passed to write hooks inside the writing transaction (e.g. to keep the graph in step).
@@ -129,17 +152,262 @@ class WriteEvent:
     items: Sequence[Any] = ()  # PutItem, for "put_batch"
 
 
-# hook(connection_or_cursor, event): runs in the same transaction as the write.
-WriteHook = Callable[[Any, WriteEvent], None]
+# hook(connection, event): runs in the same transaction as the write.
+WriteHook = Callable[[Connection, WriteEvent], None]
+
+# One stored document with its chunks (terms included) and their vectors (row i, chunk i).
+Exported = tuple[DocumentRecord, list[ChunkRecord], np.ndarray]
+
+# The Arrow tables of Storage.export_tables: the same on every backend.
+_TS = pa.timestamp("us", tz="UTC")
+EXPORT_DOCUMENTS_SCHEMA = pa.schema(
+    [
+        ("document_id", pa.string()),
+        ("filename", pa.string()),
+        ("path", pa.string()),
+        ("source", pa.string()),
+        ("metadata", pa.string()),
+        ("language", pa.string()),
+        ("bytes", pa.int64()),
+        ("chunk_count", pa.int32()),
+        ("added_at", _TS),
+    ]
+)
+EXPORT_CHUNKS_SCHEMA = pa.schema(
+    [
+        ("document_id", pa.string()),
+        ("chunk_id", pa.string()),
+        ("chunk_index", pa.int32()),
+        ("text", pa.string()),
+        ("page", pa.int32()),
+        ("section", pa.string()),
+        ("char_start", pa.int32()),
+        ("char_end", pa.int32()),
+        ("language", pa.string()),
+        ("filename", pa.string()),
+        ("path", pa.string()),
+        ("metadata", pa.string()),
+        ("added_at", _TS),
+    ]
+)
+
+
+# -- the graph's tables ------------------------------------------------------------------
+
+
+@dataclass
+class NodeRow:
+    """A graph node as stored (``chunk_id`` is its provenance inside a document)."""
+
+    id: str
+    type: str
+    properties: dict[str, Any] = field(default_factory=dict)
+    chunk_id: str = ""
+
+
+@dataclass
+class EdgeRow:
+    """A graph edge as stored."""
+
+    source: str
+    target: str
+    type: str
+    weight: float = 1.0
+    properties: dict[str, Any] = field(default_factory=dict)
+    chunk_id: str = ""
+
+
+def dump_props(props: dict[str, Any] | None) -> str | None:
+    """Node/edge properties as stored JSON text (None for none)."""
+    return json.dumps(props, ensure_ascii=False, default=str) if props else None
+
+
+def load_props(text: str | None) -> dict[str, Any] | None:
+    """Stored JSON properties back as a dict (None for none or anything but an object)."""
+    if not text or text == "{}":
+        return None
+    value = json.loads(text)
+    return value if isinstance(value, dict) else None
+
+
+class GraphSQL(Protocol):
+    """A backend's graph tables. ``con`` is the connection inside the caller's transaction
+    (from :meth:`Storage.transaction` or a write hook); one graph per workspace.
+
+    Rows from a document carry ``collection_id > 0`` and its ``document_id``; rows a user
+    made through the API carry ``collection_id = 0``. Every write bumps the workspace's
+    graph version in the same transaction, so an in-memory copy can tell it is current.
+    """
+
+    def ensure_schema(self, con: Connection) -> None: ...
+    def has_schema(self, con: Connection) -> bool: ...
+    def version(self, con: Connection, workspace: str) -> int:
+        """The workspace's graph version (0 before the first write)."""
+        ...
+
+    def bump(self, con: Connection, workspace: str) -> tuple[int, int]:
+        """Increment the version; return (before, after)."""
+        ...
+
+    def insert_nodes(
+        self,
+        con: Connection,
+        workspace: str,
+        collection_id: int,
+        document_id: str,
+        rows: Sequence[NodeRow],
+    ) -> None: ...
+    def insert_edges(
+        self,
+        con: Connection,
+        workspace: str,
+        collection_id: int,
+        document_id: str,
+        rows: Sequence[EdgeRow],
+    ) -> None: ...
+    def replace_documents(
+        self,
+        con: Connection,
+        workspace: str,
+        collection_id: int,
+        document_ids: Sequence[str],
+        nodes: Sequence[NodeRow] = (),
+        edges: Sequence[EdgeRow] = (),
+    ) -> None:
+        """Delete the rows of these documents, then insert the given rows (for the first)."""
+        ...
+
+    def replace_documents_many(
+        self,
+        con: Connection,
+        workspace: str,
+        collection_id: int,
+        per_doc: Sequence[tuple[str, Sequence[NodeRow], Sequence[EdgeRow]]],
+    ) -> None:
+        """Delete the rows of these documents and insert the given ones; user edges on
+        nodes that lost their last row go too."""
+        ...
+
+    def drop_collection(self, con: Connection, workspace: str, collection_id: int) -> None: ...
+    def upsert_user_nodes(
+        self, con: Connection, workspace: str, rows: Sequence[NodeRow]
+    ) -> None: ...
+    def upsert_user_edges(
+        self, con: Connection, workspace: str, rows: Sequence[EdgeRow]
+    ) -> None: ...
+    def delete_user_edge(
+        self, con: Connection, workspace: str, source: str, target: str, etype: str
+    ) -> int:
+        """Delete the user edge source -(etype)-> target; return how many rows went."""
+        ...
+
+    def delete_user_node(self, con: Connection, workspace: str, node_id: str) -> int: ...
+    def load(self, con: Connection, workspace: str) -> tuple[int, pa.Table, pa.Table]:
+        """(version, nodes, edges): nodes (id, type, properties, collection_id, document_id),
+        edges (source, target, type, weight, properties, collection_id, document_id)."""
+        ...
+
+    def rows_of_collection(
+        self, con: Connection, workspace: str, collection_id: int
+    ) -> tuple[pa.Table, pa.Table]:
+        """One collection's rows for copying: nodes (id, type, properties, document_id,
+        chunk_id), edges (source, target, type, weight, properties, document_id, chunk_id)."""
+        ...
+
+    def find_collection(self, con: Connection, workspace: str, name: str) -> int | None:
+        """A collection's id by name inside the caller's transaction (for graph links)."""
+        ...
+
+    def aliases(self, con: Connection, workspace: str) -> dict[str, str]: ...
+    def set_alias(
+        self, con: Connection, workspace: str, alias: str, canonical: str | None
+    ) -> None: ...
+
+
+# -- maintenance -------------------------------------------------------------------------
+
+
+@dataclass
+class Finding:
+    """One integrity check of a collection and what it found."""
+
+    check: str
+    count: int
+    detail: str
+    repaired: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "check": self.check,
+            "count": self.count,
+            "detail": self.detail,
+            "repaired": self.repaired,
+        }
+
+
+@dataclass
+class CollectionHealth:
+    collection: str
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(f.count == 0 or f.repaired for f in self.findings)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "collection": self.collection,
+            "ok": self.ok,
+            "problems": [f.to_dict() for f in self.findings if f.count],
+        }
+
+
+class Maintenance(Protocol):
+    """Housekeeping a backend may offer (``Storage.maintenance``; None where it does not)."""
+
+    def check(self, coll: CollectionRecord, *, repair: bool) -> CollectionHealth:
+        """Tables vs each other, vs the derived indexes and the graph; repair if asked."""
+        ...
+
+    def reembed(
+        self,
+        coll: CollectionRecord,
+        embedder: Embedder,
+        *,
+        signature: str,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Re-embed every chunk into a side table and switch over atomically; return the
+        number of chunks. Searches keep working meanwhile."""
+        ...
+
+    def compact(self) -> dict[str, int]:
+        """Rewrite the store without dead space; return sizes before/after in bytes."""
+        ...
 
 
 class Storage(Protocol):
-    """What the core needs from a database. One instance per open knowledge base."""
+    """What the core needs from a database. One instance per open knowledge base.
+
+    Every driver error is raised as a :class:`~hybridkb.errors.BackendError` (or a
+    subclass), never as the driver's own exception.
+    """
 
     capabilities: Capabilities
+    read_only: bool
     hooks: list[WriteHook]  # called inside every document write/delete/drop transaction
+    graph_sql: GraphSQL | None  # the graph's tables; None where the backend has none
+    maintenance: Maintenance | None  # doctor / reembed / compact; None where not offered
 
     def close(self) -> None: ...
+    def transaction(self, fn: Callable[[Connection], T]) -> T:
+        """Run ``fn(con)`` in one transaction (committed if it returns, rolled back if it
+        raises) under the backend's lock; for the graph and copy helpers."""
+        ...
+
+    def list_workspaces(self) -> list[str]:
+        """Workspaces holding at least one collection, sorted."""
+        ...
 
     # catalog
     def create_collection(
@@ -219,7 +487,24 @@ class Storage(Protocol):
         """Chunks containing at least one of `terms`, ranked by vector similarity."""
         ...
 
-    def fetch_chunks(
-        self, coll: CollectionRecord, keys: Sequence[int]
-    ) -> dict[int, ChunkRecord]: ...
-    def fetch_vectors(self, coll: CollectionRecord, keys: Sequence[int]) -> np.ndarray: ...
+    def fetch_chunks(self, coll: CollectionRecord, keys: Sequence[int]) -> dict[int, ChunkRecord]:
+        """Chunk rows by key (missing keys are left out); ``terms`` may be empty."""
+        ...
+
+    def fetch_vectors(self, coll: CollectionRecord, keys: Sequence[int]) -> np.ndarray:
+        """Stored float32 vectors in the order of ``keys`` (zero rows for missing keys)."""
+        ...
+
+    # export: for copying between stores and for the agent SQL engine
+    def export_documents(self, coll: CollectionRecord, *, batch: int = 200) -> Iterator[Exported]:
+        """Every stored document with its chunks (terms included) and vectors."""
+        ...
+
+    def export_tables(self, coll: CollectionRecord) -> tuple[pa.Table, pa.Table]:
+        """The collection's rows for read-only SQL, as Arrow tables with exactly
+        EXPORT_DOCUMENTS_SCHEMA and EXPORT_CHUNKS_SCHEMA (metadata as JSON text)."""
+        ...
+
+    def count_vectors(self, coll: CollectionRecord) -> int:
+        """Stored vectors of the collection (a copy compares it with the chunk count)."""
+        ...

@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
-from .base import ChunkRecord
+from ..base import ChunkRecord
 
 # Python object overhead of one cached row beyond its text (slotted record, ids, metadata
 # dict, timestamp text): measured 800-1,000 bytes.

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import cast
 
+import duckdb
 import pyarrow as pa
 
-from .build import EdgeRow, NodeRow
+from ..base import Connection, EdgeRow, NodeRow, dump_props
 
 NODES = "hybridkb_graph_nodes"
 EDGES = "hybridkb_graph_edges"
@@ -60,27 +61,16 @@ _EDGE_SCHEMA = pa.schema([
 _IDS = "(SELECT unnest(from_json(?, '[\"VARCHAR\"]')))"
 
 
-def dump_props(props: dict[str, Any] | None) -> str | None:
-    return json.dumps(props, ensure_ascii=False, default=str) if props else None
-
-
-def load_props(text: str | None) -> dict[str, Any] | None:
-    if not text or text == "{}":
-        return None
-    value = json.loads(text)
-    return value if isinstance(value, dict) else None
-
-
 class DuckDBGraphSQL:
     """SQL for the graph tables; ``con`` is the connection inside the caller's transaction."""
 
     name = "duckdb"
 
-    def ensure_schema(self, con: Any) -> None:
+    def ensure_schema(self, con: Connection) -> None:
         for statement in SCHEMA:
             con.execute(statement)
 
-    def has_schema(self, con: Any) -> bool:
+    def has_schema(self, con: Connection) -> bool:
         rows = con.execute(
             "SELECT count(*) FROM information_schema.tables WHERE table_name IN (?, ?, ?, ?)",
             [NODES, EDGES, STATE, ALIASES],
@@ -89,13 +79,13 @@ class DuckDBGraphSQL:
 
     # -- versions -------------------------------------------------------------------
 
-    def version(self, con: Any, workspace: str) -> int:
+    def version(self, con: Connection, workspace: str) -> int:
         row = con.execute(
             f"SELECT max(version) FROM {STATE} WHERE workspace = ?", [workspace]
         ).fetchone()
         return int(row[0]) if row and row[0] is not None else 0
 
-    def bump(self, con: Any, workspace: str) -> tuple[int, int]:
+    def bump(self, con: Connection, workspace: str) -> tuple[int, int]:
         """Advance the workspace's graph version inside the write; return (before, after)."""
         before = self.version(con, workspace)
         if con.execute(f"SELECT 1 FROM {STATE} WHERE workspace = ?", [workspace]).fetchone():
@@ -108,14 +98,15 @@ class DuckDBGraphSQL:
 
     # -- writes ---------------------------------------------------------------------
 
-    def _insert(self, con: Any, table: str, data: pa.Table) -> None:
+    def _insert(self, con: Connection, table: str, data: pa.Table) -> None:
         if data.num_rows == 0:
             return
-        con.register("_hkb_graph_rows", data)
+        duck = cast(duckdb.DuckDBPyConnection, con)  # Arrow registration is DuckDB's own
+        duck.register("_hkb_graph_rows", data)
         try:
             con.execute(f"INSERT INTO {table} SELECT * FROM _hkb_graph_rows")
         finally:
-            con.unregister("_hkb_graph_rows")
+            duck.unregister("_hkb_graph_rows")
 
     @staticmethod
     def _node_table(
@@ -157,7 +148,7 @@ class DuckDBGraphSQL:
 
     def insert_nodes(
         self,
-        con: Any,
+        con: Connection,
         workspace: str,
         collection_id: int,
         document_id: str,
@@ -169,7 +160,7 @@ class DuckDBGraphSQL:
 
     def insert_edges(
         self,
-        con: Any,
+        con: Connection,
         workspace: str,
         collection_id: int,
         document_id: str,
@@ -179,7 +170,7 @@ class DuckDBGraphSQL:
             con, EDGES, self._edge_table(workspace, collection_id, [(document_id, r) for r in rows])
         )
 
-    def _prune_vanished(self, con: Any, workspace: str, old_ids: Iterable[str]) -> None:
+    def _prune_vanished(self, con: Connection, workspace: str, old_ids: Iterable[str]) -> None:
         """Drop user edges on nodes that lost their last row."""
         old = list(dict.fromkeys(old_ids))
         if not old:
@@ -201,7 +192,7 @@ class DuckDBGraphSQL:
 
     def replace_documents(
         self,
-        con: Any,
+        con: Connection,
         workspace: str,
         collection_id: int,
         document_ids: Sequence[str],
@@ -221,7 +212,7 @@ class DuckDBGraphSQL:
 
     def replace_documents_many(
         self,
-        con: Any,
+        con: Connection,
         workspace: str,
         collection_id: int,
         per_doc: Sequence[tuple[str, Sequence[NodeRow], Sequence[EdgeRow]]],
@@ -244,7 +235,7 @@ class DuckDBGraphSQL:
         self._insert(con, EDGES, self._edge_table(workspace, collection_id, edge_rows))
         self._prune_vanished(con, workspace, old)
 
-    def drop_collection(self, con: Any, workspace: str, collection_id: int) -> None:
+    def drop_collection(self, con: Connection, workspace: str, collection_id: int) -> None:
         where = "workspace = ? AND collection_id = ?"
         params = [workspace, collection_id]
         old = [
@@ -257,7 +248,7 @@ class DuckDBGraphSQL:
         con.execute(f"DELETE FROM {EDGES} WHERE {where}", params)
         self._prune_vanished(con, workspace, old)
 
-    def upsert_user_nodes(self, con: Any, workspace: str, rows: Sequence[NodeRow]) -> None:
+    def upsert_user_nodes(self, con: Connection, workspace: str, rows: Sequence[NodeRow]) -> None:
         ids = [r.id for r in rows]
         con.execute(
             f"DELETE FROM {NODES} WHERE workspace = ? AND collection_id = 0 AND id IN {_IDS}",
@@ -265,14 +256,15 @@ class DuckDBGraphSQL:
         )
         self.insert_nodes(con, workspace, 0, "", rows)
 
-    def upsert_user_edges(self, con: Any, workspace: str, rows: Sequence[EdgeRow]) -> None:
+    def upsert_user_edges(self, con: Connection, workspace: str, rows: Sequence[EdgeRow]) -> None:
         if not rows:
             return
         keys = pa.table({
             "source": [r.source for r in rows], "target": [r.target for r in rows],
             "type": [r.type for r in rows],
         })  # fmt: skip
-        con.register("_hkb_graph_keys", keys)
+        duck = cast(duckdb.DuckDBPyConnection, con)
+        duck.register("_hkb_graph_keys", keys)
         try:
             con.execute(
                 f"DELETE FROM {EDGES} AS e USING _hkb_graph_keys AS k WHERE e.workspace = ? AND"
@@ -280,11 +272,11 @@ class DuckDBGraphSQL:
                 [workspace],
             )
         finally:
-            con.unregister("_hkb_graph_keys")
+            duck.unregister("_hkb_graph_keys")
         self.insert_edges(con, workspace, 0, "", rows)
 
     def delete_user_edge(
-        self, con: Any, workspace: str, source: str, target: str, etype: str
+        self, con: Connection, workspace: str, source: str, target: str, etype: str
     ) -> int:
         where = "workspace = ? AND collection_id = 0 AND source = ? AND target = ? AND type = ?"
         params = [workspace, source, target, etype]
@@ -292,7 +284,7 @@ class DuckDBGraphSQL:
         con.execute(f"DELETE FROM {EDGES} WHERE {where}", params)
         return int(count)
 
-    def delete_user_node(self, con: Any, workspace: str, node_id: str) -> int:
+    def delete_user_node(self, con: Connection, workspace: str, node_id: str) -> int:
         params = [workspace, node_id]
         (count,) = con.execute(
             f"SELECT count(*) FROM {NODES} WHERE workspace = ? AND collection_id = 0 AND id = ?",
@@ -306,7 +298,7 @@ class DuckDBGraphSQL:
 
     # -- reads ----------------------------------------------------------------------
 
-    def load(self, con: Any, workspace: str) -> tuple[int, pa.Table, pa.Table]:
+    def load(self, con: Connection, workspace: str) -> tuple[int, pa.Table, pa.Table]:
         version = self.version(con, workspace)
         nodes = con.execute(
             f"SELECT id, type, properties::VARCHAR AS properties, collection_id, document_id"
@@ -321,7 +313,7 @@ class DuckDBGraphSQL:
         return version, nodes, edges
 
     def rows_of_collection(
-        self, con: Any, workspace: str, collection_id: int
+        self, con: Connection, workspace: str, collection_id: int
     ) -> tuple[pa.Table, pa.Table]:
         nodes = con.execute(
             f"SELECT id, type, properties::VARCHAR AS properties, document_id, chunk_id FROM {NODES}"
@@ -335,7 +327,7 @@ class DuckDBGraphSQL:
         ).fetch_arrow_table()
         return nodes, edges
 
-    def find_collection(self, con: Any, workspace: str, name: str) -> int | None:
+    def find_collection(self, con: Connection, workspace: str, name: str) -> int | None:
         row = con.execute(
             "SELECT id FROM hybridkb_collections WHERE workspace = ? AND name = ?",
             [workspace, name],
@@ -344,66 +336,14 @@ class DuckDBGraphSQL:
 
     # -- aliases --------------------------------------------------------------------
 
-    def aliases(self, con: Any, workspace: str) -> dict[str, str]:
+    def aliases(self, con: Connection, workspace: str) -> dict[str, str]:
         rows = con.execute(
             f"SELECT alias, canonical FROM {ALIASES} WHERE workspace = ? ORDER BY alias",
             [workspace],
         ).fetchall()
         return {a: c for a, c in rows}
 
-    def set_alias(self, con: Any, workspace: str, alias: str, canonical: str | None) -> None:
+    def set_alias(self, con: Connection, workspace: str, alias: str, canonical: str | None) -> None:
         con.execute(f"DELETE FROM {ALIASES} WHERE workspace = ? AND alias = ?", [workspace, alias])
         if canonical is not None:
             con.execute(f"INSERT INTO {ALIASES} VALUES (?, ?, ?)", [workspace, alias, canonical])
-
-    def stored_documents(self, con: Any, coll: Any) -> list[tuple[Any, list[Any]]]:
-        """Every stored document of a collection with its chunks (for ``Graph.rebuild``)."""
-        from ..storage.base import ChunkRecord, DocumentRecord
-        from ..storage.duckdb_schema import table_names
-
-        t = table_names(coll.id)
-        docs: dict[str, tuple[Any, list[Any]]] = {}
-        for row in con.execute(
-            f"SELECT document_id, path, filename, source, content_hash, signature, metadata::VARCHAR,"
-            f" language, bytes, chunk_count FROM {t['documents']} ORDER BY document_id"
-        ).fetchall():
-            doc = DocumentRecord(
-                document_id=row[0],
-                path=row[1],
-                filename=row[2],
-                source=row[3],
-                content_hash=row[4],
-                signature=row[5],
-                metadata=json.loads(row[6]) if row[6] else {},
-                language=row[7] or "und",
-                bytes=int(row[8] or 0),
-                chunk_count=int(row[9] or 0),
-            )
-            docs[doc.document_id] = (doc, [])
-        for r in con.execute(
-            f"SELECT key, chunk_id, document_id, chunk_index, text, page, section, char_start, char_end,"
-            f" content_hash, language, filename, path FROM {t['chunks']} ORDER BY document_id, chunk_index"
-        ).fetchall():
-            entry = docs.get(r[2])
-            if entry is None:
-                continue
-            entry[1].append(
-                ChunkRecord(
-                    key=int(r[0]),
-                    chunk_id=r[1],
-                    document_id=r[2],
-                    chunk_index=int(r[3]),
-                    text=r[4],
-                    page=r[5],
-                    section=r[6],
-                    char_start=int(r[7] or 0),
-                    char_end=int(r[8] or 0),
-                    content_hash=r[9] or "",
-                    language=r[10] or "und",
-                    terms=[],
-                    metadata=entry[0].metadata,
-                    filename=r[11],
-                    path=r[12],
-                )
-            )
-        return list(docs.values())

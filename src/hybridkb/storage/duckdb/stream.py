@@ -33,19 +33,18 @@ import uuid
 from collections.abc import Iterable, Sequence
 from contextlib import suppress
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..errors import BackendError
-from .base import ChunkRecord, CollectionRecord, DocumentRecord, WriteEvent
-from .duckdb_schema import table_names
-
-if TYPE_CHECKING:
-    from .duckdb import DuckDBStorage
+from ...errors import BackendError
+from ..base import ChunkRecord, CollectionRecord, DocumentRecord, WriteEvent
+from .engine import Engine
+from .memory import Derived
+from .rows import DOC_COLUMNS, arrow_rows, bump_generation, delete_rows
+from .schema import table_names
 
 STAGE_SUFFIX = ".hkbstage"
 # Text per Parquet row group: the memory a stage holds before writing (terms and vectors
@@ -64,17 +63,17 @@ _LIVE: set[Path] = set()
 _LIVE_LOCK = threading.Lock()
 
 
-def stage_dir(storage: DuckDBStorage) -> Path | None:
+def stage_dir(engine: Engine) -> Path | None:
     """Where a file-backed database stages streamed documents (None for :memory:)."""
-    if storage.path == ":memory:":
+    if engine.path == ":memory:":
         return None
-    db = Path(storage.path).expanduser().resolve()
+    db = Path(engine.path).expanduser().resolve()
     return db.with_name(db.name + STAGE_SUFFIX)
 
 
-def stale_stages(storage: DuckDBStorage, collection_id: int | None = None) -> list[Path]:
+def stale_stages(engine: Engine, collection_id: int | None = None) -> list[Path]:
     """Staged files no live stream owns: left by a process killed while streaming."""
-    folder = stage_dir(storage)
+    folder = stage_dir(engine)
     if folder is None or not folder.is_dir():
         return []
     prefix = "c" if collection_id is None else f"c{collection_id}-"
@@ -87,12 +86,12 @@ def stale_stages(storage: DuckDBStorage, collection_id: int | None = None) -> li
     )
 
 
-def drop_stale_stages(storage: DuckDBStorage, collection_id: int | None = None) -> int:
+def drop_stale_stages(engine: Engine, collection_id: int | None = None) -> int:
     """Remove staged leftovers; only a writer may (it holds the file, so no other process streams)."""
-    if storage.read_only:
+    if engine.read_only:
         return 0
     removed = 0
-    for path in stale_stages(storage, collection_id):
+    for path in stale_stages(engine, collection_id):
         try:
             path.unlink()
             removed += 1
@@ -104,28 +103,29 @@ def drop_stale_stages(storage: DuckDBStorage, collection_id: int | None = None) 
 
 
 def stream_document(
-    storage: DuckDBStorage,
+    engine: Engine,
+    derived: Derived,
     coll: CollectionRecord,
     doc: DocumentRecord,
     batches: Iterable[tuple[Sequence[ChunkRecord], np.ndarray]],
 ) -> int:
     """Stage, switch, mirror (see the module docstring); return the number of chunks."""
-    folder = stage_dir(storage)
+    folder = stage_dir(engine)
     scratch = None
     if folder is None:  # :memory: holds everything in RAM anyway; stage beside it all the same
         scratch = Path(tempfile.mkdtemp(prefix="hybridkb-stage-"))
         folder = scratch
     else:
-        drop_stale_stages(storage)
+        drop_stale_stages(engine)
     path = folder / f"c{coll.id}-{uuid.uuid4().hex[:16]}.parquet"
     with _LIVE_LOCK:
         _LIVE.add(path)
     try:
-        count = _stage(storage, coll, batches, path)
+        count = _stage(engine, coll, batches, path)
         # Searches keep using the old version's rows until the switch commits.
-        with storage._lock:  # switch and mirror as one step for other threads
-            old_keys, generation = _switch(storage, coll, doc, path if count else None, count)
-            _mirror(storage, coll, path if count else None, old_keys, generation)
+        with engine.lock:  # switch and mirror as one step for other threads
+            old_keys, generation = _switch(engine, coll, doc, path if count else None, count)
+            _mirror(derived, coll, path if count else None, old_keys, generation)
         return count
     finally:
         with _LIVE_LOCK:
@@ -136,7 +136,7 @@ def stream_document(
 
 
 def _stage(
-    storage: DuckDBStorage,
+    engine: Engine,
     coll: CollectionRecord,
     batches: Iterable[tuple[Sequence[ChunkRecord], np.ndarray]],
     path: Path,
@@ -162,7 +162,7 @@ def _stage(
         for chunks, vectors in batches:
             if not chunks:
                 continue
-            chunk_table, vector_table = storage._arrow_rows(coll, chunks, vectors)
+            chunk_table, vector_table = arrow_rows(coll, chunks, vectors)
             pending.append(chunk_table.append_column("embedding", vector_table.column("embedding")))
             chars += sum(len(c.text) for c in chunks)
             count += len(chunks)
@@ -180,7 +180,7 @@ def _stage(
 
 
 def _switch(
-    storage: DuckDBStorage,
+    engine: Engine,
     coll: CollectionRecord,
     doc: DocumentRecord,
     staged: Path | None,
@@ -190,7 +190,7 @@ def _switch(
     t = table_names(coll.id)
 
     def switch(con: duckdb.DuckDBPyConnection) -> tuple[list[int], int]:
-        old_keys = storage._delete_rows(con, coll, [doc.document_id])
+        old_keys = delete_rows(con, coll, [doc.document_id])
         if staged is not None:
             src = [str(staged)]
             (chunks,) = con.execute(  # type: ignore[misc]
@@ -210,7 +210,7 @@ def _switch(
                     " add the document again"
                 )
         con.execute(
-            f"INSERT INTO {t['documents']} ({storage._DOC_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
+            f"INSERT INTO {t['documents']} ({DOC_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?,"
             " current_timestamp)",
             [
                 doc.document_id,
@@ -225,10 +225,10 @@ def _switch(
                 count,
             ],
         )
-        storage._emit(con, WriteEvent("put", coll, [doc.document_id], doc, []))
-        return old_keys, storage._bump(con, coll)
+        engine.emit(con, WriteEvent("put", coll, [doc.document_id], doc, []))
+        return old_keys, bump_generation(con, coll)
 
-    con = storage._con
+    con = engine.con
     limit, threads = con.execute(  # type: ignore[misc]
         "SELECT current_setting('memory_limit'), current_setting('threads')"
     ).fetchone()
@@ -244,11 +244,11 @@ def _switch(
     con.execute("SET threads = 1")
     try:
         try:
-            result: tuple[list[int], int] = storage._write(switch)
+            result: tuple[list[int], int] = engine.transaction(switch)
         except duckdb.Error as exc:
             name = doc.filename or doc.document_id
             raise BackendError(f"{name}: cannot write the streamed document ({exc})") from exc
-        if staged is not None and storage.capabilities.persistent:
+        if staged is not None and engine.persistent:
             # The copied rows sit in memory until a checkpoint writes them out; the
             # document is committed either way, so a failed checkpoint is only deferred.
             with suppress(duckdb.Error):
@@ -274,7 +274,7 @@ def _size_bytes(text: str) -> int | None:
 
 
 def _mirror(
-    storage: DuckDBStorage,
+    derived: Derived,
     coll: CollectionRecord,
     staged: Path | None,
     old_keys: list[int],
@@ -283,7 +283,7 @@ def _mirror(
     """Bring the in-memory indexes to the committed state, a page of staged rows at a time."""
     empty = np.zeros((0, coll.dim), np.float32)
     try:
-        storage._mirror(
+        derived.mirror(
             coll,
             removed=old_keys,
             added_keys=[],
@@ -291,14 +291,14 @@ def _mirror(
             added_vectors=empty,
             generation=generation,
         )
-        if staged is None or storage._indexes.get(coll.id) is None:
+        if staged is None or derived.indexes.get(coll.id) is None:
             return
         for batch in pq.ParquetFile(staged).iter_batches(
             batch_size=MIRROR_ROWS, columns=["key", "terms", "embedding"]
         ):
             keys = batch.column("key").to_numpy()
             flat = batch.column("embedding").flatten().to_numpy(zero_copy_only=False)
-            storage._mirror(
+            derived.mirror(
                 coll,
                 removed=[],
                 added_keys=keys,
@@ -308,7 +308,7 @@ def _mirror(
             )
     except (MemoryError, OSError, pa.ArrowException):
         # The tables are committed and right: the next search rebuilds the indexes.
-        storage.forget_derived(coll.id)
+        derived.forget(coll.id)
     except BaseException:
-        storage.forget_derived(coll.id)  # a half-updated index must never be trusted
+        derived.forget(coll.id)  # a half-updated index must never be trusted
         raise

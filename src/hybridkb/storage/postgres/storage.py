@@ -17,31 +17,54 @@ document end with it stored once; readers never wait for writers (MVCC).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
-import re
 import threading
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
+import pyarrow as pa
 
-from ..errors import BackendError, CollectionExists, CollectionNotFound, MissingDependency
-from ..filters import POSTGRES, Filter, to_sql
-from ..index.keyword import DEFAULT_B, DEFAULT_K1
-from .base import (
+from ...errors import BackendError, CollectionExists, CollectionNotFound, MissingDependency
+from ...filters import POSTGRES, Filter, to_sql
+from ...index.keyword import DEFAULT_B, DEFAULT_K1
+from ..base import (
+    EXPORT_CHUNKS_SCHEMA,
+    EXPORT_DOCUMENTS_SCHEMA,
     Capabilities,
     ChunkRecord,
     CollectionRecord,
     CollectionStats,
     DocumentRecord,
+    GraphSQL,
+    Maintenance,
     PutItem,
     Ranked,
     WriteEvent,
     WriteHook,
 )
-from .postgres_schema import (
+from ..boundary import driver_errors
+from .connection import connect, pg_errors, plain_url, psycopg, redact, translate, version_tuple
+from .graph import PostgresGraphSQL
+from .rows import (
+    CHUNK_COLUMNS,
+    DOC_COLUMNS,
+    arrow_table,
+    chunk_record,
+    chunk_rows,
+    clean,
+    copy_rows,
+    delete_rows,
+    document_record,
+    document_row,
+    dumps,
+    hash32,
+    lock_key,
+    parse_vector,
+    timestamp,
+    vector_text,
+)
+from .schema import (
     LOCK_WORKSPACE,
     MIGRATIONS,
     create_collection_tables,
@@ -53,12 +76,6 @@ from .postgres_schema import (
     workspace_schema,
 )
 
-try:
-    import psycopg
-    from psycopg import errors as pg_errors
-except ImportError:  # pragma: no cover - the extra is missing
-    psycopg = None  # type: ignore[assignment]
-
 T = TypeVar("T")
 
 # Below this many chunks an exact scan is as fast as the graph and exact (the
@@ -69,86 +86,9 @@ _EF_MIN, _EF_MAX = 100, 1000
 _MAX_SCAN_TUPLES = 50_000
 
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def _ts(value: Any) -> str | None:
-    return value.isoformat() if value is not None else None
-
-
-def _clean(value: str | None) -> str | None:
-    """PostgreSQL text takes neither NUL nor lone surrogates (from undecodable file names)."""
-    if value is None:
-        return None
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        value = _SURROGATE.sub("\ufffd", value)
-    return value.replace("\x00", "\ufffd") if "\x00" in value else value
-
-
-def _clean_json(value: Any) -> Any:
-    if isinstance(value, str):
-        return _clean(value)
-    if isinstance(value, dict):
-        return {_clean(str(k)): _clean_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean_json(v) for v in value]
-    return value
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(_clean_json(value), ensure_ascii=False)
-
-
-def vector_text(vec: np.ndarray) -> str:
-    """pgvector's text form; Python's float repr round-trips float32 exactly."""
-    return "[" + ",".join(map(repr, np.asarray(vec, dtype=np.float32).tolist())) + "]"
-
-
-def parse_vector(text: str) -> np.ndarray:
-    return np.array(text[1:-1].split(","), dtype=np.float32)
-
-
-def _lock_key(collection_id: int, document_id: str) -> int:
-    raw = f"{collection_id}\x00{document_id}".encode("utf-8", "surrogatepass")
-    return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "big", signed=True)
-
-
-def _hash32(text: str) -> int:
-    return int.from_bytes(
-        hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=4).digest(),
-        "big",
-        signed=True,
-    )
-
-
-def _version_tuple(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in text.split(".")[:3] if p.isdigit())
-
-
-def plain_url(url: str) -> str:
-    """SQLAlchemy-style ``postgresql+psycopg://`` and ``postgres://`` -> libpq's form."""
-    for prefix in ("postgresql+psycopg://", "postgres://"):
-        if url.startswith(prefix):
-            return "postgresql://" + url[len(prefix) :]
-    return url
-
-
-def redact(url: str) -> str:
-    """The URL without its password, for messages."""
-    head, sep, tail = url.partition("://")
-    if "@" not in tail:
-        return url
-    cred, _, rest = tail.rpartition("@")
-    user = cred.split(":", 1)[0]
-    return f"{head}{sep}{user}:***@{rest}" if ":" in cred else url
-
-
+@driver_errors(translate)
 class PostgresStorage:
     """Storage protocol over one PostgreSQL database (pgvector required)."""
-
-    exact_scan_rows = EXACT_SCAN_ROWS
 
     def __init__(self, url: str, *, read_only: bool = False, connect_timeout: float = 10.0) -> None:
         if psycopg is None:
@@ -157,8 +97,12 @@ class PostgresStorage:
             )
         self.url = plain_url(url)
         self.read_only = read_only
-        self.capabilities = Capabilities(name="postgres", concurrent_writers=True, persistent=True)
+        self.capabilities = Capabilities(
+            name="postgres", concurrent_writers=True, persistent=True, graph=True, maintenance=False
+        )
         self.hooks: list[WriteHook] = []
+        self.graph_sql: GraphSQL | None = PostgresGraphSQL()
+        self.maintenance: Maintenance | None = None
         self._lock = threading.RLock()
         self._connect_timeout = connect_timeout
         self._ef = 0
@@ -174,12 +118,7 @@ class PostgresStorage:
     # -- plumbing -------------------------------------------------------------------
 
     def _connect(self) -> Any:
-        try:
-            con = psycopg.connect(
-                self.url, autocommit=True, connect_timeout=int(self._connect_timeout)
-            )
-        except psycopg.Error as exc:
-            raise BackendError(f"{redact(self.url)}: cannot connect to PostgreSQL ({exc})") from exc
+        con = connect(self.url, self._connect_timeout)
         self._ef = 0
         return con
 
@@ -227,7 +166,7 @@ class PostgresStorage:
             self.pgvector_version = str(row[1])
             # Unqualified names (hooks, graph tables) land in the catalog schema.
             con.execute(f'SET search_path = hybridkb, "{row[0]}", public')
-            if _version_tuple(self.pgvector_version) >= (0, 8):
+            if version_tuple(self.pgvector_version) >= (0, 8):
                 # Filtered HNSW scans walk on until k rows pass; older pgvector has no
                 # iterative scan and relies on the exact fallback below.
                 con.execute("SET hnsw.iterative_scan = relaxed_order")
@@ -252,14 +191,10 @@ class PostgresStorage:
                     f"collection {coll.name!r} was dropped by another process; create it again"
                 ) from exc
             raise BackendError(f"PostgreSQL: {exc}") from exc
-        except pg_errors.ReadOnlySqlTransaction as exc:
-            raise BackendError(
-                "the knowledge base is open read-only; reconnect without read_only to change it"
-            ) from exc
-        except psycopg.OperationalError as exc:
-            raise BackendError(f"PostgreSQL connection failed ({exc}); check the server") from exc
         except psycopg.Error as exc:
-            raise BackendError(f"PostgreSQL: {exc}") from exc
+            mapped = translate(exc)
+            assert mapped is not None
+            raise mapped from exc
 
     def _live(self) -> Any:
         if self._closed:
@@ -311,7 +246,7 @@ class PostgresStorage:
         for hook in self.hooks:
             hook(con, event)
 
-    def _tables(self, coll: CollectionRecord) -> dict[str, str]:
+    def tables(self, coll: CollectionRecord) -> dict[str, str]:
         schema = self._schemas.get(coll.id)
         if schema is None:
             rows = self._query(
@@ -342,8 +277,8 @@ class PostgresStorage:
             dim=int(row[4]),
             chunking=chunking,
             language=row[6],
-            created_at=_ts(row[7]),
-            updated_at=_ts(row[8]),
+            created_at=timestamp(row[7]),
+            updated_at=timestamp(row[8]),
             generation=int(row[9] or 0),
         )
 
@@ -362,9 +297,7 @@ class PostgresStorage:
         config = text_config(language)
 
         def create(con: Any) -> tuple[Any, ...]:
-            con.execute(
-                "SELECT pg_advisory_xact_lock(%s, %s)", [LOCK_WORKSPACE, _hash32(workspace)]
-            )
+            con.execute("SELECT pg_advisory_xact_lock(%s, %s)", [LOCK_WORKSPACE, hash32(workspace)])
             if con.execute(
                 "SELECT 1 FROM hybridkb.hybridkb_collections WHERE workspace = %s AND name = %s",
                 [workspace, name],
@@ -389,7 +322,7 @@ class PostgresStorage:
                 "INSERT INTO hybridkb.hybridkb_collections"
                 " (workspace, workspace_id, name, model, dim, chunking, language, text_config)"
                 f" VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, %s) RETURNING {self._CATALOG_COLUMNS}",
-                [workspace, ws_id, name, model, dim, _dumps(chunking), language, config],
+                [workspace, ws_id, name, model, dim, dumps(chunking), language, config],
             ).fetchone()
             create_collection_tables(con, schema, int(row[0]), dim, config)
             return tuple(row)
@@ -430,7 +363,7 @@ class PostgresStorage:
         ]
 
     def drop_collection(self, coll: CollectionRecord) -> None:
-        t = self._tables(coll)
+        t = self.tables(coll)
         schema = t["documents"].split(".")[0]
 
         def drop(con: Any) -> None:
@@ -443,47 +376,26 @@ class PostgresStorage:
 
     # -- documents ------------------------------------------------------------------
 
-    _DOC_COLUMNS = (
-        "document_id, path, filename, source, content_hash, signature, metadata, language, bytes,"
-        " chunk_count, added_at"
-    )
-
-    @staticmethod
-    def _doc(row: tuple[Any, ...]) -> DocumentRecord:
-        return DocumentRecord(
-            document_id=row[0],
-            path=row[1],
-            filename=row[2],
-            source=row[3],
-            content_hash=row[4],
-            signature=row[5],
-            metadata=row[6] if isinstance(row[6], dict) else json.loads(row[6] or "{}"),
-            language=row[7] or "und",
-            bytes=int(row[8] or 0),
-            chunk_count=int(row[9] or 0),
-            added_at=_ts(row[10]),
-        )
-
     def get_document(self, coll: CollectionRecord, document_id: str) -> DocumentRecord | None:
-        t = self._tables(coll)
+        t = self.tables(coll)
         rows = self._query(
-            f"SELECT {self._DOC_COLUMNS} FROM {t['documents']} WHERE document_id = %s",
-            [_clean(document_id)],
+            f"SELECT {DOC_COLUMNS} FROM {t['documents']} WHERE document_id = %s",
+            [clean(document_id)],
             coll,
         )
-        return self._doc(rows[0]) if rows else None
+        return document_record(rows[0]) if rows else None
 
     def list_documents(
         self, coll: CollectionRecord, *, limit: int = 100, offset: int = 0
     ) -> list[DocumentRecord]:
-        t = self._tables(coll)
+        t = self.tables(coll)
         rows = self._query(
-            f"SELECT {self._DOC_COLUMNS} FROM {t['documents']} ORDER BY added_at, document_id"
+            f"SELECT {DOC_COLUMNS} FROM {t['documents']} ORDER BY added_at, document_id"
             " LIMIT %s OFFSET %s",
             [limit, offset],
             coll,
         )
-        return [self._doc(r) for r in rows]
+        return [document_record(r) for r in rows]
 
     def put_document(
         self,
@@ -498,33 +410,33 @@ class PostgresStorage:
         """Replace several documents in ONE transaction (all or none)."""
         if not items:
             return
-        t = self._tables(coll)
-        ids = [_clean(item.document.document_id) or "" for item in items]
+        t = self.tables(coll)
+        ids = [clean(item.document.document_id) or "" for item in items]
         if len(set(ids)) != len(ids):
             raise ValueError("put_documents: a document id appears twice in one batch")
         doc_rows: list[tuple[Any, ...]] = []
-        chunk_rows: list[tuple[Any, ...]] = []
+        new_chunks: list[tuple[Any, ...]] = []
         postings: list[tuple[Any, ...]] = []
         n_chunks = new_len = 0
         for item, doc_id in zip(items, ids, strict=True):
-            doc_rows.append(self._doc_row(item.document, doc_id, len(item.chunks)))
-            rows, posts, length = self._chunk_rows(coll, doc_id, item.chunks, item.vectors)
-            chunk_rows += rows
+            doc_rows.append(document_row(item.document, doc_id, len(item.chunks)))
+            rows, posts, length = chunk_rows(coll, doc_id, item.chunks, item.vectors)
+            new_chunks += rows
             postings += posts
             new_len += length
             n_chunks += len(item.chunks)
 
         def put(con: Any) -> None:
             # One lock order for every writer, so batches never deadlock.
-            for key in sorted({_lock_key(coll.id, i) for i in ids}):
+            for key in sorted({lock_key(coll.id, i) for i in ids}):
                 con.execute("SELECT pg_advisory_xact_lock(%s)", [key])
             old_n, old_len = con.execute(
                 f"SELECT count(*), coalesce(sum(cardinality(terms)), 0) FROM {t['chunks']}"
                 " WHERE document_id = ANY(%s)",
                 [ids],
             ).fetchone()
-            self._delete_rows(con, t, ids)
-            self._copy_rows(con, t, doc_rows, chunk_rows, postings)
+            delete_rows(con, t, ids)
+            copy_rows(con, t, doc_rows, new_chunks, postings)
             for item in items:
                 self._emit(
                     con,
@@ -546,121 +458,31 @@ class PostgresStorage:
 
         Memory stays bounded by a batch; the graph hook gets the document without chunks.
         """
-        t = self._tables(coll)
-        doc_id = _clean(doc.document_id) or ""
+        t = self.tables(coll)
+        doc_id = clean(doc.document_id) or ""
 
         def put(con: Any) -> int:
-            con.execute("SELECT pg_advisory_xact_lock(%s)", [_lock_key(coll.id, doc_id)])
+            con.execute("SELECT pg_advisory_xact_lock(%s)", [lock_key(coll.id, doc_id)])
             old_n, old_len = con.execute(
                 f"SELECT count(*), coalesce(sum(cardinality(terms)), 0) FROM {t['chunks']}"
                 " WHERE document_id = %s",
                 [doc_id],
             ).fetchone()
-            self._delete_rows(con, t, [doc_id])
+            delete_rows(con, t, [doc_id])
             count = total = 0
             for chunks, vectors in batches:
                 if not chunks:
                     continue
-                rows, postings, length = self._chunk_rows(coll, doc_id, chunks, vectors)
-                self._copy_rows(con, t, [], rows, postings)
+                rows, postings, length = chunk_rows(coll, doc_id, chunks, vectors)
+                copy_rows(con, t, [], rows, postings)
                 count += len(chunks)
                 total += length
-            self._copy_rows(con, t, [self._doc_row(doc, doc_id, count)], [], [])
+            copy_rows(con, t, [document_row(doc, doc_id, count)], [], [])
             self._emit(con, WriteEvent("put", coll, [doc.document_id], doc, []))
             self._bump(con, coll, count - int(old_n), total - int(old_len))
             return count
 
         return int(self._write(put, coll))
-
-    @staticmethod
-    def _doc_row(doc: DocumentRecord, doc_id: str, chunk_count: int) -> tuple[Any, ...]:
-        return (
-            doc_id,
-            _clean(doc.path),
-            _clean(doc.filename),
-            doc.source,
-            doc.content_hash,
-            doc.signature,
-            _dumps(doc.metadata),
-            doc.language,
-            doc.bytes,
-            chunk_count,
-        )
-
-    @staticmethod
-    def _chunk_rows(
-        coll: CollectionRecord, doc_id: str, chunks: Sequence[ChunkRecord], vectors: np.ndarray
-    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], int]:
-        """COPY rows for chunks and their postings, plus the terms they add to the total length."""
-        vecs = np.asarray(vectors, dtype=np.float32).reshape(len(chunks), coll.dim)
-        rows, postings, length = [], [], 0
-        for c, vec in zip(chunks, vecs, strict=True):
-            terms = [_clean(term) or "" for term in c.terms]
-            rows.append(
-                (
-                    c.key,
-                    _clean(c.chunk_id),
-                    doc_id,
-                    c.chunk_index,
-                    _clean(c.text),
-                    c.page,
-                    _clean(c.section),
-                    c.char_start,
-                    c.char_end,
-                    _clean(c.content_hash),
-                    _clean(c.language),
-                    terms,
-                    _dumps(c.metadata),
-                    _clean(c.filename),
-                    _clean(c.path),
-                    vector_text(vec),
-                )
-            )
-            postings.extend((term, c.key, tf, len(terms)) for term, tf in Counter(terms).items())
-            length += len(terms)
-        return rows, postings, length
-
-    @staticmethod
-    def _copy_rows(
-        con: Any,
-        t: dict[str, str],
-        docs: list[tuple[Any, ...]],
-        chunks: list[tuple[Any, ...]],
-        postings: list[tuple[Any, ...]],
-    ) -> None:
-        with con.cursor() as cur:
-            if docs:
-                with cur.copy(
-                    f"COPY {t['documents']} (document_id, path, filename, source, content_hash, signature,"
-                    " metadata, language, bytes, chunk_count) FROM STDIN"
-                ) as cp:
-                    for r in docs:
-                        cp.write_row(r)
-            if chunks:
-                with cur.copy(
-                    f"COPY {t['chunks']} (key, chunk_id, document_id, chunk_index, text, page, section,"
-                    " char_start, char_end, content_hash, language, terms, metadata, filename, path,"
-                    " embedding) FROM STDIN"
-                ) as cp:
-                    for r in chunks:
-                        cp.write_row(r)
-            if postings:
-                with cur.copy(f"COPY {t['postings']} (term, key, tf, dl) FROM STDIN") as cp:
-                    for p in postings:
-                        cp.write_row(p)
-
-    @staticmethod
-    def _delete_rows(con: Any, t: dict[str, str], ids: Sequence[str | None]) -> None:
-        # Postings are found through the old chunks' terms, so the (term, key)
-        # primary key serves the delete and no second index on key is needed.
-        con.execute(
-            f"DELETE FROM {t['postings']} p USING (SELECT DISTINCT u.term, c.key FROM {t['chunks']} c,"
-            " unnest(c.terms) AS u(term) WHERE c.document_id = ANY(%s)) o"
-            " WHERE p.term = o.term AND p.key = o.key",
-            [list(ids)],
-        )
-        con.execute(f"DELETE FROM {t['chunks']} WHERE document_id = ANY(%s)", [list(ids)])
-        con.execute(f"DELETE FROM {t['documents']} WHERE document_id = ANY(%s)", [list(ids)])
 
     @staticmethod
     def _bump(con: Any, coll: CollectionRecord, d_chunks: int, d_len: int) -> int:
@@ -675,19 +497,20 @@ class PostgresStorage:
         return int(row[0])
 
     def delete_documents(self, coll: CollectionRecord, document_ids: Sequence[str]) -> list[str]:
-        t = self._tables(coll)
+        t = self.tables(coll)
         ids = list(dict.fromkeys(document_ids))
-        clean = [_clean(i) for i in ids]
+        cleaned = [clean(i) for i in ids]
 
         def delete(con: Any) -> list[str]:
             for key in sorted(
-                {_lock_key(coll.id, i or "") for i in clean}
+                {lock_key(coll.id, i or "") for i in cleaned}
             ):  # one order: no deadlock
                 con.execute("SELECT pg_advisory_xact_lock(%s)", [key])
             found = [
                 r[0]
                 for r in con.execute(
-                    f"SELECT document_id FROM {t['documents']} WHERE document_id = ANY(%s)", [clean]
+                    f"SELECT document_id FROM {t['documents']} WHERE document_id = ANY(%s)",
+                    [cleaned],
                 ).fetchall()
             ]
             if not found:
@@ -697,19 +520,19 @@ class PostgresStorage:
                 " WHERE document_id = ANY(%s)",
                 [found],
             ).fetchone()
-            self._delete_rows(con, t, found)
+            delete_rows(con, t, found)
             self._emit(con, WriteEvent("delete", coll, found))
             self._bump(con, coll, -int(n), -int(total))
             return found
 
         found = set(self._write(delete, coll))
-        return [i for i, c in zip(ids, clean, strict=True) if c in found]
+        return [i for i, c in zip(ids, cleaned, strict=True) if c in found]
 
     def stats_many(self, colls: Sequence[CollectionRecord]) -> dict[int, CollectionStats]:
         return {c.id: self.stats(c) for c in colls}
 
     def stats(self, coll: CollectionRecord) -> CollectionStats:
-        t = self._tables(coll)
+        t = self.tables(coll)
         rows = self._query(
             f"SELECT (SELECT count(*) FROM {t['documents']}),"
             f" (SELECT count(*) FROM {t['chunks']}),"
@@ -733,7 +556,7 @@ class PostgresStorage:
             chunks=int(chunks),
             languages=langs,
             bytes=int(nbytes),
-            updated_at=_ts(updated),
+            updated_at=timestamp(updated),
         )
 
     # -- search ---------------------------------------------------------------------
@@ -748,10 +571,10 @@ class PostgresStorage:
     def keyword_search(
         self, coll: CollectionRecord, terms: Sequence[str], k: int, where: Filter | None
     ) -> Ranked:
-        terms = list(dict.fromkeys(_clean(x) for x in terms))
+        terms = list(dict.fromkeys(clean(x) or "" for x in terms))
         if not terms or k <= 0:
             return []
-        t = self._tables(coll)
+        t = self.tables(coll)
         k1, b = DEFAULT_K1, DEFAULT_B
         allowed, params = self._where(where)
         restrict = (
@@ -785,7 +608,7 @@ class PostgresStorage:
         """k nearest chunks satisfying ``predicate`` by cosine; exactly min(k, matches) of them."""
         if k <= 0:
             return []
-        t = self._tables(coll)
+        t = self.tables(coll)
         q = vector_text(np.asarray(query, dtype=np.float32).reshape(-1))
 
         def run(con: Any) -> list[tuple[Any, ...]]:
@@ -793,7 +616,7 @@ class PostgresStorage:
                 "SELECT n_chunks FROM hybridkb.hybridkb_collections WHERE id = %s", [coll.id]
             ).fetchone() or (0,)
             rows: list[tuple[Any, ...]] = []
-            if int(n) > self.exact_scan_rows:
+            if int(n) > EXACT_SCAN_ROWS:
                 # HNSW; a filter walks on with the iterative scan (relaxed order, re-sorted here).
                 self._set_ef(con, k)
                 rows = con.execute(
@@ -829,54 +652,28 @@ class PostgresStorage:
         k: int,
         where: Filter | None,
     ) -> Ranked:
-        terms = list(dict.fromkeys(_clean(x) for x in terms))
+        terms = list(dict.fromkeys(clean(x) or "" for x in terms))
         if not terms:
             return []
-        t = self._tables(coll)
+        t = self.tables(coll)
         predicate, params = self._where(where)
         predicate = f"key IN (SELECT key FROM {t['postings']} WHERE term = ANY(%s)) AND {predicate}"
         return self._nearest(coll, query, k, predicate, [terms, *params])
 
-    _CHUNK_COLUMNS = (
-        "key, chunk_id, document_id, chunk_index, text, page, section, char_start, char_end,"
-        " content_hash, language, metadata, filename, path, added_at"
-    )
-
-    @staticmethod
-    def _chunk(r: tuple[Any, ...], terms: list[str] | None = None) -> ChunkRecord:
-        return ChunkRecord(
-            key=int(r[0]),
-            chunk_id=r[1],
-            document_id=r[2],
-            chunk_index=int(r[3]),
-            text=r[4],
-            page=r[5],
-            section=r[6],
-            char_start=int(r[7] or 0),
-            char_end=int(r[8] or 0),
-            content_hash=r[9] or "",
-            language=r[10] or "und",
-            terms=terms or [],
-            metadata=r[11] if isinstance(r[11], dict) else json.loads(r[11] or "{}"),
-            filename=r[12],
-            path=r[13],
-            added_at=_ts(r[14]),
-        )
-
     def fetch_chunks(self, coll: CollectionRecord, keys: Sequence[int]) -> dict[int, ChunkRecord]:
         if not len(keys):
             return {}
-        t = self._tables(coll)
+        t = self.tables(coll)
         rows = self._query(
-            f"SELECT {self._CHUNK_COLUMNS} FROM {t['chunks']} WHERE key = ANY(%s)",
+            f"SELECT {CHUNK_COLUMNS} FROM {t['chunks']} WHERE key = ANY(%s)",
             [[int(k) for k in keys]],
             coll,
         )
-        return {int(r[0]): self._chunk(r) for r in rows}
+        return {int(r[0]): chunk_record(r) for r in rows}
 
     def fetch_vectors(self, coll: CollectionRecord, keys: Sequence[int]) -> np.ndarray:
         """Full-precision vectors in the order of ``keys`` (zeros for unknown keys)."""
-        t = self._tables(coll)
+        t = self.tables(coll)
         key_list = [int(k) for k in np.asarray(keys).reshape(-1).tolist()]
         out = np.zeros((len(key_list), coll.dim), dtype=np.float32)
         if not key_list:
@@ -897,13 +694,13 @@ class PostgresStorage:
         self, coll: CollectionRecord, *, batch: int = 200
     ) -> Iterator[tuple[DocumentRecord, list[ChunkRecord], np.ndarray]]:
         """Every document with its chunks (terms included) and vectors, in batches."""
-        t = self._tables(coll)
+        t = self.tables(coll)
         offset = 0
         while True:
             docs = [
-                self._doc(r)
+                document_record(r)
                 for r in self._query(
-                    f"SELECT {self._DOC_COLUMNS} FROM {t['documents']} ORDER BY document_id"
+                    f"SELECT {DOC_COLUMNS} FROM {t['documents']} ORDER BY document_id"
                     " LIMIT %s OFFSET %s",
                     [batch, offset],
                     coll,
@@ -913,7 +710,7 @@ class PostgresStorage:
                 return
             offset += len(docs)
             rows = self._query(
-                f"SELECT {self._CHUNK_COLUMNS}, terms, embedding::text FROM {t['chunks']}"
+                f"SELECT {CHUNK_COLUMNS}, terms, embedding::text FROM {t['chunks']}"
                 " WHERE document_id = ANY(%s) ORDER BY document_id, chunk_index",
                 [[d.document_id for d in docs]],
                 coll,
@@ -923,7 +720,7 @@ class PostgresStorage:
                 by_doc.setdefault(r[2], []).append(r)
             for d in docs:
                 mine = by_doc.get(d.document_id, [])
-                chunks = [self._chunk(r, list(r[15] or [])) for r in mine]
+                chunks = [chunk_record(r, list(r[15] or [])) for r in mine]
                 vecs = (
                     np.stack([parse_vector(r[16]) for r in mine])
                     if mine
@@ -933,7 +730,7 @@ class PostgresStorage:
 
     def consistency(self, coll: CollectionRecord) -> dict[str, int]:
         """Counts that must agree after any mix of concurrent writes (used by tests and copy)."""
-        t = self._tables(coll)
+        t = self.tables(coll)
         row = self._query(
             f"SELECT (SELECT count(*) FROM {t['documents']}),"
             f" (SELECT coalesce(sum(chunk_count), 0) FROM {t['documents']}),"
@@ -959,3 +756,24 @@ class PostgresStorage:
             "stat_total_len",
         )
         return {n: int(v) for n, v in zip(names, row, strict=True)}
+
+    def export_tables(self, coll: CollectionRecord) -> tuple[pa.Table, pa.Table]:
+        t = self.tables(coll)
+        doc_cols = ", ".join(EXPORT_DOCUMENTS_SCHEMA.names).replace("metadata", "metadata::text")
+        chunk_cols = ", ".join(EXPORT_CHUNKS_SCHEMA.names).replace("metadata", "metadata::text")
+
+        def run(con: Any) -> tuple[pa.Table, pa.Table]:
+            docs = con.execute(
+                f"SELECT {doc_cols} FROM {t['documents']} ORDER BY added_at, document_id"
+            ).fetchall()
+            chunks = con.execute(
+                f"SELECT {chunk_cols} FROM {t['chunks']} ORDER BY document_id, chunk_index"
+            ).fetchall()
+            return arrow_table(docs, EXPORT_DOCUMENTS_SCHEMA), arrow_table(
+                chunks, EXPORT_CHUNKS_SCHEMA
+            )
+
+        return self._read(run, coll)
+
+    def count_vectors(self, coll: CollectionRecord) -> int:
+        return int(self.consistency(coll)["chunks"])  # vectors live in the chunk rows (NOT NULL)

@@ -198,7 +198,7 @@ def migrate(conn: Any) -> int:
 
     Concurrent first connections serialise on the lock, so each step runs once.
     """
-    from ..errors import BackendError
+    from ...errors import BackendError
 
     with conn.cursor() as cur:
         version = current_version(cur)

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..filters import BUILTIN_FIELDS, NUMERIC_FIELDS, And, Cmp, Filter, Or, json_pointer, matches
+from ...filters import BUILTIN_FIELDS, NUMERIC_FIELDS, And, Cmp, Filter, Or, json_pointer, matches
 
 # Above this many distinct values, deciding each one in Python costs more than SQL.
 MAX_DISTINCT = 4096

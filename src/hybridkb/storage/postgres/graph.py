@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 
-from .build import EdgeRow, NodeRow
-from .store_duckdb import dump_props
+from ..base import Connection, EdgeRow, NodeRow, dump_props
+from .rows import arrow_table, clean, clean_json
 
 NODES = "hybridkb.hybridkb_graph_nodes"
 EDGES = "hybridkb.hybridkb_graph_edges"
@@ -48,6 +48,22 @@ SCHEMA = [
         workspace TEXT NOT NULL, alias TEXT NOT NULL, canonical TEXT NOT NULL,
         PRIMARY KEY (workspace, alias))""",
 ]
+_S, _I, _F = pa.string(), pa.int64(), pa.float64()
+# The Arrow shapes of load() and rows_of_collection() (empty results keep their types).
+LOAD_NODES = pa.schema(
+    [("id", _S), ("type", _S), ("properties", _S), ("collection_id", _I), ("document_id", _S)]
+)
+LOAD_EDGES = pa.schema(
+    [("source", _S), ("target", _S), ("type", _S), ("weight", _F), ("properties", _S),
+     ("collection_id", _I), ("document_id", _S)]
+)  # fmt: skip
+COLLECTION_NODES = pa.schema(
+    [("id", _S), ("type", _S), ("properties", _S), ("document_id", _S), ("chunk_id", _S)]
+)
+COLLECTION_EDGES = pa.schema(
+    [("source", _S), ("target", _S), ("type", _S), ("weight", _F), ("properties", _S),
+     ("document_id", _S), ("chunk_id", _S)]
+)  # fmt: skip
 _LOCK_SCHEMA = 0x686B6203  # advisory key: one process creates the graph tables
 
 _NODE_COLUMNS = "workspace, id, type, properties, collection_id, document_id, chunk_id"
@@ -57,8 +73,6 @@ _EDGE_COLUMNS = (
 
 
 def _clean(value: str) -> str:
-    from ..storage.postgres import _clean as clean
-
     return clean(value) or ""
 
 
@@ -67,14 +81,14 @@ class PostgresGraphSQL:
 
     name = "postgres"
 
-    def ensure_schema(self, con: Any) -> None:
+    def ensure_schema(self, con: Connection) -> None:
         if self.has_schema(con):
             return
         con.execute("SELECT pg_advisory_xact_lock(%s, 0)", [_LOCK_SCHEMA])
         for statement in SCHEMA:
             con.execute(statement)
 
-    def has_schema(self, con: Any) -> bool:
+    def has_schema(self, con: Connection) -> bool:
         row = con.execute(
             "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'hybridkb'"
             " AND table_name IN ('hybridkb_graph_nodes', 'hybridkb_graph_edges',"
@@ -84,13 +98,13 @@ class PostgresGraphSQL:
 
     # -- versions -------------------------------------------------------------------
 
-    def version(self, con: Any, workspace: str) -> int:
+    def version(self, con: Connection, workspace: str) -> int:
         row = con.execute(
             f"SELECT version FROM {STATE} WHERE workspace = %s", [workspace]
         ).fetchone()
         return int(row[0]) if row else 0
 
-    def bump(self, con: Any, workspace: str) -> tuple[int, int]:
+    def bump(self, con: Connection, workspace: str) -> tuple[int, int]:
         """Advance the workspace's graph version inside the write; return (before, after)."""
         (after,) = con.execute(
             f"INSERT INTO {STATE} AS s (workspace, version) VALUES (%s, 1) ON CONFLICT (workspace)"
@@ -103,7 +117,7 @@ class PostgresGraphSQL:
 
     def insert_nodes(
         self,
-        con: Any,
+        con: Connection,
         workspace: str,
         collection_id: int,
         document_id: str,
@@ -111,7 +125,8 @@ class PostgresGraphSQL:
     ) -> None:
         if not rows:
             return
-        with con.cursor() as cur, cur.copy(f"COPY {NODES} ({_NODE_COLUMNS}) FROM STDIN") as cp:
+        pg = cast(Any, con)  # COPY is psycopg's own
+        with pg.cursor() as cur, cur.copy(f"COPY {NODES} ({_NODE_COLUMNS}) FROM STDIN") as cp:
             for r in rows:
                 cp.write_row(
                     (
@@ -127,7 +142,7 @@ class PostgresGraphSQL:
 
     def insert_edges(
         self,
-        con: Any,
+        con: Connection,
         workspace: str,
         collection_id: int,
         document_id: str,
@@ -135,7 +150,8 @@ class PostgresGraphSQL:
     ) -> None:
         if not rows:
             return
-        with con.cursor() as cur, cur.copy(f"COPY {EDGES} ({_EDGE_COLUMNS}) FROM STDIN") as cp:
+        pg = cast(Any, con)
+        with pg.cursor() as cur, cur.copy(f"COPY {EDGES} ({_EDGE_COLUMNS}) FROM STDIN") as cp:
             for r in rows:
                 cp.write_row(
                     (
@@ -151,7 +167,7 @@ class PostgresGraphSQL:
                     )
                 )
 
-    def _prune_vanished(self, con: Any, workspace: str, old_ids: Iterable[str]) -> None:
+    def _prune_vanished(self, con: Connection, workspace: str, old_ids: Iterable[str]) -> None:
         """Drop user edges on nodes that lost their last row."""
         old = list(dict.fromkeys(old_ids))
         if not old:
@@ -173,7 +189,7 @@ class PostgresGraphSQL:
 
     def replace_documents(
         self,
-        con: Any,
+        con: Connection,
         workspace: str,
         collection_id: int,
         document_ids: Sequence[str],
@@ -197,7 +213,17 @@ class PostgresGraphSQL:
             self.insert_edges(con, workspace, collection_id, docs[0], edges)
         self._prune_vanished(con, workspace, old)
 
-    def drop_collection(self, con: Any, workspace: str, collection_id: int) -> None:
+    def replace_documents_many(
+        self,
+        con: Connection,
+        workspace: str,
+        collection_id: int,
+        per_doc: Sequence[tuple[str, Sequence[NodeRow], Sequence[EdgeRow]]],
+    ) -> None:
+        for doc_id, nodes, edges in per_doc:
+            self.replace_documents(con, workspace, collection_id, [doc_id], nodes, edges)
+
+    def drop_collection(self, con: Connection, workspace: str, collection_id: int) -> None:
         where = "workspace = %s AND collection_id = %s"
         params = [workspace, collection_id]
         old = [
@@ -210,14 +236,14 @@ class PostgresGraphSQL:
         con.execute(f"DELETE FROM {EDGES} WHERE {where}", params)
         self._prune_vanished(con, workspace, old)
 
-    def upsert_user_nodes(self, con: Any, workspace: str, rows: Sequence[NodeRow]) -> None:
+    def upsert_user_nodes(self, con: Connection, workspace: str, rows: Sequence[NodeRow]) -> None:
         con.execute(
             f"DELETE FROM {NODES} WHERE workspace = %s AND collection_id = 0 AND id = ANY(%s)",
             [workspace, [_clean(r.id) for r in rows]],
         )
         self.insert_nodes(con, workspace, 0, "", rows)
 
-    def upsert_user_edges(self, con: Any, workspace: str, rows: Sequence[EdgeRow]) -> None:
+    def upsert_user_edges(self, con: Connection, workspace: str, rows: Sequence[EdgeRow]) -> None:
         if not rows:
             return
         con.execute(
@@ -234,7 +260,7 @@ class PostgresGraphSQL:
         self.insert_edges(con, workspace, 0, "", rows)
 
     def delete_user_edge(
-        self, con: Any, workspace: str, source: str, target: str, etype: str
+        self, con: Connection, workspace: str, source: str, target: str, etype: str
     ) -> int:
         cur = con.execute(
             f"DELETE FROM {EDGES} WHERE workspace = %s AND collection_id = 0 AND source = %s"
@@ -243,7 +269,7 @@ class PostgresGraphSQL:
         )
         return int(cur.rowcount)
 
-    def delete_user_node(self, con: Any, workspace: str, node_id: str) -> int:
+    def delete_user_node(self, con: Connection, workspace: str, node_id: str) -> int:
         cur = con.execute(
             f"DELETE FROM {NODES} WHERE workspace = %s AND collection_id = 0 AND id = %s",
             [workspace, _clean(node_id)],
@@ -254,7 +280,7 @@ class PostgresGraphSQL:
 
     # -- reads ----------------------------------------------------------------------
 
-    def load(self, con: Any, workspace: str) -> tuple[int, pa.Table, pa.Table]:
+    def load(self, con: Connection, workspace: str) -> tuple[int, pa.Table, pa.Table]:
         version = self.version(con, workspace)
         nodes = con.execute(
             f"SELECT id, type, properties::text, collection_id, document_id FROM {NODES}"
@@ -268,23 +294,12 @@ class PostgresGraphSQL:
         ).fetchall()
         return (
             version,
-            _table(nodes, ("id", "type", "properties", "collection_id", "document_id")),
-            _table(
-                edges,
-                (
-                    "source",
-                    "target",
-                    "type",
-                    "weight",
-                    "properties",
-                    "collection_id",
-                    "document_id",
-                ),
-            ),
+            arrow_table(nodes, LOAD_NODES),
+            arrow_table(edges, LOAD_EDGES),
         )
 
     def rows_of_collection(
-        self, con: Any, workspace: str, collection_id: int
+        self, con: Connection, workspace: str, collection_id: int
     ) -> tuple[pa.Table, pa.Table]:
         nodes = con.execute(
             f"SELECT id, type, properties::text, document_id, chunk_id FROM {NODES}"
@@ -297,14 +312,11 @@ class PostgresGraphSQL:
             [workspace, collection_id],
         ).fetchall()
         return (
-            _table(nodes, ("id", "type", "properties", "document_id", "chunk_id")),
-            _table(
-                edges,
-                ("source", "target", "type", "weight", "properties", "document_id", "chunk_id"),
-            ),
+            arrow_table(nodes, COLLECTION_NODES),
+            arrow_table(edges, COLLECTION_EDGES),
         )
 
-    def find_collection(self, con: Any, workspace: str, name: str) -> int | None:
+    def find_collection(self, con: Connection, workspace: str, name: str) -> int | None:
         row = con.execute(
             "SELECT id FROM hybridkb.hybridkb_collections WHERE workspace = %s AND name = %s",
             [workspace, name],
@@ -313,7 +325,7 @@ class PostgresGraphSQL:
 
     def traverse(
         self,
-        con: Any,
+        con: Connection,
         workspace: str,
         start: str,
         *,
@@ -345,105 +357,23 @@ class PostgresGraphSQL:
 
     # -- aliases --------------------------------------------------------------------
 
-    def aliases(self, con: Any, workspace: str) -> dict[str, str]:
+    def aliases(self, con: Connection, workspace: str) -> dict[str, str]:
         rows = con.execute(
             f"SELECT alias, canonical FROM {ALIASES} WHERE workspace = %s ORDER BY alias",
             [workspace],
         ).fetchall()
         return {a: c for a, c in rows}
 
-    def set_alias(self, con: Any, workspace: str, alias: str, canonical: str | None) -> None:
+    def set_alias(self, con: Connection, workspace: str, alias: str, canonical: str | None) -> None:
         con.execute(
             f"DELETE FROM {ALIASES} WHERE workspace = %s AND alias = %s", [workspace, alias]
         )
         if canonical is not None:
             con.execute(f"INSERT INTO {ALIASES} VALUES (%s, %s, %s)", [workspace, alias, canonical])
 
-    def stored_documents(self, con: Any, coll: Any) -> list[tuple[Any, list[Any]]]:
-        """Every stored document of a collection with its chunks (for ``Graph.rebuild``)."""
-        from ..storage.base import ChunkRecord, DocumentRecord
-        from ..storage.postgres_schema import table_names, workspace_schema
-
-        row = con.execute(
-            "SELECT workspace_id FROM hybridkb.hybridkb_collections WHERE id = %s", [coll.id]
-        ).fetchone()
-        if row is None:
-            return []
-        t = table_names(workspace_schema(int(row[0])), coll.id)
-        docs: dict[str, tuple[Any, list[Any]]] = {}
-        for r in con.execute(
-            f"SELECT document_id, path, filename, source, content_hash, signature, metadata::text,"
-            f" language, bytes, chunk_count FROM {t['documents']} ORDER BY document_id"
-        ).fetchall():
-            doc = DocumentRecord(
-                document_id=r[0],
-                path=r[1],
-                filename=r[2],
-                source=r[3],
-                content_hash=r[4],
-                signature=r[5],
-                metadata=json.loads(r[6]) if r[6] else {},
-                language=r[7] or "und",
-                bytes=int(r[8] or 0),
-                chunk_count=int(r[9] or 0),
-            )
-            docs[doc.document_id] = (doc, [])
-        for r in con.execute(
-            f"SELECT key, chunk_id, document_id, chunk_index, text, page, section, char_start, char_end,"
-            f" content_hash, language, filename, path FROM {t['chunks']} ORDER BY document_id, chunk_index"
-        ).fetchall():
-            entry = docs.get(r[2])
-            if entry is None:
-                continue
-            entry[1].append(
-                ChunkRecord(
-                    key=int(r[0]),
-                    chunk_id=r[1],
-                    document_id=r[2],
-                    chunk_index=int(r[3]),
-                    text=r[4],
-                    page=r[5],
-                    section=r[6],
-                    char_start=int(r[7] or 0),
-                    char_end=int(r[8] or 0),
-                    content_hash=r[9] or "",
-                    language=r[10] or "und",
-                    terms=[],
-                    metadata=entry[0].metadata,
-                    filename=r[11],
-                    path=r[12],
-                )
-            )
-        return list(docs.values())
-
-
-# The loader in graph.store looks up ``hybridkb.graph.store_<backend>.GraphSQL``.
-GraphSQL = PostgresGraphSQL
-
 
 def _props(props: dict[str, Any] | None) -> str | None:
     text = dump_props(props)
     if text is None:
         return None
-    from ..storage.postgres import _clean_json
-
-    return json.dumps(_clean_json(json.loads(text)), ensure_ascii=False)
-
-
-def _table(rows: list[tuple[Any, ...]], names: Sequence[str]) -> pa.Table:
-    columns = list(zip(*rows, strict=True)) if rows else [() for _ in names]
-    return (
-        pa.table({name: list(col) for name, col in zip(names, columns, strict=True)})
-        if rows
-        else pa.table(
-            {
-                name: pa.array(
-                    [],
-                    pa.float64()
-                    if name == "weight"
-                    else (pa.int64() if name == "collection_id" else pa.string()),
-                )
-                for name in names
-            }
-        )
-    )
+    return json.dumps(clean_json(json.loads(text)), ensure_ascii=False)

@@ -6,62 +6,28 @@ open :class:`DuckDBStorage` and works under its lock.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import duckdb
 import pyarrow as pa
 
-from ..embedders import Embedder, validate_vectors
-from ..errors import BackendError, ConfigError
-from ..index.derived import drop_snapshot, snapshot_paths
-from .base import CollectionRecord
-from .duckdb import key_list_sql
-from .duckdb_schema import index_vector_keys, table_names
-from .duckdb_stream import drop_stale_stages, stale_stages
-
-if TYPE_CHECKING:
-    from .duckdb import DuckDBStorage
+from ...embedders import Embedder, validate_vectors
+from ...errors import BackendError, ConfigError
+from ...index.derived import drop_snapshot, snapshot_paths
+from ..base import CollectionHealth, CollectionRecord, Finding
+from .engine import Engine
+from .memory import Derived
+from .rows import bump_generation, delete_rows, key_list_sql
+from .schema import index_vector_keys, table_names
+from .stream import drop_stale_stages, stale_stages
 
 GRAPH_NODES = "hybridkb_graph_nodes"
 GRAPH_EDGES = "hybridkb_graph_edges"
-
-
-@dataclass
-class Finding:
-    check: str
-    count: int
-    detail: str
-    repaired: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "check": self.check,
-            "count": self.count,
-            "detail": self.detail,
-            "repaired": self.repaired,
-        }
-
-
-@dataclass
-class CollectionHealth:
-    collection: str
-    findings: list[Finding] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return all(f.count == 0 or f.repaired for f in self.findings)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "collection": self.collection,
-            "ok": self.ok,
-            "problems": [f.to_dict() for f in self.findings if f.count],
-        }
 
 
 def _table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
@@ -73,14 +39,17 @@ def _table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
 
 
 def check_collection(
-    storage: DuckDBStorage, coll: CollectionRecord, *, repair: bool
+    engine: Engine, derived: Derived, coll: CollectionRecord, *, repair: bool
 ) -> CollectionHealth:
     """Tables vs each other, vs the derived indexes and the graph's provenance."""
     t = table_names(coll.id)
     health = CollectionHealth(coll.name)
-    con = storage._con
-    with storage._lock:
-        q = lambda sql: con.execute(sql).fetchall()  # noqa: E731
+    con = engine.con
+
+    def q(sql: str) -> list[tuple[Any, ...]]:
+        return con.execute(sql).fetchall()
+
+    with engine.lock:
         orphan_chunks = q(
             f"SELECT key FROM {t['chunks']} c WHERE NOT EXISTS"
             f" (SELECT 1 FROM {t['documents']} d WHERE d.document_id = c.document_id)"
@@ -124,11 +93,11 @@ def check_collection(
         ),
         Finding("graph_orphans", graph_orphans, "graph nodes from documents that no longer exist"),
     ]
-    index_problem = _check_indexes(storage, coll)
+    index_problem = _check_indexes(engine, derived, coll)
     health.findings.append(
         Finding("derived_indexes", int(bool(index_problem)), index_problem or "in step")
     )
-    staged = stale_stages(storage, coll.id)
+    staged = stale_stages(engine, coll.id)
     health.findings.append(
         Finding(
             "staged_leftovers",
@@ -139,28 +108,26 @@ def check_collection(
     )
     if repair and not health.ok:
         if any(f.count for f in health.findings if f.check != "staged_leftovers"):
-            _repair(storage, coll, orphan_chunks, orphan_vectors, bad_docs, graph_orphans)
-        drop_stale_stages(storage, coll.id)
+            _repair(engine, derived, coll, orphan_chunks, orphan_vectors, bad_docs, graph_orphans)
+        drop_stale_stages(engine, coll.id)
         for f in health.findings:
             f.repaired = f.count > 0
     return health
 
 
-def _check_indexes(storage: DuckDBStorage, coll: CollectionRecord) -> str:
+def _check_indexes(engine: Engine, derived: Derived, coll: CollectionRecord) -> str:
     t = table_names(coll.id)
-    with storage._lock:
-        keys = {
-            int(r[0]) for r in storage._con.execute(f"SELECT key FROM {t['chunks']}").fetchall()
-        }
-        loaded = storage._indexes.get(coll.id)
-        record = storage._get_by_id(coll.id)
+    with engine.lock:
+        keys = {int(r[0]) for r in engine.con.execute(f"SELECT key FROM {t['chunks']}").fetchall()}
+        loaded = derived.indexes.get(coll.id)
+        record = engine.record_by_id(coll.id)
     problems = []
     if loaded is not None:
         if len(loaded.keyword) != len(keys) or len(loaded.vector) != len(keys):
             problems.append("in-memory index size differs from the tables")
         elif any(k not in loaded.vector for k in list(keys)[:1000]):
             problems.append("in-memory vector index misses chunks")
-    folder = storage.snapshot_dir
+    folder = engine.snapshot_dir
     if folder is not None and record is not None:
         meta_path = snapshot_paths(folder, coll.id)["meta"]
         if meta_path.exists():
@@ -174,7 +141,8 @@ def _check_indexes(storage: DuckDBStorage, coll: CollectionRecord) -> str:
 
 
 def _repair(
-    storage: DuckDBStorage,
+    engine: Engine,
+    derived: Derived,
     coll: CollectionRecord,
     orphan_chunks: list[tuple[Any, ...]],
     orphan_vectors: list[tuple[Any, ...]],
@@ -190,7 +158,7 @@ def _repair(
             con.execute(f"DELETE FROM {t['chunks']} WHERE key IN {in_keys}", params)
             con.execute(f"DELETE FROM {t['vectors']} WHERE key IN {in_keys}", params)
         if bad_docs:
-            storage._delete_rows(con, coll, bad_docs)
+            delete_rows(con, coll, bad_docs)
         if graph_orphans:
             docs = f"(SELECT document_id FROM {t['documents']})"
             con.execute(
@@ -203,22 +171,23 @@ def _repair(
                 f" AND document_id NOT IN {docs}",
                 [coll.id],
             )
-        storage._bump(con, coll)
+        bump_generation(con, coll)
 
-    storage.transaction(fix)
-    invalidate_indexes(storage, coll)
+    engine.transaction(fix)
+    invalidate_indexes(engine, derived, coll)
 
 
-def invalidate_indexes(storage: DuckDBStorage, coll: CollectionRecord) -> None:
+def invalidate_indexes(engine: Engine, derived: Derived, coll: CollectionRecord) -> None:
     """Forget in-memory and saved indexes: the next search rebuilds them from the tables."""
-    with storage._lock:
-        storage.forget_derived(coll.id)
-        if storage.snapshot_dir is not None:
-            drop_snapshot(storage.snapshot_dir, coll.id)
+    with engine.lock:
+        derived.forget(coll.id)
+        if engine.snapshot_dir is not None:
+            drop_snapshot(engine.snapshot_dir, coll.id)
 
 
 def reembed_collection(
-    storage: DuckDBStorage,
+    engine: Engine,
+    derived: Derived,
     coll: CollectionRecord,
     embedder: Embedder,
     *,
@@ -234,8 +203,8 @@ def reembed_collection(
     t = table_names(coll.id)
     side = f"{t['vectors']}_next"
     dim = int(embedder.dim)
-    con = storage._con
-    with storage._lock:
+    con = engine.con
+    with engine.lock:
         con.execute(f"DROP TABLE IF EXISTS {side}")
         con.execute(f"CREATE TABLE {side} (key BIGINT NOT NULL, embedding FLOAT[{dim}] NOT NULL)")
         (total,) = con.execute(f"SELECT count(*) FROM {t['chunks']}").fetchone()  # type: ignore[misc]
@@ -263,11 +232,11 @@ def reembed_collection(
 
     done = 0
     while True:
-        with storage._lock:
+        with engine.lock:
             rows = pending(con, batch)
         if not rows:
             break
-        storage.transaction(lambda c, rows=rows: insert(c, rows))
+        engine.transaction(functools.partial(insert, rows=rows))
         done += len(rows)
         if progress is not None:
             progress(done, int(total))
@@ -284,35 +253,64 @@ def reembed_collection(
             [embedder.model_id, dim, coll.id],
         )
         c.execute(f"UPDATE {t['documents']} SET signature = ?", [signature])
-        storage._bump(c, coll)
+        bump_generation(c, coll)
 
-    storage.transaction(switch)
-    invalidate_indexes(storage, coll)
+    engine.transaction(switch)
+    invalidate_indexes(engine, derived, coll)
     return done
 
 
-def compact_database(storage: DuckDBStorage) -> dict[str, int]:
+def compact_database(engine: Engine, derived: Derived) -> dict[str, int]:
     """Rewrite the file without dead space (DuckDB does not shrink files in place)."""
-    if storage.path == ":memory:" or storage.read_only:
+    if engine.path == ":memory:" or engine.read_only:
         raise ConfigError("compact: needs a database file opened for writing")
-    path = Path(storage.path).expanduser().resolve()
+    path = Path(engine.path).expanduser().resolve()
     tmp = path.with_name(path.name + ".compact")
-    with storage._lock:
-        storage._con.execute("CHECKPOINT")
+    with engine.lock:
+        engine.con.execute("CHECKPOINT")
         before = path.stat().st_size
         if tmp.exists():
             tmp.unlink()
-        (current,) = storage._con.execute("SELECT current_database()").fetchone()  # type: ignore[misc]
+        (current,) = engine.con.execute("SELECT current_database()").fetchone()  # type: ignore[misc]
         quoted = str(tmp).replace("'", "''")
         try:
-            storage._con.execute(f"ATTACH '{quoted}' AS hkb_compact")
-            storage._con.execute(f'COPY FROM DATABASE "{current}" TO hkb_compact')
-            storage._con.execute("DETACH hkb_compact")
+            engine.con.execute(f"ATTACH '{quoted}' AS hkb_compact")
+            engine.con.execute(f'COPY FROM DATABASE "{current}" TO hkb_compact')
+            engine.con.execute("DETACH hkb_compact")
         except duckdb.Error as exc:
             raise BackendError(
                 f"{path}: compaction failed ({exc}); the database is unchanged"
             ) from exc
-        storage.reopen(lambda: os.replace(tmp, path))
-        storage._con.execute("DELETE FROM hybridkb_meta WHERE key = 'dead_chunks'")
+        derived.rows.stop()
+        derived.save()
+        engine.reopen(lambda: os.replace(tmp, path))
+        derived.clear()
+        engine.con.execute("DELETE FROM hybridkb_meta WHERE key = 'dead_chunks'")
         after = path.stat().st_size
     return {"bytes_before": before, "bytes_after": after}
+
+
+class DuckDBMaintenance:
+    """The :class:`~hybridkb.storage.base.Maintenance` of a DuckDB store."""
+
+    def __init__(self, engine: Engine, derived: Derived) -> None:
+        self.engine = engine
+        self.derived = derived
+
+    def check(self, coll: CollectionRecord, *, repair: bool) -> CollectionHealth:
+        return check_collection(self.engine, self.derived, coll, repair=repair)
+
+    def reembed(
+        self,
+        coll: CollectionRecord,
+        embedder: Embedder,
+        *,
+        signature: str,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        return reembed_collection(
+            self.engine, self.derived, coll, embedder, signature=signature, progress=progress
+        )
+
+    def compact(self) -> dict[str, int]:
+        return compact_database(self.engine, self.derived)

@@ -133,7 +133,7 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
     ).fetchone()
     version = int(row[0]) if row else 0
     if version > len(MIGRATIONS):
-        from ..errors import BackendError
+        from ...errors import BackendError
 
         raise BackendError(
             f"database schema version {version} is newer than this hybridkb supports "

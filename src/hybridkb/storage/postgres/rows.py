@@ -1,0 +1,236 @@
+"""Rows of a collection's PostgreSQL tables: cleaning, COPY rows, and the SQL that
+writes, deletes and reads them (shared by the storage class and nothing else needs
+more than these names)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ..base import ChunkRecord, CollectionRecord, DocumentRecord
+
+DOC_COLUMNS = (
+    "document_id, path, filename, source, content_hash, signature, metadata, language, bytes,"
+    " chunk_count, added_at"
+)
+CHUNK_COLUMNS = (
+    "key, chunk_id, document_id, chunk_index, text, page, section, char_start, char_end,"
+    " content_hash, language, metadata, filename, path, added_at"
+)
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def timestamp(value: Any) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def clean(value: str | None) -> str | None:
+    """PostgreSQL text takes neither NUL nor lone surrogates (from undecodable file names)."""
+    if value is None:
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        value = _SURROGATE.sub("\ufffd", value)
+    return value.replace("\x00", "\ufffd") if "\x00" in value else value
+
+
+def clean_json(value: Any) -> Any:
+    if isinstance(value, str):
+        return clean(value)
+    if isinstance(value, dict):
+        return {clean(str(k)): clean_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean_json(v) for v in value]
+    return value
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(clean_json(value), ensure_ascii=False)
+
+
+def vector_text(vec: np.ndarray) -> str:
+    """pgvector's text form; Python's float repr round-trips float32 exactly."""
+    return "[" + ",".join(map(repr, np.asarray(vec, dtype=np.float32).tolist())) + "]"
+
+
+def parse_vector(text: str) -> np.ndarray:
+    return np.array(text[1:-1].split(","), dtype=np.float32)
+
+
+def lock_key(collection_id: int, document_id: str) -> int:
+    raw = f"{collection_id}\x00{document_id}".encode("utf-8", "surrogatepass")
+    return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "big", signed=True)
+
+
+def hash32(text: str) -> int:
+    return int.from_bytes(
+        hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=4).digest(),
+        "big",
+        signed=True,
+    )
+
+
+def metadata_value(value: Any) -> dict[str, Any]:
+    """JSONB metadata as a dict; a value that does not decode reads as empty, so one bad
+    row can never break a read of the others."""
+    if isinstance(value, dict):
+        return value
+    if not value:
+        return {}
+    try:
+        decoded = json.loads(value)
+    except (ValueError, RecursionError):
+        return {}
+    return decoded if isinstance(decoded, dict) else {}
+
+
+def document_record(row: tuple[Any, ...]) -> DocumentRecord:
+    """A row of DOC_COLUMNS."""
+    return DocumentRecord(
+        document_id=row[0],
+        path=row[1],
+        filename=row[2],
+        source=row[3],
+        content_hash=row[4],
+        signature=row[5],
+        metadata=metadata_value(row[6]),
+        language=row[7] or "und",
+        bytes=int(row[8] or 0),
+        chunk_count=int(row[9] or 0),
+        added_at=timestamp(row[10]),
+    )
+
+
+def chunk_record(r: tuple[Any, ...], terms: Sequence[str] = ()) -> ChunkRecord:
+    """A row of CHUNK_COLUMNS."""
+    return ChunkRecord(
+        key=int(r[0]),
+        chunk_id=r[1],
+        document_id=r[2],
+        chunk_index=int(r[3]),
+        text=r[4],
+        page=r[5],
+        section=r[6],
+        char_start=int(r[7] or 0),
+        char_end=int(r[8] or 0),
+        content_hash=r[9] or "",
+        language=r[10] or "und",
+        terms=list(terms),
+        metadata=metadata_value(r[11]),
+        filename=r[12],
+        path=r[13],
+        added_at=timestamp(r[14]),
+    )
+
+
+def document_row(doc: DocumentRecord, doc_id: str, chunk_count: int) -> tuple[Any, ...]:
+    """A COPY row of the documents table."""
+    return (
+        doc_id,
+        clean(doc.path),
+        clean(doc.filename),
+        doc.source,
+        doc.content_hash,
+        doc.signature,
+        dumps(doc.metadata),
+        doc.language,
+        doc.bytes,
+        chunk_count,
+    )
+
+
+def chunk_rows(
+    coll: CollectionRecord, doc_id: str, chunks: Sequence[ChunkRecord], vectors: np.ndarray
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], int]:
+    """COPY rows for chunks and their postings, plus the terms they add to the total length."""
+    vecs = np.asarray(vectors, dtype=np.float32).reshape(len(chunks), coll.dim)
+    rows: list[tuple[Any, ...]] = []
+    postings: list[tuple[Any, ...]] = []
+    length = 0
+    for c, vec in zip(chunks, vecs, strict=True):
+        terms = [clean(term) or "" for term in c.terms]
+        rows.append(
+            (
+                c.key,
+                clean(c.chunk_id),
+                doc_id,
+                c.chunk_index,
+                clean(c.text),
+                c.page,
+                clean(c.section),
+                c.char_start,
+                c.char_end,
+                clean(c.content_hash),
+                clean(c.language),
+                terms,
+                dumps(c.metadata),
+                clean(c.filename),
+                clean(c.path),
+                vector_text(vec),
+            )
+        )
+        postings.extend((term, c.key, tf, len(terms)) for term, tf in Counter(terms).items())
+        length += len(terms)
+    return rows, postings, length
+
+
+def copy_rows(
+    con: Any,
+    t: dict[str, str],
+    docs: list[tuple[Any, ...]],
+    chunks: list[tuple[Any, ...]],
+    postings: list[tuple[Any, ...]],
+) -> None:
+    """COPY documents, chunks and postings rows in (``con``: psycopg connection)."""
+    with con.cursor() as cur:
+        if docs:
+            with cur.copy(
+                f"COPY {t['documents']} (document_id, path, filename, source, content_hash,"
+                " signature, metadata, language, bytes, chunk_count) FROM STDIN"
+            ) as cp:
+                for r in docs:
+                    cp.write_row(r)
+        if chunks:
+            with cur.copy(
+                f"COPY {t['chunks']} (key, chunk_id, document_id, chunk_index, text, page, section,"
+                " char_start, char_end, content_hash, language, terms, metadata, filename, path,"
+                " embedding) FROM STDIN"
+            ) as cp:
+                for r in chunks:
+                    cp.write_row(r)
+        if postings:
+            with cur.copy(f"COPY {t['postings']} (term, key, tf, dl) FROM STDIN") as cp:
+                for p in postings:
+                    cp.write_row(p)
+
+
+def delete_rows(con: Any, t: dict[str, str], ids: Sequence[str | None]) -> None:
+    """Delete documents with their chunks and postings."""
+    # Postings are found through the old chunks' terms, so the (term, key)
+    # primary key serves the delete and no second index on key is needed.
+    con.execute(
+        f"DELETE FROM {t['postings']} p USING (SELECT DISTINCT u.term, c.key FROM {t['chunks']}"
+        " c, unnest(c.terms) AS u(term) WHERE c.document_id = ANY(%s)) o"
+        " WHERE p.term = o.term AND p.key = o.key",
+        [list(ids)],
+    )
+    con.execute(f"DELETE FROM {t['chunks']} WHERE document_id = ANY(%s)", [list(ids)])
+    con.execute(f"DELETE FROM {t['documents']} WHERE document_id = ANY(%s)", [list(ids)])
+
+
+def arrow_table(rows: list[tuple[Any, ...]], schema: pa.Schema) -> pa.Table:
+    """Fetched rows as an Arrow table of ``schema`` (column order as in the SELECT)."""
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema.names]
+    return pa.table(
+        {f.name: pa.array(list(col), f.type) for f, col in zip(schema, columns, strict=True)},
+        schema=schema,
+    )
