@@ -138,47 +138,17 @@ def test_build_from_an_arrow_terms_column_equals_the_list_build() -> None:
     assert [key for key, _ in nulls.keyword.search(["x"], 10)] == [4, 3]
 
 
-def _write_v1_keyword(index: KeywordIndex, path: Path) -> None:
-    """The keyword index as the v1 format stored it (an .npz archive)."""
-    index._compact()
-    meta = {
-        "format": "hybridkb-keyword-index",
-        "version": 1,
-        "k1": index.k1,
-        "b": index.b,
-        "uid": "legacy",
-        "generation": 1,
-        "terms": len(index._vocab),
-    }
-    with path.open("wb") as fh:
-        np.savez(
-            fh,
-            ptr=index._base.ptr,
-            rows=index._base.rows,
-            tf=index._base.tf,
-            keys=index._keys.view(),
-            dl=index._dl.view(),
-            fptr=index._fptr.view(),
-            fterm=index._fterm.view(),
-            vocab=np.frombuffer("\n".join(index._vocab).encode(), np.uint8),
-            meta=np.frombuffer(json.dumps(meta).encode(), np.uint8),
-        )
-
-
-def test_a_v1_snapshot_is_used_and_rewritten_in_the_current_format(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_snapshot_of_an_older_format_is_rebuilt_not_read(tmp_path: Path) -> None:
     db = tmp_path / "kb.duckdb"
     _fill(db)
     folder = tmp_path / "kb.duckdb.hkbidx"
     meta_path = next(folder.glob("*.meta.json"))
     meta = json.loads(meta_path.read_text())
-    current = KeywordIndex.load(next(folder.glob("*.keyword.bin")))
-    _write_v1_keyword(current, folder / "c1.keyword.npz")
     (folder / "c1.keyword.bin").unlink()
-    del meta["keyword"]  # a v1 meta had no keyword token
+    (folder / "c1.keyword.npz").write_bytes(b"PK\x03\x04 an old archive")
+    del meta["keyword"]  # the first format's meta had no keyword token
     meta_path.write_text(json.dumps(meta))
-    _forbid_rebuild(monkeypatch)
+    assert derived.load_snapshot(folder, 1, generation=meta["generation"], chunks=4) is None
     with hybridkb.connect(db, model="fake") as kb:
         hits = kb.collection("Notes").search("beta", k=5, mode="keyword")
     assert sorted(h.document_id for h in hits) == ["a", "d"]
@@ -187,4 +157,3 @@ def test_a_v1_snapshot_is_used_and_rewritten_in_the_current_format(
         "c1.meta.json",
         "c1.vector.bin",
     ]
-    assert "keyword" in json.loads(meta_path.read_text())

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 import hybridkb.index.keyword as kw
+from hybridkb.index.keyword import bm25, postings
 from hybridkb.errors import BackendError, ConfigError
 from hybridkb.index.keyword import KeywordIndex
 
@@ -66,9 +67,9 @@ def build(docs: Mapping[int, Sequence[str]], **kwargs: float) -> KeywordIndex:
 @pytest.fixture
 def tiny_thresholds(monkeypatch: pytest.MonkeyPatch) -> None:
     """Merge, compact and slice bulk adds after a handful of postings, so small tests reach them."""
-    monkeypatch.setattr(kw, "_MERGE_MIN", 8)
-    monkeypatch.setattr(kw, "_COMPACT_MIN", 3)
-    monkeypatch.setattr(kw, "_CHUNK_TERMS", 16)
+    monkeypatch.setattr(postings, "MERGE_MIN", 8)
+    monkeypatch.setattr(postings, "COMPACT_MIN", 3)
+    monkeypatch.setattr(postings, "CHUNK_TERMS", 16)
 
 
 def random_corpus(rng: random.Random, n: int, vocab: Sequence[str] = VOCAB) -> dict[int, list[str]]:
@@ -108,20 +109,21 @@ def test_scores_match_brute_force_on_a_larger_corpus() -> None:
 
 def exhaustive(index: KeywordIndex, query: Sequence[str], k: int) -> list[tuple[int, float]]:
     """The index's own dense scorer over every posting: the pruned search must match it."""
-    tids = index._term_ids(query)
+    p = index.postings
+    tids = p.term_ids(query)
     if not tids:
         return []
-    scores = index._scores(tids) * index._live.view()
+    scores = bm25.dense_scores(p, tids) * p.live.view()
     rows = np.flatnonzero(scores)
-    return kw._top_k(index._keys.view()[rows], scores[rows], k)
+    return bm25.top_k(p.keys.view()[rows], scores[rows], k)
 
 
 @pytest.fixture
 def always_prune(monkeypatch: pytest.MonkeyPatch) -> None:
     """Take the pruned path even for small queries, seeded from few postings."""
-    monkeypatch.setattr(kw, "_PRUNE_MIN", 0)
-    monkeypatch.setattr(kw, "_SEED", 4)
-    monkeypatch.setattr(kw, "_SEED_DOCS", 1)
+    monkeypatch.setattr(bm25, "PRUNE_MIN", 0)
+    monkeypatch.setattr(bm25, "SEED", 4)
+    monkeypatch.setattr(bm25, "SEED_DOCS", 1)
 
 
 def zipf_corpus(rng: np.random.Generator, n: int, vocab: int) -> dict[int, list[str]]:
@@ -167,7 +169,7 @@ def test_pruned_search_stays_exact_when_the_average_length_grows(always_prune: N
         index.search(query, 10)  # caches the bounds at today's avgdl
     # Long documents with one distinct term each: avgdl grows ~10x, the base stays.
     index.add([10**15 + i for i in range(40)], [["filler"] * 5_000] * 40)
-    assert index._bounds
+    assert index.postings.bounds
     for query in queries:
         for k in (1, 10):
             assert index.search(query, k) == exhaustive(index, query, k)
@@ -178,7 +180,7 @@ def test_pruned_search_matches_brute_force_on_a_large_corpus() -> None:
     rng = np.random.default_rng(3)
     docs = zipf_corpus(rng, 4_000, 400)
     index = build(docs)
-    assert sum(len(d) for d in docs.values()) > kw._PRUNE_MIN
+    assert sum(len(d) for d in docs.values()) > bm25.PRUNE_MIN
     for _ in range(15):
         query = [f"w{t}" for t in rng.integers(0, 400, size=int(rng.integers(3, 10)))]
         got = index.search(query, 100)
@@ -200,8 +202,8 @@ def coded(docs: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray, list[s
 @pytest.mark.parametrize("small", [False, True], ids=["default-thresholds", "tiny-thresholds"])
 def test_add_coded_equals_add(small: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     if small:
-        monkeypatch.setattr(kw, "_MERGE_MIN", 8)
-        monkeypatch.setattr(kw, "_CHUNK_TERMS", 16)
+        monkeypatch.setattr(postings, "MERGE_MIN", 8)
+        monkeypatch.setattr(postings, "CHUNK_TERMS", 16)
     rng = np.random.default_rng(11)
     docs = zipf_corpus(rng, 600, 80)
     keys = list(docs)
@@ -351,8 +353,8 @@ def test_incremental_adds_score_exactly_like_a_fresh_build(
     small: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if small:
-        monkeypatch.setattr(kw, "_MERGE_MIN", 64)
-        monkeypatch.setattr(kw, "_COMPACT_MIN", 16)
+        monkeypatch.setattr(postings, "MERGE_MIN", 64)
+        monkeypatch.setattr(postings, "COMPACT_MIN", 16)
     rng = random.Random(11)
     vocab = [f"w{i}" for i in range(200)]
     docs = random_corpus(rng, 1_500, vocab)
@@ -562,9 +564,9 @@ def test_any_write_sequence_behaves_like_a_dict_of_documents(
     small: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if small:
-        monkeypatch.setattr(kw, "_MERGE_MIN", 8)
-        monkeypatch.setattr(kw, "_COMPACT_MIN", 3)
-        monkeypatch.setattr(kw, "_CHUNK_TERMS", 10)
+        monkeypatch.setattr(postings, "MERGE_MIN", 8)
+        monkeypatch.setattr(postings, "COMPACT_MIN", 3)
+        monkeypatch.setattr(postings, "CHUNK_TERMS", 10)
     run_state_machine_as_test(
         IndexMachine, settings=settings(max_examples=40, stateful_step_count=25, deadline=None)
     )

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from hybridkb.embedders import onnx as onnx_mod
-from hybridkb.errors import ConfigError, EmbeddingMismatch, MissingDependency
+from hybridkb.errors import ConfigError, ModelUnavailable, MissingDependency
 
 SENTENCES = [
     "The decline in value of a depreciating asset is spread over its effective life.",
@@ -84,20 +84,20 @@ def test_max_seq_length_falls_back_to_tokenizer_capped_by_positions(tmp_path: Pa
 )
 def test_unsupported_pooling_is_refused(tmp_path: Path, pooling: dict[str, object]) -> None:
     folder = make_model_folder(tmp_path / "m", pooling=pooling)
-    with pytest.raises(EmbeddingMismatch, match="only mean pooling.*BACKEND=torch"):
+    with pytest.raises(ModelUnavailable, match="only mean pooling.*BACKEND=torch"):
         onnx_mod.read_spec("m", folder)
 
 
 def test_extra_modules_are_refused(tmp_path: Path) -> None:
     folder = make_model_folder(tmp_path / "m", modules=["Transformer", "Pooling", "Dense"])
-    with pytest.raises(EmbeddingMismatch, match="'Dense' is not supported"):
+    with pytest.raises(ModelUnavailable, match="'Dense' is not supported"):
         onnx_mod.read_spec("m", folder)
 
 
 def test_missing_fast_tokenizer_is_refused(tmp_path: Path) -> None:
     folder = make_model_folder(tmp_path / "m")
     (folder / "tokenizer.json").unlink()
-    with pytest.raises(EmbeddingMismatch, match="tokenizer.json"):
+    with pytest.raises(ModelUnavailable, match="tokenizer.json"):
         onnx_mod.read_spec("m", folder)
 
 
@@ -108,7 +108,7 @@ def test_missing_onnxruntime_names_the_extra(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_unknown_model_is_an_embedding_mismatch(tmp_path: Path) -> None:
-    with pytest.raises(EmbeddingMismatch, match="no-such-model"):
+    with pytest.raises(ModelUnavailable, match="no-such-model"):
         onnx_mod.OnnxEmbedder("no-such-model", cache_dir=str(tmp_path))
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import hybridkb
-from hybridkb.errors import EmbeddingMismatch
+from hybridkb.errors import ModelUnavailable
 
 pytestmark = pytest.mark.model
 
@@ -40,5 +40,5 @@ def test_a_collection_whose_model_cannot_load_says_so(tmp_path: Path) -> None:
             "UPDATE hybridkb_collections SET model = 'no-such-model-anywhere' WHERE name = 'Notes'"
         )
     with hybridkb.connect(db, model="fake") as kb:
-        with pytest.raises(EmbeddingMismatch, match="no-such-model-anywhere.*reembed"):
+        with pytest.raises(ModelUnavailable, match="no-such-model-anywhere.*reembed"):
             kb.collection("Notes").search("text")

@@ -15,6 +15,7 @@ from .errors import (
     InvalidFilter,
     KBError,
     MissingDependency,
+    ModelUnavailable,
     UnsupportedFileType,
 )
 from .kb import Collection, KnowledgeBase, connect
@@ -45,6 +46,7 @@ __all__ = [
     "KBError",
     "KnowledgeBase",
     "MissingDependency",
+    "ModelUnavailable",
     "Settings",
     "UnsupportedFileType",
     "connect",

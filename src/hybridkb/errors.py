@@ -13,7 +13,8 @@ way (CLI: one line + exit code; LangChain: ToolException; MCP: error result)::
     ├── IngestError ............ one file could not be ingested
     │   ├── UnsupportedFileType
     │   └── ExtractionError .... encrypted, corrupt, empty, no text layer
-    ├── EmbeddingMismatch ...... collection model/dimension differs from the request
+    ├── EmbeddingMismatch ...... collection model/dimension differs, or bad vectors
+    ├── ModelUnavailable ....... an embedding model cannot be loaded or run here
     ├── InvalidFilter .......... malformed `where` JSON
     ├── AccessDenied ........... path outside the allowed folders, workspace escape
     ├── GraphError ............. unknown node, bad graph import
@@ -71,6 +72,10 @@ class ExtractionError(IngestError):
 
 class EmbeddingMismatch(KBError):
     code = "embedding_mismatch"
+
+
+class ModelUnavailable(KBError):
+    code = "model_unavailable"
 
 
 class InvalidFilter(KBError):

@@ -13,11 +13,17 @@ from typing import Any
 
 from .embed_cache import EmbeddingCache
 from .embedders import Embedder, get_embedder
-from .errors import CollectionNotFound, ConfigError, EmbeddingMismatch
+from .errors import (
+    BackendError,
+    CollectionNotFound,
+    ConfigError,
+    EmbeddingMismatch,
+    ModelUnavailable,
+)
 from .graph import attach_graph
 from .ingest import IngestContext, ingest_paths, ingest_texts
 from .search import Target, run_search
-from .settings import Settings, load_settings
+from .settings import Settings, load_settings, with_overrides
 from .storage import Storage, open_storage
 from .storage.base import CollectionRecord, CollectionStats, DocumentRecord
 from .types import AddReport, CollectionInfo, DeleteReport, Hit
@@ -55,15 +61,15 @@ def connect(
         workspace: workspace name; default from ``HYBRIDKB_WORKSPACE`` (``default``).
         settings: a ready Settings object (else read from the environment and `.env`).
         read_only: open without write access (DuckDB: can run beside other readers).
-        **overrides: any Settings field, e.g. ``model="fake"``.
+        **overrides: any Settings field, e.g. ``model="fake"`` (an unknown name or a bad
+            value raises ConfigError, also when given with ``settings=``).
     """
-    base = settings or load_settings(**overrides)
-    if settings is not None and overrides:
-        base = settings.model_copy(update=overrides)
-    if db is not None:
-        base = base.model_copy(update={"db": str(db)})
-    if workspace is not None:
-        base = base.model_copy(update={"workspace": workspace})
+    if settings is None:
+        base = load_settings(**overrides)
+    else:
+        base = with_overrides(settings, **overrides) if overrides else settings
+    if db is not None or workspace is not None:
+        base = with_overrides(base, db=None if db is None else str(db), workspace=workspace)
     storage = open_storage(
         base.db, read_only=read_only, lock_timeout=base.lock_timeout, row_cache_mb=base.row_cache_mb
     )
@@ -114,8 +120,8 @@ class KnowledgeBase:
         """The collection's own model (the catalog is the authority), checked against its dim."""
         try:
             embedder = self.embedder(coll.model)
-        except EmbeddingMismatch as exc:
-            raise EmbeddingMismatch(
+        except ModelUnavailable as exc:
+            raise ModelUnavailable(
                 f"collection {coll.name!r} was embedded with {coll.model!r} ({coll.dim} dims), "
                 f"which cannot be loaded here ({exc}); install that model, or re-embed the "
                 f"collection with `hybridkb reembed {coll.name!r} --model M`"
@@ -294,6 +300,11 @@ class Collection:
         return self._record
 
     def _context(self) -> IngestContext:
+        if self.kb.storage.read_only:
+            # Refused before any file is read: every document would fail the same way.
+            raise BackendError(
+                "the knowledge base is open read-only; open it without read_only=True to add"
+            )
         record = self.record
         return IngestContext(
             storage=self.kb.storage,

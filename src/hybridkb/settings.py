@@ -98,12 +98,49 @@ class Settings(BaseSettings):
         return value
 
 
-def load_settings(**overrides: object) -> Settings:
-    """Settings from env/.env with explicit overrides (None values are ignored)."""
+def _check_names(overrides: dict[str, object]) -> None:
+    import difflib
+
+    from .errors import ConfigError
+
+    known = sorted(Settings.model_fields)
+    for name in overrides:
+        if name not in Settings.model_fields:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ConfigError(
+                f"unknown option {name!r}; {hint}options are the Settings fields: {', '.join(known)}"
+            )
+
+
+def _validated(data: dict[str, object]) -> Settings:
     from pydantic import ValidationError
 
     from .errors import ConfigError
 
+    try:
+        # model_validate runs the validators without reading the environment again.
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = str(first["loc"][0]) if first.get("loc") else "?"
+        raise ConfigError(
+            f"HYBRIDKB_{field.upper()}: {first.get('msg', 'invalid value')}; "
+            "fix it in the environment, .env or the argument"
+        ) from exc
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Settings from env/.env with explicit overrides (None values are ignored).
+
+    Raises:
+        ConfigError: an unknown option name, or a value that does not validate.
+    """
+    from pydantic import ValidationError
+
+    from .errors import ConfigError
+
+    _check_names(overrides)
     clean = {k: v for k, v in overrides.items() if v is not None}
     try:
         return Settings(**clean)  # type: ignore[arg-type]
@@ -113,3 +150,15 @@ def load_settings(**overrides: object) -> Settings:
         raise ConfigError(
             f"HYBRIDKB_{field.upper()}: {first.get('msg', 'invalid value')}; fix it in the environment or .env"
         ) from exc
+
+
+def with_overrides(settings: Settings, **overrides: object) -> Settings:
+    """A copy of ``settings`` with ``overrides`` applied and validated like the environment.
+
+    Raises:
+        ConfigError: an unknown option name, or a value that does not validate.
+    """
+    _check_names(overrides)
+    data = settings.model_dump()
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    return _validated(data)

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError, EmbeddingMismatch, MissingDependency, attempt_import
+from ..errors import ConfigError, MissingDependency, ModelUnavailable, attempt_import
 from .sentence import resolve_model_source
 
 # Bump when the export recipe changes so stale cached graphs are not reused.
@@ -137,7 +137,7 @@ def model_folder(model_id: str) -> Path:
 
         return Path(snapshot_download(repo_id=source))
     except Exception as exc:  # hub errors: offline, unknown repo, bad id
-        raise EmbeddingMismatch(
+        raise ModelUnavailable(
             f"cannot find embedding model {model_id!r} locally ({exc}); set HYBRIDKB_MODEL to "
             "an installed sentence-transformers model folder"
         ) from exc
@@ -161,7 +161,7 @@ def read_spec(model_id: str, folder: Path) -> ModelSpec:
         if kind in ("Transformer", "Normalize"):
             continue
         if kind != "Pooling":
-            raise EmbeddingMismatch(
+            raise ModelUnavailable(
                 f"{model_id}: module {kind!r} is not supported by the ONNX backend (only "
                 "Transformer, mean Pooling and Normalize are); use HYBRIDKB_EMBEDDING_BACKEND=torch"
             )
@@ -170,12 +170,12 @@ def read_spec(model_id: str, folder: Path) -> ModelSpec:
         if isinstance(pooling.get("pooling_mode"), str):  # newer configs name the mode
             modes = [f"pooling_mode_{pooling['pooling_mode']}_tokens"]
         if modes != ["pooling_mode_mean_tokens"]:
-            raise EmbeddingMismatch(
+            raise ModelUnavailable(
                 f"{model_id}: pooling {modes or 'unknown'} is not supported by the ONNX backend "
                 "(only mean pooling is); use HYBRIDKB_EMBEDDING_BACKEND=torch"
             )
     if not (folder / "tokenizer.json").exists():
-        raise EmbeddingMismatch(
+        raise ModelUnavailable(
             f"{model_id}: no tokenizer.json (fast tokenizer) in {folder}; the ONNX backend "
             "needs one; use HYBRIDKB_EMBEDDING_BACKEND=torch"
         )
@@ -184,9 +184,7 @@ def read_spec(model_id: str, folder: Path) -> ModelSpec:
         None,
     )
     if weights is None:
-        raise EmbeddingMismatch(
-            f"{model_id}: no model.safetensors or pytorch_model.bin in {folder}"
-        )
+        raise ModelUnavailable(f"{model_id}: no model.safetensors or pytorch_model.bin in {folder}")
     sbert = _read_json(folder / "sentence_bert_config.json")
     config = _read_json(folder / "config.json")
     # Same rule as sentence-transformers: its max_seq_length, else the tokenizer's limit,
@@ -333,7 +331,7 @@ def _export_fp32(spec: ModelSpec, folder: Path, model_id: str) -> dict[str, Any]
         got = _mean_pool(_session(ort, tmp, 1).run(None, _feed(names, ids, mask))[0], mask)
         worst = float(_cosines(got, reference).min())
         if worst < _MIN_EXPORT_COSINE:
-            raise EmbeddingMismatch(
+            raise ModelUnavailable(
                 f"{model_id}: the ONNX export does not reproduce torch (cosine {worst:.4f}); "
                 "use HYBRIDKB_EMBEDDING_BACKEND=torch"
             )
@@ -403,7 +401,7 @@ def _export_fp32(spec: ModelSpec, folder: Path, model_id: str) -> dict[str, Any]
         meta["serving_min_cosine"] = cosine
         if cosine < _MIN_EXPORT_COSINE:
             why = errors[-1] if cosine == -1.0 and errors else f"cosine {cosine:.4f}"
-            raise EmbeddingMismatch(
+            raise ModelUnavailable(
                 f"{model_id}: the ONNX serving graph does not reproduce torch ({why}); "
                 "use HYBRIDKB_EMBEDDING_BACKEND=torch"
             )

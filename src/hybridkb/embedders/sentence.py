@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import EmbeddingMismatch
+from ..errors import ModelUnavailable
 from .base import normalize_rows
 
 PACKAGED_MODEL = "all-MiniLM-L6-v2"
@@ -55,7 +55,7 @@ class SentenceTransformerEmbedder:
             first_line = (
                 str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             )
-            raise EmbeddingMismatch(
+            raise ModelUnavailable(
                 f"cannot load embedding model {model_id!r}: {first_line}; set HYBRIDKB_MODEL to an "
                 "installed sentence-transformers model or path"
             ) from exc

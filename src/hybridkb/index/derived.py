@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import KBError
 from .keyword import KeywordIndex
 from .vector import VectorIndex
 
@@ -159,22 +160,16 @@ def load_snapshot(
         meta = json.loads(paths["meta"].read_text(encoding="utf-8"))
         if meta.get("generation") != generation or meta.get("chunks") != chunks:
             return None
-        legacy = "keyword" not in meta  # written before the keyword token was kept
-        keyword_path = paths["keyword"]
-        if legacy and not keyword_path.exists():
-            keyword_path = folder / f"c{collection_id}.keyword.npz"  # the v1 archive
-        keyword = KeywordIndex.load(keyword_path)
-        if not legacy and keyword.state_token() != meta["keyword"]:
+        keyword = KeywordIndex.load(paths["keyword"])
+        if keyword.state_token() != meta.get("keyword"):
             return None  # files from another save than the one the meta vouches for
         vector = VectorIndex.load(paths["vector"])
-    except Exception:  # any unreadable snapshot is simply rebuilt from the tables
+    except (OSError, ValueError, KeyError, TypeError, KBError):
+        # Missing, truncated, foreign or older-format files: rebuilt from the tables.
         return None
     if len(keyword) != chunks or len(vector) != chunks:
         return None
-    # A legacy snapshot is saved again in the current format at the next save.
-    return CollectionIndexes(
-        keyword, vector, generation, saved_generation=-1 if legacy else generation
-    )
+    return CollectionIndexes(keyword, vector, generation, saved_generation=generation)
 
 
 def drop_snapshot(folder: Path, collection_id: int) -> None:

@@ -66,8 +66,7 @@ def translate(exc: BaseException) -> KBError | None:
     text = first_line(exc)
     if "read-only mode" in text or "read only" in text.lower():
         return BackendError(
-            "the knowledge base is open read-only; open it without read_only=True to change it "
-            f"({text})"
+            "the knowledge base is open read-only; open it without read_only=True to change it"
         )
     if isinstance(exc, duckdb.OutOfMemoryException):
         return BackendError(f"the database ran out of memory ({text}); free memory and retry")
