@@ -502,6 +502,88 @@ class StorageContract:
         chunks = storage.fetch_chunks(record, keys)
         assert set(chunks) == set(keys)
 
+    # -- the rest of the declared protocol ------------------------------------------
+
+    def test_capabilities_match_the_optional_parts(self, empty_kb: hybridkb.KnowledgeBase) -> None:
+        storage = empty_kb.storage
+        caps = storage.capabilities
+        assert (storage.graph_sql is not None) == caps.graph
+        assert (storage.maintenance is not None) == caps.maintenance
+        assert storage.read_only is False
+        assert caps.name in ("duckdb", "postgres")
+
+    def test_list_workspaces_names_those_with_collections(
+        self, empty_kb: hybridkb.KnowledgeBase
+    ) -> None:
+        assert empty_kb.storage.list_workspaces() == []
+        empty_kb.in_workspace("zeta").create_collection("Z")
+        empty_kb.create_collection("D")
+        empty_kb.in_workspace("alpha").create_collection("A")
+        assert empty_kb.storage.list_workspaces() == ["alpha", "default", "zeta"]
+        empty_kb.in_workspace("zeta").drop_collection("Z")
+        assert empty_kb.storage.list_workspaces() == ["alpha", "default"]
+
+    def test_transaction_commits_or_rolls_back(self, empty_kb: hybridkb.KnowledgeBase) -> None:
+        storage = empty_kb.storage
+        assert storage.graph_sql is not None
+        sql = storage.graph_sql
+        storage.transaction(sql.ensure_schema)
+        before = storage.transaction(lambda con: sql.version(con, "default"))
+        assert storage.transaction(lambda con: sql.bump(con, "default")) == (before, before + 1)
+
+        class Stop(Exception):
+            pass
+
+        def bump_then_fail(con: Any) -> None:
+            sql.bump(con, "default")
+            raise Stop
+
+        with pytest.raises(Stop):
+            storage.transaction(bump_then_fail)
+        assert storage.transaction(lambda con: sql.version(con, "default")) == before + 1
+
+    def test_export_gives_back_every_row_and_vector(self, filled: hybridkb.Collection) -> None:
+        storage = filled.kb.storage
+        record = filled.record
+        exported = list(storage.export_documents(record, batch=3))  # several batches
+        assert sorted(d.document_id for d, _, _ in exported) == [d["id"] for d in SMALL]
+        for doc, chunks, vectors in exported:
+            assert len(chunks) == doc.chunk_count == len(vectors) == 1
+            assert chunks[0].terms == analyze(chunks[0].text, "en")
+            want = storage.fetch_vectors(record, [chunks[0].key])
+            assert np.allclose(vectors, want, atol=1e-6)
+        assert storage.count_vectors(record) == len(SMALL)
+
+    def test_export_tables_have_the_declared_schemas(self, filled: hybridkb.Collection) -> None:
+        from hybridkb.storage.base import EXPORT_CHUNKS_SCHEMA, EXPORT_DOCUMENTS_SCHEMA
+
+        docs, chunks = filled.kb.storage.export_tables(filled.record)
+        assert docs.schema == EXPORT_DOCUMENTS_SCHEMA
+        assert chunks.schema == EXPORT_CHUNKS_SCHEMA
+        assert sorted(docs.column("document_id").to_pylist()) == [d["id"] for d in SMALL]
+        first = next(r for r in docs.to_pylist() if r["document_id"] == "doc03")
+        assert json.loads(first["metadata"])["n"] == 3
+        assert chunks.num_rows == len(SMALL) and all(chunks.column("text").to_pylist())
+        empty = filled.kb.create_collection("Empty")
+        docs, chunks = filled.kb.storage.export_tables(empty.record)
+        assert (docs.num_rows, chunks.num_rows) == (0, 0)
+        assert (docs.schema, chunks.schema) == (EXPORT_DOCUMENTS_SCHEMA, EXPORT_CHUNKS_SCHEMA)
+
+    def test_read_only_store_refuses_writes_with_backend_error(
+        self, db_url: str, filled: hybridkb.Collection
+    ) -> None:
+        from hybridkb.errors import BackendError
+
+        if filled.kb.storage.capabilities.concurrent_writers is False:
+            filled.kb.close()  # one process holds a DuckDB file for writing
+        with hybridkb.connect(db_url, model="fake", read_only=True) as ro:
+            assert ro.storage.read_only
+            with pytest.raises(BackendError, match="read-only"):
+                ro.create_collection("New")
+            with pytest.raises(BackendError, match="read-only"):
+                ro.collection("Fruit Reports").delete(["doc01"])
+            assert ro.collection("Fruit Reports").count() == len(SMALL)
+
 
 # -- backends ------------------------------------------------------------------------
 

@@ -53,6 +53,7 @@ class Engine:
         self.persistent = path != ":memory:"
         self.con = open_duckdb(path, read_only=read_only, lock_timeout=lock_timeout)
         self.lock = threading.RLock()
+        self.closed = False
         self.hooks: list[WriteHook] = []
         self._catalog: dict[int, CollectionRecord] | None = None
         self.stats: dict[int, CollectionStats] = {}  # dropped with the catalog
@@ -75,6 +76,7 @@ class Engine:
 
     def close(self) -> None:
         with self.lock:
+            self.closed = True
             self.con.close()
 
     # -- statements -----------------------------------------------------------------

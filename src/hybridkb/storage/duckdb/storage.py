@@ -144,6 +144,9 @@ class DuckDBStorage:
         self.engine.con.execute("DELETE FROM hybridkb_meta WHERE key = 'dead_chunks'")
 
     def close(self) -> None:
+        """Save what changed and release the file; closing again does nothing."""
+        if self.engine.closed:
+            return
         self.derived.rows.stop()  # a warm-up's cursor would keep the file open
         with self.engine.lock:
             self._maybe_compact()
