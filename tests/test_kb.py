@@ -377,3 +377,48 @@ def test_hostile_strings_behave_as_data(kb: hybridkb.KnowledgeBase) -> None:
         for mode in ("hybrid", "keyword", "vector", "filter"):
             coll.search(q, k=3, mode=mode, where={q[:50] or "k": q[:50]})
     assert coll.delete(nasty).deleted == nasty[:2]
+
+
+# -- the facade front ends use (no front end reaches the storage) ----------------------
+
+
+def test_document_text_and_chunks_give_the_document_back(kb: hybridkb.KnowledgeBase) -> None:
+    coll = kb.create_collection("Notes", chunk_size=100, chunk_overlap=20)
+    text = " ".join(f"Sentence number {i} about depreciation." for i in range(30))
+    coll.add_texts([text], ids=["long"])
+    chunks = coll.chunks("long")
+    assert len(chunks) > 3 and [c.chunk_index for c in chunks] == list(range(len(chunks)))
+    assert coll.document_text("long") == text
+    assert coll.chunks("missing") == [] and coll.document_text("missing") is None
+
+
+def test_search_by_vector_ranks_like_vector_mode(kb: hybridkb.KnowledgeBase) -> None:
+    coll = kb.create_collection("Notes")
+    coll.add_texts(["alpha beta", "gamma delta", "beta epsilon"], ids=["1", "2", "3"])
+    vec = kb.embedder("fake").embed_query("beta")
+    by_vector = coll.search_by_vector(vec, k=3)
+    by_text = coll.search("beta", k=3, mode="vector")
+    assert [h.chunk_id for h in by_vector] == [h.chunk_id for h in by_text]
+    assert [h.score for h in by_vector] == pytest.approx([h.score for h in by_text])
+    assert [h.document_id for h in coll.search_by_vector(vec, k=3, where={"document_id": "3"})] == [
+        "3"
+    ]
+    with pytest.raises(hybridkb.ConfigError, match="vector"):
+        coll.search_by_vector([1.0, 2.0], k=3)
+
+
+def test_with_embedder_serves_its_model_id_on_the_same_store(kb: hybridkb.KnowledgeBase) -> None:
+    from hybridkb.embedders import FakeEmbedder
+
+    class Named(FakeEmbedder):
+        def __init__(self) -> None:
+            super().__init__(16)
+            self.model_id = "custom:named"
+
+    other = kb.with_embedder(Named())
+    coll = other.create_collection("Custom", model="custom:named")
+    coll.add_texts(["apples and pears"], ids=["a"])
+    assert other.embedding_cache() is None  # keyed by model id, which cannot tell them apart
+    assert coll.describe().dim == 16
+    assert other.collection("Custom").search("pears", k=1)[0].document_id == "a"
+    assert "Custom" in kb.collection_names()  # the same store

@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .embed_cache import EmbeddingCache
 from .embedders import Embedder, get_embedder
 from .errors import (
@@ -22,10 +24,17 @@ from .errors import (
 )
 from .graph import attach_graph
 from .ingest import IngestContext, ingest_paths, ingest_texts
-from .search import Target, run_search
+from .search import Target, run_search, search_by_vector
 from .settings import Settings, load_settings, with_overrides
 from .storage import Storage, open_storage
-from .storage.base import CollectionRecord, CollectionStats, DocumentRecord
+from .storage.base import (
+    ChunkRecord,
+    CollectionRecord,
+    CollectionStats,
+    DocumentRecord,
+    chunk_key,
+    make_chunk_id,
+)
 from .types import AddReport, CollectionInfo, DeleteReport, Hit
 
 MAX_NAME = 200
@@ -79,10 +88,18 @@ def connect(
 class KnowledgeBase:
     """A workspace of named collections in one store."""
 
-    def __init__(self, storage: Storage, settings: Settings) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        settings: Settings,
+        *,
+        embedders: Mapping[str, Embedder] | None = None,
+    ) -> None:
         self.storage = storage
         self.settings = settings
         self.workspace = check_name(settings.workspace, "workspace")
+        # Embedders given by the caller (e.g. a LangChain model) for their model ids.
+        self._given: dict[str, Embedder] = dict(embedders or {})
         self._cache: EmbeddingCache | None = None
         self._languages: dict[tuple[int, int], list[str]] = {}
         self.graph = attach_graph(self)
@@ -101,12 +118,22 @@ class KnowledgeBase:
     def in_workspace(self, workspace: str) -> KnowledgeBase:
         """Another workspace over the same open store (one process, many users)."""
         return KnowledgeBase(
-            self.storage, self.settings.model_copy(update={"workspace": workspace})
+            self.storage, with_overrides(self.settings, workspace=workspace), embedders=self._given
+        )
+
+    def with_embedder(self, embedder: Embedder) -> KnowledgeBase:
+        """The same store and workspace, embedding with ``embedder`` for its model id
+        (collections created through it record that id)."""
+        return KnowledgeBase(
+            self.storage, self.settings, embedders={**self._given, embedder.model_id: embedder}
         )
 
     # -- embedders ------------------------------------------------------------------
 
     def embedder(self, model: str) -> Embedder:
+        given = self._given.get(model)
+        if given is not None:
+            return given
         s = self.settings
         return get_embedder(
             model,
@@ -134,6 +161,9 @@ class KnowledgeBase:
         return embedder
 
     def embedding_cache(self) -> EmbeddingCache | None:
+        if self._given:
+            # The cache is keyed by model id, which cannot tell two given models apart.
+            return None
         if self._cache is None:
             self._cache = EmbeddingCache(Path(self.settings.cache_dir))
         return self._cache
@@ -354,6 +384,58 @@ class Collection:
 
     def get(self, document_id: str) -> DocumentRecord | None:
         return self.kb.storage.get_document(self.record, document_id)
+
+    def chunks(self, document_id: str) -> list[ChunkRecord]:
+        """A document's chunks in reading order (empty if there is no such document)."""
+        record = self.record
+        doc = self.kb.storage.get_document(record, document_id)
+        if doc is None or doc.chunk_count <= 0:
+            return []
+        keys = [
+            chunk_key(make_chunk_id(record.id, doc.document_id, doc.content_hash, i))
+            for i in range(doc.chunk_count)
+        ]
+        found = self.kb.storage.fetch_chunks(record, keys)
+        return [found[k] for k in keys if k in found]
+
+    def document_text(self, document_id: str) -> str | None:
+        """A document's text stitched back from its chunks (overlaps removed), or None
+        when the chunks cannot give it back exactly (missing, or whitespace normalised)."""
+        doc = self.get(document_id)
+        if doc is None:
+            return None
+        chunks = self.chunks(document_id)
+        if len(chunks) != doc.chunk_count:
+            return None
+        text = ""
+        for c in chunks:
+            if c.char_end - c.char_start != len(c.text) or c.char_start > len(text):
+                return None
+            if c.char_end <= len(text):
+                if text[c.char_start : c.char_end] != c.text:
+                    return None
+                continue
+            if not text.startswith(c.text[: max(len(text) - c.char_start, 0)], c.char_start):
+                return None
+            text = text[: c.char_start] + c.text
+        return text
+
+    def search_by_vector(
+        self,
+        vector: np.ndarray | Sequence[float],
+        *,
+        k: int | None = None,
+        where: Mapping[str, Any] | str | None = None,
+    ) -> list[Hit]:
+        """The chunks nearest to a query vector embedded by the caller (vector mode)."""
+        record = self.record
+        return search_by_vector(
+            self.kb.storage,
+            Target(record, self.kb.embedder_for(record), []),
+            np.asarray(vector, dtype=np.float32),
+            k=self.kb.settings.default_k if k is None else k,
+            where=where,
+        )
 
     def documents(self, *, limit: int = 100, offset: int = 0) -> list[DocumentRecord]:
         return self.kb.storage.list_documents(self.record, limit=limit, offset=offset)

@@ -33,10 +33,9 @@ from pydantic import ConfigDict
 
 from .embedders import Embedder, normalize_rows
 from .errors import ConfigError, EmbeddingMismatch
-from .filters import parse_filter
 from .kb import Collection, KnowledgeBase, connect
 from .search import MAX_K
-from .storage.base import CollectionRecord, DocumentRecord, chunk_key, make_chunk_id
+from .storage.base import DocumentRecord
 from .types import Hit
 
 __all__ = ["HybridKBEmbeddings", "HybridKBRetriever", "HybridKBVectorStore"]
@@ -67,23 +66,6 @@ class _EmbeddingsAdapter:
         return normalize_rows(np.asarray(self.embeddings.embed_query(text), dtype=np.float32))
 
 
-class _KBWithEmbeddings(KnowledgeBase):
-    """The same store and workspace, embedding with a LangChain model for its own collections."""
-
-    def __init__(self, base: KnowledgeBase, embedder: _EmbeddingsAdapter) -> None:
-        super().__init__(base.storage, base.settings)
-        self._lc = embedder
-
-    def embedder(self, model: str) -> Embedder:
-        if model == self._lc.model_id:
-            return self._lc
-        return super().embedder(model)
-
-    def embedding_cache(self) -> None:
-        # The cache is keyed by model id, which cannot tell two LangChain models apart.
-        return None
-
-
 class HybridKBEmbeddings(Embeddings):
     """A hybridkb embedder offered as LangChain ``Embeddings``."""
 
@@ -101,30 +83,13 @@ def _user_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metadata.items() if k != TEXT_KEY}
 
 
-def stored_text(kb: KnowledgeBase, record: CollectionRecord, doc: DocumentRecord) -> str | None:
+def stored_text(collection: Collection, doc: DocumentRecord) -> str | None:
     """A document's text: kept verbatim in metadata, or stitched back from its chunks."""
     if TEXT_KEY in doc.metadata:
         return str(doc.metadata[TEXT_KEY])
     if doc.chunk_count <= 0:
         return ""
-    keys = [
-        chunk_key(make_chunk_id(record.id, doc.document_id, doc.content_hash, i))
-        for i in range(doc.chunk_count)
-    ]
-    chunks = kb.storage.fetch_chunks(record, keys)
-    text = ""
-    for key in keys:
-        c = chunks.get(key)
-        if c is None or c.char_end - c.char_start != len(c.text) or c.char_start > len(text):
-            return None
-        if c.char_end <= len(text):
-            if text[c.char_start : c.char_end] != c.text:
-                return None
-            continue
-        if not text.startswith(c.text[: max(len(text) - c.char_start, 0)], c.char_start):
-            return None
-        text = text[: c.char_start] + c.text
-    return text
+    return collection.document_text(doc.document_id)
 
 
 class HybridKBVectorStore(VectorStore):
@@ -157,7 +122,7 @@ class HybridKBVectorStore(VectorStore):
         self._embedding = embedding
         if embedding is not None:
             adapter = _EmbeddingsAdapter(embedding)
-            self.kb: KnowledgeBase = _KBWithEmbeddings(base, adapter)
+            self.kb: KnowledgeBase = base.with_embedder(adapter)
             model: str | None = adapter.model_id
         else:
             self.kb = base
@@ -212,12 +177,11 @@ class HybridKBVectorStore(VectorStore):
         if report.failed:
             raise ConfigError("; ".join(f.error for f in report.failed))
         added = {f.document_id for f in report.added}
-        record = self.collection.record
         for n in order:
             if out_ids[n] not in added:
                 continue
             doc = self.collection.get(out_ids[n])
-            if doc is not None and stored_text(self.kb, record, doc) != texts[n]:
+            if doc is not None and stored_text(self.collection, doc) != texts[n]:
                 self.collection.add_texts(
                     [texts[n]], [{**metas[n], TEXT_KEY: texts[n]}], [out_ids[n]]
                 )
@@ -235,12 +199,11 @@ class HybridKBVectorStore(VectorStore):
         return True
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
-        record = self.collection.record
         docs = []
         for doc_id in dict.fromkeys(str(i) for i in ids):
-            doc = self.kb.storage.get_document(record, doc_id)
+            doc = self.collection.get(doc_id)
             if doc is not None:
-                docs.append(self._document(record, doc))
+                docs.append(self._document(doc))
         return docs
 
     def similarity_search(
@@ -268,15 +231,12 @@ class HybridKBVectorStore(VectorStore):
         filter: dict[str, Any] | str | None = None,
         **kwargs: Any,
     ) -> list[Document]:
-        record = self.collection.record
-        vec = normalize_rows(np.asarray(embedding, dtype=np.float32))
-        flt = parse_filter(filter)
+        vec = np.asarray(embedding, dtype=np.float32)
         depth = max(4 * k, k + 10)
         while True:
-            ranked = self.kb.storage.vector_search(record, vec, min(depth, MAX_K), flt)
-            chunks = self.kb.storage.fetch_chunks(record, [key for key, _ in ranked])
-            ids = list(dict.fromkeys(chunks[key].document_id for key, _ in ranked if key in chunks))
-            if len(ids) >= k or len(ranked) < depth or depth >= MAX_K:
+            hits = self.collection.search_by_vector(vec, k=min(depth, MAX_K), where=filter)
+            ids = list(dict.fromkeys(h.document_id for h in hits))
+            if len(ids) >= k or len(hits) < depth or depth >= MAX_K:
                 break
             depth *= 4
         return self.get_by_ids(ids[:k])
@@ -299,10 +259,8 @@ class HybridKBVectorStore(VectorStore):
 
     # -- helpers ----------------------------------------------------------------------
 
-    def _document(
-        self, record: CollectionRecord, doc: DocumentRecord, hit: Hit | None = None
-    ) -> Document:
-        text = stored_text(self.kb, record, doc)
+    def _document(self, doc: DocumentRecord, hit: Hit | None = None) -> Document:
+        text = stored_text(self.collection, doc)
         if text is None:  # only if chunks were changed behind our back
             text = hit.text if hit is not None else ""
         return Document(
@@ -323,12 +281,11 @@ class HybridKBVectorStore(VectorStore):
             if len(best) >= k or len(hits) < depth or depth >= MAX_K:
                 break
             depth = min(depth * 4, MAX_K)
-        record = self.collection.record
         out = []
         for doc_id, hit in list(best.items())[:k]:
-            doc = self.kb.storage.get_document(record, doc_id)
+            doc = self.collection.get(doc_id)
             if doc is not None:
-                out.append((self._document(record, doc, hit), hit))
+                out.append((self._document(doc, hit), hit))
         return out
 
 
@@ -373,12 +330,9 @@ class HybridKBRetriever(BaseRetriever):
             where=kwargs.get("where", self.where),
             collections=collections,
         )
-        records: dict[str, CollectionRecord] = {}
         docs = []
         for h in hits:
-            record = records.get(h.collection) or self.kb.record(h.collection)
-            records[h.collection] = record
-            stored = self.kb.storage.get_document(record, h.document_id)
+            stored = self.kb[h.collection].get(h.document_id)
             meta = _user_metadata(stored.metadata) if stored is not None else {}
             meta["hybridkb"] = {
                 "collection": h.collection,

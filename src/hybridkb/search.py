@@ -109,10 +109,10 @@ def run_search(
         ranked = [(f.key, f.score) for f in fused[:k]]
     else:
         ranked = (kw if mode == "keyword" else vec)[:k]
-    return _hits(storage, targets, ranked, kw_ranks, vec_ranks, mode)
+    return hits_for(storage, targets, ranked, kw_ranks, vec_ranks, mode)
 
 
-def _hits(
+def hits_for(
     storage: Storage,
     targets: Sequence[Target],
     ranked: list[tuple[Any, float]],
@@ -120,6 +120,7 @@ def _hits(
     vec_ranks: dict[Any, tuple[int, float]],
     mode: str,
 ) -> list[Hit]:
+    """Dress ranked (collection id, chunk key) pairs as cited hits, in rank order."""
     by_id = {t.coll.id: t.coll for t in targets}
     wanted: dict[int, list[int]] = {}
     for (cid, key), _ in ranked:
@@ -171,3 +172,30 @@ def _hits(
             )
         )
     return hits
+
+
+def search_by_vector(
+    storage: Storage,
+    target: Target,
+    vector: np.ndarray,
+    *,
+    k: int,
+    where: Mapping[str, Any] | str | None,
+) -> list[Hit]:
+    """Nearest chunks to a query vector the caller embedded (vector mode, no query text)."""
+    check_query("(vector)", k, "vector")
+    vec = np.asarray(vector, dtype=np.float32).reshape(-1)
+    if vec.shape != (target.coll.dim,) or not np.isfinite(vec).all():
+        raise ConfigError(
+            f"vector: expected {target.coll.dim} finite numbers (the collection's dimension), "
+            f"got shape {tuple(vec.shape)}"
+        )
+    norm = float(np.linalg.norm(vec))
+    if norm == 0.0:
+        raise ConfigError("vector: all zeros; pass the embedding of a query")
+    cid = target.coll.id
+    ranked = [
+        ((cid, key), s)
+        for key, s in storage.vector_search(target.coll, vec / norm, k, parse_filter(where))
+    ]
+    return hits_for(storage, [target], ranked, {}, fusion.ranks(ranked), "vector")

@@ -141,7 +141,7 @@ class Frontier:
         return total + len(nodes)
 
 
-def _first_new(to: np.ndarray, seen: np.ndarray) -> np.ndarray:
+def first_new(to: np.ndarray, seen: np.ndarray) -> np.ndarray:
     """Positions in ``to`` of the first occurrence of each node not yet seen, in order.
 
     No sort: writing positions in reverse leaves each node's smallest position (numpy
@@ -185,7 +185,7 @@ def traverse(
         # further along (each slice scans about as much as the room left needs).
         for part in _slices(fx, frontier, 8 * max(limit - len(order), 64)):
             eids, frm, to = fx.expand(part)
-            pos = _first_new(to, seen)
+            pos = first_new(to, seen)
             room = limit - len(order)
             if pos.size > room:
                 pos = pos[:room]
@@ -250,7 +250,7 @@ class _Side:
 
     def step(self) -> np.ndarray:
         eids, frm, to = self.fx.expand(self.frontier)
-        pos = _first_new(to, self.dist != NONE)
+        pos = first_new(to, self.dist != NONE)
         new = to[pos]
         self.levels += 1
         self.dist[new] = self.levels

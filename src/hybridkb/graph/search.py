@@ -28,7 +28,7 @@ import numpy as np
 from .. import fusion
 from ..errors import GraphError
 from ..filters import matches, parse_filter
-from ..search import Target, _hits, check_query
+from ..search import Target, check_query, hits_for
 from ..storage.base import chunk_key, document_node_id
 from ..types import Hit
 from .extract import resolve_aliases
@@ -46,7 +46,7 @@ from .model import (
     GraphSearchResults,
     entity_node_id,
 )
-from .queries import Frontier, MemGraph, _first_new
+from .queries import Frontier, MemGraph, first_new
 
 if TYPE_CHECKING:
     from .api import Graph
@@ -216,7 +216,7 @@ def _graph_hits(
     ranked = [
         ((cid, chunk_key(chunk_id)), score) for chunk_id, cid, score in seeds if cid in records
     ]
-    hits = _hits(graph.kb.storage, targets, ranked, {}, {}, "graph")
+    hits = hits_for(graph.kb.storage, targets, ranked, {}, {}, "graph")
     scores = {chunk_id: score for chunk_id, _cid, score in seeds}
     for hit in hits:
         hit.scores["graph"] = float(scores[hit.chunk_id])
@@ -272,7 +272,7 @@ def _spread(
         part = share[slot] / degree[slot]
         keep = to != seed
         to, part, eids, frm = to[keep], part[keep], eids[keep], frm[keep]
-        pos = _first_new(to, seen)
+        pos = first_new(to, seen)
         for p in pos.tolist():
             y, eid, x = int(to[p]), int(eids[p]), int(frm[p])
             first[y] = (eid, "out" if esrc[eid] == x else "in", d, x)
