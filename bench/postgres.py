@@ -45,6 +45,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.append(str(ROOT / "tests"))  # pg_server: the throwaway server the tests use
 
 from hybridkb.analysis import analyze  # noqa: E402
 from hybridkb.search import Target, run_search  # noqa: E402
@@ -338,7 +339,7 @@ def concurrent_ingest(
     terms: list[list[str]],
     processes: int,
 ) -> dict[str, Any]:
-    from hybridkb.storage.pg_server import create_database, drop_database
+    from pg_server import create_database, drop_database
 
     name = f"hkb_bench_conc{processes}"
     url = create_database(admin_url, name)
@@ -408,7 +409,7 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=8)
     args = parser.parse_args()
 
-    from hybridkb.storage.pg_server import create_database, drop_database, start_server
+    from pg_server import create_database, drop_database, start_server
 
     corpus, queries, doc_vecs, query_vecs, qrels = load()
     queries, query_vecs, qrels = (

