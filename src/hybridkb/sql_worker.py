@@ -1,0 +1,343 @@
+"""The engine that runs an agent's SQL: a separate process with its own in-memory DuckDB.
+
+Run as a script (``python -I sql_worker.py``), it imports only the standard library,
+duckdb and pyarrow, and never learns where the knowledge base lives. Its database
+holds nothing but the rows its parent sends for one workspace (the five ``kb_*``
+tables), with external access (files, network, extensions) turned off and the
+configuration locked, so whatever SQL arrives can reach those rows and pure
+functions only. On top, every statement is checked against an allow-list on
+DuckDB's own parse tree: a SELECT over the five tables (or CTEs), pure table
+functions, and functions from :data:`ALLOWED_FUNCTIONS`; anything else is refused
+before it is bound. The parent kills this process when a query overruns its time
+limit, since a query may compute without ever checking for interruption.
+
+Protocol (both directions): a 4-byte big-endian length, a JSON header, then for
+``load`` that many bytes of Arrow IPC stream per table (lengths in the header).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+import sys
+from collections.abc import Iterator
+from typing import Any, BinaryIO
+
+TABLES = ("kb_collections", "kb_documents", "kb_chunks", "kb_graph_nodes", "kb_graph_edges")
+
+# Table functions that only generate values from their arguments.
+ALLOWED_TABLE_FUNCTIONS = frozenset({"range", "generate_series", "unnest"})
+
+# Pure scalar, aggregate and window functions (and the operators DuckDB spells as
+# functions). Anything not named here is refused, whatever it does.
+ALLOWED_FUNCTIONS = frozenset(
+    """
+    + - * / // % ** ^ || ~~ !~~ ~~* !~~* ~~~ !~~~ @> <@ -> ->> & | << >> ! ~ @
+    abs acos asin atan atan2 cbrt ceil ceiling cos cot degrees even exp factorial floor
+    gamma greatest least isfinite isinf isnan ln log log10 log2 mod pi pow power radians
+    round round_even sign signbit sin sqrt tan trunc xor bit_count
+    ascii bit_length char_length character_length chr concat concat_ws contains
+    ends_with format ilike instr lcase left len length length_grapheme levenshtein like
+    like_escape lower lpad ltrim md5 nfc_normalize not_ilike_escape not_like_escape
+    ord position prefix printf regexp_extract regexp_extract_all regexp_full_match
+    regexp_matches regexp_replace regexp_split_to_array repeat replace reverse right rpad
+    rtrim sha1 sha256 split split_part starts_with strip_accents strlen strpos string_split
+    string_split_regex string_to_array substr substring suffix trim ucase unicode upper
+    jaccard jaro_similarity jaro_winkler_similarity hamming damerau_levenshtein
+    mismatches editdist3 translate url_decode url_encode to_base64 from_base64 hash
+    age century current_date current_time current_timestamp date_add date_diff date_part
+    date_sub date_trunc datediff datepart datesub datetrunc day dayname dayofmonth
+    dayofweek dayofyear decade epoch epoch_ms epoch_us epoch_ns era extract get_current_time
+    get_current_timestamp hour isodow isoyear julian last_day make_date make_time
+    make_timestamp make_timestamptz microsecond millennium millisecond minute month
+    monthname nanosecond now quarter second strftime strptime time_bucket timezone
+    to_days to_hours to_microseconds to_milliseconds to_minutes to_months to_seconds
+    to_timestamp to_weeks to_years today transaction_timestamp try_strptime week weekday
+    weekofyear year yearweek to_centuries to_decades to_millennia
+    json_array json_array_length json_contains json_exists json_extract json_extract_path
+    json_extract_path_text json_extract_string json_keys json_object json_quote
+    json_structure json_type json_valid json_value json_merge_patch json_pretty json
+    to_json array_to_json row_to_json
+    array_contains array_distinct array_extract array_has array_has_all array_has_any
+    array_length array_position array_slice array_sort array_to_string array_value
+    flatten len list_aggregate list_any_value list_append list_concat list_contains
+    list_distinct list_extract list_filter list_has list_has_all list_has_any
+    list_position list_prepend list_reduce list_reverse list_reverse_sort list_select
+    list_slice list_sort list_transform list_unique list_value list_zip list_cat
+    array_cat array_append array_prepend array_filter array_transform array_reduce
+    list_sum list_avg list_min list_max list_count list_first list_last list_string_agg
+    generate_series range struct_extract struct_pack row map map_extract map_keys
+    map_values cardinality element_at
+    coalesce ifnull nullif if iif typeof
+    count count_star sum avg mean min max any_value arbitrary first last string_agg
+    group_concat listagg list array_agg median mode quantile quantile_cont quantile_disc
+    stddev stddev_pop stddev_samp var_pop var_samp variance bool_and bool_or
+    every product approx_count_distinct approx_quantile arg_max arg_min argmax argmin
+    max_by min_by histogram entropy kurtosis skewness corr covar_pop covar_samp
+    regr_slope regr_intercept regr_r2 regr_count bit_and bit_or bit_xor favg fsum
+    sumkahan kahan_sum count_if countif
+    row_number rank dense_rank percent_rank cume_dist ntile lag lead first_value
+    last_value nth_value
+    """.split()
+)
+
+# Types a CAST may produce: plain values only.
+ALLOWED_CAST_TYPES = frozenset(
+    """
+    VARCHAR CHAR BPCHAR TEXT STRING BOOLEAN BOOL TINYINT SMALLINT INTEGER INT BIGINT
+    HUGEINT UTINYINT USMALLINT UINTEGER UBIGINT UHUGEINT FLOAT REAL DOUBLE DECIMAL NUMERIC
+    DATE TIME TIMESTAMP TIMESTAMP_S TIMESTAMP_MS TIMESTAMP_NS TIMESTAMP WITH TIME ZONE
+    TIMESTAMP_TZ INTERVAL JSON LIST ARRAY STRUCT MAP UUID
+    """.split()
+) | {"TIMESTAMP WITH TIME ZONE"}
+
+_CTE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_SAFE_REFS = frozenset(
+    {"BASE_TABLE", "JOIN", "SUBQUERY", "EXPRESSION_LIST", "EMPTY", "TABLE_FUNCTION"}
+)
+MAX_TREE_NODES = 50_000
+
+
+class Refused(Exception):
+    """The statement is not allowed (the message says why)."""
+
+
+def walk(node: Any) -> Iterator[dict[str, Any]]:
+    """Every object of a parse tree, iteratively (a deep tree must not recurse)."""
+    stack = [node]
+    seen = 0
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            seen += 1
+            if seen > MAX_TREE_NODES:
+                raise Refused("the statement is too large; simplify it")
+            yield item
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def cte_names(tree: Any) -> set[str]:
+    names: set[str] = set()
+    for d in walk(tree):
+        cte_map = d.get("cte_map")
+        if isinstance(cte_map, dict):
+            for entry in cte_map.get("map", []):
+                names.add(str(entry.get("key", "")).lower())
+    return names
+
+
+def _type_name(type_info: Any) -> str:
+    if isinstance(type_info, dict):
+        return str(type_info.get("id", "")).upper()
+    return str(type_info).upper()
+
+
+def check_tree(tree: dict[str, Any]) -> None:
+    """Refuse anything in a serialised statement but a SELECT over the tables.
+
+    Raises:
+        Refused: naming what is not allowed.
+    """
+    statements = tree.get("statements", [])
+    if len(statements) != 1:
+        raise Refused(f"{len(statements)} statements given; send exactly one")
+    ctes = cte_names(tree)
+    for name in ctes:
+        if not _CTE_NAME.match(name) or name in TABLES:
+            raise Refused(f"WITH name {name[:40]!r} is not allowed; use a short name like t1")
+    tables = set(TABLES) | ctes
+    for d in walk(statements[0]):
+        kind = d.get("type")
+        if "class" not in d and {"type", "alias", "sample", "query_location"} <= d.keys():
+            # A table reference.
+            if kind not in _SAFE_REFS:
+                raise Refused(f"{str(kind)[:40]} is not allowed")
+            if kind == "BASE_TABLE":
+                if d.get("schema_name") or d.get("catalog_name"):
+                    raise Refused("qualified table names are not allowed; use the plain names")
+                if str(d.get("table_name", "")).lower() not in tables:
+                    raise Refused(
+                        f"table {str(d.get('table_name'))[:80]!r} is not one of the views"
+                    )
+            if kind == "TABLE_FUNCTION":
+                fn = d.get("function") or {}
+                name = str(fn.get("function_name", "")).lower()
+                if name not in ALLOWED_TABLE_FUNCTIONS or fn.get("schema") or fn.get("catalog"):
+                    raise Refused(f"table function {name[:60]}() is not allowed")
+        cls = d.get("class")
+        if cls in ("FUNCTION", "AGGREGATE", "WINDOW") and "function_name" in d:
+            name = str(d["function_name"]).lower()
+            # The parser spells a lambda's parameter list (a, b) as main.row(a, b).
+            plain = (d.get("schema") or "") in ("", "main" if name == "row" else "")
+            if not plain or d.get("catalog"):
+                raise Refused(f"qualified function {name[:60]} is not allowed")
+            if name not in ALLOWED_FUNCTIONS:
+                raise Refused(f"function {name[:60]}() is not allowed")
+        elif cls == "CAST":
+            target = _type_name(d.get("cast_type"))
+            if target not in ALLOWED_CAST_TYPES:
+                raise Refused(f"a cast to {target[:40]} is not allowed")
+        elif cls == "PARAMETER" or kind == "VALUE_PARAMETER":
+            raise Refused("parameters ($1, ?) are not allowed; write the values in the query")
+        elif cls in ("SUBQUERY",) or kind in ("SELECT_NODE", "SET_OPERATION_NODE", "CTE_NODE"):
+            continue
+
+
+# -- the process -------------------------------------------------------------------------
+
+
+def read_frame(stream: BinaryIO) -> tuple[dict[str, Any], bytes] | None:
+    head = stream.read(8)
+    if len(head) < 8:
+        return None
+    header_len, body_len = struct.unpack(">II", head)
+    header = json.loads(stream.read(header_len))
+    body = stream.read(body_len) if body_len else b""
+    return header, body
+
+
+def write_frame(stream: BinaryIO, header: dict[str, Any], body: bytes = b"") -> None:
+    raw = json.dumps(header, default=str).encode()
+    stream.write(struct.pack(">II", len(raw), len(body)) + raw + body)
+    stream.flush()
+
+
+def jsonable(v: Any) -> Any:
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, (list, tuple)):
+        return [jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): jsonable(x) for k, x in v.items()}
+    return str(v)
+
+
+class Engine:
+    """The in-memory DuckDB of this process, holding one workspace's tables at a time."""
+
+    def __init__(self, memory_limit: str) -> None:
+        import duckdb
+
+        self.duckdb = duckdb
+        self.con = duckdb.connect(
+            ":memory:",
+            config={
+                "enable_external_access": False,
+                "autoinstall_known_extensions": False,
+                "autoload_known_extensions": False,
+                "allow_community_extensions": False,
+                "allow_unsigned_extensions": False,
+                "threads": 1,
+                "memory_limit": memory_limit,
+            },
+        )
+        # Its progress bar would print on stdout, which is the protocol channel.
+        self.con.execute("SET enable_progress_bar = false")
+        self.key: str | None = None
+
+    def load(self, key: str, tables: dict[str, bytes]) -> None:
+        import pyarrow as pa
+
+        for name in TABLES:
+            self.con.execute(f"DROP TABLE IF EXISTS {name}")
+        for name in TABLES:
+            table = pa.ipc.open_stream(tables[name]).read_all()
+            self.con.register("_incoming", table)
+            try:
+                self.con.execute(f"CREATE TABLE {name} AS SELECT * FROM _incoming")
+            finally:
+                self.con.unregister("_incoming")
+        self.key = key
+
+    def lock(self) -> None:
+        # After loading: nothing the SQL does may change a setting again.
+        self.con.execute("SET lock_configuration = true")
+
+    def query(self, sql: str, max_rows: int, max_bytes: int) -> dict[str, Any]:
+        duckdb = self.duckdb
+        raw = self.con.execute("SELECT json_serialize_sql(?::VARCHAR)", [sql]).fetchone()[0]
+        try:
+            tree = json.loads(raw)
+        except RecursionError:
+            raise Refused("the statement is nested too deeply; simplify it") from None
+        if tree.get("error"):
+            message = str(tree.get("error_message", "cannot parse")).splitlines()[0][:200]
+            if "Only SELECT" in message:
+                raise Refused(
+                    "only SELECT statements may run (no COPY, ATTACH, INSTALL, LOAD, PRAGMA,"
+                    " SET, writes)"
+                )
+            raise Refused(f"not valid SQL ({message})")
+        check_tree(tree)
+        printed = self.con.execute("SELECT json_deserialize_sql(?::JSON)", [raw]).fetchone()[0]
+        try:
+            cursor = self.con.execute(f"SELECT * FROM ({printed}) AS q LIMIT {int(max_rows) + 1}")
+            columns = [d[0] for d in cursor.description]
+            rows: list[list[Any]] = []
+            size = 0
+            truncated = False
+            for row in cursor.fetchall():
+                if len(rows) >= max_rows:
+                    truncated = True
+                    break
+                values = [jsonable(v) for v in row]
+                size += len(json.dumps(values, default=str))
+                if size > max_bytes:
+                    truncated = True
+                    break
+                rows.append(values)
+        except duckdb.Error as exc:
+            first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else "error"
+            return {"ok": False, "kind": "sql", "error": first}
+        return {
+            "ok": True,
+            "columns": columns,
+            "rows": rows,
+            "truncated": truncated,
+            "sql": printed,
+        }
+
+
+def main() -> int:
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    engine: Engine | None = None
+    while True:
+        frame = read_frame(stdin)
+        if frame is None:
+            return 0  # the parent went away
+        header, body = frame
+        try:
+            if header["op"] == "load":
+                if engine is None:
+                    engine = Engine(str(header["memory_limit"]))
+                parts, at = {}, 0
+                for name, size in zip(TABLES, header["sizes"], strict=True):
+                    parts[name] = body[at : at + size]
+                    at += size
+                engine.load(str(header["key"]), parts)
+                engine.lock()
+                write_frame(stdout, {"ok": True})
+            elif header["op"] == "query":
+                assert engine is not None
+                write_frame(
+                    stdout,
+                    engine.query(
+                        str(header["sql"]), int(header["max_rows"]), int(header["max_bytes"])
+                    ),
+                )
+            else:
+                write_frame(stdout, {"ok": False, "kind": "refused", "error": "unknown request"})
+        except Refused as exc:
+            write_frame(stdout, {"ok": False, "kind": "refused", "error": str(exc)})
+        except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it
+            text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+            write_frame(
+                stdout, {"ok": False, "kind": "internal", "error": f"{type(exc).__name__}: {text}"}
+            )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
