@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import AccessDenied, ConfigError
+from .errors import AccessDenied, ConfigError, KBError
+from .files import resolve
 from .loaders import SUPPORTED_EXTENSIONS
 
 # Extensions that make a bare word look like a file name even without a slash.
@@ -224,7 +225,7 @@ def resolve_path(raw: str, *, base: Path | None = None) -> Path:
     p = Path(os.path.expanduser(s))  # ~unknownuser stays as written
     if not p.is_absolute():
         p = (base or Path.cwd()) / p
-    return p.resolve()
+    return resolve(p)  # a loop or a name the OS refuses: a one-line KBError
 
 
 def is_allowed(path: Path, allowed: Sequence[Path]) -> bool:
@@ -281,7 +282,10 @@ def check_folder_links(folder: Path, allowed: Sequence[Path]) -> None:
                 continue
             if not is_dir and Path(entry.name).suffix.lower() not in SUPPORTED_EXTENSIONS:
                 continue
-            target = Path(entry.path).resolve()
+            try:
+                target = resolve(entry.path)
+            except KBError:
+                continue  # a loop or a vanished link: the loader reports it, reading nothing
             if not is_allowed(target, allowed):
                 raise AccessDenied(
                     f"{entry.path}: links to {target}, outside the folders this tool may read "
@@ -341,7 +345,7 @@ def _exists_allowed(item: str, allowed: Sequence[Path], base: Path | None) -> bo
         return (
             is_allowed(path, allowed) and path.exists() and path != (base or Path.cwd()).resolve()
         )
-    except (OSError, RuntimeError, ValueError, ConfigError):
+    except (OSError, RuntimeError, ValueError, KBError):
         return False
 
 

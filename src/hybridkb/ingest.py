@@ -24,7 +24,8 @@ from .chunking import chunk_blocks, document_text
 from .embed_cache import EmbeddingCache, embed_with_cache
 from .embedders import Embedder
 from .errors import ConfigError, KBError
-from .loaders import file_sha256, iter_files, iter_text_blocks, load_file
+from .files import OpenedFile, open_file
+from .loaders import check_supported, file_sha256, iter_files, iter_text_blocks, load_file
 from .normalize import display_name, normalize_text, printable
 from .settings import Settings
 from .storage.base import (
@@ -65,6 +66,8 @@ class IngestContext:
     embedder: Embedder
     settings: Settings
     cache: EmbeddingCache | None
+    # Resolved folders files must be read from (the agent tools'); None: any file.
+    allowed: Sequence[Path] | None = None
 
 
 def document_id_for_path(path: Path) -> str:
@@ -107,10 +110,13 @@ class Prepared:
 
 @dataclass
 class Streamed:
-    """A text file too large to hold: chunked, embedded and written window by window."""
+    """A text file too large to hold: chunked, embedded and written window by window.
+
+    ``source`` stays open until the document is written (read once, from the descriptor
+    that was hashed)."""
 
     doc: DocumentRecord
-    path: Path
+    source: OpenedFile
     result: FileResult
 
 
@@ -195,7 +201,8 @@ def _write_stream(ctx: IngestContext, item: Streamed, report: AddReport) -> None
         offset, index = 0, 0
         window: list[Block] = []
         size = 0
-        blocks = iter_text_blocks(item.path)
+        item.source.stream.seek(0)
+        blocks = iter_text_blocks(item.source.stream, name=item.source.name)
         while True:
             block = next(blocks, None)
             if block is not None:
@@ -222,6 +229,8 @@ def _write_stream(ctx: IngestContext, item: Streamed, report: AddReport) -> None
     except KBError as exc:
         report.failed.append(FailedFile(item.result.filename, str(exc), exc.code, item.result.path))
         return
+    finally:
+        item.source.close()
     item.result.chunks = count
     report.added.append(item.result)
 
@@ -248,62 +257,64 @@ def _unchanged(
 
 
 def prepare_file(ctx: IngestContext, path: Path, metadata: dict[str, Any]) -> Outcome:
-    """Parse and chunk one file (no embedding); unchanged files stop at the hash check."""
+    """Parse and chunk one file (no embedding); unchanged files stop at the hash check.
+
+    The file is opened once (confined to ``ctx.allowed`` when set): its hash and its
+    text come from the same descriptor, so what is stored is what was checked.
+    """
     try:
-        path = path.resolve()
-        document_id = document_id_for_path(path)
-        content_hash = file_sha256(path)
+        check_supported(path)
+        opened = open_file(path, within=ctx.allowed)
+    except KBError as exc:
+        return FailedFile(display_name(path), str(exc), exc.code, printable(str(path)))
+    keep_open = False
+    try:
+        real = opened.path
+        document_id = document_id_for_path(real)
+        content_hash = file_sha256(opened)
         sig = signature(ctx.coll)
         existing = ctx.storage.get_document(ctx.coll, document_id)
         if _unchanged(existing, content_hash, sig, metadata):
             assert existing is not None
             return FileResult(
-                display_name(path), document_id, existing.chunk_count, [], printable(str(path))
+                display_name(real), document_id, existing.chunk_count, [], printable(str(real))
             )
-        size = path.stat().st_size
-        if path.suffix.lower() in (".txt", ".text") and size > STREAM_BYTES:
-            sample = ""
-            for block in iter_text_blocks(path):
-                sample += block.text + "\n\n"
-                if len(sample) >= 4000:
-                    break
-            doc = DocumentRecord(
-                document_id=document_id,
-                path=printable(str(path)),
-                filename=display_name(path),
-                source="file",
-                content_hash=content_hash,
-                signature=sig,
-                metadata=metadata,
-                language=_language(ctx, sample),
-                bytes=size,
-            )
-            return Streamed(doc, path, FileResult(doc.filename or "", document_id, 0, [], doc.path))
-        loaded = load_file(path, pdf_password=ctx.settings.pdf_password)
-        language = _language(ctx, document_text(loaded.blocks))
         doc = DocumentRecord(
             document_id=document_id,
-            path=printable(str(path)),
-            filename=display_name(path),
+            path=printable(str(real)),
+            filename=display_name(real),
             source="file",
             content_hash=content_hash,
             signature=sig,
             metadata=metadata,
-            language=language,
-            bytes=path.stat().st_size,
+            bytes=opened.size,
         )
-        result = FileResult(doc.filename or "", document_id, 0, list(loaded.warnings), doc.path)
+        result = FileResult(doc.filename or "", document_id, 0, [], doc.path)
+        if real.suffix.lower() in (".txt", ".text") and opened.size > STREAM_BYTES:
+            sample = ""
+            for block in iter_text_blocks(opened.stream, name=opened.name):
+                sample += block.text + "\n\n"
+                if len(sample) >= 4000:
+                    break
+            doc.language = _language(ctx, sample)
+            keep_open = True  # read again, from the start, while it is written
+            return Streamed(doc, opened, result)
+        loaded = load_file(opened, pdf_password=ctx.settings.pdf_password)
+        doc.language = _language(ctx, document_text(loaded.blocks))
+        result.warnings = list(loaded.warnings)
         return Prepared(doc, _chunk(ctx, loaded.blocks), result)
     except KBError as exc:
-        return FailedFile(display_name(path), str(exc), exc.code, printable(str(path)))
+        return FailedFile(opened.name, str(exc), exc.code, printable(str(opened.path)))
     except OSError as exc:
-        name = display_name(path)
         return FailedFile(
-            name,
-            f"{name}: cannot read ({exc.strerror or exc}); check the file's permissions",
+            opened.name,
+            f"{opened.name}: cannot read ({exc.strerror or exc}); check the file's permissions",
             "ingest_error",
-            printable(str(path)),
+            printable(str(opened.path)),
         )
+    finally:
+        if not keep_open:
+            opened.close()
 
 
 def run_pipeline(ctx: IngestContext, jobs: list[Callable[[], Outcome]]) -> AddReport:
@@ -354,7 +365,7 @@ def ingest_paths(
     user_meta = _user_metadata(metadata)
     failed: list[FailedFile] = []
     jobs: list[Callable[[], Outcome]] = []
-    for item in iter_files([Path(p) for p in paths]):
+    for item in iter_files([Path(p) for p in paths], within=ctx.allowed):
         if isinstance(item, FailedFile):
             failed.append(item)
         else:

@@ -6,6 +6,7 @@ a backend directly.
 
 from __future__ import annotations
 
+import os
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -329,7 +330,7 @@ class Collection:
         self._record = self.kb.record(self.name)
         return self._record
 
-    def _context(self) -> IngestContext:
+    def _context(self, allowed: Sequence[Path] | None = None) -> IngestContext:
         if self.kb.storage.read_only:
             # Refused before any file is read: every document would fail the same way.
             raise BackendError(
@@ -342,15 +343,33 @@ class Collection:
             embedder=self.kb.embedder_for(record),
             settings=self.kb.settings,
             cache=self.kb.embedding_cache(),
+            allowed=allowed,
         )
 
     def add(
-        self, paths: str | Path | Iterable[str | Path], *, metadata: Mapping[str, Any] | None = None
+        self,
+        paths: str | Path | Iterable[str | Path],
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        allowed_paths: Iterable[str | Path] | None = None,
     ) -> AddReport:
-        """Add files and folders (PDF, DOCX, MD, TXT); unchanged files are skipped."""
+        """Add files and folders (PDF, DOCX, MD, TXT); unchanged files are skipped.
+
+        Args:
+            paths: Files and folders.
+            metadata: Metadata for every document added.
+            allowed_paths: Read only inside these folders (what the agent tools pass):
+                a file or link leading elsewhere is reported, never read, even if it is
+                swapped in while the add runs. None reads any file, following links.
+        """
         if isinstance(paths, (str, Path)):
             paths = [paths]
-        return ingest_paths(self._context(), list(paths), metadata)
+        allowed = (
+            [Path(os.path.realpath(Path(p).expanduser())) for p in allowed_paths]
+            if allowed_paths is not None
+            else None
+        )
+        return ingest_paths(self._context(allowed), list(paths), metadata)
 
     def add_texts(
         self,

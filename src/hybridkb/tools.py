@@ -291,7 +291,7 @@ class KBToolkit:
 
     def _add_parsed(self, coll: Collection, parsed: Any) -> AddReport:
         if parsed.paths:
-            return coll.add(parsed.paths)
+            return coll.add(parsed.paths, allowed_paths=self.allowed_paths)
         if parsed.records:
             texts = [r["content"] for r in parsed.records]
             metas = [r["metadata"] for r in parsed.records]

@@ -10,15 +10,24 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 from hybridkb.errors import ExtractionError, UnsupportedFileType
+from hybridkb.files import OpenedFile, allowed_root, open_file
 from hybridkb.loaders.text import iter_text_blocks
 from hybridkb.normalize import display_name
 from hybridkb.types import FailedFile, LoadedFile
 
-__all__ = ["SUPPORTED_EXTENSIONS", "file_sha256", "iter_files", "iter_text_blocks", "load_file"]
+__all__ = [
+    "SUPPORTED_EXTENSIONS",
+    "check_supported",
+    "file_sha256",
+    "iter_files",
+    "iter_text_blocks",
+    "load_file",
+]
 
 SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(
     {".pdf", ".docx", ".md", ".markdown", ".txt", ".text"}
@@ -27,31 +36,31 @@ _SUPPORTED_HINT = "supported: .docx, .md, .pdf, .txt"
 _HASH_BLOCK = 1 << 20
 
 
-def _load_pdf(path: Path, password: str | None) -> LoadedFile:
+def _load_pdf(stream: BinaryIO, name: str, password: str | None) -> LoadedFile:
     from hybridkb.loaders.pdf import load_pdf  # pypdf is imported only for PDFs
 
-    return load_pdf(path, password=password)
+    return load_pdf(stream, name=name, password=password)
 
 
-def _load_docx(path: Path, password: str | None) -> LoadedFile:
+def _load_docx(stream: BinaryIO, name: str, password: str | None) -> LoadedFile:
     from hybridkb.loaders.docx import load_docx
 
-    return load_docx(path)
+    return load_docx(stream, name=name)
 
 
-def _load_markdown(path: Path, password: str | None) -> LoadedFile:
+def _load_markdown(stream: BinaryIO, name: str, password: str | None) -> LoadedFile:
     from hybridkb.loaders.text import load_markdown
 
-    return load_markdown(path)
+    return load_markdown(stream, name=name)
 
 
-def _load_text(path: Path, password: str | None) -> LoadedFile:
+def _load_text(stream: BinaryIO, name: str, password: str | None) -> LoadedFile:
     from hybridkb.loaders.text import load_text
 
-    return load_text(path)
+    return load_text(stream, name=name)
 
 
-_LOADERS: dict[str, Callable[[Path, str | None], LoadedFile]] = {
+_LOADERS: dict[str, Callable[[BinaryIO, str, str | None], LoadedFile]] = {
     ".pdf": _load_pdf,
     ".docx": _load_docx,
     ".md": _load_markdown,
@@ -61,21 +70,23 @@ _LOADERS: dict[str, Callable[[Path, str | None], LoadedFile]] = {
 }
 
 
-def _os_error(name: str, exc: OSError) -> ExtractionError:
-    if isinstance(exc, FileNotFoundError):
-        return ExtractionError(f"{name}: no such file or folder; check the path")
-    if isinstance(exc, IsADirectoryError):
-        return ExtractionError(f"{name}: is a folder, not a file; add the folder instead")
-    if isinstance(exc, PermissionError):
-        return ExtractionError(f"{name}: cannot read it (permission denied); check its permissions")
-    return ExtractionError(f"{name}: cannot read it ({exc.strerror or exc}); check the file")
+def check_supported(path: Path) -> None:
+    """Raise UnsupportedFileType unless a loader reads files named like ``path``."""
+    suffix = path.suffix.lower()
+    if suffix not in _LOADERS:
+        kind = suffix or "(no extension)"
+        raise UnsupportedFileType(
+            f"{display_name(path)}: unsupported file type {kind}; {_SUPPORTED_HINT}"
+        )
 
 
-def load_file(path: Path, *, pdf_password: str | None = None) -> LoadedFile:
+def load_file(source: str | Path | OpenedFile, *, pdf_password: str | None = None) -> LoadedFile:
     """Extract the text of one file as blocks, choosing the loader by extension.
 
     Args:
-        path: A .pdf, .docx, .md/.markdown or .txt/.text file (case-insensitive).
+        source: A .pdf, .docx, .md/.markdown or .txt/.text file (case-insensitive): a
+            path (opened here), or a file opened by :func:`hybridkb.files.open_file`,
+            read from its start.
         pdf_password: User password for encrypted PDFs.
 
     Returns:
@@ -87,34 +98,43 @@ def load_file(path: Path, *, pdf_password: str | None = None) -> LoadedFile:
         ExtractionError: The file cannot be read or has no usable text; the
             message names the file, the problem and the fix.
     """
-    path = Path(path)
-    name = display_name(path)
-    suffix = path.suffix.lower()
-    loader = _LOADERS.get(suffix)
-    if loader is None:
-        kind = suffix or "(no extension)"
-        raise UnsupportedFileType(f"{name}: unsupported file type {kind}; {_SUPPORTED_HINT}")
-    if "\x00" in str(path):
-        raise ExtractionError(f"{name}: not a usable path (NUL character); check the path")
+    if not isinstance(source, OpenedFile):
+        path = Path(source)
+        check_supported(path)
+        with open_file(path) as opened:
+            return load_file(opened, pdf_password=pdf_password)
+    check_supported(source.path)
+    loader = _LOADERS[source.path.suffix.lower()]
+    source.stream.seek(0)
     try:
-        return loader(path, pdf_password)
+        return loader(source.stream, source.name, pdf_password)
     except OSError as exc:
-        raise _os_error(name, exc) from exc
+        raise ExtractionError(
+            f"{source.name}: cannot read it ({exc.strerror or exc}); check the file"
+        ) from exc
 
 
-def file_sha256(path: Path) -> str:
+def file_sha256(source: str | Path | OpenedFile) -> str:
     """Hex SHA-256 of a file's bytes, read in 1 MiB blocks so size does not matter.
+
+    An opened file is hashed from its start and left at its start.
 
     Raises:
         ExtractionError: The file cannot be read.
     """
+    if not isinstance(source, OpenedFile):
+        with open_file(source) as opened:
+            return file_sha256(opened)
     digest = hashlib.sha256()
+    source.stream.seek(0)
     try:
-        with Path(path).open("rb") as handle:
-            while block := handle.read(_HASH_BLOCK):
-                digest.update(block)
+        while block := source.stream.read(_HASH_BLOCK):
+            digest.update(block)
     except OSError as exc:
-        raise _os_error(display_name(path), exc) from exc
+        raise ExtractionError(
+            f"{source.name}: cannot read it ({exc.strerror or exc}); check the file"
+        ) from exc
+    source.stream.seek(0)
     return digest.hexdigest()
 
 
@@ -163,11 +183,26 @@ def _listing(folder: Path) -> list[os.DirEntry[str]] | FailedFile:
         )
 
 
-def _walk(folder: Path, seen_dirs: set[Path]) -> Iterator[Path | FailedFile]:
+def _outside(path: Path) -> FailedFile:
+    name = display_name(path)
+    return FailedFile(
+        filename=name,
+        error=f"{name}: links outside the folders this tool may read; it was not read",
+        code="access_denied",
+        path=str(path),
+    )
+
+
+def _walk(
+    folder: Path, seen_dirs: set[Path], within: Sequence[Path] | None
+) -> Iterator[Path | FailedFile]:
     """Yield supported files under ``folder`` in sorted order, following symlinks once.
 
     Depth first with an explicit stack rather than recursion: folders nested a
-    thousand deep would otherwise hit Python's recursion limit.
+    thousand deep would otherwise hit Python's recursion limit. With ``within``, a
+    link whose target is outside those folders is reported, not followed (the files
+    themselves are opened confined later, so a link swapped in afterwards is caught
+    there too).
     """
     first = _listing(folder)
     if isinstance(first, FailedFile):
@@ -188,7 +223,14 @@ def _walk(folder: Path, seen_dirs: set[Path]) -> Iterator[Path | FailedFile]:
         if is_dir:
             # A symlink back up the tree would loop forever; resolved paths repeat. The
             # folder being listed is resolved already, so only links need resolving.
-            target = Path(entry.path).resolve() if entry.is_symlink() else Path(entry.path)
+            try:
+                target = Path(entry.path).resolve() if entry.is_symlink() else Path(entry.path)
+            except (OSError, RuntimeError) as exc:
+                yield _unusable(Path(entry.path), exc)
+                continue
+            if within is not None and allowed_root(target, within) is None:
+                yield _outside(Path(entry.path))
+                continue
             if target not in seen_dirs:
                 seen_dirs.add(target)
                 listing = _listing(target)
@@ -198,14 +240,24 @@ def _walk(folder: Path, seen_dirs: set[Path]) -> Iterator[Path | FailedFile]:
                     stack.append(iter(listing))
         elif Path(entry.name).suffix.lower() in SUPPORTED_EXTENSIONS:
             if is_file:
-                yield Path(entry.path).resolve()
+                try:
+                    found = Path(entry.path).resolve()
+                except (OSError, RuntimeError) as exc:
+                    yield _unusable(Path(entry.path), exc)
+                    continue
+                if within is not None and allowed_root(found, within) is None:
+                    yield _outside(Path(entry.path))
+                else:
+                    yield found
             elif entry.is_symlink() and not os.path.exists(entry.path):  # dangling or looping
                 yield _missing(Path(entry.path))
             else:  # a pipe, socket or device with a supported extension
                 yield _not_regular(Path(entry.path))
 
 
-def iter_files(paths: Iterable[str | Path]) -> Iterator[Path | FailedFile]:
+def iter_files(
+    paths: Iterable[str | Path], *, within: Sequence[Path] | None = None
+) -> Iterator[Path | FailedFile]:
     """Expand the paths a user named into the files to ingest.
 
     ``~`` is expanded and paths are resolved. Folders are walked recursively in
@@ -217,6 +269,8 @@ def iter_files(paths: Iterable[str | Path]) -> Iterator[Path | FailedFile]:
 
     Args:
         paths: Files and folders, as strings or paths.
+        within: Resolved folders to stay in (the agent tools' allowed folders): files
+            and folder links resolving elsewhere are reported as ``access_denied``.
 
     Yields:
         Resolved file paths, or a FailedFile for a path that does not exist.
@@ -235,12 +289,19 @@ def iter_files(paths: Iterable[str | Path]) -> Iterator[Path | FailedFile]:
         if not exists:
             yield _missing(path)
             continue
-        resolved = path.resolve()
+        try:
+            resolved = path.resolve()
+        except (OSError, RuntimeError) as exc:  # a symlink loop
+            yield _unusable(path, exc)
+            continue
+        if within is not None and allowed_root(resolved, within) is None:
+            yield _outside(path)
+            continue
         if resolved.is_dir():
             if resolved in seen_dirs:
                 continue
             seen_dirs.add(resolved)
-            found: Iterable[Path | FailedFile] = _walk(resolved, seen_dirs)
+            found: Iterable[Path | FailedFile] = _walk(resolved, seen_dirs, within)
         else:
             found = [resolved] if resolved.is_file() else [_not_regular(path)]
         for item in found:

@@ -15,12 +15,11 @@ from __future__ import annotations
 import re
 import zipfile
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from hybridkb.errors import ExtractionError
 from hybridkb.loaders.text import MAX_TITLE_CHARS
-from hybridkb.normalize import display_name, normalize_text
+from hybridkb.normalize import normalize_text
 from hybridkb.types import Block, LoadedFile
 
 __all__ = ["MAX_PART_BYTES", "load_docx"]
@@ -37,10 +36,10 @@ def _invalid(name: str, cause: str) -> ExtractionError:
     return ExtractionError(f"{name}: not a valid .docx ({cause}); re-save it from Word/LibreOffice")
 
 
-def _check_package(path: Path, name: str) -> None:
+def _check_package(stream: BinaryIO, name: str) -> None:
     """Reject files that are not a DOCX ZIP, or whose XML would inflate absurdly."""
-    with path.open("rb") as handle:
-        head = handle.read(8)
+    head = stream.read(8)
+    stream.seek(0)
     if not head:
         raise _invalid(name, "empty file, 0 bytes")
     if head == _OLE_MAGIC:
@@ -49,10 +48,11 @@ def _check_package(path: Path, name: str) -> None:
             f"{name}: not a valid .docx (an old .doc or a password-protected file); "
             "re-save it from Word/LibreOffice as .docx without a password"
         )
-    if not zipfile.is_zipfile(path):
+    if not zipfile.is_zipfile(stream):
         raise _invalid(name, "not a ZIP archive")
+    stream.seek(0)
     try:
-        with zipfile.ZipFile(path) as archive:
+        with zipfile.ZipFile(stream) as archive:
             infos = archive.infolist()
     # zipfile raises NotImplementedError for an unknown "zip file version" (found by fuzzing).
     except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError, EOFError) as exc:
@@ -168,11 +168,12 @@ def _extract(document: Any) -> list[Block]:
     return blocks
 
 
-def load_docx(path: Path) -> LoadedFile:
+def load_docx(stream: BinaryIO, *, name: str) -> LoadedFile:
     """Extract paragraphs, headings and tables from a .docx file in document order.
 
     Args:
-        path: The .docx file.
+        stream: The opened .docx (seekable, at its start).
+        name: The file's name, for messages.
 
     Returns:
         Blocks of kind "heading", "paragraph" or "table", each with its heading
@@ -182,12 +183,12 @@ def load_docx(path: Path) -> LoadedFile:
         ExtractionError: Not a DOCX (empty, not a ZIP, no word/document.xml, an old
             .doc), a part that would inflate beyond 200 MB, or no text at all.
     """
-    name = display_name(path)
-    _check_package(path, name)
+    _check_package(stream, name)
+    stream.seek(0)
     import docx  # python-docx; imported here so `import hybridkb.loaders` stays light
 
     try:
-        document = docx.Document(str(path))
+        document = docx.Document(stream)
         blocks = _extract(document)
     except Exception as exc:  # python-docx/lxml raise KeyError, ValueError, XMLSyntaxError...
         text = " ".join(str(exc).split())[:80]

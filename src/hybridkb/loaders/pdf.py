@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import logging
 import re
-from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from pypdf import PasswordType, PdfReader
 
 from hybridkb.errors import ExtractionError
-from hybridkb.normalize import display_name, normalize_text
+from hybridkb.normalize import normalize_text
 from hybridkb.types import Block, LoadedFile
 
 __all__ = ["load_pdf", "page_ranges", "split_page_paragraphs"]
@@ -151,11 +150,12 @@ def _unlock(reader: PdfReader, name: str, password: str | None) -> None:
     raise ExtractionError(f"{name}: encrypted; set HYBRIDKB_PDF_PASSWORD or remove the password")
 
 
-def load_pdf(path: Path, *, password: str | None = None) -> LoadedFile:
+def load_pdf(stream: BinaryIO, *, name: str, password: str | None = None) -> LoadedFile:
     """Extract the text layer of a PDF as paragraph blocks with 1-based page numbers.
 
     Args:
-        path: The PDF file.
+        stream: The opened PDF (seekable, at its start).
+        name: The file's name, for messages.
         password: User password for encrypted PDFs (tried after the empty password).
 
     Returns:
@@ -166,15 +166,14 @@ def load_pdf(path: Path, *, password: str | None = None) -> LoadedFile:
         ExtractionError: Not a PDF, corrupt or truncated, encrypted without the
             right password, or no page has a text layer.
     """
-    name = display_name(path)
-    with path.open("rb") as handle:
-        head = handle.read(_HEADER_WINDOW)
+    head = stream.read(_HEADER_WINDOW)
+    stream.seek(0)
     if not head:
         raise ExtractionError(f"{name}: corrupt or truncated PDF (0 bytes); re-export or repair it")
     if b"%PDF-" not in head:
         raise ExtractionError(f"{name}: not a PDF (no %PDF- header); check the file")
     try:
-        reader = PdfReader(path, strict=False)
+        reader = PdfReader(stream, strict=False)
     except Exception as exc:
         raise _corrupt(name, exc) from exc
     _unlock(reader, name, password)

@@ -12,6 +12,7 @@ import codecs
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from hybridkb.errors import ExtractionError
 from hybridkb.loaders.encoding import SAMPLE_BYTES, decode_bytes, detect_encoding, reject_binary
@@ -149,31 +150,27 @@ def markdown_blocks(text: str) -> list[Block]:
     return state.blocks
 
 
-def _read(path: Path) -> str:
-    return decode_bytes(path.read_bytes(), display_name(path))
-
-
-def load_text(path: Path) -> LoadedFile:
+def load_text(stream: BinaryIO, *, name: str) -> LoadedFile:
     """Load a .txt file as paragraphs separated by blank lines.
 
     Raises:
         ExtractionError: Empty or whitespace-only, or binary content.
     """
-    blocks = text_blocks(_read(path))
+    blocks = text_blocks(decode_bytes(stream.read(), name))
     if not blocks:  # only invisible characters
-        raise ExtractionError(f"{display_name(path)}: {_EMPTY}")
+        raise ExtractionError(f"{name}: {_EMPTY}")
     return LoadedFile(blocks=blocks, file_type="txt")
 
 
-def load_markdown(path: Path) -> LoadedFile:
+def load_markdown(stream: BinaryIO, *, name: str) -> LoadedFile:
     """Load a Markdown file as heading, paragraph, code and table blocks.
 
     Raises:
         ExtractionError: Empty or whitespace-only, or binary content.
     """
-    blocks = markdown_blocks(_read(path))
+    blocks = markdown_blocks(decode_bytes(stream.read(), name))
     if not blocks:
-        raise ExtractionError(f"{display_name(path)}: {_EMPTY}")
+        raise ExtractionError(f"{name}: {_EMPTY}")
     return LoadedFile(blocks=blocks, file_type="md")
 
 
@@ -187,7 +184,11 @@ def _cut_long(buffer: str, limit: int) -> int:
 
 
 def iter_text_blocks(
-    path: Path, *, read_size: int = SAMPLE_BYTES, max_block_chars: int = 100_000
+    source: Path | BinaryIO,
+    *,
+    name: str | None = None,
+    read_size: int = SAMPLE_BYTES,
+    max_block_chars: int = 100_000,
 ) -> Iterator[Block]:
     """Stream a plain-text file paragraph by paragraph with bounded memory.
 
@@ -198,7 +199,9 @@ def iter_text_blocks(
     around ``read_size + max_block_chars`` whatever the file size.
 
     Args:
-        path: A text file of any size.
+        source: A text file of any size: its path, or the opened file (read from where
+            it stands; not closed here).
+        name: The file's name for messages (default: from the path).
         read_size: Bytes read per step.
         max_block_chars: Longest block yielded.
 
@@ -208,7 +211,17 @@ def iter_text_blocks(
     Raises:
         ExtractionError: Binary content, or no text at all (raised at the end).
     """
-    name = display_name(path)
+    if isinstance(source, Path):
+        with source.open("rb") as handle:
+            yield from iter_text_blocks(
+                handle,
+                name=name or display_name(source),
+                read_size=read_size,
+                max_block_chars=max_block_chars,
+            )
+        return
+    handle = source
+    name = name or "text"
     yielded = False
 
     def finish(raw: str) -> Iterator[Block]:
@@ -219,33 +232,32 @@ def iter_text_blocks(
                 yielded = True
                 yield Block(text=paragraph, kind="paragraph")
 
-    with path.open("rb") as handle:
-        first = handle.read(SAMPLE_BYTES)
-        codec = detect_encoding(first, name, complete=len(first) < SAMPLE_BYTES)
-        decoder = codecs.getincrementaldecoder(codec)(errors="replace")
-        buffer = ""
-        data = first
-        checked = False
-        while data:
-            decoded = decoder.decode(data)
-            if not checked and decoded.strip():
-                reject_binary(decoded, name)
-                checked = True
-            buffer += decoded
-            # A trailing "\r" may be half of a "\r\n" split between reads: keep it back.
-            held = "\r" if buffer.endswith("\r") else ""
-            buffer = _LINE_ENDS.sub("\n", buffer[: len(buffer) - len(held)])
-            parts = _PARAGRAPH_BREAK.split(buffer)
-            buffer = parts.pop()
-            for part in parts:
-                yield from finish(part)
-            while len(buffer) > max_block_chars:
-                cut = _cut_long(buffer, max_block_chars)
-                yield from finish(buffer[:cut])
-                buffer = buffer[cut:]
-            buffer += held
-            data = handle.read(read_size)
-        buffer += decoder.decode(b"", final=True)
-        yield from finish(_LINE_ENDS.sub("\n", buffer))
+    first = handle.read(SAMPLE_BYTES)
+    codec = detect_encoding(first, name, complete=len(first) < SAMPLE_BYTES)
+    decoder = codecs.getincrementaldecoder(codec)(errors="replace")
+    buffer = ""
+    data = first
+    checked = False
+    while data:
+        decoded = decoder.decode(data)
+        if not checked and decoded.strip():
+            reject_binary(decoded, name)
+            checked = True
+        buffer += decoded
+        # A trailing "\r" may be half of a "\r\n" split between reads: keep it back.
+        held = "\r" if buffer.endswith("\r") else ""
+        buffer = _LINE_ENDS.sub("\n", buffer[: len(buffer) - len(held)])
+        parts = _PARAGRAPH_BREAK.split(buffer)
+        buffer = parts.pop()
+        for part in parts:
+            yield from finish(part)
+        while len(buffer) > max_block_chars:
+            cut = _cut_long(buffer, max_block_chars)
+            yield from finish(buffer[:cut])
+            buffer = buffer[cut:]
+        buffer += held
+        data = handle.read(read_size)
+    buffer += decoder.decode(b"", final=True)
+    yield from finish(_LINE_ENDS.sub("\n", buffer))
     if not yielded:
         raise ExtractionError(f"{name}: {_EMPTY}")
