@@ -10,7 +10,6 @@ import pytest
 
 import hybridkb
 from hybridkb.index import derived
-from hybridkb.index.keyword import KeywordIndex
 from hybridkb.storage.duckdb import memory as duckdb_storage
 
 TEXTS = ["alpha beta gamma", "delta epsilon", "zeta eta theta", "beta delta"]

@@ -15,9 +15,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 import hybridkb.index.keyword as kw
-from hybridkb.index.keyword import bm25, postings
 from hybridkb.errors import BackendError, ConfigError
-from hybridkb.index.keyword import KeywordIndex
+from hybridkb.index.keyword import KeywordIndex, bm25, postings
 
 VOCAB = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "sloe"]
 K1, B = 1.2, 0.75

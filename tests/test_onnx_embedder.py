@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from hybridkb.embedders import onnx as onnx_mod
-from hybridkb.errors import ConfigError, ModelUnavailable, MissingDependency
+from hybridkb.errors import ConfigError, MissingDependency, ModelUnavailable
 
 SENTENCES = [
     "The decline in value of a depreciating asset is spread over its effective life.",

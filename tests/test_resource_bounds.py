@@ -23,7 +23,7 @@ import pytest
 
 import hybridkb
 from hybridkb.errors import ConfigError
-from hybridkb.search import MAX_K, MAX_QUERY_CHARS
+from hybridkb.limits import MAX_K, MAX_QUERY_CHARS
 
 MODES = ("hybrid", "vector", "keyword", "filter")
 

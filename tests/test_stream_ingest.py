@@ -18,8 +18,8 @@ import hybridkb
 from hybridkb import ingest, maintenance
 from hybridkb.analysis import analyze
 from hybridkb.errors import IngestError
-from hybridkb.storage.duckdb import stream as duckdb_stream
 from hybridkb.storage.base import ChunkRecord, DocumentRecord, chunk_key, make_chunk_id
+from hybridkb.storage.duckdb import stream as duckdb_stream
 from hybridkb.storage.duckdb.schema import table_names
 
 Batches = Iterator[tuple[list[ChunkRecord], np.ndarray]]

@@ -23,6 +23,7 @@ from typing import Any
 
 from .errors import AccessDenied, ConfigError, KBError
 from .files import resolve
+from .limits import MAX_DOCUMENTS_CHARS, MAX_ITEMS, MAX_LIST_CHARS, MAX_PATH_CHARS, parse_json
 from .loaders import SUPPORTED_EXTENSIONS
 
 # Extensions that make a bare word look like a file name even without a slash.
@@ -55,8 +56,6 @@ PATH_EXTENSIONS: frozenset[str] = SUPPORTED_EXTENSIONS | frozenset(
         ".yml",
     }
 )
-MAX_PATH_CHARS = 4096
-MAX_ITEMS = 1000
 MAX_WALK_ENTRIES = 200_000
 _QUOTES = "\"'`"
 _QUOTED = re.compile(r"\"([^\"]*)\"|'([^']*)'|`([^`]*)`")
@@ -156,8 +155,10 @@ def split_items(text: str) -> list[str]:
         return []
     if s.startswith("["):
         try:
-            value = json.loads(s)
-        except json.JSONDecodeError:
+            value = parse_json(s, what="list", max_chars=MAX_LIST_CHARS)
+        except ConfigError as exc:
+            if "not valid JSON" not in str(exc):
+                raise  # too long or too deep: refused, not read as text
             value = None
         if isinstance(value, list):
             items = []
@@ -195,6 +196,10 @@ def parse_ids(text: str) -> list[str]:
     """Document ids from a JSON list, lines, commas, or (for id-like tokens) spaces."""
     if not isinstance(text, str):
         raise ConfigError("ids: expected text such as 'id1, id2' or a JSON list")
+    if len(text) > MAX_LIST_CHARS:
+        raise ConfigError(
+            f"ids: {len(text):,} characters is too long; send at most {MAX_ITEMS} ids"
+        )
     items = split_items(text)
     if len(items) == 1 and " " in items[0]:
         tokens = items[0].split()
@@ -316,6 +321,11 @@ def parse_documents(
     """
     if not isinstance(text, str):
         raise ConfigError("documents: expected text (paths, a JSON list, or a note)")
+    if len(text) > MAX_DOCUMENTS_CHARS:
+        raise ConfigError(
+            f"documents: {len(text):,} characters is too long (limit {MAX_DOCUMENTS_CHARS:,}); "
+            "add the text as a file, or in several calls"
+        )
     s = text.strip()
     if not s:
         return DocumentsInput()
@@ -376,13 +386,15 @@ def _check_paths(
 def _parse_json_documents(s: str) -> list[Any] | None:
     """Records or path strings from JSON; None if ``s`` is not JSON (then it is a note)."""
     try:
-        value = json.loads(s)
-    except json.JSONDecodeError as exc:
+        value = parse_json(s, what="documents", max_chars=MAX_DOCUMENTS_CHARS)
+    except ConfigError as exc:
+        if "not valid JSON" not in str(exc):
+            raise  # too long or too deep: refused before anything recurses into it
         closing = {"[": "]", "{": "}"}[s[0]]
         if s.endswith(closing) and ('"content"' in s or s.startswith(('["', "[{"))):
             raise ConfigError(
-                f"documents: not valid JSON ({exc.msg} at character {exc.pos}); send a JSON list "
-                'such as [{"content": "text", "metadata": {"source": "x"}}]'
+                f"{exc}; send a JSON list such as "
+                '[{"content": "text", "metadata": {"source": "x"}}]'
             ) from exc
         return None
     if isinstance(value, dict):

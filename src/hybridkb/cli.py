@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from .errors import ConfigError, InvalidFilter, KBError
+from .limits import MAX_DOCUMENTS_CHARS, parse_json
 
 if TYPE_CHECKING:
     from .kb import KnowledgeBase
@@ -115,10 +116,7 @@ def json_option(fn: F) -> F:
 def _parse_json_object(value: str | None, what: str) -> dict[str, Any] | None:
     if value is None:
         return None
-    try:
-        data = json.loads(value)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{what}: not valid JSON ({exc.msg} at character {exc.pos})") from exc
+    data = parse_json(value, what=what, max_chars=MAX_DOCUMENTS_CHARS)
     if not isinstance(data, dict):
         raise ConfigError(f"{what}: expected a JSON object such as '{{\"year\": 2024}}'")
     return data

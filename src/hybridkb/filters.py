@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from .errors import InvalidFilter
+from .limits import MAX_FILTER_CHARS, MAX_FILTER_NODES, MAX_JSON_DEPTH, check_value, parse_json
 
 # Built-in chunk fields and their column names in the chunks tables.
 BUILTIN_FIELDS: dict[str, str] = {
@@ -67,13 +68,15 @@ def parse_filter(where: Mapping[str, Any] | str | None) -> Filter | None:
     if where is None or where == "" or where == {}:
         return None
     if isinstance(where, str):
-        try:
-            where = json.loads(where)
-        except json.JSONDecodeError as exc:
-            raise InvalidFilter(
-                f"where: not valid JSON ({exc.msg}); pass an object such as "
-                '{"page": {"$gte": 3}}'
-            ) from exc
+        where = parse_json(where, what="where", max_chars=MAX_FILTER_CHARS, error=InvalidFilter)
+    # Bounded before _parse recurses into it (a filter 1,000 deep is refused, not a crash).
+    check_value(
+        where,
+        what="where",
+        max_depth=MAX_JSON_DEPTH,
+        max_nodes=MAX_FILTER_NODES,
+        error=InvalidFilter,
+    )
     return _parse(where, "where")
 
 

@@ -25,6 +25,7 @@ from .embed_cache import EmbeddingCache, embed_with_cache
 from .embedders import Embedder
 from .errors import ConfigError, KBError
 from .files import OpenedFile, open_file
+from .limits import MAX_METADATA_BYTES, check_value
 from .loaders import check_supported, file_sha256, iter_files, iter_text_blocks, load_file
 from .normalize import display_name, normalize_text, printable
 from .settings import Settings
@@ -81,14 +82,13 @@ def signature(coll: CollectionRecord) -> str:
 
 
 def _user_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Validated before anything is stored: a value no later search could read back
+    (too deep, too large, NaN, non-JSON) is refused here, with the fix."""
     if metadata is None:
         return {}
     if not isinstance(metadata, Mapping):
         raise ConfigError("metadata: expected an object mapping keys to values")
-    try:
-        json.dumps(metadata)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"metadata: not JSON-serialisable ({exc})") from exc
+    check_value(dict(metadata), what="metadata", max_bytes=MAX_METADATA_BYTES)
     return {str(k): v for k, v in metadata.items()}
 
 

@@ -25,6 +25,7 @@ from .errors import (
 )
 from .graph import attach_graph
 from .ingest import IngestContext, ingest_paths, ingest_texts
+from .limits import MAX_NAME_CHARS
 from .search import Target, run_search, search_by_vector
 from .settings import Settings, load_settings, with_overrides
 from .storage import Storage, open_storage
@@ -38,8 +39,6 @@ from .storage.base import (
 )
 from .types import AddReport, CollectionInfo, DeleteReport, Hit
 
-MAX_NAME = 200
-
 
 def check_name(name: str, what: str = "collection name") -> str:
     """Display names are free text; only blank, over-long or control characters are refused."""
@@ -48,8 +47,8 @@ def check_name(name: str, what: str = "collection name") -> str:
     clean = unicodedata.normalize("NFC", name).strip()
     if not clean:
         raise ConfigError(f"{what}: empty; give it a name such as 'Tax Documents'")
-    if len(clean) > MAX_NAME:
-        raise ConfigError(f"{what}: longer than {MAX_NAME} characters; shorten it")
+    if len(clean) > MAX_NAME_CHARS:
+        raise ConfigError(f"{what}: longer than {MAX_NAME_CHARS} characters; shorten it")
     if any(unicodedata.category(ch) == "Cc" for ch in clean):
         raise ConfigError(f"{what}: contains control characters; use printable text")
     return clean

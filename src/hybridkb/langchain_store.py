@@ -34,7 +34,7 @@ from pydantic import ConfigDict
 from .embedders import Embedder, normalize_rows
 from .errors import ConfigError, EmbeddingMismatch
 from .kb import Collection, KnowledgeBase, connect
-from .search import MAX_K
+from .limits import MAX_K
 from .storage.base import DocumentRecord
 from .types import Hit
 

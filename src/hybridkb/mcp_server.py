@@ -30,7 +30,7 @@ from .errors import KBError
 from .kb import KnowledgeBase, connect
 from .render import render_error
 from .settings import Settings
-from .tools import KBToolkit, _validation_message, toolkit_tools
+from .tools import KBToolkit, validation_message, toolkit_tools
 
 __all__ = ["build_server", "main", "serve"]
 
@@ -42,7 +42,7 @@ INSTRUCTIONS = (
 _DESTRUCTIVE = frozenset({"drop_kb_collection", "delete_kb_documents"})
 
 
-def _mcp_function(lc_tool: BaseTool) -> Callable[..., Any]:
+def mcp_function(lc_tool: BaseTool) -> Callable[..., Any]:
     """A plain function with the tool's signature, returning an MCP result, never raising ours."""
     from mcp_types import CallToolResult, TextContent
 
@@ -57,9 +57,11 @@ def _mcp_function(lc_tool: BaseTool) -> Callable[..., Any]:
             if fields:
                 parsed = schema.model_validate(kwargs)  # type: ignore[union-attr]
                 kwargs = {name: getattr(parsed, name) for name in fields}
+            else:
+                kwargs = {}  # extra arguments are ignored, as the LangChain tool ignores them
             out = func(**kwargs)
         except ValidationError as exc:
-            text = _validation_message(lc_tool.name)(exc)
+            text = validation_message(lc_tool.name)(exc)
             return CallToolResult(content=[TextContent(text=text)], is_error=True)
         except ToolException as exc:
             text = str(exc.args[0]) if exc.args else "Error: the tool failed"
@@ -112,7 +114,7 @@ def build_server(
     for lc_tool in toolkit_tools(toolkit):
         writes = lc_tool.name not in readers
         server.add_tool(
-            _mcp_function(lc_tool),
+            mcp_function(lc_tool),
             name=lc_tool.name,
             description=lc_tool.description,
             annotations=ToolAnnotations(

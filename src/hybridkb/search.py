@@ -18,13 +18,12 @@ from .analysis import analyze_query
 from .embedders import Embedder
 from .errors import ConfigError
 from .filters import Filter, parse_filter
+from .limits import MAX_K, MAX_QUERY_CHARS
 from .settings import Settings
 from .storage.base import CollectionRecord, Storage, document_node_id
 from .types import Hit
 
 MODES = ("hybrid", "vector", "keyword", "filter")
-MAX_K = 10_000
-MAX_QUERY_CHARS = 100_000
 
 Key = tuple[int, int]  # (collection id, chunk key)
 

@@ -35,6 +35,7 @@ from . import render
 from .agent_input import parse_documents, parse_ids, unquote
 from .errors import CollectionNotFound, ConfigError, KBError
 from .kb import Collection, KnowledgeBase, check_name
+from .limits import MAX_ITEMS, check_value
 from .types import AddReport, DeleteReport
 
 __all__ = [
@@ -75,6 +76,10 @@ Result = tuple[str, Any]
 def _as_text(value: Any) -> Any:
     # Models (and MCP clients) often send a real JSON list where the schema says text.
     if isinstance(value, (list, tuple, dict)):
+        try:
+            check_value(value, what="value", max_nodes=MAX_ITEMS * 4)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None  # a validation error the model reads
         return json.dumps(value, ensure_ascii=False)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return str(value)
@@ -250,7 +255,7 @@ class KBToolkit:
         report = self._add_parsed(coll, parsed)
         text = self._report_text(report, coll.name)
         if report.failed and not report.added and not report.unchanged:
-            raise ToolException(text)
+            raise ToolException(f"Error ({report.failed[0].code}): {text}")
         return text, report.to_dict()
 
     def delete(self, collection_name: str, ids: str) -> Result:
@@ -271,7 +276,8 @@ class KBToolkit:
         )
         if not report.deleted:
             raise ToolException(
-                out.text + " Nothing was deleted; check the ids with describe_kb_collection."
+                f"Error (document_not_found): {out.text} Nothing was deleted; check the ids "
+                "with describe_kb_collection."
             )
         return out.text, report.to_dict()
 
@@ -349,7 +355,7 @@ def _guard(fn: Callable[..., Result]) -> Callable[..., Result]:
     return wrapper
 
 
-def _validation_message(name: str) -> Callable[[Any], str]:
+def validation_message(name: str) -> Callable[[Any], str]:
     def handle(exc: Any) -> str:
         problems = []
         errors = exc.errors() if isinstance(exc, ValidationError) else []
@@ -367,7 +373,7 @@ def _validation_message(name: str) -> Callable[[Any], str]:
 
 def _finish(t: BaseTool) -> BaseTool:
     t.handle_tool_error = True
-    t.handle_validation_error = _validation_message(t.name)
+    t.handle_validation_error = validation_message(t.name)
     return t
 
 

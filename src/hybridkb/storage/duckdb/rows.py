@@ -15,6 +15,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from ...limits import within_depth
 from ..base import ChunkRecord, CollectionRecord, DocumentRecord
 from .schema import table_names
 
@@ -65,7 +66,8 @@ def load_metadata(text: str | None) -> dict[str, Any]:
         value = json.loads(text)
     except (ValueError, RecursionError):
         return {}
-    return value if isinstance(value, dict) else {}
+    # Written before ingest bounded metadata: deeper than anything may recurse into.
+    return value if isinstance(value, dict) and within_depth(value) else {}
 
 
 def document_record(row: tuple[Any, ...]) -> DocumentRecord:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ...limits import within_depth
 from ..base import ChunkRecord, CollectionRecord, DocumentRecord
 
 DOC_COLUMNS = (
@@ -83,14 +84,14 @@ def metadata_value(value: Any) -> dict[str, Any]:
     """JSONB metadata as a dict; a value that does not decode reads as empty, so one bad
     row can never break a read of the others."""
     if isinstance(value, dict):
-        return value
+        return value if within_depth(value) else {}
     if not value:
         return {}
     try:
         decoded = json.loads(value)
     except (ValueError, RecursionError):
         return {}
-    return decoded if isinstance(decoded, dict) else {}
+    return decoded if isinstance(decoded, dict) and within_depth(decoded) else {}
 
 
 def document_record(row: tuple[Any, ...]) -> DocumentRecord:
