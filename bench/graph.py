@@ -154,7 +154,7 @@ def bench_scale(n_nodes: int, n_edges: int) -> dict[str, Any]:
         out["cold_load_s"] = round(time.perf_counter() - t0, 2)
         out["memory_mb"] = round(rss_mb() - before, 1)
         out["stats"] = {"nodes": stats["nodes"], "edges": stats["edges"]}
-        mem = g._graph()
+        mem = g.memgraph()
         degree = sorted(
             ((len(mem.out[i]) + len(mem.inn[i]), mem.ids[i]) for i in range(len(mem.ids))),
             reverse=True,
@@ -214,7 +214,7 @@ def bench_scale(n_nodes: int, n_edges: int) -> dict[str, Any]:
             g.neighbors(f"c{k}", limit=10)
 
         rows["relate + neighbors (kept in step)"] = timed(edit_then_query, 200)
-        rows["version check alone"] = timed(lambda: g._graph(), 500)
+        rows["version check alone"] = timed(lambda: g.memgraph(), 500)
         out["queries"] = rows
     for p in (path, Path(str(path) + ".wal")):
         p.unlink(missing_ok=True)

@@ -292,7 +292,8 @@ def test_search_human_output_cites(filled: Run) -> None:
     code, out, _ = filled("search", "*", "annual leave", "--k", "2")
     assert code == 0
     first = out.splitlines()[0]
-    assert first.startswith(" 1. ") and "[Leave] handbook.md" in first and "(doc " in first
+    # The same citation the agent tools give: collection | file | p. | § section | doc id.
+    assert first.startswith(" 1. ") and "Leave | handbook.md" in first and "| doc " in first
     assert "§ Staff handbook" in first
     assert "annual leave" in out.splitlines()[1]
     code, out, _ = filled("search", "Tax", "laptop", "--where", '{"year": 1999}')

@@ -259,7 +259,7 @@ def test_delete_prunes_exactly_the_document(tax: hybridkb.KnowledgeBase) -> None
     assert after["nodes"] < before["nodes"] and after["edges"] < before["edges"]
     # a fresh load from the tables agrees with the copy kept in step
     live = g.stats()
-    g._store.graphs.clear()
+    g.store.graphs.clear()
     assert g.stats() == live
 
 

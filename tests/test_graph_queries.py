@@ -203,16 +203,16 @@ def test_memory_matches_tables_after_edits(gkb: hybridkb.KnowledgeBase, tmp_path
     gkb.graph.remove_node("d")
     gkb.graph.add_node("w", "concept", {"name": "W"})
     gkb.graph.relate("w", "a", "r")
-    live = _edge_set(gkb.graph._graph())
-    fresh = gkb.graph._store
+    live = _edge_set(gkb.graph.memgraph())
+    fresh = gkb.graph.store
     fresh.graphs.clear()
-    assert _edge_set(gkb.graph._graph()) == live
+    assert _edge_set(gkb.graph.memgraph()) == live
 
 
 def test_rolled_back_write_does_not_reach_memory(gkb: hybridkb.KnowledgeBase) -> None:
     build(gkb, SHAPE)
     gkb.graph.neighbors("a")
-    store = gkb.graph._store
+    store = gkb.graph.store
 
     def failing(con: object) -> None:
         store.sql.upsert_user_edges(con, gkb.workspace, [])

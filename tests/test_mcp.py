@@ -156,7 +156,7 @@ async def test_stdio_server_and_the_lock_message(tmp_path: Path) -> None:
     db = tmp_path / "stdio.duckdb"
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "hybridkb.mcp_server", "--db", str(db)],
+        args=["-m", "hybridkb", "--db", str(db), "mcp"],
         env=_env(tmp_path),
         cwd=str(tmp_path),
     )
@@ -189,11 +189,12 @@ def test_streamable_http_server(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "hybridkb.mcp_server",
-            "--http",
-            str(port),
+            "hybridkb",
             "--db",
             str(tmp_path / "http.duckdb"),
+            "mcp",
+            "--http",
+            str(port),
         ],
         env=_env(tmp_path),
         cwd=str(tmp_path),

@@ -7,120 +7,36 @@ propagates with its traceback.
 
 from __future__ import annotations
 
-import json
-import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from .errors import ConfigError, InvalidFilter, KBError
-from .limits import MAX_DOCUMENTS_CHARS, parse_json
+from .cli_common import (
+    EPILOG,
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    Refused,
+    State,
+    emit_json,
+    exit_code,
+    fail,
+    json_option,
+    one_line,
+    parse_json_object,
+    pass_state,
+)
+from .cli_maintenance import compact, copy_command, doctor, reembed
+from .errors import KBError
+from .graph.cli import graph
+from .render import citation
+from .types import SEARCH_MODES
 
 if TYPE_CHECKING:
-    from .kb import KnowledgeBase
-    from .types import CollectionInfo, Hit
-
-EXIT_OK = 0
-EXIT_ERROR = 1  # an operation failed, or partly failed (add: a file; delete: an id)
-EXIT_USAGE = 2  # bad arguments, flags or settings; refused without confirmation
-EXIT_INTERRUPTED = 130
-
-EPILOG = """\b
-Exit codes:
-  0    success
-  1    failure: unknown collection, locked database, a file that could
-       not be added, a document id that was not found, ...
-  2    usage or configuration error: bad option or argument, bad
-       HYBRIDKB_* setting, malformed --where/--metadata JSON,
-       `drop` refused without --yes
-  130  interrupted
-\b
-Settings come from HYBRIDKB_* environment variables and ./.env
-(HYBRIDKB_MODEL, HYBRIDKB_CACHE_DIR, HYBRIDKB_CHUNK_SIZE, ...).
---db takes a file path, duckdb:///path, :memory: or postgresql://...
-"""
-
-MODES = ("hybrid", "vector", "keyword", "filter")
-SNIPPET_CHARS = 240
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-class Refused(KBError):
-    """A destructive command refused without confirmation (exit code 2)."""
-
-    code = "refused"
-
-
-def _exit_code(exc: KBError) -> int:
-    return EXIT_USAGE if isinstance(exc, (ConfigError, InvalidFilter, Refused)) else EXIT_ERROR
-
-
-def _one_line(text: str) -> str:
-    return re.sub(r"\s*\n\s*", " ", text).strip()
-
-
-def _fail(message: str) -> None:
-    click.echo(f"hybridkb: {_one_line(message)}", err=True)
-
-
-# -- state shared by the commands ------------------------------------------------------
-
-
-class State:
-    """Global options; the knowledge base is opened by the first command that needs it."""
-
-    def __init__(self, db: str | None, workspace: str | None) -> None:
-        self.db = db
-        self.workspace = workspace
-        self._kb: KnowledgeBase | None = None
-
-    def kb(self, *, write: bool = True) -> KnowledgeBase:
-        if self._kb is None:
-            from .kb import connect
-            from .settings import load_settings
-
-            settings = load_settings(db=self.db, workspace=self.workspace)  # ConfigError if bad
-            read_only = not write and _existing_duckdb_file(settings.db)
-            self._kb = connect(settings=settings, read_only=read_only)
-        return self._kb
-
-    def close(self) -> None:
-        if self._kb is not None:
-            self._kb.close()
-            self._kb = None
-
-
-def _existing_duckdb_file(db: str) -> bool:
-    """Readers open an existing DuckDB file read-only, so several can run at once."""
-    if db == ":memory:" or db.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
-        return False
-    path = db.removeprefix("duckdb://")
-    return bool(path) and path != ":memory:" and Path(path).expanduser().is_file()
-
-
-pass_state = click.make_pass_decorator(State)
-
-
-def _emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, ensure_ascii=False, indent=2))
-
-
-def json_option(fn: F) -> F:
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")(fn)
-
-
-def _parse_json_object(value: str | None, what: str) -> dict[str, Any] | None:
-    if value is None:
-        return None
-    data = parse_json(value, what=what, max_chars=MAX_DOCUMENTS_CHARS)
-    if not isinstance(data, dict):
-        raise ConfigError(f"{what}: expected a JSON object such as '{{\"year\": 2024}}'")
-    return data
-
+    from .types import CollectionInfo
 
 # -- the group -------------------------------------------------------------------------
 
@@ -190,7 +106,7 @@ def create(
     )
     info = coll.describe()
     if as_json:
-        _emit_json(_describe_dict(info))
+        emit_json(_describe_dict(info))
     else:
         c = info.chunking
         click.echo(
@@ -207,7 +123,7 @@ def list_(state: State, as_json: bool) -> int:
     """List the collections of the workspace."""
     infos = state.kb(write=False).list_collections()
     if as_json:
-        _emit_json(
+        emit_json(
             {
                 "collections": [
                     {"name": i.name, "documents": i.documents, "chunks": i.chunks} for i in infos
@@ -262,7 +178,7 @@ def describe(state: State, name: str, as_json: bool) -> int:
     """Show size, model, languages and chunking of the collection NAME."""
     info = state.kb(write=False).describe(name)
     if as_json:
-        _emit_json(_describe_dict(info))
+        emit_json(_describe_dict(info))
         return EXIT_OK
     c = info.chunking
     lines = [
@@ -308,12 +224,12 @@ def add(
     Unchanged files are skipped. A file that cannot be read is reported and the
     others are still added; the exit code is then 1.
     """
-    meta = _parse_json_object(metadata, "--metadata")
+    meta = parse_json_object(metadata, "--metadata")
     kb = state.kb()
     coll = kb.collection(name, create=create_missing)
     report = coll.add(list(paths), metadata=meta)
     if as_json:
-        _emit_json(report.to_dict())
+        emit_json(report.to_dict())
     else:
         for status, files in (("added", report.added), ("unchanged", report.unchanged)):
             for f in files:
@@ -322,9 +238,9 @@ def add(
                     f"{status:<10} {f.filename} ({f.chunks} chunk{plural}, doc {f.document_id})"
                 )
                 for warning in f.warnings:
-                    click.echo(f"           warning: {_one_line(warning)}")
+                    click.echo(f"           warning: {one_line(warning)}")
         for failed in report.failed:
-            error = _one_line(failed.error)
+            error = one_line(failed.error)
             if not error.startswith(failed.filename):
                 error = f"{failed.filename}: {error}"
             click.echo(f"{'failed':<10} {error}")
@@ -334,16 +250,7 @@ def add(
     return EXIT_ERROR if report.failed else EXIT_OK
 
 
-def _citation(hit: Hit) -> str:
-    parts = [f"[{hit.collection}]"]
-    if hit.filename:
-        parts.append(hit.filename)
-    if hit.page is not None:
-        parts.append(f"p.{hit.page}")
-    if hit.section:
-        parts.append(f"§ {hit.section}")
-    parts.append(f"(doc {hit.document_id})")
-    return " ".join(parts)
+SNIPPET_CHARS = 240
 
 
 def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
@@ -366,7 +273,7 @@ def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
 )
 @click.option(
     "--mode",
-    type=click.Choice(MODES),
+    type=click.Choice(SEARCH_MODES),
     help="hybrid (BM25 + vector, fused), vector, keyword, or filter (keyword-filtered, vector-ranked).",
 )
 @click.option("--where", metavar="JSON", help='Metadata filter, e.g. \'{"year": {"$gte": 2020}}\'.')
@@ -388,13 +295,13 @@ def search(
     collections = None if name == "*" else [name]
     hits = kb.search(query, k=k, mode=mode, where=where, collections=collections)
     if as_json:
-        _emit_json({"results": [h.to_dict() for h in hits]})
+        emit_json({"results": [h.to_dict() for h in hits]})
         return EXIT_OK
     if not hits:
         click.echo("no results")
         return EXIT_OK
     for hit in hits:
-        click.echo(f"{hit.rank:>2}. {hit.score:.4f}  {_citation(hit)}")
+        click.echo(f"{hit.rank:>2}. {hit.score:.4f}  {citation(hit)}")
         if full:
             for line in hit.text.splitlines():
                 click.echo(f"    {line}")
@@ -415,7 +322,7 @@ def delete(state: State, name: str, document_ids: tuple[str, ...], as_json: bool
     """
     report = state.kb().collection(name).delete(list(document_ids))
     if as_json:
-        _emit_json(report.to_dict())
+        emit_json(report.to_dict())
     else:
         plural = "" if len(report.deleted) == 1 else "s"
         click.echo(
@@ -423,7 +330,7 @@ def delete(state: State, name: str, document_ids: tuple[str, ...], as_json: bool
             + (f": {', '.join(report.deleted)}" if report.deleted else "")
         )
     if report.not_found:
-        _fail(f"not found in {name!r}: {', '.join(report.not_found)}")
+        fail(f"not found in {name!r}: {', '.join(report.not_found)}")
         return EXIT_ERROR
     return EXIT_OK
 
@@ -451,7 +358,11 @@ def drop(state: State, name: str, yes: bool) -> int:
 @cli.command(name="eval", epilog=EPILOG)
 @click.argument("beir_dir", type=click.Path(path_type=Path))
 @click.option(
-    "--mode", type=click.Choice(MODES), default="hybrid", show_default=True, help="Search mode."
+    "--mode",
+    type=click.Choice(SEARCH_MODES),
+    default="hybrid",
+    show_default=True,
+    help="Search mode.",
 )
 @click.option("--split", default="test", show_default=True, help="qrels/<SPLIT>.tsv to evaluate.")
 @click.option(
@@ -475,7 +386,7 @@ def eval_(state: State, beir_dir: Path, mode: str, split: str, k_docs: int, as_j
 
     result = run_eval(state.kb(), beir_dir, mode=mode, split=split, k_docs=k_docs)
     if as_json:
-        _emit_json(result)
+        emit_json(result)
         return EXIT_OK
     load = result["load"]
     how = (
@@ -522,16 +433,10 @@ def mcp(state: State, http_port: int | None, host: str, read_only: bool) -> int:
     return EXIT_OK
 
 
-def _register_groups() -> None:
-    # Command groups that live beside their feature; they reach the knowledge base
-    # through State.kb(write=...) on the root context.
-    from . import cli_maintenance  # noqa: F401  (registers doctor, reembed, compact, copy)
-    from .graph.cli import graph
-
-    cli.add_command(graph)
-
-
-_register_groups()
+# Commands that live beside their feature; they reach the knowledge base through
+# State.kb(write=...) on the root context.
+for command in (doctor, reembed, compact, copy_command, graph):
+    cli.add_command(command)
 
 
 # -- entry point -----------------------------------------------------------------------
@@ -543,13 +448,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = cli.main(args=args, prog_name="hybridkb", standalone_mode=False)
     except KBError as exc:
-        _fail(str(exc))
-        return _exit_code(exc)
+        fail(str(exc))
+        return exit_code(exc)
     except click.exceptions.Abort:
-        _fail("interrupted")
+        fail("interrupted")
         return EXIT_INTERRUPTED
     except KeyboardInterrupt:
-        _fail("interrupted")
+        fail("interrupted")
         return EXIT_INTERRUPTED
     except click.ClickException as exc:
         exc.show()

@@ -1,4 +1,4 @@
-"""Maintenance commands: doctor, reembed, compact, copy (registered on the root CLI)."""
+"""Maintenance commands: doctor, reembed, compact, copy (the root CLI adds them)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from typing import Any
 
 import click
 
-from .cli import EPILOG, EXIT_ERROR, EXIT_OK, State, _emit_json, cli, json_option, pass_state
+from .cli_common import EPILOG, EXIT_ERROR, EXIT_OK, State, emit_json, json_option, pass_state
 
 
-@cli.command(epilog=EPILOG, short_help="Check integrity (and repair with --repair).")
+@click.command(epilog=EPILOG, short_help="Check integrity (and repair with --repair).")
 @click.argument("name", required=False)
 @click.option(
     "--repair", is_flag=True, help="Fix what is found (orphans, broken documents, stale indexes)."
@@ -24,7 +24,7 @@ def doctor(state: State, name: str | None, repair: bool, as_json: bool) -> int:
     reports = run_doctor(state.kb(), name, repair=repair)
     healthy = all(r.ok for r in reports)
     if as_json:
-        _emit_json({"ok": healthy, "collections": [r.to_dict() for r in reports]})
+        emit_json({"ok": healthy, "collections": [r.to_dict() for r in reports]})
     else:
         for r in reports:
             problems = [f for f in r.findings if f.count]
@@ -36,7 +36,7 @@ def doctor(state: State, name: str | None, repair: bool, as_json: bool) -> int:
     return EXIT_OK if healthy else EXIT_ERROR
 
 
-@cli.command(epilog=EPILOG, short_help="Re-embed a collection with another model.")
+@click.command(epilog=EPILOG, short_help="Re-embed a collection with another model.")
 @click.argument("name")
 @click.option("--model", help="Model to switch to (default: the collection's own).")
 @json_option
@@ -48,7 +48,7 @@ def reembed(state: State, name: str, model: str | None, as_json: bool) -> int:
 
     result = run_reembed(state.kb(), name, model=model)
     if as_json:
-        _emit_json(result)
+        emit_json(result)
     else:
         click.echo(
             f"{result['collection']}: {result['chunks']} chunks re-embedded with {result['model']} "
@@ -57,7 +57,7 @@ def reembed(state: State, name: str, model: str | None, as_json: bool) -> int:
     return EXIT_OK
 
 
-@cli.command(epilog=EPILOG, short_help="Reclaim space left by deletes and re-ingests.")
+@click.command(epilog=EPILOG, short_help="Reclaim space left by deletes and re-ingests.")
 @json_option
 @pass_state
 def compact(state: State, as_json: bool) -> int:
@@ -66,13 +66,13 @@ def compact(state: State, as_json: bool) -> int:
 
     result = run_compact(state.kb())
     if as_json:
-        _emit_json(result)
+        emit_json(result)
     else:
         click.echo(f"compacted: {result['bytes_before']:,} -> {result['bytes_after']:,} bytes")
     return EXIT_OK
 
 
-@cli.command(name="copy", epilog=EPILOG, short_help="Copy the knowledge base to another store.")
+@click.command(name="copy", epilog=EPILOG, short_help="Copy the knowledge base to another store.")
 @click.option(
     "--to",
     "dest",
@@ -99,7 +99,7 @@ def copy_command(state: State, dest: str, as_json: bool) -> int:
     source = state.db or load_settings().db
     report: dict[str, Any] = copy_kb(source, dest, workspace=state.workspace)
     if as_json:
-        _emit_json(report)
+        emit_json(report)
         return EXIT_OK
     for c in report["collections"]:
         click.echo(

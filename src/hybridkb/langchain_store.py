@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
@@ -36,14 +36,14 @@ from .errors import ConfigError, EmbeddingMismatch
 from .kb import Collection, KnowledgeBase, connect
 from .limits import MAX_K
 from .storage.base import DocumentRecord
-from .types import Hit
+from .types import SEARCH_MODES, Hit, SearchMode
 
 __all__ = ["HybridKBEmbeddings", "HybridKBRetriever", "HybridKBVectorStore"]
 
 # Holds a document's exact text when its chunks cannot give it back (normalised
 # whitespace, overlapping cuts). Never shown: stripped from metadata on the way out.
 TEXT_KEY = "_hybridkb_page_content"
-Mode = Literal["hybrid", "vector", "keyword", "filter"]
+Mode = SearchMode
 
 
 class _EmbeddingsAdapter:
@@ -127,7 +127,7 @@ class HybridKBVectorStore(VectorStore):
         else:
             self.kb = base
             model = None
-        if mode not in ("hybrid", "vector", "keyword", "filter"):
+        if mode not in SEARCH_MODES:
             raise ConfigError(f"mode: unknown mode {mode!r}; use hybrid, vector, keyword or filter")
         self.mode: Mode = mode
         self.collection: Collection = self.kb.collection(collection_name, create=True, model=model)

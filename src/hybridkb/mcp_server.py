@@ -15,7 +15,6 @@ knowledge base is in use and to send requests through the server.
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import sys
 from collections.abc import Callable, Iterable
@@ -30,9 +29,9 @@ from .errors import KBError
 from .kb import KnowledgeBase, connect
 from .render import render_error
 from .settings import Settings
-from .tools import KBToolkit, validation_message, toolkit_tools
+from .tools import KBToolkit, toolkit_tools, validation_message
 
-__all__ = ["build_server", "main", "serve"]
+__all__ = ["build_server", "mcp_function", "serve"]
 
 INSTRUCTIONS = (
     "A local knowledge base of the user's documents. Use search_kb to answer questions from "
@@ -160,29 +159,3 @@ def serve(
     finally:
         if owned:
             base.close()
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m hybridkb.mcp_server [--http PORT] [--db PATH] [--workspace NAME] [--read-only]``."""
-    parser = argparse.ArgumentParser(prog="hybridkb mcp", description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--http", type=int, metavar="PORT", help="serve streamable HTTP on 127.0.0.1:PORT/mcp"
-    )
-    parser.add_argument("--db", help="database path or URL [env HYBRIDKB_DB]")
-    parser.add_argument("--workspace", help="workspace to serve [env HYBRIDKB_WORKSPACE]")
-    parser.add_argument("--read-only", action="store_true", help="serve only the reading tools")
-    args = parser.parse_args(argv)
-    try:
-        kb = connect(args.db, workspace=args.workspace, read_only=args.read_only)
-    except KBError as exc:
-        print(f"hybridkb mcp: {exc}", file=sys.stderr)
-        return 1
-    try:
-        serve(kb, http_port=args.http, read_only=args.read_only)
-    finally:
-        kb.close()
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -21,9 +21,9 @@ from .filters import Filter, parse_filter
 from .limits import MAX_K, MAX_QUERY_CHARS
 from .settings import Settings
 from .storage.base import CollectionRecord, Storage, document_node_id
-from .types import Hit
+from .types import SEARCH_MODES, Hit
 
-MODES = ("hybrid", "vector", "keyword", "filter")
+MODES = SEARCH_MODES
 
 Key = tuple[int, int]  # (collection id, chunk key)
 

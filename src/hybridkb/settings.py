@@ -10,7 +10,8 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-SearchMode = Literal["hybrid", "vector", "keyword", "filter"]
+from .types import SearchMode
+
 ChunkStrategy = Literal["paragraph", "page", "size"]
 Fusion = Literal["rrf", "weighted"]
 

@@ -17,7 +17,6 @@ Example:
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib
 import inspect
@@ -33,7 +32,8 @@ from pydantic import BeforeValidator, ValidationError
 
 from . import render
 from .agent_input import parse_documents, parse_ids, unquote
-from .errors import CollectionNotFound, ConfigError, KBError
+from .errors import CollectionNotFound, ConfigError
+from .frontend import check_limit, tool_guard
 from .kb import Collection, KnowledgeBase, check_name
 from .limits import MAX_ITEMS, check_value
 from .types import AddReport, DeleteReport
@@ -169,10 +169,7 @@ class KBToolkit:
         return "\n".join(lines), artifact
 
     def search(self, query: str, collection_name: str = "", limit: int = 5) -> Result:
-        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
-            raise ConfigError(
-                f"limit: {limit!r} is out of range; use a whole number from 1 to {MAX_LIMIT}"
-            )
+        check_limit(limit, high=MAX_LIMIT)
         if not isinstance(query, str) or not query.strip():
             raise ConfigError("query: empty; pass the question or words to look for")
         name = unquote(collection_name) if isinstance(collection_name, str) else collection_name
@@ -342,19 +339,6 @@ def _text_id(text: str) -> str:
 # -- LangChain wrappers ------------------------------------------------------------------
 
 
-def _guard(fn: Callable[..., Result]) -> Callable[..., Result]:
-    """Turn our errors into ToolException observations; let bugs propagate."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Result:
-        try:
-            return fn(*args, **kwargs)
-        except KBError as exc:
-            raise ToolException(render.render_error(exc)) from exc
-
-    return wrapper
-
-
 def validation_message(name: str) -> Callable[[Any], str]:
     def handle(exc: Any) -> str:
         problems = []
@@ -381,7 +365,7 @@ def _build(tk: KBToolkit) -> dict[str, BaseTool]:
     """The tools, each a closure over ``tk``; docstrings are what the model reads."""
 
     @tool(response_format="content_and_artifact", parse_docstring=True)
-    @_guard
+    @tool_guard
     def create_kb_collection(collection_name: str, documents: ListText = "") -> tuple[str, Any]:
         """Create a new, empty knowledge-base collection, optionally adding documents at once.
 
@@ -398,7 +382,7 @@ def _build(tk: KBToolkit) -> dict[str, BaseTool]:
         return tk.create(collection_name, documents)
 
     @tool(response_format="content_and_artifact", parse_docstring=True)
-    @_guard
+    @tool_guard
     def search_kb(query: str, collection_name: str = "", limit: int = 5) -> tuple[str, Any]:
         """Search the user's documents and return numbered, cited passages.
 
@@ -415,7 +399,7 @@ def _build(tk: KBToolkit) -> dict[str, BaseTool]:
         return tk.search(query, collection_name, limit)
 
     @tool(response_format="content_and_artifact", parse_docstring=True)
-    @_guard
+    @tool_guard
     def kb_list() -> tuple[str, Any]:
         """List the knowledge-base collections with their document counts.
 
@@ -425,7 +409,7 @@ def _build(tk: KBToolkit) -> dict[str, BaseTool]:
         return tk.listing()
 
     @tool(response_format="content_and_artifact", parse_docstring=True)
-    @_guard
+    @tool_guard
     def describe_kb_collection(collection_name: str) -> tuple[str, Any]:
         """Describe one collection: its size, embedding model, and its documents with their ids.
 
@@ -438,7 +422,7 @@ def _build(tk: KBToolkit) -> dict[str, BaseTool]:
         return tk.describe(collection_name)
 
     @tool(response_format="content_and_artifact", parse_docstring=True)
-    @_guard
+    @tool_guard
     def drop_kb_collection(collection_name: str) -> tuple[str, Any]:
         """Delete a whole collection and every document in it. This cannot be undone.
 
@@ -451,7 +435,7 @@ def _build(tk: KBToolkit) -> dict[str, BaseTool]:
         return tk.drop(collection_name)
 
     @tool(response_format="content_and_artifact", parse_docstring=True)
-    @_guard
+    @tool_guard
     def add_kb_documents(collection_name: str, documents: ListText) -> tuple[str, Any]:
         """Add files, folders or notes to an existing collection (PDF, DOCX, Markdown, text).
 
@@ -468,7 +452,7 @@ def _build(tk: KBToolkit) -> dict[str, BaseTool]:
         return tk.add(collection_name, documents)
 
     @tool(response_format="content_and_artifact", parse_docstring=True)
-    @_guard
+    @tool_guard
     def delete_kb_documents(collection_name: str, ids: ListText) -> tuple[str, Any]:
         """Remove documents (files or notes) from a collection by document id.
 
@@ -515,7 +499,7 @@ def _build_sql(tk: KBToolkit) -> BaseTool:
                 date_trunc('month', now()) - INTERVAL 1 MONTH AND added_at <
                 date_trunc('month', now())".
         """
-    t = tool(response_format="content_and_artifact", parse_docstring=True)(_guard(query_kb_sql))
+    t = tool(response_format="content_and_artifact", parse_docstring=True)(tool_guard(query_kb_sql))
     return _finish(t)
 
 
@@ -609,7 +593,7 @@ def _sql_when_enabled(sql: str) -> tuple[str, Any]:
 
 query_kb_sql: BaseTool = _build_sql(_DEFAULT)
 assert isinstance(query_kb_sql, StructuredTool)
-query_kb_sql.func = _guard(_sql_when_enabled)
+query_kb_sql.func = tool_guard(_sql_when_enabled)
 
 
 def get_tools() -> list[BaseTool]:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal, get_args
+
+SearchMode = Literal["hybrid", "vector", "keyword", "filter"]
+SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import GraphError
 from .api import Graph
 from .extract import Entity, EntityExtractor, RuleExtractor
+from .host import Host
 from .model import (
     ContextItem,
     Edge,
@@ -34,9 +35,6 @@ from .model import (
     TraverseResult,
 )
 from .store import GraphStore
-
-if TYPE_CHECKING:
-    from ..kb import KnowledgeBase
 
 __all__ = [
     "ContextItem",
@@ -87,7 +85,7 @@ class UnavailableGraph:
         raise GraphError(f"the knowledge graph is not available on the {self.backend} backend yet")
 
 
-def attach_graph(kb: KnowledgeBase) -> Graph:
+def attach_graph(kb: Host) -> Graph:
     """Register the graph write hook on ``kb.storage`` (once) and return ``kb``'s Graph."""
     store = graph_store(kb.storage)
     if store is None:

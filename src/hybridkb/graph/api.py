@@ -6,13 +6,15 @@ import functools
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from ..errors import GraphError
-from ..storage.base import EdgeRow, NodeRow
+from ..storage.base import EdgeRow, NodeRow, WriteEvent
 from . import queries
 from .build import clean_properties, document_rows
 from .extract import EntityExtractor
+from .host import Host
+from .io import export_folder, export_text, import_folder
 from .model import (
     CHUNK_TYPES,
     EDGE_RESERVED,
@@ -27,10 +29,8 @@ from .model import (
     slug,
 )
 from .queries import USER, MemGraph, check_bound, check_direction
+from .search import graph_search
 from .store import GraphStore, edge_tuples, node_tuples
-
-if TYPE_CHECKING:
-    from ..kb import KnowledgeBase
 
 EdgeTypes = str | Iterable[str] | None
 F = TypeVar("F", bound=Callable[..., Any])
@@ -42,7 +42,7 @@ def _locked(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(self: Graph, *args: Any, **kwargs: Any) -> Any:
-        with self._store.lock:
+        with self.store.lock:
             return fn(self, *args, **kwargs)
 
     return cast(F, wrapper)
@@ -77,28 +77,29 @@ class Graph:
     entities ``ent:<key>``, tag categories ``cat:<tag>``, collections ``coll:<id>``.
     """
 
-    def __init__(self, kb: KnowledgeBase, store: GraphStore) -> None:
+    def __init__(self, kb: Host, store: GraphStore) -> None:
         self.kb = kb
-        self._store = store
+        self.store = store
         self.workspace = kb.workspace
 
     def __repr__(self) -> str:
         return f"Graph(workspace={self.workspace!r})"
 
-    def _graph(self) -> MemGraph:
-        return self._store.graph(self.workspace)
+    def memgraph(self) -> MemGraph:
+        """The in-memory graph of this workspace, current as of the last commit."""
+        return self.store.graph(self.workspace)
 
     # -- single nodes ---------------------------------------------------------------
 
     @_locked
     def node(self, node_id: str) -> Node:
         """The node with this id (GraphError if unknown)."""
-        g = self._graph()
+        g = self.memgraph()
         return g.node(g.resolve(node_id))
 
     @_locked
     def has_node(self, node_id: str) -> bool:
-        return self._graph().has(node_id)
+        return self.memgraph().has(node_id)
 
     def node_of_chunk(self, chunk_id: str) -> Node:
         """A chunk's graph node (its id is the chunk_id)."""
@@ -109,7 +110,7 @@ class Graph:
         """Chunk ids a node stands for: itself, the chunks a section/document contains,
         the chunks that mention an entity, the chunks of a category's documents."""
         check_bound("limit", limit, low=1)
-        g = self._graph()
+        g = self.memgraph()
         start = g.resolve(node_id)
         if g.ntype[start] in CHUNK_TYPES:
             return [node_id]
@@ -145,7 +146,7 @@ class Graph:
         """Nodes one edge away. ``direction``: out (node -> x), in (x -> node) or both."""
         check_direction(direction)
         check_bound("limit", limit, low=1)
-        g = self._graph()
+        g = self.memgraph()
         i = g.resolve(node)
         steps = g.neighbors(i, direction, _types(edge_types), limit)
         return NeighborsResult(
@@ -167,7 +168,7 @@ class Graph:
         check_direction(direction)
         check_bound("max_depth", max_depth, high=50)
         check_bound("limit", limit, low=1)
-        g = self._graph()
+        g = self.memgraph()
         i = g.resolve(node)
         found, truncated = queries.traverse(g, i, direction, _types(edge_types), max_depth, limit)
         return TraverseResult(g.node(i), g.build_paths((n, e) for _d, n, e in found), truncated)
@@ -187,7 +188,7 @@ class Graph:
         check_direction(direction)
         check_bound("max_depth", max_depth, high=12)
         check_bound("limit", limit, low=1, high=10_000)
-        g = self._graph()
+        g = self.memgraph()
         ia, ib = g.resolve(a), g.resolve(b)
         paths, truncated = queries.find_paths(
             g, ia, ib, direction, _types(edge_types), max_depth, limit
@@ -225,7 +226,7 @@ class Graph:
         check_bound("max_depth", max_depth, high=50)
         check_bound("node_limit", node_limit, low=1)
         check_bound("edge_limit", edge_limit)
-        g = self._graph()
+        g = self.memgraph()
         i = g.resolve(node)
         nodes, edges, reached, truncated = queries.subgraph(
             g, i, direction, _types(edge_types), max_depth, node_limit, edge_limit
@@ -246,8 +247,6 @@ class Graph:
         where: Mapping[str, Any] | str | None = None,
     ) -> GraphSearchResults:
         """Hybrid search for seed chunks, plus the graph context around each (see graph.search)."""
-        from .search import graph_search
-
         types = _types(edge_types)
         return graph_search(
             self,
@@ -264,7 +263,7 @@ class Graph:
     @_locked
     def stats(self) -> dict[str, Any]:
         """Node and edge counts, by type."""
-        g = self._graph()
+        g = self.memgraph()
         nodes: dict[str, int] = {}
         for i in g.live_nodes():
             t = g.ntype[i] or "unresolved"
@@ -295,7 +294,7 @@ class Graph:
         """Link two existing nodes (idempotent: the same source, target and type is one edge)."""
         etype, w = _edge_type(type), _weight(weight)
         props = clean_properties(properties, EDGE_RESERVED)
-        g = self._graph()
+        g = self.memgraph()
         for node_id in (source, target):
             if not g.has(node_id):
                 g.resolve(node_id)  # raises the unknown-node error
@@ -309,9 +308,9 @@ class Graph:
         """Remove a link made with :meth:`relate`; False when there was none."""
         etype = _edge_type(type)
         ws = self.workspace
-        count = self._store.write(
+        count = self.store.write(
             ws,
-            lambda con: self._store.sql.delete_user_edge(con, ws, source, target, etype),
+            lambda con: self.store.sql.delete_user_edge(con, ws, source, target, etype),
             lambda g: g.remove_user_edge(source, target, etype),
         )
         return bool(count)
@@ -340,9 +339,9 @@ class Graph:
             return 0
         ws, data = self.workspace, list(rows.values())
         tuples = node_tuples(data, *USER)
-        self._store.write(
+        self.store.write(
             ws,
-            lambda con: self._store.sql.upsert_user_nodes(con, ws, data),
+            lambda con: self.store.sql.upsert_user_nodes(con, ws, data),
             lambda g: _replace_user_nodes(g, tuples),
         )
         return len(data)
@@ -358,7 +357,7 @@ class Graph:
         if not rows:
             return 0
         if check:
-            g = self._graph()
+            g = self.memgraph()
             missing = [n for r in rows.values() for n in (r.source, r.target) if not g.has(n)]
             if missing:
                 raise GraphError(
@@ -366,9 +365,9 @@ class Graph:
                 )
         ws, data = self.workspace, list(rows.values())
         tuples = edge_tuples(data, *USER)
-        self._store.write(
+        self.store.write(
             ws,
-            lambda con: self._store.sql.upsert_user_edges(con, ws, data),
+            lambda con: self.store.sql.upsert_user_edges(con, ws, data),
             lambda g: g.add_edges(tuples),
         )
         return len(data)
@@ -376,9 +375,9 @@ class Graph:
     def remove_node(self, node_id: str) -> bool:
         """Remove a node made with :meth:`add_node` (and user edges on it if it vanishes)."""
         ws = self.workspace
-        count = self._store.write(
+        count = self.store.write(
             ws,
-            lambda con: self._store.sql.delete_user_node(con, ws, node_id),
+            lambda con: self.store.sql.delete_user_node(con, ws, node_id),
             lambda g: g.remove_user_node(node_id),
         )
         return bool(count)
@@ -388,7 +387,7 @@ class Graph:
     @property
     def extractors(self) -> list[EntityExtractor]:
         """Extractors run on each chunk at ingest (default: one RuleExtractor)."""
-        return self._store.extractors_for(self.workspace)
+        return self.store.extractors_for(self.workspace)
 
     def add_extractor(self, extractor: EntityExtractor) -> None:
         """Add an extractor (anything with ``extract(text) -> list[Entity]``), e.g. LLM-based.
@@ -402,7 +401,7 @@ class Graph:
 
     def aliases(self) -> dict[str, str]:
         """The alias table: normalised alias -> canonical entity name."""
-        store, ws = self._store, self.workspace
+        store, ws = self.store, self.workspace
         return dict(store.transaction(lambda con: store.sql.aliases(con, ws)))
 
     def set_alias(self, alias: str, canonical: str | None) -> None:
@@ -414,7 +413,7 @@ class Graph:
             raise GraphError("alias: expected a non-empty name")
         if canonical is not None and (not isinstance(canonical, str) or not slug(canonical)):
             raise GraphError("canonical: expected a non-empty name")
-        store, ws = self._store, self.workspace
+        store, ws = self.store, self.workspace
         if store.read_only:
             raise GraphError("the knowledge base is open read-only; reopen it for writing")
         store.transaction(lambda con: store.sql.set_alias(con, ws, slug(alias), canonical))
@@ -425,10 +424,9 @@ class Graph:
         aliases or extractors, or for a collection stored before the graph existed).
         Imported documents keep their imported structure. Returns documents rebuilt."""
         record = self.kb.record(collection)
-        store = self._store
+        store = self.store
         if store.read_only:
             raise GraphError("the knowledge base is open read-only; reopen it for writing")
-        from ..storage.base import WriteEvent
 
         count = 0
         for doc, chunks, _vectors in self.kb.storage.export_documents(record):
@@ -453,8 +451,6 @@ class Graph:
         edge_limit: int = 50_000,
     ) -> str:
         """A collection's graph (or the subgraph around ``node``) as GraphML or Mermaid text."""
-        from .io import export_text
-
         return export_text(
             self,
             collection=collection,
@@ -468,14 +464,10 @@ class Graph:
     @_locked
     def export_folder(self, collection: str, folder: str | Path) -> list[Path]:
         """Write one ``<doc>.nodes.json`` / ``.edges.json`` / ``.parquet`` set per document."""
-        from .io import export_folder
-
         return export_folder(self, collection, Path(folder))
 
     def import_folder(self, collection: str, folder: str | Path) -> dict[str, Any]:
         """Import node/edge JSON + Parquet embedding sets as documents of a collection."""
-        from .io import import_folder
-
         return import_folder(self, collection, Path(folder))
 
 

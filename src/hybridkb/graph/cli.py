@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from ..errors import ConfigError
+from ..frontend import to_json
 
 EPILOG = """\b
 Node ids: a search hit's chunk_id is its chunk's node; its document_node
@@ -44,7 +45,7 @@ def _graph(ctx: click.Context, *, write: bool = False) -> Any:
 
 
 def _emit(data: Any) -> None:
-    click.echo(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+    click.echo(to_json(data))
 
 
 def _label(node: Any) -> str:

@@ -26,7 +26,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from xml.etree import ElementTree as ET
 
 import numpy as np
@@ -35,6 +35,7 @@ from ..errors import EmbeddingMismatch, GraphError, KBError
 from ..storage.base import ChunkRecord, DocumentRecord, EdgeRow, NodeRow, chunk_key, make_chunk_id
 from .build import RowSet
 from .extract import canonical_key
+from .host import GraphView
 from .model import (
     CATEGORY,
     CHUNK,
@@ -52,9 +53,6 @@ from .model import (
     document_node_id,
     entity_node_id,
 )
-
-if TYPE_CHECKING:
-    from .api import Graph
 
 TEXT_KEYS = ("text", "content")
 VECTOR_KEYS = ("embedding", "vector", "embeddings")
@@ -119,7 +117,7 @@ def _props(node: dict[str, Any], drop: Iterable[str]) -> dict[str, Any]:
     return {k: v for k, v in node.items() if k not in skip}
 
 
-def import_folder(graph: Graph, collection: str, folder: Path) -> dict[str, Any]:
+def import_folder(graph: GraphView, collection: str, folder: Path) -> dict[str, Any]:
     """Import every ``*.nodes.json`` set in ``folder`` as documents of ``collection``."""
     if not folder.is_dir():
         raise GraphError(f"{folder}: not a folder; pass the folder holding <name>.nodes.json files")
@@ -160,11 +158,11 @@ def import_folder(graph: Graph, collection: str, folder: Path) -> dict[str, Any]
                 fresh = embedder.embed_documents([staged["chunks"][i].text for i in missing])
                 vectors[missing] = fresh
                 report["reembedded"] += len(missing)
-            graph._store.staged[(record.id, doc.document_id)] = staged["rows"]
+            graph.store.staged[(record.id, doc.document_id)] = staged["rows"]
             try:
                 kb.storage.put_document(record, doc, staged["chunks"], vectors)
             finally:
-                graph._store.staged.pop((record.id, doc.document_id), None)
+                graph.store.staged.pop((record.id, doc.document_id), None)
             report["added"].append(
                 {
                     "name": name,
@@ -178,7 +176,7 @@ def import_folder(graph: Graph, collection: str, folder: Path) -> dict[str, Any]
     return report
 
 
-def _prepare(graph: Graph, record: Any, folder: Path, name: str) -> dict[str, Any]:
+def _prepare(graph: GraphView, record: Any, folder: Path, name: str) -> dict[str, Any]:
     from ..analysis import analyze, detect_language
     from ..ingest import signature
 
@@ -390,11 +388,11 @@ def _map_endpoint(mapping: dict[str, str], orig: str, cid: int, renames: dict[st
 
 
 def collection_part(
-    graph: Graph, collection: str, node_limit: int, edge_limit: int
+    graph: GraphView, collection: str, node_limit: int, edge_limit: int
 ) -> tuple[list[Node], list[Edge], bool]:
     """Nodes and edges that came from a collection's documents, plus user edges among them."""
     record = graph.kb.record(collection)
-    g = graph._graph()
+    g = graph.memgraph()
     node_idx: dict[int, None] = {}
     edge_idx: dict[int, None] = {}
     for doc in sorted(g.by_coll.get(record.id, ())):
@@ -420,7 +418,7 @@ def collection_part(
 
 
 def export_text(
-    graph: Graph,
+    graph: GraphView,
     *,
     collection: str | None,
     node: str | None,
@@ -557,14 +555,14 @@ def to_mermaid(nodes: Sequence[Node], edges: Sequence[Edge]) -> str:
 # -- folder export -----------------------------------------------------------------------
 
 
-def export_folder(graph: Graph, collection: str, folder: Path) -> list[Path]:
+def export_folder(graph: GraphView, collection: str, folder: Path) -> list[Path]:
     """Write ``<doc>.nodes.json``, ``<doc>.edges.json`` and ``<doc>.parquet`` per document."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     kb = graph.kb
     record = kb.record(collection)
-    g = graph._graph()
+    g = graph.memgraph()
     folder.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     used_names: set[str] = set()

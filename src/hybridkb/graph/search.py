@@ -21,7 +21,7 @@ import math
 import re
 import weakref
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -32,6 +32,7 @@ from ..search import Target, check_query, hits_for
 from ..storage.base import chunk_key, document_node_id
 from ..types import Hit
 from .extract import resolve_aliases
+from .host import GraphView
 from .model import (
     CATEGORY,
     CHUNK_TYPES,
@@ -47,9 +48,6 @@ from .model import (
     entity_node_id,
 )
 from .queries import Frontier, MemGraph, first_new
-
-if TYPE_CHECKING:
-    from .api import Graph
 
 STRATEGIES = ("vector_first", "graph_first", "parallel", "vector_only", "graph_only")
 CONTEXT_WORK = 2_000_000  # adjacency entries scanned per seed
@@ -175,12 +173,12 @@ def _chunks_under(g: MemGraph, i: int, limit: int) -> list[int]:
 
 
 def graph_seeds(
-    graph: Graph, g: MemGraph, query: str, allowed: set[int] | None, limit: int
+    graph: GraphView, g: MemGraph, query: str, allowed: set[int] | None, limit: int
 ) -> list[tuple[str, int, float]]:
     """(chunk_id, collection_id, score) for chunks tied to nodes the query names, best first."""
     scores: dict[int, float] = {}
     matched: dict[int, float] = {}
-    store = graph._store
+    store = graph.store
     aliases = store.transaction(lambda con: store.aliases_for(con, graph.workspace))
     for extractor in store.extractors_for(graph.workspace):
         for ent in resolve_aliases(extractor.extract(query), aliases):
@@ -210,7 +208,7 @@ def graph_seeds(
 
 
 def _graph_hits(
-    graph: Graph, records: dict[int, Any], seeds: Sequence[tuple[str, int, float]]
+    graph: GraphView, records: dict[int, Any], seeds: Sequence[tuple[str, int, float]]
 ) -> list[Hit]:
     targets = [Target(r, None, ()) for r in records.values()]  # type: ignore[arg-type]
     ranked = [
@@ -332,7 +330,7 @@ def context_for(
 
 
 def graph_search(
-    graph: Graph,
+    graph: GraphView,
     query: str,
     *,
     strategy: str = "vector_first",
@@ -366,7 +364,7 @@ def graph_search(
         vector = kb.search(
             query, k=search_limit, where=where, collections=[r.name for r in records.values()]
         )
-    g = graph._graph()
+    g = graph.memgraph()
     graph_hits: list[Hit] = []
     if strategy in ("graph_first", "parallel", "graph_only"):
         flt = parse_filter(where)

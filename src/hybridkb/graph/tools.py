@@ -7,14 +7,14 @@ the citation of ``render.citation``; a KBError becomes a ToolException.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.tools import BaseTool, ToolException, tool
+from langchain_core.tools import BaseTool, tool
 
 from .. import render
-from ..errors import ConfigError, KBError
+from ..errors import ConfigError
+from ..frontend import check_limit, tool_guard
 
 if TYPE_CHECKING:
     from ..kb import KnowledgeBase
@@ -25,28 +25,11 @@ MAX_LIMIT = 50
 GRAPH_TOOL_NAMES = ("graph_neighbors", "graph_find_paths", "graph_search_kb", "graph_relate")
 
 
-def _guard(fn: Callable[..., Result]) -> Callable[..., Result]:
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Result:
-        try:
-            return fn(*args, **kwargs)
-        except KBError as exc:
-            raise ToolException(render.render_error(exc)) from exc
-
-    return wrapper
-
-
 def _types(edge_types: str) -> list[str] | None:
     if not isinstance(edge_types, str):
         raise ConfigError("edge_types: a comma-separated string such as 'mentions,contains'")
     found = [t.strip() for t in edge_types.split(",") if t.strip()]
     return found or None
-
-
-def _limit(value: int, name: str = "limit", high: int = MAX_LIMIT) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= high:
-        raise ConfigError(f"{name}: {value!r} is out of range; use a whole number from 1 to {high}")
-    return value
 
 
 def node_line(node: Node) -> str:
@@ -91,7 +74,7 @@ class GraphToolkit:
             node_id,
             edge_types=_types(edge_types),
             direction=direction,
-            limit=_limit(limit, high=200),
+            limit=check_limit(limit, high=200),
         )
         lines = []
         for n in result.neighbors:
@@ -124,8 +107,8 @@ class GraphToolkit:
             source_id,
             target_id,
             edge_types=_types(edge_types),
-            max_depth=_limit(max_depth, "max_depth", 8),
-            limit=_limit(limit, high=20),
+            max_depth=check_limit(max_depth, "max_depth", high=8),
+            limit=check_limit(limit, high=20),
         )
         if not result.paths:
             return (
@@ -168,8 +151,8 @@ class GraphToolkit:
         result = self.graph.search(
             query,
             strategy=strategy,
-            traverse_depth=_limit(depth, "depth", 3) if depth else 0,
-            search_limit=_limit(limit),
+            traverse_depth=check_limit(depth, "depth", high=3) if depth else 0,
+            search_limit=check_limit(limit),
             neighbor_limit=8,
             collections=collections,
         )
@@ -216,7 +199,7 @@ def make_graph_tools(
     tk = GraphToolkit(kb)
 
     @tool(response_format="content_and_artifact", parse_docstring=True)
-    @_guard
+    @tool_guard
     def graph_neighbors(
         node_id: str, edge_types: str = "", direction: str = "both", limit: int = 20
     ) -> Result:
@@ -235,7 +218,7 @@ def make_graph_tools(
         return tk.neighbors(node_id, edge_types, direction, limit)
 
     @tool(response_format="content_and_artifact", parse_docstring=True)
-    @_guard
+    @tool_guard
     def graph_find_paths(
         source_id: str, target_id: str, edge_types: str = "", max_depth: int = 4, limit: int = 5
     ) -> Result:
@@ -254,7 +237,7 @@ def make_graph_tools(
         return tk.paths(source_id, target_id, edge_types, max_depth, limit)
 
     @tool(response_format="content_and_artifact", parse_docstring=True)
-    @_guard
+    @tool_guard
     def graph_search_kb(
         query: str,
         collection_name: str = "",
@@ -279,7 +262,7 @@ def make_graph_tools(
         return tk.search(query, collection_name, strategy, depth, limit)
 
     @tool(response_format="content_and_artifact", parse_docstring=True)
-    @_guard
+    @tool_guard
     def graph_relate(source_id: str, target_id: str, relation: str = "related") -> Result:
         """Record a link between two existing nodes of the knowledge graph.
 

@@ -4,6 +4,7 @@ embedded DuckDB; ``postgresql://...`` is PostgreSQL + pgvector."""
 from __future__ import annotations
 
 from .base import Capabilities, ChunkRecord, CollectionRecord, DocumentRecord, Storage
+from .urls import is_postgres_url, redact_url
 
 __all__ = [
     "Capabilities",
@@ -15,22 +16,6 @@ __all__ = [
     "open_storage",
     "redact_url",
 ]
-
-
-def is_postgres_url(url: str) -> bool:
-    return url.startswith(("postgresql://", "postgres://", "postgresql+psycopg://"))
-
-
-def redact_url(url: str) -> str:
-    """The store's URL for messages: a Postgres password becomes ***."""
-    if not is_postgres_url(url):
-        return url
-    head, sep, tail = url.partition("://")
-    if "@" not in tail:
-        return url
-    cred, _, rest = tail.rpartition("@")
-    user = cred.split(":", 1)[0]
-    return f"{head}{sep}{user}:***@{rest}" if ":" in cred else url
 
 
 def open_storage(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import BackendError, KBError
-from .. import redact_url as redact
+from ..urls import redact_url as redact
 
 __all__ = ["connect", "pg_errors", "plain_url", "psycopg", "redact", "translate", "version_tuple"]
 from ..boundary import first_line

@@ -1,0 +1,116 @@
+"""What the commands of the ``hybridkb`` CLI share: exit codes, the lazily opened
+knowledge base, option helpers and one-line error output."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from .errors import ConfigError, InvalidFilter, KBError
+from .frontend import to_json
+from .limits import MAX_DOCUMENTS_CHARS, parse_json
+from .storage.urls import is_postgres_url
+
+if TYPE_CHECKING:
+    from .kb import KnowledgeBase
+
+EXIT_OK = 0
+EXIT_ERROR = 1  # an operation failed, or partly failed (add: a file; delete: an id)
+EXIT_USAGE = 2  # bad arguments, flags or settings; refused without confirmation
+EXIT_INTERRUPTED = 130
+
+EPILOG = """\b
+Exit codes:
+  0    success
+  1    failure: unknown collection, locked database, a file that could
+       not be added, a document id that was not found, ...
+  2    usage or configuration error: bad option or argument, bad
+       HYBRIDKB_* setting, malformed --where/--metadata JSON,
+       `drop` refused without --yes
+  130  interrupted
+\b
+Settings come from HYBRIDKB_* environment variables and ./.env
+(HYBRIDKB_MODEL, HYBRIDKB_CACHE_DIR, HYBRIDKB_CHUNK_SIZE, ...).
+--db takes a file path, duckdb:///path, :memory: or postgresql://...
+"""
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Refused(KBError):
+    """A destructive command refused without confirmation (exit code 2)."""
+
+    code = "refused"
+
+
+def exit_code(exc: KBError) -> int:
+    return EXIT_USAGE if isinstance(exc, (ConfigError, InvalidFilter, Refused)) else EXIT_ERROR
+
+
+def one_line(text: str) -> str:
+    return re.sub(r"\s*\n\s*", " ", text).strip()
+
+
+def fail(message: str) -> None:
+    """The one line a failed command prints (stderr)."""
+    click.echo(f"hybridkb: {one_line(message)}", err=True)
+
+
+# -- state shared by the commands ------------------------------------------------------
+
+
+class State:
+    """Global options; the knowledge base is opened by the first command that needs it."""
+
+    def __init__(self, db: str | None, workspace: str | None) -> None:
+        self.db = db
+        self.workspace = workspace
+        self._kb: KnowledgeBase | None = None
+
+    def kb(self, *, write: bool = True) -> KnowledgeBase:
+        if self._kb is None:
+            from .kb import connect
+            from .settings import load_settings
+
+            settings = load_settings(db=self.db, workspace=self.workspace)  # ConfigError if bad
+            read_only = not write and existing_duckdb_file(settings.db)
+            self._kb = connect(settings=settings, read_only=read_only)
+        return self._kb
+
+    def close(self) -> None:
+        if self._kb is not None:
+            self._kb.close()
+            self._kb = None
+
+
+def existing_duckdb_file(db: str) -> bool:
+    """Readers open an existing DuckDB file read-only, so several can run at once."""
+    if db == ":memory:" or is_postgres_url(db):
+        return False
+    path = db.removeprefix("duckdb://")
+    return bool(path) and path != ":memory:" and Path(path).expanduser().is_file()
+
+
+pass_state = click.make_pass_decorator(State)
+
+
+def emit_json(data: Any) -> None:
+    click.echo(to_json(data))
+
+
+def json_option(fn: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")(fn)
+
+
+def parse_json_object(value: str | None, what: str) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    data = parse_json(value, what=what, max_chars=MAX_DOCUMENTS_CHARS)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{what}: expected a JSON object such as '{{\"year\": 2024}}'")
+    return data

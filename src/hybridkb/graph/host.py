@@ -1,0 +1,70 @@
+"""What the graph needs from the knowledge base it belongs to.
+
+:class:`hybridkb.KnowledgeBase` satisfies :class:`Host`; the graph depends on this
+protocol rather than on the facade module, so ``kb.py -> graph`` is the only
+direction of import between them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+from ..embedders import Embedder
+from ..settings import Settings
+from ..storage.base import CollectionRecord, Storage
+from ..types import Hit
+from .model import Subgraph
+from .queries import MemGraph
+from .store import GraphStore
+
+
+class HasRecord(Protocol):
+    """A collection handle: its catalog record, read when asked."""
+
+    @property
+    def record(self) -> CollectionRecord: ...
+
+
+class Host(Protocol):
+    """A knowledge base bound to one workspace."""
+
+    storage: Storage
+    settings: Settings
+    workspace: str
+
+    def record(self, name: str) -> CollectionRecord: ...
+    def collection(
+        self, name: str, *, create: bool = ..., model: str | None = ...
+    ) -> HasRecord: ...
+    def embedder_for(self, coll: CollectionRecord) -> Embedder: ...
+    def search(
+        self,
+        query: str,
+        *,
+        k: int | None = ...,
+        mode: str | None = ...,
+        where: Mapping[str, Any] | str | None = ...,
+        collections: Iterable[str] | None = ...,
+    ) -> list[Hit]: ...
+
+
+class GraphView(Protocol):
+    """One workspace's graph as the search and import/export modules use it (what
+    :class:`hybridkb.graph.api.Graph` offers them)."""
+
+    kb: Host
+    store: GraphStore
+    workspace: str
+
+    def memgraph(self) -> MemGraph: ...
+    def subgraph(
+        self,
+        node: str,
+        *,
+        edge_types: Any = ...,
+        max_depth: int = ...,
+        node_limit: int = ...,
+        edge_limit: int = ...,
+        direction: str = ...,
+    ) -> Subgraph: ...
