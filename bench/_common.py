@@ -296,9 +296,9 @@ def print_rows(rows: Sequence[dict[str, Any]], columns: Sequence[str], title: st
         return
     cells = [[_fmt(r.get(c)) for c in columns] for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
-    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)))
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=False)))
     for row in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(row, widths)))
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=False)))
 
 
 def _fmt(value: Any) -> str:

@@ -149,7 +149,7 @@ def build(doc_terms: list[list[str]], k1: float = DEFAULT_K1, b: float = DEFAULT
 def analyse(
     corpus: dict[str, str], queries: dict[str, str], langs: list[str]
 ) -> tuple[list[list[str]], dict[str, list[str]]]:
-    doc_terms = [analyze(text, lang) for text, lang in zip(corpus.values(), langs)]
+    doc_terms = [analyze(text, lang) for text, lang in zip(corpus.values(), langs, strict=False)]
     collection = sorted(set(langs))
     return doc_terms, {qid: analyze_query(text, collection) for qid, text in queries.items()}
 
@@ -310,7 +310,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     langs = [detect_language(text[:4000]) for text in corpus.values()]
     detect = since(start)
     start = clock()
-    doc_terms = [analyze(text, lang) for text, lang in zip(corpus.values(), langs)]
+    doc_terms = [analyze(text, lang) for text, lang in zip(corpus.values(), langs, strict=False)]
     analysis = since(start)
     start = clock()
     collection = sorted(set(langs))

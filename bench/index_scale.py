@@ -144,7 +144,9 @@ def vector_recall(
         finally:
             if beam is not None:
                 vector_module_expansion(saved)
-        recall = float(np.mean([len(g & set(e[:10].tolist())) / 10 for g, e in zip(got, exact)]))
+        recall = float(
+            np.mean([len(g & set(e[:10].tolist())) / 10 for g, e in zip(got, exact, strict=False)])
+        )
         rows.append(
             {
                 "expansion_search": beam or f"default ({expansion_search_for(len(index))})"

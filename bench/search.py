@@ -214,7 +214,7 @@ def build_proxy() -> None:
             language="auto",
         )
         items = []
-        for n, (doc_id, text) in enumerate(zip(ids, texts)):
+        for n, (doc_id, text) in enumerate(zip(ids, texts, strict=False)):
             items.append(
                 _put_item(rec.id, doc_id, [text], vectors[n : n + 1], {}, analyze(text, "en"))
             )
@@ -299,7 +299,7 @@ def _profile(fn: Callable[[int], Any], n: int, top: int = 14) -> list[dict[str, 
     prof.disable()
     stats = pstats.Stats(prof, stream=io.StringIO())
     rows = []
-    for (filename, line, func), (cc, nc, tt, ct, _) in stats.stats.items():  # type: ignore[attr-defined]
+    for (filename, line, func), (_cc, nc, tt, ct, _) in stats.stats.items():  # type: ignore[attr-defined]
         rows.append(
             {
                 "function": f"{Path(filename).name}:{line}({func})",
@@ -867,7 +867,9 @@ def storage_recall(s: Searcher, queries: np.ndarray) -> float:
             )[:K]
         offset += step
     got = [{k for k, _ in s.vector_leg(q, K)} for q in queries]
-    return round(float(np.mean([len(g & {k for _, k in b}) / K for g, b in zip(got, best)])), 4)
+    return round(
+        float(np.mean([len(g & {k for _, k in b}) / K for g, b in zip(got, best, strict=False)])), 4
+    )
 
 
 # -- cold start -------------------------------------------------------------------------------
@@ -1137,7 +1139,7 @@ def collect_legs(
     depth: int,
 ) -> list[QueryLegs]:
     out = []
-    for qid, text, vec in zip(qids, texts, vectors):
+    for qid, text, vec in zip(qids, texts, vectors, strict=False):
         kw = s.keyword_leg(s.terms(text), depth)
         vc = s.vector_leg(vec, depth)
         keys = list(dict.fromkeys([k for k, _ in kw] + [k for k, _ in vc]))
@@ -1478,7 +1480,7 @@ def recall_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict
         return mat[[pos[int(k)] for k in ks]]
 
     def rec(got: list[set[int]]) -> float:
-        return round(float(np.mean([len(g & e) / K for g, e in zip(got, exact)])), 4)
+        return round(float(np.mean([len(g & e) / K for g, e in zip(got, exact, strict=False)])), 4)
 
     rows = [{"index": "storage.vector_search (as searched)", "recall@10": rec(storage_got)}]
     for label, threshold in (

@@ -120,12 +120,14 @@ def exact_top(vectors: np.ndarray, queries: np.ndarray, k: int = K) -> np.ndarra
 
 def recall(got: list[list[int]], truth: np.ndarray) -> float:
     k = truth.shape[1]
-    return float(np.mean([len(set(g[:k]) & set(t.tolist())) / k for g, t in zip(got, truth)]))
+    return float(
+        np.mean([len(set(g[:k]) & set(t.tolist())) / k for g, t in zip(got, truth, strict=False)])
+    )
 
 
 def ndcg(got: list[list[int]], doc_ids: list[str], qrels: list[dict[str, int]]) -> float:
     total = 0.0
-    for ranked, rel in zip(got, qrels):
+    for ranked, rel in zip(got, qrels, strict=False):
         dcg = sum(rel.get(doc_ids[d], 0) / np.log2(i + 2) for i, d in enumerate(ranked[:K]))
         ideal = sorted(rel.values(), reverse=True)[:K]
         total += dcg / sum(r / np.log2(i + 2) for i, r in enumerate(ideal))
@@ -352,7 +354,7 @@ def scale_section(
             loaded, ms, _ = timed(lambda: VectorIndex.load(path, mmap=mmap))
             out[f"load_{'mmap' if mmap else 'copy'}_s"] = ms / 1e3
             out[f"after_load_{'mmap' if mmap else 'copy'}"] = latencies(
-                lambda q: loaded.search(q, K), qs
+                lambda q, index_=loaded: index_.search(q, K), qs
             )
             del loaded
     new = around(docs, 200, seed=4)

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# Set up .venv (idempotent) and run the whole test suite, real model and Postgres included.
+# Set up .venv (idempotent), check the code (ruff lint and format, mypy --strict), then run
+# the whole test suite, real model and Postgres included.
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -m "not model"`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+echo "== ruff check, ruff format --check, mypy --strict src"
+.venv/bin/ruff check src tests bench
+.venv/bin/ruff format --check src tests bench
+.venv/bin/mypy --strict src
 export HF_HUB_OFFLINE=1
 exec .venv/bin/python -m pytest -m "not slow" "$@"

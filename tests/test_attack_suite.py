@@ -27,7 +27,6 @@ from langchain_core.messages import ToolMessage
 import hybridkb
 from hybridkb.cli import main
 from hybridkb.errors import InvalidFilter
-from hybridkb.mcp_server import build_server
 from hybridkb.tools import make_tools
 
 SECRET = "ATTACK-OUTSIDE-SECRET-c41d"

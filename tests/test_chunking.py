@@ -56,7 +56,7 @@ def test_split_text_handles_cjk_sentences_without_spaces() -> None:
 def test_split_text_overlaps_and_starts_at_word_boundaries() -> None:
     text = " ".join(f"word{i}" for i in range(300))
     spans = split_text(text, 120, 30)
-    for (s1, e1), (s2, _) in pairwise(spans):
+    for (_s1, e1), (s2, _) in pairwise(spans):
         assert 0 < e1 - s2 <= 30
         assert text[s2 - 1] == " "  # never starts mid-word when a space is available
 
@@ -212,7 +212,7 @@ def test_paragraph_chunks_never_span_two_pages_or_sections(blocks: list[Block], 
     for chunk in chunk_blocks(blocks, chunk_size=size, chunk_overlap=size // 4):
         inside = [
             b
-            for b, s in zip(blocks, starts)
+            for b, s in zip(blocks, starts, strict=False)
             if s < chunk.char_end and chunk.char_start < s + len(b.text)
         ]
         assert {(b.page, b.section) for b in inside} == {(chunk.page, chunk.section)}

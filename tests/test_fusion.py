@@ -40,7 +40,7 @@ def test_rrf_keeps_every_key_once_in_descending_order(legs_: list[list[tuple[int
     fused = rrf(legs_)
     keys = [f.key for f in fused]
     assert sorted(keys) == sorted({k for leg in legs_ for k, _ in leg})
-    assert all(a.score >= b.score for a, b in zip(fused, fused[1:]))
+    assert all(a.score >= b.score for a, b in zip(fused, fused[1:], strict=False))
 
 
 @given(legs)

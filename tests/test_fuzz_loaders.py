@@ -77,7 +77,7 @@ def _docx_seed() -> bytes:
     document.add_paragraph("Depreciation of equipment over five years.")
     # No wall clock in a seed: fixed document dates, and the ZIP repacked with fixed
     # entry times (python-docx stamps both with the current time).
-    fixed = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)
+    fixed = datetime.datetime(2024, 1, 1, tzinfo=datetime.UTC)
     props = document.core_properties
     props.created = props.modified = props.last_printed = fixed
     out = io.BytesIO()

@@ -199,8 +199,8 @@ def _docx(path: Path) -> Path:
     document.add_heading("Details", level=2)
     document.add_paragraph("Detail text with  spaces\u00ad.")
     table = document.add_table(rows=2, cols=3)
-    for row, values in zip(table.rows, [("a", "b", "c"), ("1", "2", "3")]):
-        for cell, value in zip(row.cells, values):
+    for row, values in zip(table.rows, [("a", "b", "c"), ("1", "2", "3")], strict=False):
+        for cell, value in zip(row.cells, values, strict=False):
             cell.text = value
     document.add_paragraph("After the table.")
     document.add_heading("Next", level=1)
@@ -235,7 +235,7 @@ def test_docx_merged_cells_appear_once_per_row(tmp_path: Path) -> None:
     merged = table.cell(0, 0).merge(table.cell(0, 1))
     merged.text = "wide"
     table.cell(0, 2).text = "x"
-    for cell, value in zip(table.rows[1].cells, "123"):
+    for cell, value in zip(table.rows[1].cells, "123", strict=False):
         cell.text = value
     document.save(str(tmp_path / "merged.docx"))
     assert load_file(tmp_path / "merged.docx").blocks[0].text == "wide | x\n1 | 2 | 3"

@@ -180,7 +180,7 @@ def test_filtered_graph_search_with_wide_filter_returns_k(
 
     allowed = keys[::2]
     scanned: list[tuple[int, ...]] = []
-    monkeypatch.setattr(module, "_prefer_scan", lambda *args: scanned.append(args) or False)
+    monkeypatch.setattr(module, "prefer_scan", lambda *args: scanned.append(args) or False)
     hits = index.search(unit_rows(1, seed=12)[0], 25, allowed=allowed)
     assert scanned  # the graph path was the one taken
     assert len(hits) == 25
@@ -195,7 +195,7 @@ def test_graph_filter_of_mostly_absent_keys_still_returns_every_live_one(
 
     live = keys[::250]  # 8 live keys among 10,000 unknown ones
     allowed = np.concatenate([live, np.arange(10**6, 10**6 + 10_000)])
-    monkeypatch.setattr(module, "_prefer_scan", lambda *args: False)  # graph first
+    monkeypatch.setattr(module, "prefer_scan", lambda *args: False)  # graph first
     hits = index.search(unit_rows(1, seed=18)[0], 10, allowed=allowed)
     assert sorted(k for k, _ in hits) == sorted(live.tolist())
 
@@ -340,7 +340,7 @@ def test_random_adds_and_removes_match_a_model(seed: int) -> None:
             keys = rng.integers(0, 300, rng.integers(1, 20))
             rows = unit_rows(len(keys), seed=seed * 1000 + step)
             index.add(keys, rows)
-            model.update(zip(keys.tolist(), rows))
+            model.update(zip(keys.tolist(), rows, strict=False))
         else:
             keys = rng.integers(0, 300, rng.integers(1, 30)).tolist()
             index.remove(keys)
@@ -356,12 +356,12 @@ def test_random_adds_and_removes_match_a_model(seed: int) -> None:
 
 
 def test_int8_scan_without_simd_kernels_gives_same_results(monkeypatch: pytest.MonkeyPatch) -> None:
-    import hybridkb.index.vector as module
+    import hybridkb.index.compact as module
 
     index, _, _ = filled(500, quantization="i8")
     query = unit_rows(1, seed=21)[0]
     fast = index.search(query, 10)
-    monkeypatch.setattr(module, "_numkong", None)
+    monkeypatch.setattr(module, "NUMKONG", None)
     slow = index.search(query, 10)
     assert [k for k, _ in slow] == [k for k, _ in fast]
     np.testing.assert_allclose([s for _, s in slow], [s for _, s in fast], atol=1e-5)
@@ -382,3 +382,54 @@ def test_the_graph_search_beam_widens_with_the_graph(monkeypatch: pytest.MonkeyP
     index.search(rows[0], 5)
     assert seen == [60]
     assert index._hnsw is not None and index._hnsw.expansion_search == 77
+
+
+# -- the recall self-check ---------------------------------------------------------------
+
+
+def test_a_built_graph_measures_its_recall(graph: Filled) -> None:
+    index, _, _ = graph
+    assert index.verified_recall is not None and index.verified_recall >= 0.98
+    assert index.built_on is not None and set(index.built_on) == {"usearch", "isa", "machine"}
+
+
+def test_low_recall_widens_the_beam_then_falls_back_to_the_exact_scan(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A deliberately broken search (beam 1, one neighbour per node) stands in for a
+    graph that does not reach its recall on some CPU: the index must notice and scan."""
+    monkeypatch.setattr(vector_module, "expansion_search_for", lambda n: 1)
+    monkeypatch.setattr(vector_module, "HNSW_CONNECTIVITY", 2)
+    monkeypatch.setattr(vector_module, "HNSW_EXPANSION_ADD", 2)
+    with pytest.warns(RuntimeWarning, match="searching exactly instead"):
+        index, keys, vectors = filled(1500, quantization="i8", hnsw_threshold=400, seed=3)
+    assert index.layout == "flat" and index.exact_only
+    assert index.verified_recall is not None and index.verified_recall < 0.98
+    query = unit_rows(1, seed=30)[0]
+    flat = VectorIndex(DIM, quantization="i8", hnsw_threshold=10**9)
+    flat.add(keys, vectors)
+    assert index.search(query, 10) == flat.search(query, 10)  # the exact scan again
+    index.add(np.arange(10**6, 10**6 + 600), unit_rows(600, seed=31))
+    assert index.layout == "flat"  # no new graph is built past the threshold
+
+
+def test_a_snapshot_from_another_machine_is_verified_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index, _, _ = filled(1200, quantization="i8", hnsw_threshold=400, seed=5)
+    index.save(tmp_path / "v.bin")
+    checks: list[int] = []
+    real = VectorIndex.verify_recall
+
+    def counted(self: VectorIndex, *, seed: int = 0) -> float | None:
+        checks.append(1)
+        return real(self, seed=seed)
+
+    monkeypatch.setattr(VectorIndex, "verify_recall", counted)
+    VectorIndex.load(tmp_path / "v.bin")
+    assert checks == []  # same machine: trusted as saved
+    monkeypatch.setattr(
+        vector_module, "build_environment", lambda isa: {"usearch": "0", "isa": "x", "machine": "y"}
+    )
+    loaded = VectorIndex.load(tmp_path / "v.bin")
+    assert checks == [1] and loaded.verified_recall is not None

@@ -374,7 +374,7 @@ def run_eval(
     recalls: list[float] = []
     recalls_k: list[float] = []
     latencies: list[float] = []
-    for qid, vector in zip(qids, vectors):
+    for qid, vector in zip(qids, vectors, strict=False):
         query_embedder.vector = np.asarray(vector, dtype=np.float32)
         start = time.perf_counter()
         hits = run_search(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from .errors import InvalidFilter
 from .limits import MAX_FILTER_CHARS, MAX_FILTER_NODES, MAX_JSON_DEPTH, check_value, parse_json
@@ -40,7 +40,7 @@ BUILTIN_FIELDS: dict[str, str] = {
 }
 NUMERIC_FIELDS = {"page", "chunk_index", "char_start", "char_end"}
 _OPS = {"$eq", "$ne", "$in", "$nin", "$gt", "$gte", "$lt", "$lte"}
-Scalar = Union[str, int, float, bool, None]
+Scalar = str | int | float | bool | None
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class Or:
     items: tuple[Filter, ...]
 
 
-Filter = Union[Cmp, And, Or]
+Filter = Cmp | And | Or
 
 
 def parse_filter(where: Mapping[str, Any] | str | None) -> Filter | None:
@@ -99,7 +99,7 @@ def _parse(node: Any, at: str) -> Filter:
 
 def _check_scalar(value: Any, at: str) -> Scalar:
     if value is None or isinstance(value, (str, int, float, bool)):
-        return value  # type: ignore[no-any-return]
+        return value
     raise InvalidFilter(f"{at}: values must be strings, numbers, booleans or null")
 
 
@@ -259,6 +259,6 @@ def matches(node: Filter | None, row: Mapping[str, Any]) -> bool:
     if node.op == "$eq":
         return bool(a == b)
     try:
-        return bool({"$gt": a > b, "$gte": a >= b, "$lt": a < b, "$lte": a <= b}[node.op])  # type: ignore[operator]
+        return bool({"$gt": a > b, "$gte": a >= b, "$lt": a < b, "$lte": a <= b}[node.op])
     except TypeError:
         return False

@@ -7,6 +7,7 @@ stops the others: its error lands in the report.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import sys
@@ -15,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -120,7 +121,7 @@ class Streamed:
     result: FileResult
 
 
-Outcome = Union[Prepared, Streamed, FileResult, FailedFile]  # FileResult alone = unchanged
+Outcome = Prepared | Streamed | FileResult | FailedFile  # FileResult alone = unchanged
 
 # Plain-text files above this size are streamed in bounded memory.
 STREAM_BYTES = 16 * 1024 * 1024
@@ -369,7 +370,7 @@ def ingest_paths(
         if isinstance(item, FailedFile):
             failed.append(item)
         else:
-            jobs.append(lambda p=item: prepare_file(ctx, p, user_meta))
+            jobs.append(functools.partial(prepare_file, ctx, item, user_meta))
     report = run_pipeline(ctx, jobs)
     report.failed[:0] = failed
     return report
@@ -418,7 +419,7 @@ def ingest_texts(
         raise ConfigError("texts: the same text appears twice; pass ids to store both copies")
     sig = signature(ctx.coll)
     jobs: list[Callable[[], Outcome]] = [
-        lambda n=n: _prepare_text(ctx, texts[n], metas[n], doc_ids[n], sig)
+        functools.partial(_prepare_text, ctx, texts[n], metas[n], doc_ids[n], sig)
         for n in range(len(texts))
     ]
     return run_pipeline(ctx, jobs)

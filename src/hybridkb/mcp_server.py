@@ -84,7 +84,8 @@ def mcp_function(lc_tool: BaseTool) -> Callable[..., Any]:
                 name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
             )
         )
-    call.__signature__ = inspect.Signature(params, return_annotation=CallToolResult)  # type: ignore[attr-defined]
+    # What the SDK reads to build the tool's schema (inspect.signature honours it).
+    call.__dict__["__signature__"] = inspect.Signature(params, return_annotation=CallToolResult)
     call.__name__ = lc_tool.name
     call.__doc__ = lc_tool.description
     return call

@@ -105,9 +105,9 @@ def run_search(
             fused = fusion.weighted([kw, vec])
         else:
             fused = fusion.rrf([kw, vec], k=settings.rrf_k)
-        ranked = [(f.key, f.score) for f in fused[:k]]
+        ranked: list[tuple[Any, float]] = [(f.key, f.score) for f in fused[:k]]
     else:
-        ranked = (kw if mode == "keyword" else vec)[:k]
+        ranked = list((kw if mode == "keyword" else vec)[:k])
     return hits_for(storage, targets, ranked, kw_ranks, vec_ranks, mode)
 
 

@@ -252,13 +252,18 @@ class Engine:
                 self.con.unregister("_incoming")
         self.key = key
 
+    def _one(self, sql: str, param: str) -> Any:
+        row = self.con.execute(sql, [param]).fetchone()
+        assert row is not None
+        return row[0]
+
     def lock(self) -> None:
         # After loading: nothing the SQL does may change a setting again.
         self.con.execute("SET lock_configuration = true")
 
     def query(self, sql: str, max_rows: int, max_bytes: int) -> dict[str, Any]:
         duckdb = self.duckdb
-        raw = self.con.execute("SELECT json_serialize_sql(?::VARCHAR)", [sql]).fetchone()[0]
+        raw = self._one("SELECT json_serialize_sql(?::VARCHAR)", sql)
         try:
             tree = json.loads(raw)
         except RecursionError:
@@ -272,7 +277,7 @@ class Engine:
                 )
             raise Refused(f"not valid SQL ({message})")
         check_tree(tree)
-        printed = self.con.execute("SELECT json_deserialize_sql(?::JSON)", [raw]).fetchone()[0]
+        printed = self._one("SELECT json_deserialize_sql(?::JSON)", raw)
         try:
             cursor = self.con.execute(f"SELECT * FROM ({printed}) AS q LIMIT {int(max_rows) + 1}")
             columns = [d[0] for d in cursor.description]

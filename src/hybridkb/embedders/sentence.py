@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -64,7 +65,7 @@ class SentenceTransformerEmbedder:
             getattr(self._model, "get_embedding_dimension", None)
             or self._model.get_sentence_embedding_dimension
         )
-        self.dim = int(get_dim())
+        self.dim = int(cast(int, get_dim()))
         self.max_tokens = int(getattr(self._model, "max_seq_length", 256) or 256)
         self.batch_size = batch_size
 
@@ -78,7 +79,7 @@ class SentenceTransformerEmbedder:
             normalize_embeddings=True,
             show_progress_bar=False,
         )
-        return normalize_rows(vectors)
+        return normalize_rows(np.asarray(vectors))
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self.embed_documents([text])[0]
+        return np.asarray(self.embed_documents([text])[0], dtype=np.float32)

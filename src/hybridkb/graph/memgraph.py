@@ -260,8 +260,9 @@ class MemGraph:
             if len(current) >= 1:
                 merged: dict[str, Any] = {}
                 ntype = None
-                for ntype, p in current.values():
-                    merged.update(p)
+                for node_type, props in current.values():  # the type of the last one wins
+                    ntype = node_type
+                    merged.update(props)
                 if len(current) == 1:
                     self.nprov[i] = next(iter(current))
                 self.ntype[i], self.nprops[i] = ntype, merged

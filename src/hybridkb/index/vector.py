@@ -29,34 +29,36 @@ A lock serialises every call, so one index can serve several threads.
 
 from __future__ import annotations
 
-import importlib
 import math
 import os
 import struct
 import tempfile
 import threading
+import warnings
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
-from usearch.index import Index, MetricKind, ScalarKind
+from usearch.compiled import MetricKind, ScalarKind
+from usearch.index import Index
 
+from .compact import (
+    NUMPY_DTYPE,
+    OVERSAMPLE,
+    FlatRows,
+    Hit,
+    cosines,
+    encode,
+    inverse_norms,
+    prefer_scan,
+    ranked,
+    scan,
+    top_per_query,
+)
 from .fileheader import encode_header, read_header
-
-
-def _optional_module(name: str) -> Any:
-    try:
-        return importlib.import_module(name)
-    except ImportError:  # pragma: no cover - depends on the installed usearch
-        return None
-
-
-# SIMD int8 kernels: a dependency of usearch >= 2.26, absent before (numpy fallback).
-_numkong = _optional_module("numkong")
-
-Hit = tuple[int, float]
+from .recall import RECALL_K, RECALL_TARGET, build_environment, check, sample_queries
 
 DEFAULT_HNSW_THRESHOLD = 20_000
 # HNSW parameters (bench/vector.py, bench/index_scale.py). Recall@10 against exact
@@ -70,6 +72,7 @@ DEFAULT_HNSW_THRESHOLD = 20_000
 # recall to 0.964 at 1024 (connectivity 32 with 64: 0.975), so 128 stays.
 # Connectivity 24 (1M, 128): 0.981 at 1024 for +46 % build CPU and ~2x search time.
 HNSW_CONNECTIVITY = 16
+SINGLE_THREAD_BUILD_ROWS = 50_000
 HNSW_EXPANSION_ADD = 128
 HNSW_EXPANSION_SEARCH = 256  # the floor, for graphs up to 50k rows
 
@@ -85,25 +88,14 @@ def expansion_search_for(rows: int) -> int:
 
 _QUANTIZATIONS = ("f32", "i8", "b1")
 _USEARCH_DTYPE = {"f32": ScalarKind.F32, "i8": ScalarKind.I8, "b1": ScalarKind.B1}
-_NUMPY_DTYPE: dict[str, type[np.generic]] = {"f32": np.float32, "i8": np.int8, "b1": np.uint8}
 _MAGIC = b"HKBVIDX\x01"
 _FORMAT_VERSION = 1
 _ALIGN = 64
 _HEADER_ROOM = 4096
-# Filtered graph search: fetching and scoring a stored vector costs ~0.5 us, a
-# graph beam several us per unit of width (rough figures from this machine); so
-# scan the permitted rows when they are fewer than ~4x the oversampled beam, and
-# always when there are only a few.
-_GRAPH_COST_PER_RESULT = 4
-_ALWAYS_SCAN_ROWS = 1_000
-# Graph hits requested per wanted filtered hit, times n / |allowed|. At 2, a 10 %
-# filter on the synthetic 100k set recalls 0.94 of the exact filtered top 10.
-_OVERSAMPLE = 2
 # A graph search wider than this is slower than scanning the permitted rows.
 _MAX_OVERSAMPLED = 20_000
 # Rows fetched from the graph per exact-scan batch, bounding temporary memory.
 _SCAN_BATCH = 65_536
-_ENCODE_BATCH = 65_536  # rows quantised per slice
 
 
 def default_candidates(k: int, quantization: str) -> int:
@@ -121,178 +113,6 @@ def default_candidates(k: int, quantization: str) -> int:
     if quantization == "b1":
         return max(200, 20 * k)
     return max(50, 4 * k)
-
-
-def _encode(vectors: np.ndarray, quantization: str) -> np.ndarray:
-    """Turn float32 rows into the compact representation."""
-    if len(vectors) > _ENCODE_BATCH:
-        # In slices: the float temporaries of one call are ~3x the input.
-        out = np.empty(
-            (len(vectors), _encode(vectors[:1], quantization).shape[1]), _NUMPY_DTYPE[quantization]
-        )
-        for start in range(0, len(vectors), _ENCODE_BATCH):
-            out[start : start + _ENCODE_BATCH] = _encode(
-                vectors[start : start + _ENCODE_BATCH], quantization
-            )
-        return out
-    if quantization == "f32":
-        return np.ascontiguousarray(vectors, dtype=np.float32)
-    if quantization == "i8":
-        # Per-row scaling uses the full int8 range; cosine ignores the scale, while
-        # usearch's own cast (x * 127) wastes most of it on normalised 384-d rows
-        # whose components rarely exceed 0.3.
-        peak = np.abs(vectors).max(axis=1, keepdims=True)
-        scale = np.divide(127.0, peak, out=np.zeros_like(peak), where=peak > 0)
-        return np.clip(np.rint(vectors * scale), -127, 127).astype(np.int8)
-    return np.packbits(vectors > 0, axis=1)
-
-
-def _inverse_norms(enc: np.ndarray) -> np.ndarray:
-    """1 / L2 norm of each compact row (0 for a zero row), so dot products become cosines."""
-    norms = np.linalg.norm(enc.astype(np.float32), axis=1)
-    return np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0).astype(np.float32)
-
-
-def _scores(
-    rows: np.ndarray, inv_norms: np.ndarray | None, query: np.ndarray, quantization: str, dim: int
-) -> np.ndarray:
-    """Cosine between the compact query and every compact row.
-
-    ``inv_norms`` are the rows' stored inverse norms, or None to compute them.
-    """
-    if quantization == "b1":
-        bits = np.bitwise_xor(rows, query)
-        if hasattr(np, "bitwise_count"):  # numpy >= 2
-            differ = np.bitwise_count(bits).sum(axis=1, dtype=np.int32)
-        else:  # pragma: no cover - numpy 1.x
-            differ = np.unpackbits(bits, axis=1).sum(axis=1, dtype=np.int32)
-        # Cosine between the +-1 vectors the bits stand for.
-        return cast(np.ndarray, (1.0 - 2.0 * differ / dim).astype(np.float32))
-    if quantization == "i8" and _numkong is not None:
-        # numpy has no SIMD int8 GEMV; numkong's is ~10x faster than converting to float.
-        if inv_norms is None:  # rows fetched from the graph: let the kernel take norms
-            angular = _numkong.cdist(rows, query[None, :], metric="angular", out_dtype="float32")
-            return cast(np.ndarray, 1.0 - np.asarray(angular).reshape(-1))
-        dots = np.asarray(
-            _numkong.cdist(rows, query[None, :], metric="dot", out_dtype="float32")
-        ).reshape(-1)
-    else:
-        dots = rows.astype(np.float32, copy=False) @ query.astype(np.float32)
-    if inv_norms is None:
-        inv_norms = _inverse_norms(rows)
-    return cast(np.ndarray, dots * inv_norms * _inverse_norms(query[None, :])[0])
-
-
-def _scan(
-    rows: np.ndarray,
-    inv_norms: np.ndarray | None,
-    query: np.ndarray,
-    count: int,
-    quantization: str,
-    dim: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Exact top ``count`` of a compact matrix: (row positions, scores), unordered."""
-    count = min(count, len(rows))
-    if count <= 0:
-        return np.empty(0, np.int64), np.empty(0, np.float32)
-    scores = _scores(rows, inv_norms, query, quantization, dim)
-    if count == len(rows):
-        return np.arange(len(rows), dtype=np.int64), scores
-    top = np.argpartition(-scores, count - 1)[:count]
-    return top.astype(np.int64), scores[top]
-
-
-def _prefer_scan(permitted: int, want: int, n: int) -> bool:
-    """Whether scanning ``permitted`` rows beats a graph search oversampled by n / permitted."""
-    oversampled = _OVERSAMPLE * want * n / max(permitted, 1)
-    return permitted <= _ALWAYS_SCAN_ROWS or permitted <= _GRAPH_COST_PER_RESULT * oversampled
-
-
-def _ranked(keys: np.ndarray, scores: np.ndarray, k: int) -> list[Hit]:
-    """Sort by score descending, key ascending, and keep ``k``."""
-    order = np.lexsort((keys, -scores))[:k]
-    return [(int(key), float(score)) for key, score in zip(keys[order], scores[order])]
-
-
-class _Flat:
-    """Compact rows in insertion order plus a sorted key index for lookups.
-
-    A Python dict would cost ~100 bytes per key, a quarter of an int8 row, so
-    lookups bisect a sorted key array instead; it is bounded by the HNSW
-    threshold, so its O(n) inserts stay well under a millisecond.
-    """
-
-    def __init__(self, rows: np.ndarray, inv_norms: np.ndarray, keys: np.ndarray) -> None:
-        self.rows, self.inv_norms, self.keys = rows, inv_norms, keys
-        self.n = len(keys)
-        order = np.argsort(keys, kind="stable")
-        self.sorted_keys = np.asarray(keys[order], dtype=np.int64)
-        self.sorted_rows = order.astype(np.int64)
-
-    def lookup(self, keys: np.ndarray) -> np.ndarray:
-        """Row of each key, or -1 when absent."""
-        if not self.n:
-            return np.full(len(keys), -1, np.int64)
-        pos = np.minimum(np.searchsorted(self.sorted_keys, keys), self.n - 1)
-        return np.where(self.sorted_keys[pos] == keys, self.sorted_rows[pos], -1)
-
-    def put(self, keys: np.ndarray, enc: np.ndarray, inv_norms: np.ndarray) -> None:
-        """Insert or overwrite rows; ``keys`` are unique."""
-        rows = self.lookup(keys)
-        old = rows >= 0
-        self.rows[rows[old]] = enc[old]
-        self.inv_norms[rows[old]] = inv_norms[old]
-        new = ~old
-        m = int(new.sum())
-        if not m:
-            return
-        if self.n + m > len(self.rows):
-            self._grow(max(self.n + m, int(len(self.rows) * 1.25)))
-        start = self.n
-        self.rows[start : start + m] = enc[new]
-        self.inv_norms[start : start + m] = inv_norms[new]
-        self.keys[start : start + m] = keys[new]
-        self.n += m
-        new_keys = keys[new]  # already sorted: callers pass np.unique output
-        at = np.searchsorted(self.sorted_keys, new_keys)
-        self.sorted_keys = np.insert(self.sorted_keys, at, new_keys)
-        self.sorted_rows = np.insert(self.sorted_rows, at, np.arange(start, start + m))
-
-    def _grow(self, capacity: int) -> None:
-        def grown(old: np.ndarray) -> np.ndarray:
-            fresh = np.empty((capacity, *old.shape[1:]), old.dtype)
-            fresh[: self.n] = old[: self.n]
-            return fresh
-
-        self.rows, self.inv_norms, self.keys = (
-            grown(self.rows),
-            grown(self.inv_norms),
-            grown(self.keys),
-        )
-
-    def delete(self, keys: np.ndarray) -> None:
-        """Remove rows; ``keys`` are unique, unknown ones ignored."""
-        if not self.n:
-            return
-        pos = np.minimum(np.searchsorted(self.sorted_keys, keys), self.n - 1)
-        pos = pos[self.sorted_keys[pos] == keys]
-        if not len(pos):
-            return
-        dead = np.sort(self.sorted_rows[pos])
-        self.sorted_keys = np.delete(self.sorted_keys, pos)
-        self.sorted_rows = np.delete(self.sorted_rows, pos)
-        new_n = self.n - len(dead)
-        # Fill holes below the new end with live rows from the tail, so the matrix
-        # stays dense and a scan never meets a tombstone.
-        holes = dead[dead < new_n]
-        if len(holes):
-            tail = np.arange(new_n, self.n)
-            movers = tail[~np.isin(tail, dead, assume_unique=True)]
-            self.rows[holes] = self.rows[movers]
-            self.inv_norms[holes] = self.inv_norms[movers]
-            self.keys[holes] = self.keys[movers]
-            self.sorted_rows[np.searchsorted(self.sorted_keys, self.keys[holes])] = holes
-        self.n = new_n
 
 
 class VectorIndex:
@@ -324,13 +144,19 @@ class VectorIndex:
         self._width = (self.dim + 7) // 8 if quantization == "b1" else self.dim
         # usearch counts b1 dimensions in bits of whole bytes; the zero pad bits never differ.
         self._usearch_ndim = self._width * 8 if quantization == "b1" else self.dim
-        self._dtype = _NUMPY_DTYPE[quantization]
-        self._flat: _Flat | None = _Flat(
+        self._dtype = NUMPY_DTYPE[quantization]
+        self._flat: FlatRows | None = FlatRows(
             np.empty((0, self._width), self._dtype), np.empty(0, np.float32), np.empty(0, np.int64)
         )
         self._hnsw: Index | None = None
         self._hnsw_mapped: np.ndarray | None = None  # the file bytes a viewed graph lives in
         self._lock = threading.RLock()
+        # Set by the recall self-check (recall.py): the beam multiplier that reached the
+        # target on this machine, the recall measured, and whether to scan exactly instead.
+        self.beam_factor = 1
+        self.verified_recall: float | None = None
+        self.exact_only = False
+        self.built_on: dict[str, str] | None = None
 
     # -- size and membership -------------------------------------------------------
 
@@ -388,16 +214,16 @@ class VectorIndex:
             raise ValueError("vector index: keys must be non-negative")
         # Keep the last occurrence of a key repeated within the batch.
         keys, first_from_end = np.unique(keys[::-1], return_index=True)
-        enc = _encode(vectors[len(vectors) - 1 - first_from_end], self.quantization)
+        enc = encode(vectors[len(vectors) - 1 - first_from_end], self.quantization)
         with self._lock:
             if self._flat is not None:
-                self._flat.put(keys, enc, _inverse_norms(enc))
-                if self._flat.n > self.hnsw_threshold:
+                self._flat.put(keys, enc, inverse_norms(enc))
+                if self._flat.n > self.hnsw_threshold and not self.exact_only:
                     self._build_hnsw()
                 return
             index = self._writable_hnsw()
             ukeys = keys.view(np.uint64)
-            present = index.contains(ukeys)
+            present = np.asarray(index.contains(ukeys), dtype=bool)
             if present.any():
                 index.remove(ukeys[present])
             # Thread start-up costs more than a small batch takes to insert.
@@ -422,16 +248,90 @@ class VectorIndex:
                 return
             index = self._writable_hnsw()
             ukeys = arr.view(np.uint64)
-            present = index.contains(ukeys)
+            present = np.asarray(index.contains(ukeys), dtype=bool)
             if present.any():
                 # usearch marks the node deleted and reuses its slot on a later add.
                 index.remove(ukeys[present])
 
     def _build_hnsw(self) -> None:
-        flat = cast(_Flat, self._flat)
+        flat = cast(FlatRows, self._flat)
         index = self._new_hnsw()
-        index.add(flat.keys[: flat.n].view(np.uint64), flat.rows[: flat.n], threads=0)
+        # Small graphs are built on one thread: as fast at this size, and the same graph
+        # every time (a multi-threaded build depends on scheduling).
+        threads = 1 if flat.n <= SINGLE_THREAD_BUILD_ROWS else 0
+        index.add(flat.keys[: flat.n].view(np.uint64), flat.rows[: flat.n], threads=threads)
         self._hnsw, self._flat = index, None
+        self.built_on = build_environment(str(index.hardware_acceleration))
+        self.verify_recall()
+
+    # -- recall self-check -----------------------------------------------------------
+
+    def _graph_batches(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(keys, compact rows) of every stored vector of the graph, in batches."""
+        index = cast(Index, self._hnsw)
+        keys = np.asarray(index.keys).view(np.int64)
+        for start in range(0, len(keys), _SCAN_BATCH):
+            batch = keys[start : start + _SCAN_BATCH]
+            got = index.get(batch.view(np.uint64), dtype=_USEARCH_DTYPE[self.quantization])
+            rows = np.stack(cast(tuple[np.ndarray, ...], got)).reshape(len(batch), self._width)
+            yield batch, rows.view(self._dtype)
+
+    def verify_recall(self, *, seed: int = 0) -> float | None:
+        """Measure the graph's recall@10 on a seeded sample against an exact scan, widen
+        the beam until it reaches RECALL_TARGET, else search exactly (with a warning).
+
+        Returns the recall reached (None for the flat layout, which is exact)."""
+        with self._lock:
+            if self._hnsw is None or len(self._hnsw) < 4 * RECALL_K or self.quantization == "b1":
+                return None
+            sample_rows = next(self._graph_batches())[1]
+            queries = sample_queries(sample_rows.astype(np.float32), seed)
+            q_enc = encode(queries, self.quantization)
+            best_keys = np.empty((len(q_enc), 0), np.int64)
+            best_scores = np.empty((len(q_enc), 0), np.float32)
+            for keys, rows in self._graph_batches():
+                found, scores = top_per_query(rows, q_enc, RECALL_K, self.quantization, self.dim)
+                best_keys = np.concatenate([best_keys, keys[found]], axis=1)
+                best_scores = np.concatenate([best_scores, scores], axis=1)
+                keep = np.argsort(-best_scores, axis=1)[:, :RECALL_K]
+                best_keys = np.take_along_axis(best_keys, keep, axis=1)
+                best_scores = np.take_along_axis(best_scores, keep, axis=1)
+            best = list(zip(best_keys, best_scores, strict=True))
+            exact = [set(k.tolist()) for k, _ in best]
+            index = self._hnsw
+            n = len(index)
+
+            def search(q: np.ndarray, factor: int) -> list[int]:
+                index.expansion_search = expansion_search_for(n) * factor  # type: ignore[misc]
+                return [int(k) for k in np.asarray(index.search(q, RECALL_K).keys).view(np.int64)]
+
+            outcome = check(search, exact, q_enc)
+            self.verified_recall = round(outcome.recall, 4)
+            if outcome.ok:
+                self.beam_factor = outcome.beam_factor
+                return outcome.recall
+            warnings.warn(
+                f"vector index: HNSW recall@10 {outcome.recall:.3f} is below {RECALL_TARGET} on "
+                f"this machine ({index.hardware_acceleration}); searching exactly instead "
+                "(right, but slower)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            self._to_exact_scan()
+            return outcome.recall
+
+    def _to_exact_scan(self) -> None:
+        """Replace the graph by the flat layout (exact scan) and keep it so."""
+        parts = list(self._graph_batches())
+        keys = np.concatenate([k for k, _ in parts]) if parts else np.empty(0, np.int64)
+        rows = (
+            np.concatenate([r for _, r in parts])
+            if parts
+            else np.empty((0, self._width), self._dtype)
+        )
+        self._flat = FlatRows(rows.copy(), inverse_norms(rows), keys.copy())
+        self._hnsw, self._hnsw_mapped = None, None
+        self.exact_only = True
 
     def _new_hnsw(self) -> Index:
         metric = MetricKind.Hamming if self.quantization == "b1" else MetricKind.Cos
@@ -448,7 +348,7 @@ class VectorIndex:
         """The graph, copied out of its memory-mapped file on the first write."""
         if self._hnsw_mapped is not None:
             owned = self._new_hnsw()
-            owned.load(self._hnsw_mapped)
+            owned.load(self._hnsw_mapped.data)
             self._hnsw, self._hnsw_mapped = owned, None
         return cast(Index, self._hnsw)
 
@@ -496,13 +396,13 @@ class VectorIndex:
                 k,
                 candidates if candidates is not None else default_candidates(k, self.quantization),
             )
-        q_enc = _encode(q[None, :], self.quantization)[0]
+        q_enc = encode(q[None, :], self.quantization)[0]
         with self._lock:
             if allowed is not None:
                 keys, scores = self._search_allowed(q_enc, pool, allowed)
             elif self._flat is not None:
                 f = self._flat
-                rows, scores = _scan(
+                rows, scores = scan(
                     f.rows[: f.n], f.inv_norms[: f.n], q_enc, pool, self.quantization, self.dim
                 )
                 keys = f.keys[rows]
@@ -510,7 +410,7 @@ class VectorIndex:
                 keys, scores = self._search_graph(q_enc, pool, None)
         if rerank is not None and len(keys):
             scores = self._exact_scores(q, keys, rerank)
-        return _ranked(keys, scores, k)
+        return ranked(keys, scores, k)
 
     def _exact_scores(
         self, q: np.ndarray, keys: np.ndarray, rerank: Callable[[np.ndarray], np.ndarray]
@@ -521,7 +421,7 @@ class VectorIndex:
                 f"vector index: rerank returned shape {full.shape}, "
                 f"expected ({len(keys)}, {self.dim})"
             )
-        return cast(np.ndarray, (full @ q) * _inverse_norms(full) * _inverse_norms(q[None])[0])
+        return cast(np.ndarray, (full @ q) * inverse_norms(full) * inverse_norms(q[None])[0])
 
     def _search_allowed(
         self, q_enc: np.ndarray, pool: int, allowed: np.ndarray
@@ -535,7 +435,7 @@ class VectorIndex:
         if self._flat is not None:
             return self._scan_flat_allowed(q_enc, pool, allowed)
         index = cast(Index, self._hnsw)
-        if _prefer_scan(len(allowed), min(pool, len(allowed)), len(index)):
+        if prefer_scan(len(allowed), min(pool, len(allowed)), len(index)):
             live = allowed[index.contains(allowed.view(np.uint64))] if len(allowed) else allowed
             return self._scan_keys(q_enc, pool, live)
         return self._search_graph(q_enc, pool, allowed)
@@ -548,12 +448,12 @@ class VectorIndex:
         rows = f.lookup(allowed)
         rows = rows[rows >= 0]
         if len(rows) * 4 <= f.n:
-            found, scores = _scan(
+            found, scores = scan(
                 f.rows[rows], f.inv_norms[rows], q_enc, pool, self.quantization, self.dim
             )
             return f.keys[rows[found]], scores
         # A wide filter: scoring every row and masking beats copying most of the matrix.
-        scores = _scores(f.rows[: f.n], f.inv_norms[: f.n], q_enc, self.quantization, self.dim)
+        scores = cosines(f.rows[: f.n], f.inv_norms[: f.n], q_enc, self.quantization, self.dim)
         barred = np.ones(f.n, dtype=bool)
         barred[rows] = False
         scores[barred] = -np.inf
@@ -574,13 +474,11 @@ class VectorIndex:
         want = min(pool, n)
         if want == 0:
             return np.empty(0, np.int64), np.empty(0, np.float32)
-        beam = expansion_search_for(n)
+        beam = expansion_search_for(n) * self.beam_factor
         if index.expansion_search != beam:
             index.expansion_search = beam  # type: ignore[misc]  # usearch has the setter
         # Expect |allowed| / n of the graph's hits to pass the filter; ask for more.
-        count = (
-            want if allowed is None else math.ceil(_OVERSAMPLE * want * n / max(len(allowed), 1))
-        )
+        count = want if allowed is None else math.ceil(OVERSAMPLE * want * n / max(len(allowed), 1))
         while count <= max(_MAX_OVERSAMPLED, want):
             found = index.search(q_enc, min(count, n))
             keys = np.asarray(found.keys).view(np.int64)
@@ -613,7 +511,7 @@ class VectorIndex:
             got = index.get(batch.view(np.uint64), dtype=_USEARCH_DTYPE[self.quantization])
             rows = np.stack(cast(tuple[np.ndarray, ...], got)).reshape(len(batch), self._width)
             rows = rows.view(self._dtype)
-            found, scores = _scan(rows, None, q_enc, pool, self.quantization, self.dim)
+            found, scores = scan(rows, None, q_enc, pool, self.quantization, self.dim)
             best_keys = np.concatenate([best_keys, batch[found]])
             best_scores = np.concatenate([best_scores, scores])
             if len(best_keys) > pool:
@@ -644,12 +542,18 @@ class VectorIndex:
                     "inv_norms": f.inv_norms[: f.n].tobytes(),
                 }
             else:
-                sections = {"hnsw": bytes(cast(Index, self._hnsw).save())}
+                saved = cast(Index, self._hnsw).save()
+                assert saved is not None  # save() without a path returns the bytes
+                sections = {"hnsw": bytes(saved)}
             header: dict[str, Any] = {
                 "version": _FORMAT_VERSION,
                 "dim": self.dim,
                 "quantization": self.quantization,
                 "hnsw_threshold": self.hnsw_threshold,
+                "exact_only": self.exact_only,
+                "beam_factor": self.beam_factor,
+                "verified_recall": self.verified_recall,
+                "built_on": self.built_on,
                 "layout": self.layout,
                 "count": len(self),
                 "sections": [],
@@ -666,7 +570,7 @@ class VectorIndex:
         try:
             with os.fdopen(fd, "wb") as out:
                 out.write(prefix)
-                for section, blob in zip(header["sections"], sections.values()):
+                for section, blob in zip(header["sections"], sections.values(), strict=False):
                     out.seek(section["offset"])
                     out.write(blob)
                 last = header["sections"][-1]
@@ -720,7 +624,7 @@ class VectorIndex:
                     else np.fromfile(path, np.uint8, nbytes, offset=offset)
                 )
                 # Check every byte: a corrupt graph could crash usearch, not just mis-rank.
-                if zlib.crc32(blob) != section["crc32"]:
+                if zlib.crc32(blob.data) != section["crc32"]:
                     raise ValueError(f"section {section['name']!r} is corrupt")
                 blobs[section["name"]] = blob
             index._restore(header, blobs, mmap)
@@ -744,14 +648,24 @@ class VectorIndex:
             rows = blobs["rows"].view(self._dtype)
             if not len(keys) == len(inv_norms) == count or len(rows) != count * self._width:
                 raise ValueError("section sizes do not match the row count")
-            self._flat = _Flat(rows.reshape(count, self._width), inv_norms, keys)
+            self._flat = FlatRows(rows.reshape(count, self._width), inv_norms, keys)
+            self.exact_only = bool(header.get("exact_only", False))
             return
         graph = self._new_hnsw()
         if mmap:
-            graph.view(blobs["hnsw"])
+            graph.view(blobs["hnsw"].data)
             self._hnsw_mapped = blobs["hnsw"]
         else:
-            graph.load(blobs["hnsw"])
+            graph.load(blobs["hnsw"].data)
         if len(graph) != count or graph.ndim != self._usearch_ndim:
             raise ValueError("graph does not match the header")
         self._flat, self._hnsw = None, graph
+        self.beam_factor = int(header.get("beam_factor") or 1)
+        self.verified_recall = header.get("verified_recall")
+        self.built_on = header.get("built_on")
+        here = build_environment(str(graph.hardware_acceleration))
+        if self.built_on != here:
+            # Built on another CPU or usearch: its recall here is unknown until measured.
+            self.built_on = here
+            self.beam_factor = 1
+            self.verify_recall()

@@ -212,9 +212,9 @@ def iter_text_blocks(
         ExtractionError: Binary content, or no text at all (raised at the end).
     """
     if isinstance(source, Path):
-        with source.open("rb") as handle:
+        with source.open("rb") as opened:
             yield from iter_text_blocks(
-                handle,
+                opened,
                 name=name or display_name(source),
                 read_size=read_size,
                 max_block_chars=max_block_chars,

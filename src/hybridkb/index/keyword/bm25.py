@@ -372,4 +372,4 @@ def top_k(keys: IntArray, scores: np.ndarray[Any, Any], k: int) -> list[tuple[in
         near = scores >= kth
         keys, scores = keys[near], scores[near]
     order = np.lexsort((keys, -scores))[:k]
-    return list(zip(keys[order].tolist(), scores[order].tolist()))
+    return list(zip(keys[order].tolist(), scores[order].tolist(), strict=False))

@@ -260,7 +260,7 @@ class Postings:
         self.live.extend(np.ones(n, np.bool_))
         self.fptr.extend(self.fptr.data[self.fptr.size - 1] + np.cumsum(uniq))
         self.fterm.extend(tids)
-        self.row_of.update(zip(keys.tolist(), range(start, start + n)))
+        self.row_of.update(zip(keys.tolist(), range(start, start + n), strict=False))
         self.total_len += int(lengths.sum())
 
         base = len(self.base.rows)
@@ -279,7 +279,7 @@ class Postings:
         self, ids: np.ndarray[Any, Any], rows: np.ndarray[Any, Any], tfs: np.ndarray[Any, Any]
     ) -> None:
         tail = self.tail
-        for tid, row, tf in zip(ids.tolist(), rows.tolist(), tfs.tolist()):
+        for tid, row, tf in zip(ids.tolist(), rows.tolist(), tfs.tolist(), strict=False):
             entry = tail.get(tid)
             if entry is None:
                 entry = tail[tid] = array("i")
@@ -355,7 +355,7 @@ class Postings:
             self.keys = Buffer(np.int64, self.keys.view()[live])
             self.dl = Buffer(np.int64, self.dl.view()[live])
             self.live = Buffer(np.bool_, np.ones(len(fptr) - 1, np.bool_))
-            self.row_of = dict(zip(self.keys.view().tolist(), range(len(fptr) - 1)))
+            self.row_of = dict(zip(self.keys.view().tolist(), range(len(fptr) - 1), strict=False))
             self.dead = 0
         df = self.df.view()
         used = df > 0
@@ -365,8 +365,8 @@ class Postings:
             ptr = self.base.ptr
             self.base.ptr = np.append(ptr[:-1][used], ptr[-1])
             self.df = Buffer(np.int64, df[used])
-            kept = [term for term, keep in zip(self.vocab, used.tolist()) if keep]
-            self.vocab = Vocab(zip(kept, range(len(kept))))
+            kept = [term for term, keep in zip(self.vocab, used.tolist(), strict=False) if keep]
+            self.vocab = Vocab(zip(kept, range(len(kept)), strict=False))
 
     # -- reads ------------------------------------------------------------------
 

@@ -84,7 +84,7 @@ def save(p: Postings, path: str | Path) -> None:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         with os.fdopen(fd, "wb") as fh:
             fh.write(prefix)
-            for section, arr in zip(meta["sections"], arrays.values()):
+            for section, arr in zip(meta["sections"], arrays.values(), strict=False):
                 fh.seek(section["offset"])
                 fh.write(np.ascontiguousarray(arr).data)
             fh.truncate(offset)
@@ -166,7 +166,10 @@ def from_arrays(meta: dict[str, Any], data: dict[str, Any]) -> Postings:
     raw = data["vocab"].tobytes()
     if "vocab_lengths" in data:
         ends = np.cumsum(data["vocab_lengths"]).tolist()
-        terms = [raw[a:z].decode("utf-8", "surrogatepass") for a, z in zip([0, *ends[:-1]], ends)]
+        terms = [
+            raw[a:z].decode("utf-8", "surrogatepass")
+            for a, z in zip([0, *ends[:-1]], ends, strict=False)
+        ]
     else:
         terms = raw.decode("utf-8", "surrogatepass").split("\n") if meta["terms"] else []
     ptr, rows, tf = data["ptr"], data["rows"], data["tf"]
@@ -192,7 +195,7 @@ def from_arrays(meta: dict[str, Any], data: dict[str, Any]) -> Postings:
         or (len(fterm) and not 0 <= fterm.min() <= fterm.max() < len(terms))
     ):
         raise ValueError("ids out of range")
-    index.vocab = Vocab(zip(terms, range(len(terms))))
+    index.vocab = Vocab(zip(terms, range(len(terms)), strict=False))
     index.base = Csr(ptr, rows, tf)
     index.df = Buffer.adopt(np.diff(ptr))  # saved compacted: postings are all live
     index.keys = Buffer.adopt(keys)
@@ -200,7 +203,7 @@ def from_arrays(meta: dict[str, Any], data: dict[str, Any]) -> Postings:
     index.live = Buffer.adopt(np.ones(len(keys), np.bool_))
     index.fptr = Buffer.adopt(fptr)
     index.fterm = Buffer.adopt(fterm)
-    index.row_of = dict(zip(keys.tolist(), range(len(keys))))
+    index.row_of = dict(zip(keys.tolist(), range(len(keys)), strict=False))
     index.total_len = int(dl.sum())
     index.uid = str(meta["uid"])
     index.generation = int(meta["generation"])

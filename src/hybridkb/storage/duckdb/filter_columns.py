@@ -73,7 +73,7 @@ class FilterColumns:
         except _Unsupported:
             return None
         assert self.keys is not None
-        return self.keys[mask]
+        return np.asarray(self.keys[mask])
 
     def _mask(self, node: Filter) -> np.ndarray:
         if isinstance(node, And):
@@ -98,7 +98,7 @@ class FilterColumns:
             dtype=bool,
             count=len(column.values),
         )
-        return lut[column.codes]
+        return np.asarray(lut[column.codes])
 
     def _column(self, field: str) -> Column:
         if field in _SQL_ONLY:
