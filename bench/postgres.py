@@ -267,7 +267,7 @@ def hnsw_section(
 ) -> dict[str, Any]:
     """The index path (forced): quality, latency and a 1 % filter with/without iterative scan."""
     from hybridkb.filters import parse_filter
-    from hybridkb.storage.postgres import storage as pg_storage
+    from hybridkb.storage.postgres import search as pg_storage
     from hybridkb.storage.postgres.rows import vector_text
 
     saved = pg_storage.EXACT_SCAN_ROWS

@@ -23,7 +23,7 @@ from hybridkb.errors import BackendError, CollectionExists, CollectionNotFound, 
 from hybridkb.filters import POSTGRES, parse_filter, to_sql
 from hybridkb.settings import load_settings
 from hybridkb.storage.base import ChunkRecord, DocumentRecord, chunk_key, make_chunk_id
-from hybridkb.storage.postgres import storage as pg_storage_module
+from hybridkb.storage.postgres import search as pg_search_module
 
 pytestmark = pytest.mark.postgres
 
@@ -172,7 +172,7 @@ def test_filtered_hnsw_search_returns_k(
     coll.add_texts(["\n\n".join(paragraphs)], ids=["big"])
     assert coll.describe().chunks == 1000
     storage = pg_kb.storage
-    monkeypatch.setattr(pg_storage_module, "EXACT_SCAN_ROWS", 0)  # force the index path
+    monkeypatch.setattr(pg_search_module, "EXACT_SCAN_ROWS", 0)  # force the index path
     record = coll.record
     q = pg_kb.embedder("fake").embed_query("paragraph words common")
     plan = storage.query(

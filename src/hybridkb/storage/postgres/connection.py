@@ -5,10 +5,23 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import BackendError, KBError
-from ..urls import redact_url as redact
-
-__all__ = ["connect", "pg_errors", "plain_url", "psycopg", "redact", "translate", "version_tuple"]
 from ..boundary import first_line
+from ..urls import redact_url as redact
+from .schema import MIGRATIONS, current_version, migrate
+
+__all__ = [
+    "connect",
+    "pg_errors",
+    "plain_url",
+    "prepare",
+    "psycopg",
+    "redact",
+    "translate",
+    "version_tuple",
+]
+
+# Tuples a filtered HNSW scan may visit before it gives up (the exact scan follows).
+MAX_SCAN_TUPLES = 50_000
 
 try:
     import psycopg
@@ -52,3 +65,58 @@ def connect(url: str, timeout: float) -> Any:
         raise BackendError(
             f"{redact(url)}: cannot connect to PostgreSQL ({first_line(exc)})"
         ) from exc
+
+
+def prepare(con: Any, url: str, *, read_only: bool) -> tuple[int, str]:
+    """Ready a new connection: read-only mode or pgvector and migrations, search path,
+    iterative HNSW scans. Returns (schema version, pgvector version)."""
+    try:
+        if read_only:
+            con.execute("SET default_transaction_read_only = on")
+            with con.cursor() as cur:
+                version = current_version(cur)
+            if version == 0:
+                raise BackendError(
+                    f"{redact(url)}: no knowledge base here yet; open it once without "
+                    "read_only to create the schema"
+                )
+            if version > len(MIGRATIONS):
+                raise BackendError(
+                    f"database schema version {version} is newer than this hybridkb supports "
+                    f"({len(MIGRATIONS)}); upgrade hybridkb"
+                )
+        else:
+            try:
+                if not con.execute(
+                    "SELECT 1 FROM pg_extension WHERE extname = 'vector'"
+                ).fetchone():
+                    con.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            except (
+                pg_errors.InsufficientPrivilege,
+                pg_errors.FeatureNotSupported,
+                pg_errors.UndefinedFile,
+            ) as exc:
+                raise BackendError(
+                    f"{redact(url)}: the pgvector extension is not available ({exc}); "
+                    "install pgvector >= 0.8 and run CREATE EXTENSION vector as a superuser"
+                ) from exc
+            except pg_errors.UniqueViolation:
+                pass  # another process created it at the same moment
+            version = migrate(con)
+        row = con.execute(
+            "SELECT n.nspname, e.extversion FROM pg_extension e"
+            " JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
+        ).fetchone()
+        if row is None:
+            raise BackendError(f"{redact(url)}: the pgvector extension is not installed")
+        pgvector_version = str(row[1])
+        # Unqualified names (hooks, graph tables) land in the catalog schema.
+        con.execute(f'SET search_path = hybridkb, "{row[0]}", public')
+        if version_tuple(pgvector_version) >= (0, 8):
+            # Filtered HNSW scans walk on until k rows pass; older pgvector has no
+            # iterative scan and relies on the exact fallback below.
+            con.execute("SET hnsw.iterative_scan = relaxed_order")
+            con.execute(f"SET hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}")
+    except psycopg.Error as exc:
+        raise BackendError(f"{redact(url)}: cannot prepare the database ({exc})") from exc
+    return version, pgvector_version

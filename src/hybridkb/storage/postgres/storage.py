@@ -1,5 +1,10 @@
 """PostgreSQL + pgvector backend: many processes read and write one knowledge base.
 
+One class implements the whole storage protocol (about 670 lines, over our usual
+size: the protocol is wide); the SQL it runs lives beside it in ``rows.py`` (writes and
+reads of rows), ``search.py`` (BM25 and nearest neighbours), ``schema.py`` (tables and
+migrations), ``connection.py`` (connecting, errors) and ``graph.py`` (the graph tables).
+
 Search runs in SQL, so every process sees every committed write at once:
 
 * keyword: BM25 over a postings table (term, key, tf, dl) with the same formula,
@@ -26,8 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from ...errors import BackendError, CollectionExists, CollectionNotFound, MissingDependency
-from ...filters import POSTGRES, Filter, to_sql
-from ...index.keyword import DEFAULT_B, DEFAULT_K1
+from ...filters import Filter
 from ..base import (
     EXPORT_CHUNKS_SCHEMA,
     EXPORT_DOCUMENTS_SCHEMA,
@@ -44,7 +48,7 @@ from ..base import (
     WriteHook,
 )
 from ..boundary import driver_errors
-from .connection import connect, pg_errors, plain_url, psycopg, redact, translate, version_tuple
+from .connection import connect, pg_errors, plain_url, prepare, psycopg, translate
 from .graph import PostgresGraphSQL
 from .rows import (
     CHUNK_COLUMNS,
@@ -66,24 +70,15 @@ from .rows import (
 )
 from .schema import (
     LOCK_WORKSPACE,
-    MIGRATIONS,
     create_collection_tables,
-    current_version,
     drop_collection_tables,
-    migrate,
     table_names,
     text_config,
     workspace_schema,
 )
+from .search import EF_MAX, EF_MIN, bm25_sql, nearest_rows, where_sql
 
 T = TypeVar("T")
-
-# Below this many chunks an exact scan is as fast as the graph and exact (the
-# DuckDB backend's flat/HNSW threshold is the same number).
-EXACT_SCAN_ROWS = 20_000
-# pgvector caps hnsw.ef_search at 1000; iterative scans continue past it.
-_EF_MIN, _EF_MAX = 100, 1000
-_MAX_SCAN_TUPLES = 50_000
 
 
 @driver_errors(translate)
@@ -123,56 +118,7 @@ class PostgresStorage:
         return con
 
     def _prepare(self) -> int:
-        con = self._con
-        try:
-            if self.read_only:
-                con.execute("SET default_transaction_read_only = on")
-                with con.cursor() as cur:
-                    version = current_version(cur)
-                if version == 0:
-                    raise BackendError(
-                        f"{redact(self.url)}: no knowledge base here yet; open it once without "
-                        "read_only to create the schema"
-                    )
-                if version > len(MIGRATIONS):
-                    raise BackendError(
-                        f"database schema version {version} is newer than this hybridkb supports "
-                        f"({len(MIGRATIONS)}); upgrade hybridkb"
-                    )
-            else:
-                try:
-                    if not con.execute(
-                        "SELECT 1 FROM pg_extension WHERE extname = 'vector'"
-                    ).fetchone():
-                        con.execute("CREATE EXTENSION IF NOT EXISTS vector")
-                except (
-                    pg_errors.InsufficientPrivilege,
-                    pg_errors.FeatureNotSupported,
-                    pg_errors.UndefinedFile,
-                ) as exc:
-                    raise BackendError(
-                        f"{redact(self.url)}: the pgvector extension is not available ({exc}); "
-                        "install pgvector >= 0.8 and run CREATE EXTENSION vector as a superuser"
-                    ) from exc
-                except pg_errors.UniqueViolation:
-                    pass  # another process created it at the same moment
-                version = migrate(con)
-            row = con.execute(
-                "SELECT n.nspname, e.extversion FROM pg_extension e"
-                " JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
-            ).fetchone()
-            if row is None:
-                raise BackendError(f"{redact(self.url)}: the pgvector extension is not installed")
-            self.pgvector_version = str(row[1])
-            # Unqualified names (hooks, graph tables) land in the catalog schema.
-            con.execute(f'SET search_path = hybridkb, "{row[0]}", public')
-            if version_tuple(self.pgvector_version) >= (0, 8):
-                # Filtered HNSW scans walk on until k rows pass; older pgvector has no
-                # iterative scan and relies on the exact fallback below.
-                con.execute("SET hnsw.iterative_scan = relaxed_order")
-                con.execute(f"SET hnsw.max_scan_tuples = {_MAX_SCAN_TUPLES}")
-        except psycopg.Error as exc:
-            raise BackendError(f"{redact(self.url)}: cannot prepare the database ({exc})") from exc
+        version, self.pgvector_version = prepare(self._con, self.url, read_only=self.read_only)
         return version
 
     def close(self) -> None:
@@ -561,43 +507,18 @@ class PostgresStorage:
 
     # -- search ---------------------------------------------------------------------
 
-    @staticmethod
-    def _where(where: Filter | None) -> tuple[str, list[Any]]:
-        if where is None:
-            return "TRUE", []
-        sql, params = to_sql(where, POSTGRES)
-        return sql, params
-
     def keyword_search(
         self, coll: CollectionRecord, terms: Sequence[str], k: int, where: Filter | None
     ) -> Ranked:
         terms = list(dict.fromkeys(clean(x) or "" for x in terms))
         if not terms or k <= 0:
             return []
-        t = self.tables(coll)
-        k1, b = DEFAULT_K1, DEFAULT_B
-        allowed, params = self._where(where)
-        restrict = (
-            ""
-            if where is None
-            else f" AND p.key IN (SELECT key FROM {t['chunks']} WHERE {allowed})"
-        )
-        # Same arithmetic as KeywordIndex.search: Lucene idf times (k1 + 1), float64.
-        sql = (
-            "WITH st AS (SELECT n_chunks::float8 AS n, total_len::float8 / greatest(n_chunks, 1) AS avgdl"
-            " FROM hybridkb.hybridkb_collections WHERE id = %s),"
-            f" hit AS (SELECT p.term, p.key, p.tf, p.dl FROM {t['postings']} p WHERE p.term = ANY(%s)),"
-            " w AS (SELECT h.term, ln(1 + (st.n - count(*) + 0.5) / (count(*)::float8 + 0.5)) * (%s + 1) AS weight"
-            " FROM hit h, st GROUP BY h.term, st.n)"
-            " SELECT p.key, sum(w.weight * p.tf / (p.tf + %s * (1 - %s + %s * p.dl / st.avgdl))) AS score"
-            f" FROM hit p JOIN w ON w.term = p.term CROSS JOIN st WHERE TRUE{restrict}"
-            " GROUP BY p.key ORDER BY score DESC, p.key LIMIT %s"
-        )
-        rows = self._query(sql, [coll.id, terms, k1, k1, b, b, *params, k], coll)
+        sql, params = bm25_sql(self.tables(coll), coll.id, terms, k, where)
+        rows = self._query(sql, params, coll)
         return [(int(key), float(score)) for key, score in rows]
 
     def _set_ef(self, con: Any, k: int) -> None:
-        ef = min(_EF_MAX, max(_EF_MIN, k))
+        ef = min(EF_MAX, max(EF_MIN, k))
         if ef != self._ef:
             con.execute(f"SET hnsw.ef_search = {int(ef)}")
             self._ef = ef
@@ -605,43 +526,20 @@ class PostgresStorage:
     def _nearest(
         self, coll: CollectionRecord, query: np.ndarray, k: int, predicate: str, params: list[Any]
     ) -> Ranked:
-        """k nearest chunks satisfying ``predicate`` by cosine; exactly min(k, matches) of them."""
         if k <= 0:
             return []
         t = self.tables(coll)
         q = vector_text(np.asarray(query, dtype=np.float32).reshape(-1))
-
-        def run(con: Any) -> list[tuple[Any, ...]]:
-            (n,) = con.execute(
-                "SELECT n_chunks FROM hybridkb.hybridkb_collections WHERE id = %s", [coll.id]
-            ).fetchone() or (0,)
-            rows: list[tuple[Any, ...]] = []
-            if int(n) > EXACT_SCAN_ROWS:
-                # HNSW; a filter walks on with the iterative scan (relaxed order, re-sorted here).
-                self._set_ef(con, k)
-                rows = con.execute(
-                    f"WITH c AS MATERIALIZED (SELECT key, embedding <=> %s::vector AS d FROM {t['chunks']}"
-                    f" WHERE {predicate} ORDER BY embedding <=> %s::vector LIMIT %s)"
-                    " SELECT key, (1 - d)::float4 AS s FROM c ORDER BY s DESC, key",
-                    [q, *params, q, k],
-                ).fetchall()
-            if len(rows) < k:
-                # Exact. Ordering on the float4 similarity keeps the planner off the
-                # index (nothing is skipped) and breaks ties by key as the DuckDB
-                # backend does on its float32 scores.
-                rows = con.execute(
-                    f"SELECT key, s FROM (SELECT key, (1 - (embedding <=> %s::vector))::float4 AS s"
-                    f" FROM {t['chunks']} WHERE {predicate}) x ORDER BY s DESC, key LIMIT %s",
-                    [q, *params, k],
-                ).fetchall()
-            return rows
-
-        return [(int(key), float(score)) for key, score in self._read(run, coll)]
+        rows = self._read(
+            lambda con: nearest_rows(con, t, coll.id, q, k, predicate, params, self._set_ef),
+            coll,
+        )
+        return [(int(key), float(score)) for key, score in rows]
 
     def vector_search(
         self, coll: CollectionRecord, query: np.ndarray, k: int, where: Filter | None
     ) -> Ranked:
-        predicate, params = self._where(where)
+        predicate, params = where_sql(where)
         return self._nearest(coll, query, k, predicate, params)
 
     def filter_search(
@@ -656,7 +554,7 @@ class PostgresStorage:
         if not terms:
             return []
         t = self.tables(coll)
-        predicate, params = self._where(where)
+        predicate, params = where_sql(where)
         predicate = f"key IN (SELECT key FROM {t['postings']} WHERE term = ANY(%s)) AND {predicate}"
         return self._nearest(coll, query, k, predicate, [terms, *params])
 
