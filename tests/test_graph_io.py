@@ -14,7 +14,7 @@ import pytest
 
 import hybridkb
 from hybridkb.errors import GraphError
-from hybridkb.graph.io import to_graphml, to_mermaid
+from hybridkb.graph.formats import to_graphml, to_mermaid
 from hybridkb.graph.model import Edge, Node
 
 NS = {"g": "http://graphml.graphdrawing.org/xmlns"}

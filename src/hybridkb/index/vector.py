@@ -25,6 +25,10 @@ data) or ``"f32"``. Scores are cosines between the compact vectors; pass
 ``rerank`` to get exact cosines from the full vectors for the top candidates.
 
 A lock serialises every call, so one index can serve several threads.
+
+One class holds both layouts and their persistence (~670 lines, over our usual size:
+the layouts share every entry point); the compact vectors and exact scans live in
+``compact.py`` and the recall self-check in ``recall.py``.
 """
 
 from __future__ import annotations
