@@ -51,21 +51,9 @@ def _meminfo() -> dict[str, int]:
 
 def machine() -> dict[str, Any]:
     """CPU model, cores, memory, versions and the load average right now."""
-    cpu = platform.processor() or "?"
-    flags: list[str] = []
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and cpu in ("?", "", platform.processor()):
-                cpu = line.split(":", 1)[1].strip()
-            elif line.startswith("flags") and not flags:
-                have = set(line.split(":", 1)[1].split())
-                flags = [
-                    f
-                    for f in ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8")
-                    if f in have
-                ]
-    except OSError:
-        pass
+    from hybridkb.machine import cpu_flags, cpu_model
+
+    cpu, flags = cpu_model(), list(cpu_flags())
     mem = _meminfo()
     import duckdb
 

@@ -10,3 +10,6 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q "torch==2.13.0"
 .venv/bin/python -m pip install -q -e ".[dev]"
+# Export the packaged model to ONNX Runtime and measure int8 on this CPU now, so the
+# first search or MCP start does not (about a minute, once per machine).
+HF_HUB_OFFLINE=1 .venv/bin/hybridkb setup

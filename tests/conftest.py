@@ -13,13 +13,25 @@ import pytest
 import hybridkb
 
 
+@pytest.fixture(scope="session")
+def shared_onnx_exports(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One ONNX export folder for the session: exporting the real model takes ~30 s and
+    measuring its int8 candidates ~30 s more, once per cache; tests share the result."""
+    return tmp_path_factory.mktemp("onnx-exports")
+
+
 @pytest.fixture(autouse=True)
-def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """No HYBRIDKB_* setting leaks in from the machine; caches and .env live in tmp_path."""
+def isolated_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_onnx_exports: Path
+) -> Path:
+    """No HYBRIDKB_* setting leaks in from the machine; caches and .env live in tmp_path
+    (all but the ONNX exports, which are the same files for every test)."""
     for name in list(os.environ):
         if name.startswith("HYBRIDKB_") and name != "HYBRIDKB_TEST_POSTGRES_URL":
             monkeypatch.delenv(name, raising=False)
     cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "onnx").symlink_to(shared_onnx_exports, target_is_directory=True)
     monkeypatch.setenv("HYBRIDKB_CACHE_DIR", str(cache))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.chdir(tmp_path)

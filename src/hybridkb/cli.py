@@ -29,7 +29,7 @@ from .cli_common import (
     parse_json_object,
     pass_state,
 )
-from .cli_maintenance import compact, copy_command, doctor, reembed
+from .cli_maintenance import compact, copy_command, doctor, reembed, setup
 from .errors import KBError
 from .graph.cli import graph
 from .render import citation
@@ -435,7 +435,7 @@ def mcp(state: State, http_port: int | None, host: str, read_only: bool) -> int:
 
 # Commands that live beside their feature; they reach the knowledge base through
 # State.kb(write=...) on the root context.
-for command in (doctor, reembed, compact, copy_command, graph):
+for command in (doctor, reembed, compact, copy_command, setup, graph):
     cli.add_command(command)
 
 

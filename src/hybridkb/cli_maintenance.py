@@ -1,4 +1,4 @@
-"""Maintenance commands: doctor, reembed, compact, copy (the root CLI adds them)."""
+"""Maintenance commands: doctor, reembed, compact, copy, setup (the root CLI adds them)."""
 
 from __future__ import annotations
 
@@ -110,4 +110,50 @@ def copy_command(state: State, dest: str, as_json: bool) -> int:
     click.echo(
         f"{n} collection{'' if n == 1 else 's'} copied to {report['destination']}; counts match"
     )
+    return EXIT_OK
+
+
+@click.command(
+    epilog=EPILOG, short_help="Prepare the embedding model (export, measure) ahead of use."
+)
+@click.option("--model", help="Model to prepare (default HYBRIDKB_MODEL).")
+@click.option("--remeasure", is_flag=True, help="Measure int8 against float32 again on this CPU.")
+@json_option
+def setup(model: str | None, remeasure: bool, as_json: bool) -> int:
+    """Export the model to ONNX Runtime and measure, on this CPU, whether int8 is faster
+    and top-10-equivalent to float32 (what HYBRIDKB_EMBEDDING_BACKEND=auto then uses).
+    Needs torch once; afterwards no command imports it. Nothing is opened or written
+    but the cache folder."""
+    from .embedders import get_embedder, recipe_of
+    from .embedders.precision import choose_int8, read_record
+    from .machine import describe
+    from .settings import load_settings
+
+    settings = load_settings()
+    model_id = model or settings.model
+    cache = str(settings.cache_dir)
+    backend = settings.embedding_backend
+    if backend == "auto" and not model_id.startswith("fake"):
+        choose_int8(model_id, cache, remeasure=remeasure)
+    embedder = get_embedder(model_id, device=settings.device, backend=backend, cache_dir=cache)
+    recipe = recipe_of(embedder)
+    record = read_record(model_id, cache) if recipe.backend == "onnx" else None
+    result: dict[str, Any] = {
+        "model": embedder.model_id,
+        "backend": backend,
+        "recipe": recipe.to_dict(),
+        "cpu": describe(),
+        "measured": record.get("trials") if record else None,
+    }
+    if as_json:
+        emit_json(result)
+        return EXIT_OK
+    click.echo(f"cpu: {result['cpu']}")
+    for trial in result["measured"] or []:
+        verdict = "accepted" if trial["accepted"] else "rejected"
+        click.echo(
+            f"int8 {trial['key']}: {trial['speedup']}x float32 speed, top-10 agreement "
+            f"{trial['agreement']}: {verdict}"
+        )
+    click.echo(f"ready: {embedder.model_id} on {recipe.backend} {recipe.precision}")
     return EXIT_OK

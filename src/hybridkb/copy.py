@@ -131,6 +131,7 @@ def _copy_collection(
         dim=coll.dim,
         chunking=dict(coll.chunking),
         language=coll.language,
+        recipe=dict(coll.recipe),
     )
     total = src.stats(coll).documents
     chunk_ids: dict[str, str] = {}

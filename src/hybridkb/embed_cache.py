@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .embedders import Embedder, validate_vectors
+from .embedders import Embedder, cache_key, validate_vectors
 
 
 def text_hash(text: str) -> bytes:
@@ -80,7 +80,8 @@ def embed_with_cache(
     if cache is None:
         return validate_vectors(embedder.embed_documents(texts), embedder.dim)
     hashes = [text_hash(t) for t in texts]
-    found = cache.get_many(embedder.model_id, hashes)
+    model = cache_key(embedder)  # int8 vectors are cached apart from float32 ones
+    found = cache.get_many(model, hashes)
     missing = [
         i for i, h in enumerate(hashes) if h not in found or found[h].shape[0] != embedder.dim
     ]
@@ -88,7 +89,7 @@ def embed_with_cache(
         fresh = validate_vectors(
             embedder.embed_documents([texts[i] for i in missing]), embedder.dim
         )
-        cache.put_many(embedder.model_id, [(hashes[i], fresh[j]) for j, i in enumerate(missing)])
+        cache.put_many(model, [(hashes[i], fresh[j]) for j, i in enumerate(missing)])
         for j, i in enumerate(missing):
             found[hashes[i]] = fresh[j]
     return validate_vectors(np.stack([found[h] for h in hashes]), embedder.dim)

@@ -78,6 +78,13 @@ class ModelUnavailable(KBError):
     code = "model_unavailable"
 
 
+class NotExportable(ModelUnavailable):
+    """The model cannot run on ONNX Runtime (its layers, or the export does not match
+    torch): hybridkb falls back to sentence-transformers for it."""
+
+    code = "model_not_exportable"
+
+
 class InvalidFilter(KBError):
     code = "invalid_filter"
 

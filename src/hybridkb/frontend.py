@@ -11,8 +11,6 @@ import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from langchain_core.tools import ToolException
-
 from .errors import ConfigError, KBError
 from .render import render_error
 from .types import SEARCH_MODES
@@ -31,6 +29,9 @@ def tool_guard(fn: Callable[..., R]) -> Callable[..., R]:
         try:
             return fn(*args, **kwargs)
         except KBError as exc:
+            # Imported here: the CLI shares this module and must start without LangChain.
+            from langchain_core.tools import ToolException
+
             raise ToolException(render_error(exc)) from exc
 
     return wrapper

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .embed_cache import EmbeddingCache
-from .embedders import Embedder, get_embedder
+from .embedders import Embedder, Recipe, get_embedder, recipe_of
 from .errors import (
     BackendError,
     CollectionNotFound,
@@ -130,7 +130,9 @@ class KnowledgeBase:
 
     # -- embedders ------------------------------------------------------------------
 
-    def embedder(self, model: str) -> Embedder:
+    def embedder(self, model: str, recipe: Recipe | None = None) -> Embedder:
+        """The embedder for ``model``: for a new collection (no ``recipe``) as the
+        settings say, for an existing one with the recipe its vectors were made with."""
         given = self._given.get(model)
         if given is not None:
             return given
@@ -141,12 +143,13 @@ class KnowledgeBase:
             backend=s.embedding_backend,
             batch_size=s.embed_batch_size,
             cache_dir=str(s.cache_dir),
+            recipe=recipe,
         )
 
     def embedder_for(self, coll: CollectionRecord) -> Embedder:
         """The collection's own model (the catalog is the authority), checked against its dim."""
         try:
-            embedder = self.embedder(coll.model)
+            embedder = self.embedder(coll.model, Recipe.from_dict(coll.recipe))
         except ModelUnavailable as exc:
             raise ModelUnavailable(
                 f"collection {coll.name!r} was embedded with {coll.model!r} ({coll.dim} dims), "
@@ -205,6 +208,7 @@ class KnowledgeBase:
             dim=embedder.dim,
             chunking={"strategy": strategy, "size": size, "overlap": overlap},
             language=language or s.language,
+            recipe=recipe_of(embedder).to_dict(),
         )
         return Collection(self, name, record)
 

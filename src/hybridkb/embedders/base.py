@@ -9,6 +9,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from ..errors import EmbeddingMismatch
+from .recipe import Recipe
 
 
 @runtime_checkable
@@ -40,6 +41,7 @@ class FakeEmbedder:
     def __init__(self, dim: int = 64) -> None:
         self.dim = dim
         self.model_id = "fake" if dim == 64 else f"fake:{dim}"
+        self.recipe = Recipe("fake", "fp32")
 
     def _one(self, text: str) -> np.ndarray:
         vec = np.zeros(self.dim, dtype=np.float32)

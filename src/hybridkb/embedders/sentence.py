@@ -10,6 +10,7 @@ import numpy as np
 
 from ..errors import ModelUnavailable
 from .base import normalize_rows
+from .recipe import Recipe
 
 PACKAGED_MODEL = "all-MiniLM-L6-v2"
 
@@ -61,6 +62,7 @@ class SentenceTransformerEmbedder:
                 "installed sentence-transformers model or path"
             ) from exc
         self.model_id = model_id
+        self.recipe = Recipe("torch", "fp32")
         get_dim = (
             getattr(self._model, "get_embedding_dimension", None)
             or self._model.get_sentence_embedding_dimension

@@ -51,6 +51,10 @@ class CollectionRecord:
     created_at: str | None = None
     updated_at: str | None = None
     generation: int = 0
+    # How the collection's vectors were computed (hybridkb.embedders.recipe.Recipe as a
+    # dict): backend and precision. Empty for collections made before it was recorded
+    # (those are float32, made by sentence-transformers).
+    recipe: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -419,6 +423,7 @@ class Storage(Protocol):
         dim: int,
         chunking: dict[str, Any],
         language: str,
+        recipe: dict[str, Any] | None = None,
     ) -> CollectionRecord: ...
     def get_collection(self, workspace: str, name: str) -> CollectionRecord | None: ...
     def list_collections(self, workspace: str) -> list[CollectionRecord]: ...

@@ -24,7 +24,8 @@ from .rows import timestamp
 T = TypeVar("T")
 
 CATALOG_COLUMNS = (
-    "id, workspace, name, model, dim, chunking, language, created_at, updated_at, generation"
+    "id, workspace, name, model, dim, chunking, language, created_at, updated_at, generation,"
+    " embedding"
 )
 
 
@@ -41,6 +42,7 @@ def collection_record(row: tuple[Any, ...]) -> CollectionRecord:
         created_at=timestamp(row[7]),
         updated_at=timestamp(row[8]),
         generation=int(row[9] or 0),
+        recipe=json.loads(row[10]) if row[10] else {},
     )
 
 

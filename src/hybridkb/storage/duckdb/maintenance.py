@@ -16,7 +16,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from ...embedders import Embedder, validate_vectors
+from ...embedders import Embedder, recipe_of, validate_vectors
 from ...errors import BackendError, ConfigError
 from ...index.derived import drop_snapshot, snapshot_paths
 from ..base import CollectionHealth, CollectionRecord, Finding
@@ -249,8 +249,8 @@ def reembed_collection(
         c.execute(f"ALTER TABLE {side} RENAME TO {t['vectors']}")
         index_vector_keys(c, coll.id)
         c.execute(
-            "UPDATE hybridkb_collections SET model = ?, dim = ? WHERE id = ?",
-            [embedder.model_id, dim, coll.id],
+            "UPDATE hybridkb_collections SET model = ?, dim = ?, embedding = ? WHERE id = ?",
+            [embedder.model_id, dim, json.dumps(recipe_of(embedder).to_dict()), coll.id],
         )
         c.execute(f"UPDATE {t['documents']} SET signature = ?", [signature])
         bump_generation(c, coll)

@@ -174,6 +174,7 @@ class DuckDBStorage:
         dim: int,
         chunking: dict[str, Any],
         language: str,
+        recipe: dict[str, Any] | None = None,
     ) -> CollectionRecord:
         def create(con: duckdb.DuckDBPyConnection) -> int:
             exists = con.execute(
@@ -187,9 +188,18 @@ class DuckDBStorage:
             (new_id,) = con.execute("SELECT nextval('hybridkb_collection_ids')").fetchone()  # type: ignore[misc]
             con.execute(
                 "INSERT INTO hybridkb_collections"
-                " (id, workspace, name, model, dim, chunking, language)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [new_id, workspace, name, model, dim, json.dumps(chunking), language],
+                " (id, workspace, name, model, dim, chunking, language, embedding)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    new_id,
+                    workspace,
+                    name,
+                    model,
+                    dim,
+                    json.dumps(chunking),
+                    language,
+                    json.dumps(recipe) if recipe else None,
+                ],
             )
             create_collection_tables(con, int(new_id), dim)
             return int(new_id)

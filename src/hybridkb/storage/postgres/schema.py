@@ -181,7 +181,14 @@ def _m2_inline_vectors(cur: Any) -> None:
 
 # Append only: each entry moves the schema one version forward. A step that
 # changes per-collection tables must loop over hybridkb_collections itself.
-MIGRATIONS: list[Callable[[Any], None]] = [_m1_catalog, _m2_inline_vectors]
+def _m3_embedding_recipe(cur: Any) -> None:
+    # NULL for existing collections: float32 vectors made by sentence-transformers.
+    cur.execute(
+        "ALTER TABLE hybridkb.hybridkb_collections ADD COLUMN IF NOT EXISTS embedding JSONB"
+    )
+
+
+MIGRATIONS: list[Callable[[Any], None]] = [_m1_catalog, _m2_inline_vectors, _m3_embedding_recipe]
 
 
 def current_version(cur: Any) -> int:

@@ -64,6 +64,7 @@ from .rows import (
     dumps,
     hash32,
     lock_key,
+    metadata_value,
     parse_vector,
     timestamp,
     vector_text,
@@ -209,7 +210,7 @@ class PostgresStorage:
 
     _CATALOG_COLUMNS = (
         "id, workspace, name, model, dim, chunking, language, created_at, updated_at, generation,"
-        " workspace_id"
+        " workspace_id, embedding"
     )
 
     def _record(self, row: tuple[Any, ...]) -> CollectionRecord:
@@ -226,6 +227,7 @@ class PostgresStorage:
             created_at=timestamp(row[7]),
             updated_at=timestamp(row[8]),
             generation=int(row[9] or 0),
+            recipe=metadata_value(row[11]),
         )
 
     def create_collection(
@@ -237,6 +239,7 @@ class PostgresStorage:
         dim: int,
         chunking: dict[str, Any],
         language: str,
+        recipe: dict[str, Any] | None = None,
     ) -> CollectionRecord:
         if not isinstance(dim, int) or not 0 < dim <= 16_000:
             raise BackendError(f"dimension {dim!r} is outside pgvector's range (1..16000)")
@@ -266,9 +269,20 @@ class PostgresStorage:
                 pass
             row = con.execute(
                 "INSERT INTO hybridkb.hybridkb_collections"
-                " (workspace, workspace_id, name, model, dim, chunking, language, text_config)"
-                f" VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, %s) RETURNING {self._CATALOG_COLUMNS}",
-                [workspace, ws_id, name, model, dim, dumps(chunking), language, config],
+                " (workspace, workspace_id, name, model, dim, chunking, language, text_config,"
+                " embedding) VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s::jsonb)"
+                f" RETURNING {self._CATALOG_COLUMNS}",
+                [
+                    workspace,
+                    ws_id,
+                    name,
+                    model,
+                    dim,
+                    dumps(chunking),
+                    language,
+                    config,
+                    dumps(recipe) if recipe else None,
+                ],
             ).fetchone()
             create_collection_tables(con, schema, int(row[0]), dim, config)
             return tuple(row)

@@ -1,0 +1,478 @@
+"""Exporting a sentence-transformers model to ONNX, once, into the cache folder.
+
+torch and transformers are needed for this step only (imported inside it); the
+serving graph and its int8 variants are verified against torch before they are kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError, KBError, MissingDependency, NotExportable, attempt_import
+from .onnx_model import (
+    FUSED_FILE,
+    MIN_EXPORT_COSINE,
+    POOLED_OUTPUT,
+    PROBES,
+    RAW_FILE,
+    SERVE_FILE,
+    ModelSpec,
+    atomic_write,
+    cosines,
+    encode,
+    export_dir,
+    feed,
+    load_tokenizer,
+    mean_pool,
+    model_folder,
+    read_json,
+    read_spec,
+    session,
+    spec_text,
+)
+
+
+@dataclass(frozen=True)
+class Int8Recipe:
+    """How ``onnx-int8`` quantises: dynamic (activation scales per batch), int8 weights.
+
+    Attributes:
+        per_channel: one scale per output column instead of per tensor (per tensor drifts
+            to cosine ~0.87 on SciFact; per channel stays above 0.988).
+        weight_type: ``"s8"`` (QInt8) or ``"u8"`` (QUInt8). Activations are u8, and ORT's
+            u8 x s8 GEMM runs on AMX / AVX-512 VNNI where u8 x u8 does not: u8 weights
+            were 2.6x slower end to end on a Xeon with AMX.
+        op_types: ONNX ops to quantise; ``EmbedLayerNormalization`` is the (fused)
+            embedding tables: int8 there shrinks the file from 56 to 22 MB.
+        exclude: regular expressions; matching node names stay fp32 (sensitive layers).
+        reduce_range: 7-bit weights, so the u8 x s8 products of CPUs without VNNI (AVX2's
+            VPMADDUBSW sums pairs into 16 bits) cannot saturate; costs a little accuracy.
+    """
+
+    per_channel: bool = True
+    weight_type: str = "s8"
+    op_types: tuple[str, ...] = ("MatMul", "Attention", "EmbedLayerNormalization")
+    exclude: tuple[str, ...] = ()
+    reduce_range: bool = False
+    name: str = field(default="", compare=False)
+
+    @property
+    def key(self) -> str:
+        """Short stable id used in the cache file name and recorded in the catalog."""
+        fields: list[Any] = [
+            self.per_channel,
+            self.weight_type,
+            list(self.op_types),
+            list(self.exclude),
+        ]
+        if self.reduce_range:  # appended only when set, so earlier keys stay the same
+            fields.append("reduce_range")
+        text = json.dumps(fields)
+        return (self.name + "-" if self.name else "") + hashlib.sha1(text.encode()).hexdigest()[:8]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "per_channel": self.per_channel,
+            "weight_type": self.weight_type,
+            "op_types": list(self.op_types),
+            "exclude": list(self.exclude),
+            "reduce_range": self.reduce_range,
+            "name": self.name,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Int8Recipe:
+        return cls(
+            per_channel=bool(data.get("per_channel", True)),
+            weight_type=str(data.get("weight_type", "s8")),
+            op_types=tuple(data.get("op_types", cls.op_types)),
+            exclude=tuple(data.get("exclude", ())),
+            reduce_range=bool(data.get("reduce_range", False)),
+            name=str(data.get("name", "")),
+        )
+
+
+# Chosen by bench/embed.py (figures in bench/results/embed.json): on SciFact, per-channel
+# int8 everywhere on the serving graph is within 0.005 nDCG@10 of torch fp32 (limit 0.01)
+# at ~3.8x its throughput on 2 cores; keeping the embeddings or the FFN outputs fp32
+# gained <0.002 nDCG and cost speed or size (measured on the v1 graph).
+DEFAULT_INT8 = Int8Recipe(name="pc")
+# The candidate for CPUs where DEFAULT_INT8 loses agreement (precision.py measures both).
+REDUCED_INT8 = Int8Recipe(name="pcr", reduce_range=True)
+
+
+@contextlib.contextmanager
+def export_lock(folder: Path, name: str = ".lock") -> Iterator[None]:
+    """Exclusive lock across processes; the OS drops it if the holder dies. Not
+    re-entrant: a holder taking the same ``name`` again would wait for itself."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / name, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
+            import msvcrt
+
+            while True:
+                try:
+                    msvcrt.locking(fd, msvcrt.LK_LOCK, 1)
+                    break
+                except OSError:  # LK_LOCK gives up after ~10 s; an export takes longer
+                    time.sleep(1)
+        else:
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def export_fp32(
+    spec: ModelSpec, folder: Path, model_id: str, step: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    """torch.onnx.export the transformer, fuse it for ORT, verify both against torch;
+    ``step`` is told when each of the three graphs is written."""
+    step = step or (lambda _name: None)
+    try:
+        import torch
+        from transformers import AutoModel
+    except ImportError as exc:
+        raise MissingDependency(
+            f"exporting {model_id} to ONNX needs torch and transformers (once, then cached); "
+            "run: pip install sentence-transformers"
+        ) from exc
+    import inspect
+    import warnings
+
+    # Eager attention exports the plain MatMul/Softmax pattern ORT's BERT fusion recognises
+    # (the SDPA export was slower and does not fuse).
+    model = AutoModel.from_pretrained(str(spec.folder), attn_implementation="eager")
+    model = model.float().eval()
+    wants_types = "token_type_ids" in inspect.signature(model.forward).parameters
+    names = ["input_ids", "attention_mask"] + (["token_type_ids"] if wants_types else [])
+
+    class Wrapper(torch.nn.Module):
+        def __init__(self, inner: torch.nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *args: torch.Tensor) -> torch.Tensor:
+            return self.inner(**dict(zip(names, args, strict=True))).last_hidden_state  # type: ignore[no-any-return]
+
+    tokenizer = load_tokenizer(spec)
+    ids, mask = encode(tokenizer, [spec_text(t, spec) for t in PROBES], spec.max_seq_length)
+    feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+    with torch.inference_mode():
+        tensors = [torch.from_numpy(feeds[n]) for n in names]
+        reference = mean_pool(
+            model(**dict(zip(names, tensors, strict=True))).last_hidden_state.numpy(), mask
+        )
+
+    ort = attempt_import("onnxruntime", "onnx")
+    raw = folder / RAW_FILE
+
+    def write_raw(tmp: Path) -> None:
+        dynamic = {n: {0: "batch", 1: "sequence"} for n in [*names, "token_embeddings"]}
+        with warnings.catch_warnings(), torch.no_grad():
+            # TracerWarnings about shape checks are expected; they must not fail under -W error.
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                Wrapper(model),
+                tuple(torch.from_numpy(feeds[n][:2, :16].copy()) for n in names),
+                str(tmp),
+                dynamo=False,  # the dynamo exporter needs onnxscript and does not fuse as well
+                input_names=names,
+                output_names=["token_embeddings"],
+                dynamic_axes=dynamic,
+                opset_version=17,
+                do_constant_folding=True,
+            )
+        got = mean_pool(session(ort, tmp, 1).run(None, feed(names, ids, mask))[0], mask)
+        worst = float(cosines(got, reference).min())
+        if worst < MIN_EXPORT_COSINE:
+            raise NotExportable(
+                f"{model_id}: the ONNX export does not reproduce torch (cosine {worst:.4f}); "
+                "use HYBRIDKB_EMBEDDING_BACKEND=torch"
+            )
+
+    atomic_write(raw, write_raw)
+    step("exported")
+    meta: dict[str, Any] = {"inputs": names, "fused": False}
+
+    def write_fused(tmp: Path) -> None:
+        from onnxruntime.transformers.optimizer import optimize_model
+
+        config = read_json(spec.folder / "config.json")
+        optimized = optimize_model(
+            str(raw),
+            model_type="bert",
+            num_heads=int(config.get("num_attention_heads", 0)),
+            hidden_size=int(config.get("hidden_size", 0)),
+            opt_level=0,  # python fusions only: the file must stay hardware-neutral
+        )
+        optimized.save_model_to_file(str(tmp))
+        got = mean_pool(session(ort, tmp, 1).run(None, feed(names, ids, mask))[0], mask)
+        meta["fused_ops"] = {
+            k: v for k, v in optimized.get_fused_operator_statistics().items() if v
+        }
+        meta["fused_min_cosine"] = float(cosines(got, reference).min())
+        if meta["fused_min_cosine"] >= MIN_EXPORT_COSINE:
+            meta["fused"] = True
+        else:  # a fusion that changes the numbers is worse than none: keep the plain graph
+            tmp.write_bytes(raw.read_bytes())
+
+    atomic_write(folder / FUSED_FILE, write_fused)
+    step("fused")
+    hidden = int(read_json(spec.folder / "config.json").get("hidden_size", 0) or 0)
+
+    def write_serving(tmp: Path) -> None:
+        # Each probe alone: the serving graph only ever sees batches without padding.
+        def worst(path: Path) -> float:
+            probe = session(ort, path, 1)
+            inputs = [i.name for i in probe.get_inputs()]
+            got = np.concatenate(
+                [
+                    probe.run(None, feed(inputs, ids[i : i + 1, :n], mask[i : i + 1, :n]))[0]
+                    for i, n in enumerate(mask.sum(axis=1))
+                ]
+            )
+            return float(cosines(got, reference).min())
+
+        onnx = attempt_import("onnx", "onnx")
+
+        def build(strip: bool) -> float:
+            onnx.save(serving_graph(onnx, folder / FUSED_FILE, strip, hidden), tmp)
+            return worst(tmp)
+
+        errors: list[str] = []
+
+        def attempt(strip: bool) -> float:
+            try:
+                return build(strip)
+            except Exception as exc:  # noqa: BLE001 - ORT rejects a layout we did not expect
+                errors.append(f"{type(exc).__name__}: {str(exc)[:200]}")
+                return -1.0
+
+        # Mask-free only when the fusion gave the structure serving_graph edits.
+        strip = bool(meta["fused"])
+        cosine = attempt(strip)
+        if cosine < MIN_EXPORT_COSINE and strip:
+            strip = False  # keep the mask input (fed all ones)
+            cosine = attempt(strip)
+        meta["serving_min_cosine"] = cosine
+        if cosine < MIN_EXPORT_COSINE:
+            why = errors[-1] if cosine == -1.0 and errors else f"cosine {cosine:.4f}"
+            raise NotExportable(
+                f"{model_id}: the ONNX serving graph does not reproduce torch ({why}); "
+                "use HYBRIDKB_EMBEDDING_BACKEND=torch"
+            )
+        meta["serving_mask_free"] = strip
+
+    atomic_write(folder / SERVE_FILE, write_serving)
+    step("verified")
+    return meta
+
+
+def serving_graph(onnx: Any, source: Path, strip_mask: bool, hidden: int) -> Any:
+    """``source`` rewritten for batches without padding (each measured, bench/embed.py).
+
+    Together these made int8 MiniLM 1.38x faster than on the fused graph (bench/embed.py,
+    ``int8-fused-graph``); one by one, measured separately:
+
+    * ``strip_mask``: the attention mask leaves the graph (fused graphs only). With a
+      mask ORT's Attention kernel builds and adds a (batch, seq, seq) mask per layer;
+      without padding that is pure overhead (~7%).
+    * SkipLayerNormalization becomes Add + LayerNormalization (~20%; see
+      DISABLED_ORT_FUSIONS).
+    * Mean pooling and L2 normalisation happen in the graph, so a run returns (batch,
+      hidden) instead of copying every token vector out to numpy (~2%). A plain mean is
+      right because no batch is padded.
+    """
+    helper, numpy_helper = onnx.helper, onnx.numpy_helper
+    model = onnx.load(str(source))
+    graph = model.graph
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
+    nodes = []
+    for node in graph.node:
+        if strip_mask and node.op_type == "Attention":
+            del node.input[3:]  # mask_index; past and extra inputs are unused by BERT
+        elif strip_mask and node.op_type == "EmbedLayerNormalization":
+            del node.input[7:]  # the mask; its mask_index output stays (required) but unused
+        elif strip_mask and node.op_type == "Cast" and node.input[0] == "attention_mask":
+            continue
+        if node.op_type == "SkipLayerNormalization" and not any(node.output[1:]):
+            epsilon = next((a.f for a in node.attribute if a.name == "epsilon"), 1e-12)
+            summed = node.input[0]
+            if len(node.input) > 4 and node.input[4]:  # bias
+                nodes.append(helper.make_node("Add", [summed, node.input[4]], [f"{node.name}_b"]))
+                summed = f"{node.name}_b"
+            nodes.append(helper.make_node("Add", [summed, node.input[1]], [f"{node.name}_s"]))
+            nodes.append(
+                helper.make_node(
+                    "LayerNormalization",
+                    [f"{node.name}_s", node.input[2], node.input[3]],
+                    [node.output[0]],
+                    name=f"{node.name}_LayerNorm",
+                    axis=-1,
+                    epsilon=epsilon,
+                )
+            )
+            continue
+        nodes.append(node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    if strip_mask:
+        for value in [i for i in graph.input if i.name == "attention_mask"]:
+            graph.input.remove(value)
+    tokens = graph.output[0].name
+    graph.initializer.append(numpy_helper.from_array(np.array(1e-12, np.float32), "l2_floor"))
+
+    def reduce(op: str, source: str, target: str, keepdims: int) -> Any:
+        if opset < 18:  # axes became an input in opset 18
+            return helper.make_node(op, [source], [target], axes=[1], keepdims=keepdims)
+        return helper.make_node(op, [source, "pool_axis"], [target], keepdims=keepdims)
+
+    if opset >= 18:
+        graph.initializer.append(numpy_helper.from_array(np.array([1], np.int64), "pool_axis"))
+    graph.node.extend(
+        [
+            reduce("ReduceMean", tokens, "pooled", 0),
+            reduce("ReduceL2", "pooled", "pooled_norm", 1),
+            # Same floor as torch.nn.functional.normalize, which sentence-transformers uses.
+            helper.make_node("Max", ["pooled_norm", "l2_floor"], ["pooled_norm_floor"]),
+            helper.make_node("Div", ["pooled", "pooled_norm_floor"], [POOLED_OUTPUT]),
+        ]
+    )
+    del graph.output[:]
+    graph.output.append(
+        helper.make_tensor_value_info(
+            POOLED_OUTPUT, onnx.TensorProto.FLOAT, ["batch", hidden or "hidden"]
+        )
+    )
+    return model
+
+
+def _quantize(fp32: Path, target: Path, recipe: Int8Recipe) -> None:
+    """Dynamic int8 quantisation of ``fp32`` into ``target`` (no torch needed)."""
+    onnx = attempt_import("onnx", "onnx")
+    quantization = attempt_import("onnxruntime.quantization", "onnx")
+    graph_nodes = [n.name for n in onnx.load(str(fp32), load_external_data=False).graph.node]
+    exclude = [n for n in graph_nodes if any(re.search(p, n) for p in recipe.exclude)]
+    weight_type = (
+        quantization.QuantType.QInt8
+        if recipe.weight_type == "s8"
+        else quantization.QuantType.QUInt8
+    )
+
+    def write(tmp: Path) -> None:
+        # quantize_dynamic logs a pre-processing hint meant for static (calibrated) quantisation.
+        logging.getLogger().addFilter(_drop_preprocess_hint)
+        try:
+            quantization.quantize_dynamic(
+                str(fp32),
+                str(tmp),
+                weight_type=weight_type,
+                per_channel=recipe.per_channel,
+                reduce_range=recipe.reduce_range,
+                op_types_to_quantize=list(recipe.op_types),
+                nodes_to_exclude=exclude,
+                # Fused contrib ops have no ONNX shape inference; their tensors are float.
+                extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+            )
+        finally:
+            logging.getLogger().removeFilter(_drop_preprocess_hint)
+
+    atomic_write(target, write)
+
+
+def _drop_preprocess_hint(record: logging.LogRecord) -> bool:
+    return "pre-processing before quantization" not in record.getMessage()
+
+
+def ensure_exported(
+    model_id: str,
+    *,
+    quantize: bool | Int8Recipe = False,
+    graph: str = "serve",
+    cache_dir: str | os.PathLike[str] | None = None,
+    spec: ModelSpec | None = None,
+) -> Path:
+    """Return the cached .onnx file for ``model_id``, exporting it first if needed.
+
+    Args:
+        model_id: sentence-transformers model name or folder.
+        quantize: ``True`` for the default int8 recipe, an :class:`Int8Recipe`, or ``False``.
+        graph: which fp32 graph to run or quantise: ``"serve"`` (the backend's),
+            ``"fused"`` (BERT fusions, with mask) or ``"raw"`` (the plain export); the
+            last two are for comparison in bench/embed.py.
+        cache_dir: cache root; default ``~/.cache/hybridkb``.
+        spec: the model's spec if already read.
+    """
+    spec = spec or read_spec(model_id, model_folder(model_id))
+    folder = export_dir(model_id, spec, cache_dir)
+    recipe = DEFAULT_INT8 if quantize is True else quantize or None
+    files = {"serve": SERVE_FILE, "fused": FUSED_FILE, "raw": RAW_FILE}
+    if graph not in files:
+        raise ConfigError(f"graph must be one of {sorted(files)}, not {graph!r}")
+    fp32 = folder / files[graph]
+    target = folder / f"{fp32.stem}-int8-{recipe.key}.onnx" if recipe else fp32
+    if target.exists():
+        return target
+    with export_lock(folder):
+        if target.exists():  # another process finished it while we waited
+            return target
+        for stale in folder.glob(".*.tmp"):  # left by a killed exporter; we hold the lock
+            stale.unlink(missing_ok=True)
+        fresh = not (folder / SERVE_FILE).exists()
+        with export_progress(model_id, (3 if fresh else 0) + (1 if recipe else 0)) as step:
+            if fresh:
+                try:
+                    meta = export_fp32(spec, folder, model_id, step)
+                except KBError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - torch.onnx.export fails many ways
+                    raise NotExportable(
+                        f"{model_id}: the ONNX export failed ({type(exc).__name__}: {exc}); "
+                        "use HYBRIDKB_EMBEDDING_BACKEND=torch"
+                    ) from exc
+                meta.update(model_id=model_id, max_seq_length=spec.max_seq_length)
+                atomic_write(folder / "export.json", lambda t: t.write_text(json.dumps(meta)))
+            if recipe:
+                _quantize(fp32, target, recipe)
+                step("quantised")
+    return target
+
+
+@contextlib.contextmanager
+def export_progress(model_id: str, steps: int) -> Iterator[Callable[[str], None]]:
+    """One line on stderr saying what happens and why it is slow once, then a bar."""
+    print(
+        f"hybridkb: preparing {model_id} for ONNX Runtime (once per model and machine; "
+        "later starts load it in well under a second)",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm comes with sentence-transformers
+        yield lambda _name: None
+        return
+    with tqdm(total=steps, desc="  export", unit="step", file=sys.stderr, leave=False) as bar:
+
+        def step(name: str) -> None:
+            bar.set_postfix_str(name)
+            bar.update(1)
+
+        yield step
