@@ -24,14 +24,16 @@ def shared_onnx_exports(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def isolated_env(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_onnx_exports: Path
 ) -> Path:
-    """No HYBRIDKB_* setting leaks in from the machine; caches and .env live in tmp_path
+    """No HYBRIDKB_* setting leaks in from the machine; .env lives in tmp_path, the cache beside it
     (all but the ONNX exports, which are the same files for every test)."""
     for name in list(os.environ):
         if name.startswith("HYBRIDKB_") and name != "HYBRIDKB_TEST_POSTGRES_URL":
             monkeypatch.delenv(name, raising=False)
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    (cache / "onnx").symlink_to(shared_onnx_exports, target_is_directory=True)
+    # Beside tmp_path, not in it: tests list and walk tmp_path.
+    cache = tmp_path.with_name(tmp_path.name + "-cache")
+    cache.mkdir(exist_ok=True)
+    if not (cache / "onnx").exists():
+        (cache / "onnx").symlink_to(shared_onnx_exports, target_is_directory=True)
     monkeypatch.setenv("HYBRIDKB_CACHE_DIR", str(cache))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.chdir(tmp_path)

@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hybridkb.chunking import STRATEGIES, chunk_blocks, document_text, split_text
+from hybridkb.chunking import (
+    STRATEGIES,
+    chunk_blocks,
+    document_text,
+    is_page_number,
+    is_stub,
+    split_text,
+)
 from hybridkb.errors import ConfigError
 from hybridkb.types import Block
 
@@ -123,9 +130,10 @@ def test_paragraph_strategy_starts_a_new_chunk_when_the_next_block_does_not_fit(
 
 def test_paragraph_strategy_splits_a_long_block_with_overlap() -> None:
     long = " ".join(f"w{i}" for i in range(400))
-    blocks = [Block("short", section="S"), Block(long, section="S"), Block("tail", section="S")]
+    opening = "A short opening sentence."  # a sentence: it stands alone (a heading would not)
+    blocks = [Block(opening, section="S"), Block(long, section="S"), Block("tail", section="S")]
     chunks = chunk_blocks(blocks, chunk_size=200, chunk_overlap=40)
-    assert chunks[0].text == "short"
+    assert chunks[0].text == opening
     assert chunks[-1].text == "tail"
     middle = chunks[1:-1]
     assert len(middle) > 1 and all(len(c.text) <= 200 for c in middle)
@@ -198,13 +206,17 @@ def test_chunks_are_exact_bounded_complete_and_deterministic(
     covered = [False] * len(text)
     for chunk in chunks:
         covered[chunk.char_start : chunk.char_end] = [True] * (chunk.char_end - chunk.char_start)
-    assert all(covered[i] for i, ch in enumerate(text) if not ch.isspace())
+    # Everything is in some chunk but lone page numbers, which are left out.
+    gaps = "".join(ch if not covered[i] else "\0" for i, ch in enumerate(text)).split("\0")
+    left_out = [part for gap in gaps for part in gap.split("\n\n") if part.strip()]
+    assert all(is_page_number(part) for part in left_out)
     assert chunk_blocks(blocks, strategy=strategy, chunk_size=size, chunk_overlap=overlap) == chunks
 
 
 @settings(max_examples=100, deadline=None)
 @given(blocks=st.lists(_BLOCK, min_size=1, max_size=12), size=st.integers(10, 200))
 def test_paragraph_chunks_never_span_two_pages_or_sections(blocks: list[Block], size: int) -> None:
+    # ... except for headings (stubs) that open the section after theirs.
     starts, position = [], 0
     for block in blocks:
         starts.append(position)
@@ -215,4 +227,67 @@ def test_paragraph_chunks_never_span_two_pages_or_sections(blocks: list[Block], 
             for b, s in zip(blocks, starts, strict=False)
             if s < chunk.char_end and chunk.char_start < s + len(b.text)
         ]
-        assert {(b.page, b.section) for b in inside} == {(chunk.page, chunk.section)}
+        content = {(b.page, b.section) for b in inside if not is_stub(b.text)}
+        if content:
+            assert content == {(chunk.page, chunk.section)}
+        else:  # headings only: labelled as themselves or as the text they introduce
+            after = [b for b, s in zip(blocks, starts, strict=False) if s >= chunk.char_end][:1]
+            assert (chunk.page, chunk.section) in {(b.page, b.section) for b in inside + after}
+
+
+# --- headings and page numbers never stand alone --------------------------------
+
+
+def test_a_heading_whose_section_is_empty_opens_the_next_sections_chunk() -> None:
+    blocks = [
+        Block("Tax notes 2024", section="Tax notes 2024", kind="heading"),
+        Block("Depreciation", section="Tax notes 2024 > Depreciation", kind="heading"),
+        Block(
+            "Equipment is depreciated over five years on a straight-line basis.",
+            section="Tax notes 2024 > Depreciation",
+        ),
+    ]
+    chunks = chunk_blocks(blocks, chunk_size=1000, chunk_overlap=0)
+    assert len(chunks) == 1
+    assert chunks[0].text.startswith("Tax notes 2024") and "straight-line" in chunks[0].text
+    assert chunks[0].section == "Tax notes 2024 > Depreciation"  # cites the content
+
+
+def test_a_heading_before_a_long_paragraph_opens_its_first_piece() -> None:
+    long = "Assets lose value over their useful life. " * 40
+    blocks = [
+        Block("15. TAX RETURNS", section="15. TAX RETURNS"),
+        Block(long, section="15. TAX RETURNS"),
+    ]
+    chunks = chunk_blocks(blocks, chunk_size=300, chunk_overlap=30)
+    assert chunks[0].text.startswith("15. TAX RETURNS\n\nAssets")
+    assert all(len(c.text) <= 300 and not is_stub(c.text) for c in chunks)
+
+
+def test_lone_page_numbers_are_left_out_but_a_document_of_only_stubs_is_kept() -> None:
+    body = "A full sentence about the annual budget of the town council. " * 15
+    blocks = [Block(body, page=1), Block("73", page=1), Block("Page 4 of 9", page=2)]
+    chunks = chunk_blocks(blocks, chunk_size=len(body) + 1, chunk_overlap=0)
+    assert [c.text for c in chunks] == [body]
+    assert [c.text for c in chunk_blocks([Block("42")], chunk_size=100, chunk_overlap=0)] == ["42"]
+
+
+@pytest.mark.parametrize(
+    ("text", "stub"),
+    [
+        ("CHAPTER XVIII", True),
+        ("A. ANNUAL AND AMENDED BUDGETS", True),
+        ("xiv", True),
+        ("Civil", True),  # a heading, but not a page number
+        ("Page 4 of 9", True),
+        ("Pasta on Fridays.", False),
+        ("The committee approves the annual budget every spring", False),
+    ],
+)
+def test_what_counts_as_a_stub(text: str, stub: bool) -> None:
+    assert is_stub(text) is stub
+
+
+def test_page_numbers_are_numbers_or_roman_numerals() -> None:
+    assert all(map(is_page_number, ["73", "xiv", "MCMXC", "Page 4 of 9", "Seite 3 von 10"]))
+    assert not any(map(is_page_number, ["Civil", "mid", "", "Chapter 7", "1999 results"]))

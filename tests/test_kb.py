@@ -355,7 +355,7 @@ def test_nan_and_zero_vectors_are_refused_before_storage(kb: hybridkb.KnowledgeB
 
     coll = kb.create_collection("Notes")
     coll.add_texts([LEAVE], ids=["ok"])
-    kb.embedder = lambda model: NaNEmbedder()  # type: ignore[method-assign]
+    kb.embedder = lambda model, recipe=None: NaNEmbedder()  # type: ignore[method-assign]
     report = coll.add_texts([TAX], ids=["t"])
     assert [(f.filename, f.code) for f in report.failed] == [("t", "embedding_mismatch")]
     assert "NaN" in report.failed[0].error

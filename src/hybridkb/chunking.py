@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from hybridkb.errors import ConfigError
 from hybridkb.types import Block, ChunkDraft
 
-__all__ = ["STRATEGIES", "chunk_blocks", "document_text", "split_text"]
+__all__ = ["STRATEGIES", "chunk_blocks", "document_text", "is_page_number", "is_stub", "split_text"]
 
 STRATEGIES = ("paragraph", "page", "size")
 SEPARATOR = "\n\n"
@@ -171,7 +171,7 @@ def _by_paragraph(
     text: str, blocks: Sequence[Block], starts: list[int], size: int, overlap: int
 ) -> list[ChunkDraft]:
     chunks: list[ChunkDraft] = []
-    for first, stop in _groups(blocks, "section"):
+    for first, stop in attach_headings(_groups(blocks, "section"), blocks):
         pack_first: int | None = None  # first block of the chunk being packed
         pack_end = 0
         for index in range(first, stop):
@@ -180,17 +180,25 @@ def _by_paragraph(
             if pack_first is not None and block_end - starts[pack_first] <= size:
                 pack_end = block_end
                 continue
-            if pack_first is not None:
-                chunks.append(_draft(text, starts[pack_first], pack_end, blocks[pack_first]))
+            headings_only = pack_first is not None and all(
+                is_stub(b.text) for b in blocks[pack_first:index]
+            )
+            if pack_first is not None and not (headings_only and block_end - block_start > size):
+                owner = content_block(blocks, pack_first, index)
+                chunks.append(_draft(text, starts[pack_first], pack_end, owner))
                 pack_first = None
             if block_end - block_start > size:
+                # Headings waiting for this long block open its first piece.
+                split_from = block_start if pack_first is None else starts[pack_first]
                 chunks.extend(
-                    _split_range(text, block_start, block_end, blocks[index], size, overlap)
+                    _split_range(text, split_from, block_end, blocks[index], size, overlap)
                 )
+                pack_first = None
             else:
                 pack_first, pack_end = index, block_end
         if pack_first is not None:
-            chunks.append(_draft(text, starts[pack_first], pack_end, blocks[pack_first]))
+            owner = content_block(blocks, pack_first, stop)
+            chunks.append(_draft(text, starts[pack_first], pack_end, owner))
     return chunks
 
 
@@ -214,6 +222,67 @@ def _block_at(starts: list[int], blocks: Sequence[Block], position: int) -> int:
     if position >= starts[index] + len(blocks[index].text) and index + 1 < len(blocks):
         index += 1
     return index
+
+
+# A chunk shorter than this that ends no sentence is a heading or a running page number
+# on its own: "15. TAX RETURNS", "CHAPTER XVIII", "73". Alone they match queries by their
+# few words (the demo's first answer about depreciation was the heading "Tax notes
+# 2024") while saying nothing; they are folded into the text they introduce.
+STUB_CHARS = 40
+_PAGE_NUMBER = re.compile(
+    r"^\s*(?:page|seite|p\.?)?\s*"
+    r"(?:\d{1,4}|(?=[mdclxvi])m{0,4}(?:cm|cd|d?c{0,3})(?:xc|xl|l?x{0,3})(?:ix|iv|v?i{0,3}))"
+    r"(?:\s*(?:/|of|von)\s*\d{1,4})?\s*$",
+    re.IGNORECASE,
+)
+
+
+_ENDS_SENTENCE = re.compile(r"[.!?:;。！？][\"'”’»)\]]*$")
+
+
+def is_page_number(text: str) -> bool:
+    """ "73", "xiv", "Page 4 of 9": what running footers leave when a page's text ends."""
+    return bool(_PAGE_NUMBER.match(text))
+
+
+def is_stub(text: str) -> bool:
+    """Too short to stand alone: a page number, or a short line ending no sentence."""
+    flat = text.strip()
+    if is_page_number(flat):
+        return True
+    return len(flat) < STUB_CHARS and not _ENDS_SENTENCE.search(flat)
+
+
+def attach_headings(
+    groups: list[tuple[int, int]], blocks: Sequence[Block]
+) -> list[tuple[int, int]]:
+    """Join a group of only stub blocks (a heading whose section holds nothing else, e.g.
+    a chapter title followed by its first subsection) to the group after it."""
+    out: list[tuple[int, int]] = []
+    pending: int | None = None
+    for first, stop in groups:
+        start = first if pending is None else pending
+        if stop < len(blocks) and all(is_stub(b.text) for b in blocks[first:stop]):
+            pending = start
+            continue
+        out.append((start, stop))
+        pending = None
+    if pending is not None:
+        out.append((pending, len(blocks)))
+    return out
+
+
+def content_block(blocks: Sequence[Block], first: int, stop: int) -> Block:
+    """The block a chunk of blocks[first:stop] is labelled by: its first one that is not a
+    heading stub (a chunk that opens with "Tax notes 2024" cites the section it explains)."""
+    return next((b for b in blocks[first:stop] if not is_stub(b.text)), blocks[first])
+
+
+def drop_page_numbers(chunks: list[ChunkDraft]) -> list[ChunkDraft]:
+    """Leave out chunks that are only a page number (a PDF footer the packer could not
+    join to its page's text), unless the document has nothing else."""
+    kept = [c for c in chunks if not is_page_number(c.text)]
+    return kept or chunks
 
 
 def chunk_blocks(
@@ -259,4 +328,4 @@ def chunk_blocks(
             _draft(text, s, e, blocks[_block_at(starts, blocks, s)])
             for s, e in split_text(text, chunk_size, chunk_overlap)
         ]
-    return [chunk for chunk in chunks if chunk.text.strip()]
+    return drop_page_numbers([chunk for chunk in chunks if chunk.text.strip()])
