@@ -1,11 +1,16 @@
-"""DOCX loader: paragraphs and tables in document order, under their heading path.
+"""DOCX loader: paragraphs, tables and text boxes in document order, under their heading path.
 
-Headings ("Title", "Heading N" styles) are kept as their own blocks and give every
-following block a ``section`` such as "Intro > Details", so chunks never mix two
-sections and search results can say where they came from. Tables become one block
-of "cell | cell" rows. DOCX has no reliable page numbers (pagination happens in
-the word processor), so ``page`` is always None.
+Headings ("Title", "Heading N" styles, or a style with an outline level) are kept
+as their own blocks and give every following block a ``section`` such as "Intro >
+Details", so chunks never mix two sections and search results can say where they
+came from. Tables become one block of "cell | cell" rows. Headers, footers,
+footnotes and endnotes are blocks of their own sections ("Header", "Footer",
+"Footnotes"), each distinct text once. Tracked changes read as accepted. DOCX has
+no reliable page numbers (pagination happens in the word processor), so ``page``
+is always None.
 
+python-docx opens the package and parses its XML safely; the text is read by
+walking that XML, because python-docx's table API raises on grids Word accepts.
 The file is checked as a ZIP before python-docx sees it: a DOCX is a ZIP of XML,
 and python-docx would happily inflate a zip bomb into memory.
 """
@@ -74,59 +79,117 @@ def _check_package(stream: BinaryIO, name: str) -> None:
             )
 
 
-def _iter_body(element: Any) -> Iterator[Any]:
-    """Yield w:p and w:tbl elements in document order, looking inside content controls."""
-    for child in element.iterchildren():
-        if child.tag in (f"{_W}p", f"{_W}tbl"):
-            yield child
-        elif child.tag == f"{_W}sdt":
-            content = child.find(f"{_W}sdtContent")
-            if content is not None:
-                yield from _iter_body(content)
+_MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
+_TEXT_BOX = f"{_W}txbxContent"
+# Subtrees whose text is not part of the paragraph: text boxes become their own blocks,
+# mc:Fallback repeats mc:Choice for old readers, deleted revisions are gone.
+_SKIP = frozenset({_TEXT_BOX, f"{_MC}Fallback", f"{_W}del", f"{_W}moveFrom"})
+_BREAKS = frozenset({f"{_W}br", f"{_W}cr"})
+_PART_LABELS = (
+    ("/word/header", "header", "Header"),
+    ("/word/footer", "footer", "Footer"),
+    ("/word/footnotes", "footnote", "Footnotes"),
+    ("/word/endnotes", "footnote", "Endnotes"),
+)
+
+
+def _walk(element: Any, skip: frozenset[str]) -> Iterator[Any]:
+    """Yield ``element``'s descendants in document order, not entering ``skip`` tags.
+
+    An explicit stack, not recursion: a hostile file can nest elements thousands deep.
+    """
+    stack = [iter(element)]
+    while stack:
+        child = next(stack[-1], None)
+        if child is None:
+            stack.pop()
+            continue
+        yield child
+        if child.tag not in skip:
+            stack.append(iter(child))
+
+
+def _paragraph_text(paragraph: Any) -> str:
+    """The visible text of a w:p: runs, tabs and breaks; inserted text kept, deleted not."""
+    parts: list[str] = []
+    for node in _walk(paragraph, _SKIP):
+        if node.tag == f"{_W}t":
+            parts.append(node.text or "")
+        elif node.tag == f"{_W}tab":
+            parts.append("\t")
+        elif node.tag in _BREAKS:
+            parts.append("\n")
+        elif node.tag == f"{_W}noBreakHyphen":
+            parts.append("-")
+    return "".join(parts)
+
+
+def _text_boxes(paragraph: Any) -> list[str]:
+    # Only the first copy (mc:Choice); mc:Fallback holds the same box for old readers.
+    boxes = [
+        node for node in _walk(paragraph, frozenset({f"{_MC}Fallback"})) if node.tag == _TEXT_BOX
+    ]
+    texts = (
+        " ".join(_paragraph_text(p) for p in _walk(box, _SKIP) if p.tag == f"{_W}p")
+        for box in boxes
+    )
+    return [text for text in texts if text.strip()]
+
+
+def _table_rows(table: Any) -> list[str]:
+    """``cell | cell`` per row, read from the XML so any grid Word accepts reads.
+
+    python-docx's ``row.cells`` maps cells onto the grid and raises on offset or
+    inconsistent grids ("no tc element at grid_offset=1") that Word opens; the XML
+    holds each cell once, merged or not. A nested table's text stays in its cell.
+    """
+    rows: list[str] = []
+    for row in _walk(table, frozenset({f"{_W}tr"})):
+        if row.tag != f"{_W}tr":  # rows of nested tables are not reached: tr is not entered
+            continue
+        cells = [
+            _cell_text(cell) for cell in _walk(row, frozenset({f"{_W}tc"})) if cell.tag == f"{_W}tc"
+        ]
+        if any(cells):
+            rows.append(" | ".join(cells))
+    return rows
 
 
 def _cell_text(cell: Any) -> str:
-    # Every paragraph below the cell, nested tables included (cell.text skips them).
-    from docx.text.paragraph import Paragraph
-
-    return " ".join(
-        " ".join(Paragraph(p, cell).text.split()) for p in cell._tc.iter(f"{_W}p")
-    ).strip()
-
-
-def _table_text(table: Any) -> str:
-    rows: list[str] = []
-    for row in table.rows:
-        cells: list[str] = []
-        previous = None
-        for cell in row.cells:
-            # A merged cell is returned once per grid column it spans.
-            if cell._tc is previous:
-                continue
-            previous = cell._tc
-            cells.append(" ".join(_cell_text(cell).split()))
-        if any(cells):
-            rows.append(" | ".join(cells))
-    return "\n".join(rows)
+    merge = cell.find(f"{_W}tcPr/{_W}vMerge")
+    if merge is not None and merge.get(f"{_W}val") != "restart":
+        return ""  # a vertical merge's continuation: Word shows the first cell's text only
+    paragraphs = (p for p in _walk(cell, _SKIP) if p.tag == f"{_W}p")
+    return " ".join(" ".join(_paragraph_text(p).split()) for p in paragraphs).strip()
 
 
-class _StyleLevels:
-    """Heading level per paragraph style id (None = not a heading), cached.
+def _iter_body(element: Any) -> Iterator[Any]:
+    """Yield the top-level w:p and w:tbl of a story in order, inside content controls too."""
+    for node in _walk(element, frozenset({f"{_W}p", f"{_W}tbl"})):
+        if node.tag in (f"{_W}p", f"{_W}tbl"):  # not entered, so never a nested one
+            yield node
 
-    ``paragraph.style`` searches the styles part on every call; documents with
-    tens of thousands of paragraphs use a handful of styles.
-    """
 
-    def __init__(self, document: Any) -> None:
-        self._document = document
-        self._levels: dict[str | None, int | None] = {}
+def _style_levels(document: Any) -> dict[str, int]:
+    """Heading level by paragraph style id: "Title" is 0, "Heading N" or an outline level N."""
+    levels: dict[str, int] = {}
+    for style in document.styles.element.iterchildren(f"{_W}style"):
+        style_id = style.get(f"{_W}styleId")
+        name_element = style.find(f"{_W}name")
+        name = name_element.get(f"{_W}val", "") if name_element is not None else ""
+        level = _heading_level(name)
+        outline = style.find(f"{_W}pPr/{_W}outlineLvl")
+        if level is None and outline is not None:
+            value = outline.get(f"{_W}val", "")
+            level = int(value) + 1 if value.isdigit() and int(value) < 9 else None
+        if style_id and level is not None:
+            levels[style_id] = level
+    return levels
 
-    def level(self, paragraph: Any) -> int | None:
-        style_id = paragraph._p.style
-        if style_id not in self._levels:
-            style_name = paragraph.style.name if paragraph.style is not None else ""
-            self._levels[style_id] = _heading_level(style_name or "")
-        return self._levels[style_id]
+
+def _paragraph_level(paragraph: Any, levels: dict[str, int]) -> int | None:
+    style = paragraph.find(f"{_W}pPr/{_W}pStyle")
+    return levels.get(style.get(f"{_W}val", "")) if style is not None else None
 
 
 def _heading_level(style_name: str) -> int | None:
@@ -137,35 +200,73 @@ def _heading_level(style_name: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _extract(document: Any) -> list[Block]:
-    from docx.table import Table
-    from docx.text.paragraph import Paragraph
-
-    levels = _StyleLevels(document)
-    path: list[tuple[int, str]] = []  # (level, title) of the open headings
+def _story_blocks(story: Any, levels: dict[str, int], path: list[tuple[int, str]]) -> list[Block]:
+    """Blocks of one story (the body, a header, a footnote) under the heading ``path``."""
     blocks: list[Block] = []
-    for element in _iter_body(document.element.body):
+    for element in _iter_body(story):
         section = " > ".join(title for _, title in path) or None
         if element.tag == f"{_W}tbl":
-            text = normalize_text(_table_text(Table(element, document)))
+            text = normalize_text("\n".join(_table_rows(element)))
             if text:
                 blocks.append(Block(text=text, section=section, kind="table"))
             continue
-        paragraph = Paragraph(element, document)
-        text = normalize_text(paragraph.text)
-        if not text:
-            continue
-        level = levels.level(paragraph)
-        if level is None:
+        text = normalize_text(_paragraph_text(element))
+        level = _paragraph_level(element, levels) if text else None
+        if level is not None:
+            while path and path[-1][0] >= level:
+                path.pop()
+            # Clipped: the path is copied into every later chunk's section (see loaders.text).
+            path.append((level, " ".join(text.split())[:MAX_TITLE_CHARS].rstrip()))
+            section = " > ".join(title for _, title in path)
+            blocks.append(Block(text=text, section=section, kind="heading"))
+        elif text:
             blocks.append(Block(text=text, section=section, kind="paragraph"))
-            continue
-        while path and path[-1][0] >= level:
-            path.pop()
-        # Clipped: the path is copied into every later chunk's section (see loaders.text).
-        path.append((level, " ".join(text.split())[:MAX_TITLE_CHARS].rstrip()))
-        section = " > ".join(title for _, title in path)
-        blocks.append(Block(text=text, section=section, kind="heading"))
+        for box in _text_boxes(element):
+            boxed = normalize_text(box)
+            if boxed:
+                blocks.append(Block(text=boxed, section=section, kind="text box"))
     return blocks
+
+
+def _side_blocks(document: Any, levels: dict[str, int]) -> list[Block]:
+    """Headers, footers, footnotes and endnotes, each text once, under its own section.
+
+    They are searchable but kept out of the body's chunks: a footer repeated on every
+    page belongs to no page's passage.
+    """
+    from docx.oxml.parser import parse_xml  # python-docx's parser: no entities, no network
+
+    blocks: list[Block] = []
+    seen: set[str] = set()
+    for part in sorted(document.part.package.iter_parts(), key=lambda p: str(p.partname)):
+        name = str(part.partname)
+        label = next((lab for prefix, *lab in _PART_LABELS if name.startswith(prefix)), None)
+        if label is None:
+            continue
+        kind, section = label
+        root = part.element if hasattr(part, "element") else parse_xml(part.blob)
+        stories = (
+            [root]
+            if kind != "footnote"
+            else [
+                note
+                for note in root.iterchildren()
+                # ids -1 and 0 are the separator lines Word puts in every footnotes part
+                if note.get(f"{_W}type") in (None, "normal")
+            ]
+        )
+        for story in stories:
+            for block in _story_blocks(story, levels, []):
+                if block.text not in seen:
+                    seen.add(block.text)
+                    blocks.append(Block(text=block.text, section=section, kind=kind))
+    return blocks
+
+
+def _extract(document: Any) -> list[Block]:
+    levels = _style_levels(document)
+    body = _story_blocks(document.element.body, levels, [])
+    return body + _side_blocks(document, levels)
 
 
 def load_docx(stream: BinaryIO, *, name: str) -> LoadedFile:
@@ -176,8 +277,9 @@ def load_docx(stream: BinaryIO, *, name: str) -> LoadedFile:
         name: The file's name, for messages.
 
     Returns:
-        Blocks of kind "heading", "paragraph" or "table", each with its heading
-        path as ``section``; ``page`` is None.
+        Blocks of kind "heading", "paragraph", "table" or "text box" with their
+        heading path as ``section``, then "header", "footer" and "footnote" blocks;
+        ``page`` is None.
 
     Raises:
         ExtractionError: Not a DOCX (empty, not a ZIP, no word/document.xml, an old
