@@ -187,7 +187,8 @@ def test_add_reports_each_file_and_exits_1_on_a_bad_one(run: Run, tmp_path: Path
     code, out, err = run("add", "Tax", str(folder), "--json")
     assert code == 1, err
     report = json.loads(out)
-    assert set(report) == {"added", "unchanged", "failed"}
+    assert set(report) == {"added", "unchanged", "failed", "skipped"}
+    assert report["skipped"] == []
     assert {f["filename"] for f in report["added"]} == {
         "invoice.txt",
         "handbook.md",
@@ -206,6 +207,25 @@ def test_add_reports_each_file_and_exits_1_on_a_bad_one(run: Run, tmp_path: Path
     assert sum(line.startswith("unchanged") for line in lines) == 3
     assert any(line.startswith("failed") and "broken.docx" in line for line in lines)
     assert lines[-1] == "0 added, 3 unchanged, 1 failed"
+
+
+def test_folder_add_says_what_it_skipped_and_still_exits_0(run: Run, tmp_path: Path) -> None:
+    folder = make_docs(tmp_path / "docs", bad=False)
+    (folder / "photo.xyz").write_bytes(b"\x00binary")
+    (folder / ".notes.txt").write_text("a hidden file")
+    run("create", "Tax")
+    report = run.json("add", "Tax", str(folder))
+    assert [(s["filename"], s["reason"].split(";")[0]) for s in report["skipped"]] == [
+        (".notes.txt", "hidden (a name starting with '.')"),
+        ("photo.xyz", "unsupported type .xyz"),
+    ]
+    code, out, err = run("add", "Tax", str(folder))
+    assert code == 0, err
+    lines = out.splitlines()
+    assert any(
+        line.startswith("skipped") and "photo.xyz: unsupported type .xyz" in line for line in lines
+    )
+    assert lines[-1].endswith(", 2 skipped")
 
 
 def test_add_good_files_exits_0_with_summary(run: Run, tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from hybridkb.loaders import (
 from hybridkb.loaders.encoding import decode_bytes
 from hybridkb.loaders.pdf import page_ranges, split_page_paragraphs
 from hybridkb.loaders.text import markdown_blocks, text_blocks
-from hybridkb.types import FailedFile
+from hybridkb.types import FailedFile, SkippedFile
 
 try:  # tests/ on sys.path (rootdir-relative "prepend" import mode)
     from pdfgen import Page, encrypt_pdf, make_pdf, write_pdf
@@ -503,7 +503,7 @@ def _tree(root: Path) -> None:
     (root / "a.txt").write_text("a")
     (root / "b" / "c.md").write_text("c")
     (root / "b" / "d.PDF").write_bytes(b"%PDF-")
-    (root / "b" / "skip.xlsx").write_text("x")
+    (root / "b" / "skip.xyz").write_text("x")
     (root / ".hidden").mkdir()
     (root / ".hidden" / "h.txt").write_text("h")
     (root / ".dot.txt").write_text("h")
@@ -513,17 +513,30 @@ def test_iter_files_walks_folders_sorted_keeping_supported_visible_files(tmp_pat
     _tree(tmp_path / "docs")
     found = list(iter_files([str(tmp_path / "docs")]))
     root = (tmp_path / "docs").resolve()
-    assert found == [root / "a.txt", root / "b" / "c.md", root / "b" / "d.PDF"]
+    assert [f for f in found if isinstance(f, Path)] == [
+        root / "a.txt",
+        root / "b" / "c.md",
+        root / "b" / "d.PDF",
+    ]
+    # What a folder walk passes over is said, not dropped: hidden entries once each
+    # (not their contents), other types with what is supported.
+    skipped = [(f.filename, f.reason.split(";")[0]) for f in found if isinstance(f, SkippedFile)]
+    assert skipped == [
+        (".dot.txt", "hidden (a name starting with '.')"),
+        (".hidden", "hidden (a name starting with '.')"),
+        ("skip.xyz", "unsupported type .xyz"),
+    ]
 
 
 def test_iter_files_yields_named_unsupported_files_and_duplicates_once(tmp_path: Path) -> None:
     _tree(tmp_path)
-    named = tmp_path / "b" / "skip.xlsx"
+    named = tmp_path / "b" / "skip.xyz"
     found = list(
         iter_files([named, tmp_path / "a.txt", tmp_path, str(tmp_path / "b" / ".." / "a.txt")])
     )
     root = tmp_path.resolve()
-    assert found == [named.resolve(), root / "a.txt", root / "b" / "c.md", root / "b" / "d.PDF"]
+    paths = [f for f in found if isinstance(f, Path)]
+    assert paths == [named.resolve(), root / "a.txt", root / "b" / "c.md", root / "b" / "d.PDF"]
 
 
 def test_iter_files_expands_the_home_folder(

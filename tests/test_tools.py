@@ -173,12 +173,12 @@ def test_add_a_folder_and_a_tilde_path(
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "one.txt").write_text("one")
     (tmp_path / "docs" / "two.md").write_text("two")
+    (tmp_path / "docs" / "tally.xyz").write_text("three")
     monkeypatch.setenv("HOME", str(tmp_path))
     call(tools["create_kb_collection"], collection_name="Files")
-    assert (
-        "added 2"
-        in call(tools["add_kb_documents"], collection_name="Files", documents="~/docs").content
-    )
+    answer = call(tools["add_kb_documents"], collection_name="Files", documents="~/docs").content
+    assert "added 2, unchanged 0, failed 0, skipped 1." in answer
+    assert "- skipped tally.xyz: unsupported type .xyz;" in answer
     assert (
         "unchanged 1"
         in call(

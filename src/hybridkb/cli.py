@@ -244,9 +244,10 @@ def add(
             if not error.startswith(failed.filename):
                 error = f"{failed.filename}: {error}"
             click.echo(f"{'failed':<10} {error}")
-        click.echo(
-            f"{len(report.added)} added, {len(report.unchanged)} unchanged, {len(report.failed)} failed"
-        )
+        for skipped in report.skipped:
+            click.echo(f"{'skipped':<10} {skipped.filename}: {one_line(skipped.reason)}")
+        summary = f"{len(report.added)} added, {len(report.unchanged)} unchanged, {len(report.failed)} failed"
+        click.echo(summary + (f", {len(report.skipped)} skipped" if report.skipped else ""))
     return EXIT_ERROR if report.failed else EXIT_OK
 
 

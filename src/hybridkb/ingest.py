@@ -39,7 +39,7 @@ from .storage.base import (
     chunk_key,
     make_chunk_id,
 )
-from .types import AddReport, Block, ChunkDraft, FailedFile, FileResult
+from .types import AddReport, Block, ChunkDraft, FailedFile, FileResult, SkippedFile
 
 # Chunk metadata fields the system owns; user metadata never overrides them.
 RESERVED_KEYS = frozenset(
@@ -365,14 +365,18 @@ def ingest_paths(
     """Ingest files and folders; every file gets a line in the report."""
     user_meta = _user_metadata(metadata)
     failed: list[FailedFile] = []
+    skipped: list[SkippedFile] = []
     jobs: list[Callable[[], Outcome]] = []
     for item in iter_files([Path(p) for p in paths], within=ctx.allowed):
         if isinstance(item, FailedFile):
             failed.append(item)
+        elif isinstance(item, SkippedFile):
+            skipped.append(item)
         else:
             jobs.append(functools.partial(prepare_file, ctx, item, user_meta))
     report = run_pipeline(ctx, jobs)
     report.failed[:0] = failed
+    report.skipped = skipped
     return report
 
 

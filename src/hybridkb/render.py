@@ -256,7 +256,11 @@ def _label(filename: str, document_id: str) -> str:
 
 def render_add_report(report: AddReport, *, collection: str, budget_tokens: int) -> Rendered:
     n_add, n_same, n_fail = len(report.added), len(report.unchanged), len(report.failed)
-    header = f"'{collection}': added {n_add}, unchanged {n_same}, failed {n_fail}." + (
+    n_skip = len(report.skipped)
+    counts = f"added {n_add}, unchanged {n_same}, failed {n_fail}" + (
+        f", skipped {n_skip}" if n_skip else ""
+    )
+    header = f"'{collection}': {counts}." + (
         " Cite or delete documents by the ids below." if n_add or n_same else ""
     )
     lines = [
@@ -269,6 +273,7 @@ def render_add_report(report: AddReport, *, collection: str, budget_tokens: int)
         for f in report.unchanged
     ]
     lines += [f"! failed {clip(f.filename, 100)}: {clip(f.error, 300)}" for f in report.failed]
+    lines += [f"- skipped {clip(f.filename, 100)}: {clip(f.reason, 200)}" for f in report.skipped]
     return fit_lines(
         header,
         lines,

@@ -92,11 +92,24 @@ class FailedFile:
         return {"filename": self.filename, "error": self.error, "code": self.code}
 
 
+@dataclass(frozen=True)
+class SkippedFile:
+    """A file a folder walk passed over on purpose (not an error): say which and why."""
+
+    filename: str
+    reason: str  # e.g. "unsupported type .xyz (supported: ...)", "hidden"
+    path: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"filename": self.filename, "reason": self.reason}
+
+
 @dataclass
 class AddReport:
     added: list[FileResult] = field(default_factory=list)
     unchanged: list[FileResult] = field(default_factory=list)
     failed: list[FailedFile] = field(default_factory=list)
+    skipped: list[SkippedFile] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -107,6 +120,7 @@ class AddReport:
             "added": [f.to_dict() for f in self.added],
             "unchanged": [f.to_dict() for f in self.unchanged],
             "failed": [f.to_dict() for f in self.failed],
+            "skipped": [f.to_dict() for f in self.skipped],
         }
 
 

@@ -18,7 +18,7 @@ from hybridkb.errors import ExtractionError, UnsupportedFileType
 from hybridkb.files import OpenedFile, allowed_root, open_file
 from hybridkb.loaders.text import iter_text_blocks
 from hybridkb.normalize import display_name
-from hybridkb.types import FailedFile, LoadedFile
+from hybridkb.types import FailedFile, LoadedFile, SkippedFile
 
 __all__ = [
     "SUPPORTED_EXTENSIONS",
@@ -193,10 +193,17 @@ def _outside(path: Path) -> FailedFile:
     )
 
 
+def _skipped(path: Path, reason: str) -> SkippedFile:
+    return SkippedFile(filename=display_name(path), reason=reason, path=str(path))
+
+
 def _walk(
     folder: Path, seen_dirs: set[Path], within: Sequence[Path] | None
-) -> Iterator[Path | FailedFile]:
+) -> Iterator[Path | FailedFile | SkippedFile]:
     """Yield supported files under ``folder`` in sorted order, following symlinks once.
+
+    Hidden entries (a name starting with ".") and files of other types are yielded as
+    SkippedFile, so a folder add can say what it passed over instead of dropping it.
 
     Depth first with an explicit stack rather than recursion: folders nested a
     thousand deep would otherwise hit Python's recursion limit. With ``within``, a
@@ -215,6 +222,7 @@ def _walk(
             stack.pop()
             continue
         if entry.name.startswith("."):
+            yield _skipped(Path(entry.path), "hidden (a name starting with '.')")
             continue
         try:
             is_dir, is_file = entry.is_dir(), entry.is_file()  # both follow symlinks
@@ -253,11 +261,14 @@ def _walk(
                 yield _missing(Path(entry.path))
             else:  # a pipe, socket or device with a supported extension
                 yield _not_regular(Path(entry.path))
+        elif is_file:
+            kind = Path(entry.name).suffix.lower() or "(no extension)"
+            yield _skipped(Path(entry.path), f"unsupported type {kind}; {_SUPPORTED_HINT}")
 
 
 def iter_files(
     paths: Iterable[str | Path], *, within: Sequence[Path] | None = None
-) -> Iterator[Path | FailedFile]:
+) -> Iterator[Path | FailedFile | SkippedFile]:
     """Expand the paths a user named into the files to ingest.
 
     ``~`` is expanded and paths are resolved. Folders are walked recursively in
@@ -273,7 +284,8 @@ def iter_files(
             and folder links resolving elsewhere are reported as ``access_denied``.
 
     Yields:
-        Resolved file paths, or a FailedFile for a path that does not exist.
+        Resolved file paths, a FailedFile for a path that does not exist or may not
+        be read, a SkippedFile for a hidden or unsupported entry inside a folder.
     """
     seen_files: set[Path] = set()
     seen_dirs: set[Path] = set()
@@ -301,7 +313,7 @@ def iter_files(
             if resolved in seen_dirs:
                 continue
             seen_dirs.add(resolved)
-            found: Iterable[Path | FailedFile] = _walk(resolved, seen_dirs, within)
+            found: Iterable[Path | FailedFile | SkippedFile] = _walk(resolved, seen_dirs, within)
         else:
             found = [resolved] if resolved.is_file() else [_not_regular(path)]
         for item in found:
