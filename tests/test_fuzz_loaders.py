@@ -1,12 +1,12 @@
 """Mutation fuzzing of the loaders: only a KBError may leave ``load_file``, and every call ends.
 
 Seeds are generated here (a text PDF, a compressed and an encrypted PDF, a DOCX,
-Markdown, UTF-16 and legacy-encoded text), then mutated with a seeded
+Markdown, UTF-16 and legacy-encoded text, HTML, PPTX, XLSX, CSV and EPUB), then mutated with a seeded
 ``random.Random``: byte and bit flips, truncation at a random offset, random and
 "interesting" insertions (PDF keywords, huge integers, long blank runs), duplicated
 and deleted slices, integers swapped for extreme ones, files fed to the wrong
-loader, and, for DOCX, the same mutations applied to the XML inside the ZIP so
-python-docx and lxml see broken documents rather than just broken ZIPs.
+loader, and, for the ZIP formats (DOCX, PPTX, XLSX, EPUB), the same mutations applied
+to the XML inside the ZIP so the parsers see broken documents, not just broken ZIPs.
 
 A crash (any other exception) or a call that does not finish within the guard
 time is saved under the work folder and its path printed, so it can be replayed
@@ -39,8 +39,18 @@ from hybridkb.loaders import load_file
 from hybridkb.types import Block, LoadedFile
 
 try:  # tests/ on sys.path (rootdir-relative "prepend" import mode)
+    from formatgen import CSV_TEXT, HTML_PAGE, Slide, epub_bytes, pptx_bytes, repack, xlsx_bytes
     from pdfgen import Page, encrypt_pdf, make_pdf
 except ImportError:  # tests/ imported as a package, or from bench/
+    from tests.formatgen import (
+        CSV_TEXT,
+        HTML_PAGE,
+        Slide,
+        epub_bytes,
+        pptx_bytes,
+        repack,
+        xlsx_bytes,
+    )
     from tests.pdfgen import Page, encrypt_pdf, make_pdf
 
 CALL_GUARD_SECONDS = 20.0  # a call running this long counts as a hang, not as slow
@@ -82,19 +92,7 @@ def _docx_seed() -> bytes:
     props.created = props.modified = props.last_printed = fixed
     out = io.BytesIO()
     document.save(out)
-    return _repack(out.getvalue())
-
-
-def _repack(data: bytes) -> bytes:
-    """The same ZIP with every entry stamped 1980-01-01: byte-for-byte reproducible."""
-    src = zipfile.ZipFile(io.BytesIO(data))
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
-        for info in src.infolist():
-            fixed = zipfile.ZipInfo(info.filename, date_time=(1980, 1, 1, 0, 0, 0))
-            fixed.compress_type = zipfile.ZIP_DEFLATED
-            dst.writestr(fixed, src.read(info.filename))
-    return out.getvalue()
+    return repack(out.getvalue())
 
 
 MARKDOWN_SEED = """---
@@ -150,6 +148,13 @@ def make_seeds() -> dict[str, bytes]:
         "utf16.txt": TEXT_SEED.encode("utf-16"),  # with BOM
         "utf16le.txt": TEXT_SEED.encode("utf-16-le"),  # without BOM
         "latin.txt": TEXT_SEED.replace("\u4e2d\u6587", "").encode("cp1252"),
+        "page.html": HTML_PAGE.encode("utf-8"),
+        "deck.pptx": pptx_bytes(
+            [Slide("Budget", ["Rent rises"], notes="Why", table=[["a", "b"], ["1", "2"]])]
+        ),
+        "sheet.xlsx": xlsx_bytes({"Costs": [["item", "amount"], ["rent", 1200], ["desk", 90.5]]}),
+        "rows.csv": CSV_TEXT.encode("utf-8"),
+        "book.epub": epub_bytes([("One", "<h1>Start</h1><p>Text of the first chapter.</p>")]),
     }
 
 
@@ -231,12 +236,22 @@ def mutate_bytes(data: bytes, rng: random.Random) -> bytes:
     return bytes(out)
 
 
-def mutate_docx_parts(data: bytes, rng: random.Random) -> bytes:
-    """Mutate the XML inside a DOCX and zip it again, so the ZIP itself stays valid."""
+_MAIN_PART = {
+    ".docx": "word/document.xml",
+    ".pptx": "ppt/slides/slide1.xml",
+    ".xlsx": "xl/worksheets/sheet1.xml",
+    ".epub": "OEBPS/text/ch0.xhtml",
+}
+_ZIPPED = frozenset(_MAIN_PART)
+
+
+def mutate_zip_parts(data: bytes, rng: random.Random, ext: str = ".docx") -> bytes:
+    """Mutate the XML inside a ZIP format and zip it again, so the ZIP itself stays valid."""
     with zipfile.ZipFile(io.BytesIO(data)) as archive:
         parts = {info.filename: archive.read(info) for info in archive.infolist()}
-    xml = [n for n in parts if n.endswith((".xml", ".rels"))]
-    name = "word/document.xml" if rng.random() < 0.6 else rng.choice(xml)
+    xml = [n for n in parts if n.endswith((".xml", ".rels", ".xhtml", ".opf"))]
+    main = _MAIN_PART[ext]
+    name = main if main in parts and rng.random() < 0.6 else rng.choice(xml)
     parts[name] = mutate_bytes(parts[name], rng)
     if rng.random() < 0.05:
         del parts[rng.choice(list(parts))]
@@ -261,8 +276,8 @@ def mutations(seeds: dict[str, bytes], n: int, seed: int) -> Iterator[tuple[int,
         roll = rng.random()
         if roll < 0.03:  # a valid file of another type under this extension
             data = seeds[rng.choice(names)]
-        elif ext == ".docx" and roll < 0.55:
-            data = mutate_docx_parts(data, rng)
+        elif ext in _ZIPPED and roll < 0.55:
+            data = mutate_zip_parts(data, rng, ext)
         else:
             data = mutate_bytes(data, rng)
         yield index, name, ext, data
@@ -357,7 +372,9 @@ def check_one(path: Path, timeout: float = CALL_GUARD_SECONDS) -> tuple[str, str
     try:
         with call_guard(timeout), warnings.catch_warnings(record=True):
             warnings.simplefilter("ignore")
-            loaded = load_file(path)
+            # OCR off: rendering and recognising every mutated scan page would make the
+            # run minutes longer and test PDFium, not our loaders.
+            loaded = load_file(path, ocr=False)
     except KBError as exc:
         message = str(exc)
         if "\n" in message or path.name not in message:

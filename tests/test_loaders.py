@@ -35,6 +35,9 @@ except ImportError:  # tests/ imported as a package
     from tests.pdfgen import Page, encrypt_pdf, make_pdf, write_pdf
 
 
+OFF = "; OCR is off: set HYBRIDKB_OCR=true to read scans"
+
+
 def _error(path: Path, **kwargs: object) -> str:
     with pytest.raises(ExtractionError) as info:
         load_file(path, **kwargs)  # type: ignore[arg-type]
@@ -84,10 +87,12 @@ def test_split_page_paragraphs_breaks_after_short_sentence_ends_and_headings() -
 
 def test_pdf_image_only_pages_are_listed_in_one_warning(tmp_path: Path) -> None:
     pages = [Page("Text one."), Page(image=True), Page("Text three."), Page(rectangle=True), Page()]
-    loaded = load_file(write_pdf(tmp_path / "mixed.pdf", pages))
+    loaded = load_file(write_pdf(tmp_path / "mixed.pdf", pages), ocr=False)
     assert [b.page for b in loaded.blocks] == [1, 3]
     # Page 5 has no content at all: blank, nothing to OCR, so not reported.
-    assert loaded.warnings == ["pages 2, 4 have no text layer (OCR them to include them)"]
+    assert loaded.warnings == [
+        "pages 2, 4 have no text layer; OCR is off: set HYBRIDKB_OCR=true to read scans"
+    ]
 
 
 def test_pdf_pages_without_fonts_are_judged_by_their_content(tmp_path: Path) -> None:
@@ -97,21 +102,27 @@ def test_pdf_pages_without_fonts_are_judged_by_their_content(tmp_path: Path) -> 
         Page(resources=False, raw=b"q Q"),  # an empty page some producers write
         Page("Words."),
     ]
-    loaded = load_file(write_pdf(tmp_path / "art.pdf", pages))
+    loaded = load_file(write_pdf(tmp_path / "art.pdf", pages), ocr=False)
     assert [b.page for b in loaded.blocks] == [3]
-    assert loaded.warnings == ["page 1 has no text layer (OCR it to include it)"]
+    assert loaded.warnings == [
+        "page 1 has no text layer; OCR is off: set HYBRIDKB_OCR=true to read scans"
+    ]
 
 
 def test_pdf_single_missing_text_layer_is_worded_in_singular(tmp_path: Path) -> None:
     pages = [Page("Text."), Page(image=True, rectangle=True)]
-    loaded = load_file(write_pdf(tmp_path / "one.pdf", pages))
-    assert loaded.warnings == ["page 2 has no text layer (OCR it to include it)"]
+    loaded = load_file(write_pdf(tmp_path / "one.pdf", pages), ocr=False)
+    assert loaded.warnings == [
+        "page 2 has no text layer; OCR is off: set HYBRIDKB_OCR=true to read scans"
+    ]
 
 
 def test_pdf_many_pages_without_text_are_reported_as_ranges(tmp_path: Path) -> None:
     pages = [Page("Cover.")] + [Page(rectangle=True)] * 300 + [Page("Back.")] + [Page(image=True)]
-    loaded = load_file(write_pdf(tmp_path / "long.pdf", pages))
-    assert loaded.warnings == ["pages 2-301, 303 have no text layer (OCR them to include them)"]
+    loaded = load_file(write_pdf(tmp_path / "long.pdf", pages), ocr=False)
+    assert loaded.warnings == [
+        "pages 2-301, 303 have no text layer; OCR is off: set HYBRIDKB_OCR=true to read scans"
+    ]
 
 
 def test_page_ranges_compresses_runs() -> None:
@@ -119,9 +130,18 @@ def test_page_ranges_compresses_runs() -> None:
     assert page_ranges([3, 7, 8, 9, 12, 13]) == "3, 7-9, 12-13"
 
 
-def test_pdf_without_any_text_layer_asks_for_ocr(tmp_path: Path) -> None:
+def test_pdf_without_any_text_layer_says_how_to_read_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pdf = write_pdf(tmp_path / "scan.pdf", [Page(image=True), Page(rectangle=True)])
-    assert _error(pdf) == "scan.pdf: no text layer; OCR it first"
+    with pytest.raises(ExtractionError) as off:
+        load_file(pdf, ocr=False)
+    assert str(off.value) == f"scan.pdf: no text layer (a scan){OFF}"
+    monkeypatch.setattr("hybridkb.loaders.pdf.ocr_available", lambda: False)
+    assert _error(pdf) == (
+        "scan.pdf: no text layer (a scan); install OCR with pip install 'hybridkb[ocr]' "
+        "and add it again"
+    )
 
 
 def test_pdf_of_blank_pages_has_nothing_to_add(tmp_path: Path) -> None:
@@ -465,12 +485,13 @@ def test_markdown_file_loads_through_load_file(tmp_path: Path) -> None:
 
 
 def test_unsupported_extension_lists_the_supported_ones(tmp_path: Path) -> None:
-    path = tmp_path / "x.xlsx"
+    path = tmp_path / "x.odt"
     path.write_bytes(b"PK")
     with pytest.raises(UnsupportedFileType) as info:
         load_file(path)
-    assert (
-        str(info.value) == "x.xlsx: unsupported file type .xlsx; supported: .docx, .md, .pdf, .txt"
+    assert str(info.value) == (
+        "x.odt: unsupported file type .odt; supported: .csv, .docx, .epub, .htm, .html, .markdown,"
+        " .md, .pdf, .pptx, .text, .tsv, .txt, .xhtml, .xlsm, .xlsx"
     )
 
 
@@ -479,7 +500,10 @@ def test_extension_dispatch_is_case_insensitive(tmp_path: Path) -> None:
     (tmp_path / "NOTES.TXT").write_text("Shouting.")
     assert load_file(tmp_path / "UPPER.PDF").file_type == "pdf"
     assert load_file(tmp_path / "NOTES.TXT").file_type == "txt"
-    assert {".pdf", ".docx", ".md", ".markdown", ".txt", ".text"} == SUPPORTED_EXTENSIONS
+    assert {
+        ".pdf", ".docx", ".md", ".markdown", ".txt", ".text", ".html", ".htm", ".xhtml",
+        ".pptx", ".xlsx", ".xlsm", ".csv", ".tsv", ".epub",
+    } == SUPPORTED_EXTENSIONS  # fmt: skip
 
 
 def test_load_file_of_missing_path_says_so(tmp_path: Path) -> None:

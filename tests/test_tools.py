@@ -224,9 +224,9 @@ def test_create_refuses_bad_documents_before_creating(tools: dict[str, BaseTool]
 
 
 def test_unsupported_file_is_reported(tools: dict[str, BaseTool], tmp_path: Path) -> None:
-    (tmp_path / "sheet.xlsx").write_bytes(b"PK")
+    (tmp_path / "sheet.odt").write_bytes(b"PK")
     call(tools["create_kb_collection"], collection_name="Files")
-    msg = call(tools["add_kb_documents"], collection_name="Files", documents="sheet.xlsx")
+    msg = call(tools["add_kb_documents"], collection_name="Files", documents="sheet.odt")
     assert msg.status == "error" and "unsupported file type" in msg.content
 
 

@@ -27,7 +27,7 @@ from .limits import MAX_DOCUMENTS_CHARS, MAX_ITEMS, MAX_LIST_CHARS, MAX_PATH_CHA
 from .loaders import SUPPORTED_EXTENSIONS
 
 # Extensions that make a bare word look like a file name even without a slash.
-# Wider than what we can load: "report.xlsx" is a path the user meant, and
+# Wider than what we can load: "report.odt" is a path the user meant, and
 # "unsupported file type" is a better answer than storing the name as a note.
 PATH_EXTENSIONS: frozenset[str] = SUPPORTED_EXTENSIONS | frozenset(
     {

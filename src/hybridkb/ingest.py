@@ -300,7 +300,7 @@ def prepare_file(ctx: IngestContext, path: Path, metadata: dict[str, Any]) -> Ou
             doc.language = _language(ctx, sample)
             keep_open = True  # read again, from the start, while it is written
             return Streamed(doc, opened, result)
-        loaded = load_file(opened, pdf_password=ctx.settings.pdf_password)
+        loaded = load_file(opened, pdf_password=ctx.settings.pdf_password, ocr=ctx.settings.ocr)
         doc.language = _language(ctx, document_text(loaded.blocks))
         result.warnings = list(loaded.warnings)
         return Prepared(doc, _chunk(ctx, loaded.blocks), result)

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Page", "encrypt_pdf", "make_pdf", "write_pdf"]
+__all__ = ["Page", "encrypt_pdf", "make_pdf", "scan_pdf", "write_pdf"]
 
 _LINE_HEIGHT = 14
 # A 2x2 RGB image: enough for a page to "have content" without any text.
@@ -169,4 +169,21 @@ def encrypt_pdf(
     writer.encrypt(user_password, owner_password or user_password + "-owner", algorithm=algorithm)
     out = io.BytesIO()
     writer.write(out)
+    return out.getvalue()
+
+
+def scan_pdf(data: bytes, *, dpi: int = 200) -> bytes:
+    """Return an image-only copy of a PDF, as a scanner would make it: each page
+    rendered to a grayscale picture at ``dpi``, no text layer. Needs the OCR extra
+    (pypdfium2 renders, Pillow writes); tests and bench/ocr.py measure OCR with it.
+    """
+    import pypdfium2 as pdfium
+
+    document = pdfium.PdfDocument(data)
+    try:
+        images = [page.render(scale=dpi / 72).to_pil().convert("L") for page in document]
+    finally:
+        document.close()
+    out = io.BytesIO()
+    images[0].save(out, "PDF", resolution=dpi, save_all=True, append_images=images[1:])
     return out.getvalue()

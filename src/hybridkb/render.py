@@ -60,13 +60,23 @@ class Rendered:
 # -- search results ----------------------------------------------------------------------
 
 
+_PAGE_WORDS = {".pptx": "slide", ".xlsx": "row", ".xlsm": "row", ".csv": "row", ".tsv": "row"}
+
+
+def page_label(filename: str | None, page: int) -> str:
+    """How a reader names the page of this file: "p. 4", "slide 4" or "row 4"."""
+    suffix = "." + (filename or "").rsplit(".", 1)[-1].lower() if filename else ""
+    word = _PAGE_WORDS.get(suffix)
+    return f"{word} {page}" if word else f"p. {page}"
+
+
 def citation(hit: Hit) -> str:
     """``Tax Documents | guide.pdf | p. 4 | § Depreciation | doc 1a2b3c``."""
     parts = [clip(compact(hit.collection), 60)]
     if hit.filename:
         parts.append(clip(compact(hit.filename), 80))
     if hit.page is not None:
-        parts.append(f"p. {hit.page}")
+        parts.append(page_label(hit.filename, hit.page))
     if hit.section:
         parts.append("§ " + clip(compact(hit.section), 60))
     parts.append("doc " + clip(compact(hit.document_id), 64))

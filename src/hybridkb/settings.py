@@ -56,6 +56,7 @@ class Settings(BaseSettings):
     rrf_k: int = 60
     candidates: int = Field(100, ge=1, description="per-leg candidate depth before fusion")
     pdf_password: str | None = None
+    ocr: bool = Field(True, description="read PDF pages without a text layer by OCR (extra ocr)")
     allowed_paths: Annotated[list[Path], NoDecode] = Field(default_factory=lambda: [Path.cwd()])
     cache_dir: Path = Field(default_factory=_default_cache_dir)
     lock_timeout: float = Field(10.0, ge=0, description="seconds to wait for another writer")

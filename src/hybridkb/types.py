@@ -14,7 +14,7 @@ class Block:
     """A unit of extracted text before chunking: a paragraph, a table, or a page's text."""
 
     text: str
-    page: int | None = None  # 1-based, as a reader sees it
+    page: int | None = None  # 1-based, as a reader sees it (slide for PPTX, row for sheets)
     section: str | None = None  # heading path, e.g. "Part 2 > Depreciation"
     kind: str = "paragraph"  # paragraph | table | page | code
 
@@ -25,7 +25,7 @@ class LoadedFile:
 
     blocks: list[Block]
     warnings: list[str] = field(default_factory=list)
-    file_type: str = ""  # pdf | docx | md | txt
+    file_type: str = ""  # pdf | docx | md | txt | html | pptx | xlsx | csv | epub
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -29,45 +30,92 @@ __all__ = [
     "load_file",
 ]
 
-SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(
-    {".pdf", ".docx", ".md", ".markdown", ".txt", ".text"}
-)
-_SUPPORTED_HINT = "supported: .docx, .md, .pdf, .txt"
 _HASH_BLOCK = 1 << 20
 
 
-def _load_pdf(stream: BinaryIO, name: str, password: str | None) -> LoadedFile:
+@dataclass(frozen=True)
+class LoadOptions:
+    """What a loader may need besides the bytes (from settings)."""
+
+    pdf_password: str | None = None
+    ocr: bool = True
+
+
+def _load_pdf(stream: BinaryIO, name: str, options: LoadOptions) -> LoadedFile:
     from hybridkb.loaders.pdf import load_pdf  # pypdf is imported only for PDFs
 
-    return load_pdf(stream, name=name, password=password)
+    return load_pdf(stream, name=name, password=options.pdf_password, ocr=options.ocr)
 
 
-def _load_docx(stream: BinaryIO, name: str, password: str | None) -> LoadedFile:
+def _load_docx(stream: BinaryIO, name: str, options: LoadOptions) -> LoadedFile:
     from hybridkb.loaders.docx import load_docx
 
     return load_docx(stream, name=name)
 
 
-def _load_markdown(stream: BinaryIO, name: str, password: str | None) -> LoadedFile:
+def _load_markdown(stream: BinaryIO, name: str, options: LoadOptions) -> LoadedFile:
     from hybridkb.loaders.text import load_markdown
 
     return load_markdown(stream, name=name)
 
 
-def _load_text(stream: BinaryIO, name: str, password: str | None) -> LoadedFile:
+def _load_text(stream: BinaryIO, name: str, options: LoadOptions) -> LoadedFile:
     from hybridkb.loaders.text import load_text
 
     return load_text(stream, name=name)
 
 
-_LOADERS: dict[str, Callable[[BinaryIO, str, str | None], LoadedFile]] = {
+def _load_html(stream: BinaryIO, name: str, options: LoadOptions) -> LoadedFile:
+    from hybridkb.loaders.html import load_html
+
+    return load_html(stream, name=name)
+
+
+def _load_pptx(stream: BinaryIO, name: str, options: LoadOptions) -> LoadedFile:
+    from hybridkb.loaders.slides import load_pptx
+
+    return LoadedFile(blocks=load_pptx(stream, name=name), file_type="pptx")
+
+
+def _load_xlsx(stream: BinaryIO, name: str, options: LoadOptions) -> LoadedFile:
+    from hybridkb.loaders.sheets import load_xlsx
+
+    blocks, warnings = load_xlsx(stream, name=name)
+    return LoadedFile(blocks=blocks, warnings=warnings, file_type="xlsx")
+
+
+def _load_csv(stream: BinaryIO, name: str, options: LoadOptions) -> LoadedFile:
+    from hybridkb.loaders.sheets import load_csv
+
+    return LoadedFile(blocks=load_csv(stream, name=name), file_type="csv")
+
+
+def _load_epub(stream: BinaryIO, name: str, options: LoadOptions) -> LoadedFile:
+    from hybridkb.loaders.epub import load_epub
+
+    return LoadedFile(blocks=load_epub(stream, name=name), file_type="epub")
+
+
+# Each loader imports its parser when first used, so `import hybridkb.loaders` stays light.
+_LOADERS: dict[str, Callable[[BinaryIO, str, LoadOptions], LoadedFile]] = {
     ".pdf": _load_pdf,
     ".docx": _load_docx,
     ".md": _load_markdown,
     ".markdown": _load_markdown,
     ".txt": _load_text,
     ".text": _load_text,
+    ".html": _load_html,
+    ".htm": _load_html,
+    ".xhtml": _load_html,
+    ".pptx": _load_pptx,
+    ".xlsx": _load_xlsx,
+    ".xlsm": _load_xlsx,
+    ".csv": _load_csv,
+    ".tsv": _load_csv,
+    ".epub": _load_epub,
 }
+SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(_LOADERS)
+_SUPPORTED_HINT = "supported: " + ", ".join(sorted(SUPPORTED_EXTENSIONS))
 
 
 def check_supported(path: Path) -> None:
@@ -80,14 +128,17 @@ def check_supported(path: Path) -> None:
         )
 
 
-def load_file(source: str | Path | OpenedFile, *, pdf_password: str | None = None) -> LoadedFile:
+def load_file(
+    source: str | Path | OpenedFile, *, pdf_password: str | None = None, ocr: bool = True
+) -> LoadedFile:
     """Extract the text of one file as blocks, choosing the loader by extension.
 
     Args:
-        source: A .pdf, .docx, .md/.markdown or .txt/.text file (case-insensitive): a
-            path (opened here), or a file opened by :func:`hybridkb.files.open_file`,
+        source: A file of a supported type (SUPPORTED_EXTENSIONS, case-insensitive):
+            a path (opened here), or a file opened by :func:`hybridkb.files.open_file`,
             read from its start.
         pdf_password: User password for encrypted PDFs.
+        ocr: Read PDF pages without a text layer by OCR, if the OCR extra is installed.
 
     Returns:
         The normalised, non-empty blocks and any warnings (e.g. PDF pages without
@@ -102,12 +153,12 @@ def load_file(source: str | Path | OpenedFile, *, pdf_password: str | None = Non
         path = Path(source)
         check_supported(path)
         with open_file(path) as opened:
-            return load_file(opened, pdf_password=pdf_password)
+            return load_file(opened, pdf_password=pdf_password, ocr=ocr)
     check_supported(source.path)
     loader = _LOADERS[source.path.suffix.lower()]
     source.stream.seek(0)
     try:
-        return loader(source.stream, source.name, pdf_password)
+        return loader(source.stream, source.name, LoadOptions(pdf_password, ocr))
     except OSError as exc:
         raise ExtractionError(
             f"{source.name}: cannot read it ({exc.strerror or exc}); check the file"

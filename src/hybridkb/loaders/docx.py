@@ -18,65 +18,36 @@ and python-docx would happily inflate a zip bomb into memory.
 from __future__ import annotations
 
 import re
-import zipfile
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 from hybridkb.errors import ExtractionError
+from hybridkb.loaders.archive import MAX_PART_BYTES, check_zip, invalid
 from hybridkb.loaders.text import MAX_TITLE_CHARS
 from hybridkb.normalize import normalize_text
 from hybridkb.types import Block, LoadedFile
 
 __all__ = ["MAX_PART_BYTES", "load_docx"]
 
-MAX_PART_BYTES = 200 * 1024 * 1024  # declared size of one XML part
-_BOMB_RATIO = 200  # with more than _BOMB_MIN_BYTES, a ratio no real XML reaches
-_BOMB_MIN_BYTES = 50 * 1024 * 1024
 _OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _HEADING = re.compile(r"heading\s*(\d)", re.IGNORECASE)
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 
 
 def _invalid(name: str, cause: str) -> ExtractionError:
-    return ExtractionError(f"{name}: not a valid .docx ({cause}); re-save it from Word/LibreOffice")
+    return invalid(name, ".docx", cause)
 
 
 def _check_package(stream: BinaryIO, name: str) -> None:
     """Reject files that are not a DOCX ZIP, or whose XML would inflate absurdly."""
-    head = stream.read(8)
-    stream.seek(0)
-    if not head:
-        raise _invalid(name, "empty file, 0 bytes")
-    if head == _OLE_MAGIC:
+    if stream.read(8) == _OLE_MAGIC:
         # Word 97-2003 files and password-protected DOCX are both OLE containers.
         raise ExtractionError(
             f"{name}: not a valid .docx (an old .doc or a password-protected file); "
             "re-save it from Word/LibreOffice as .docx without a password"
         )
-    if not zipfile.is_zipfile(stream):
-        raise _invalid(name, "not a ZIP archive")
     stream.seek(0)
-    try:
-        with zipfile.ZipFile(stream) as archive:
-            infos = archive.infolist()
-    # zipfile raises NotImplementedError for an unknown "zip file version" (found by fuzzing).
-    except (zipfile.BadZipFile, OSError, ValueError, NotImplementedError, EOFError) as exc:
-        raise _invalid(name, f"broken ZIP: {exc}") from exc
-    names = {info.filename for info in infos}
-    if "word/document.xml" not in names:
-        raise _invalid(name, "a ZIP without word/document.xml")
-    for info in infos:
-        # Only parts python-docx parses into memory matter; media is read lazily.
-        if not info.filename.endswith((".xml", ".rels")):
-            continue
-        # zipfile stops inflating at the declared size, so declared sizes bound memory.
-        size = info.file_size
-        ratio = size / max(info.compress_size, 1)
-        if size > MAX_PART_BYTES or (size > _BOMB_MIN_BYTES and ratio > _BOMB_RATIO):
-            raise ExtractionError(
-                f"{name}: {info.filename} would expand to {size // (1024 * 1024)} MB "
-                f"({ratio:.0f}x compression, a possible zip bomb); refused, check the file"
-            )
+    check_zip(stream, name, kind=".docx", required="word/document.xml")
 
 
 _MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"

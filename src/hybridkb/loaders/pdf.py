@@ -1,8 +1,8 @@
 """PDF loader: text layer per page, split into paragraphs, with page numbers kept.
 
 pypdf reads in non-strict mode so PDFs whose cross-reference table needs repair
-still load. Scanned pages (no text layer) are reported, not silently dropped, so a
-user knows which pages to OCR. Every pypdf failure becomes an ExtractionError:
+still load. Scanned pages (no text layer) are read by OCR (loaders.ocr) when it is
+installed, and reported either way, never silently dropped. Every pypdf failure becomes an ExtractionError:
 PDF parsing raises anything from KeyError to RecursionError on broken input.
 """
 
@@ -15,6 +15,7 @@ from typing import Any, BinaryIO
 from pypdf import PasswordType, PdfReader
 
 from hybridkb.errors import ExtractionError
+from hybridkb.loaders.ocr import OCR_INSTALL, ocr_available, ocr_pdf_pages
 from hybridkb.normalize import normalize_text
 from hybridkb.types import Block, LoadedFile
 
@@ -124,6 +125,14 @@ def _may_have_text(page: Any) -> tuple[bool, bool]:
     return size > 64, False
 
 
+def _ocr_fix(ocr: bool) -> str:
+    if not ocr:
+        return "OCR is off: set HYBRIDKB_OCR=true to read scans"
+    if not ocr_available():
+        return f"install OCR with {OCR_INSTALL} and add it again"
+    return "OCR found no text"
+
+
 def _unlock(reader: PdfReader, name: str, password: str | None) -> None:
     """Decrypt with the empty password, then ``password``; raise if neither opens it."""
     try:
@@ -150,17 +159,23 @@ def _unlock(reader: PdfReader, name: str, password: str | None) -> None:
     raise ExtractionError(f"{name}: encrypted; set HYBRIDKB_PDF_PASSWORD or remove the password")
 
 
-def load_pdf(stream: BinaryIO, *, name: str, password: str | None = None) -> LoadedFile:
+def load_pdf(
+    stream: BinaryIO, *, name: str, password: str | None = None, ocr: bool = True
+) -> LoadedFile:
     """Extract the text layer of a PDF as paragraph blocks with 1-based page numbers.
+
+    Pages with drawings or images but no text layer (scans) are read by OCR when
+    ``ocr`` is on and the OCR extra is installed, and named in a warning.
 
     Args:
         stream: The opened PDF (seekable, at its start).
         name: The file's name, for messages.
         password: User password for encrypted PDFs (tried after the empty password).
+        ocr: Read pages without a text layer by OCR (HYBRIDKB_OCR).
 
     Returns:
         Blocks of kind "paragraph", each with its page. ``warnings`` lists pages
-        that have drawings or images but no text, and pages pypdf could not read.
+        read by OCR, pages with no text that were not, and pages pypdf could not read.
 
     Raises:
         ExtractionError: Not a PDF, corrupt or truncated, encrypted without the
@@ -204,20 +219,34 @@ def load_pdf(stream: BinaryIO, *, name: str, password: str | None = None) -> Loa
             no_text.append(number)
         blocks.extend(Block(text=p, page=number, kind="paragraph") for p in paragraphs)
 
+    warnings: list[str] = []
+    if no_text and ocr and ocr_available():
+        stream.seek(0)
+        read, failed = ocr_pdf_pages(stream.read(), no_text, password=password)
+        blocks.extend(
+            Block(text=text, page=number, kind="paragraph")
+            for number, page_paragraphs in read.items()
+            for paragraph in page_paragraphs
+            if (text := normalize_text(paragraph))
+        )
+        blocks.sort(key=lambda block: block.page or 0)  # stable: page order, then reading order
+        found = sorted(number for number, paragraphs in read.items() if paragraphs)
+        if found:
+            warnings.append(
+                _pages_phrase(
+                    found, "was read by OCR (no text layer)", "were read by OCR (no text layer)"
+                )
+            )
+        no_text = [number for number in no_text if number not in found]
     if not blocks:
         if no_text:
-            raise ExtractionError(f"{name}: no text layer; OCR it first")
+            raise ExtractionError(f"{name}: no text layer (a scan); {_ocr_fix(ocr)}")
         if first_error is not None:
             raise _corrupt(name, first_error) from first_error
         raise ExtractionError(f"{name}: no text (every page is blank); nothing to add")
-    warnings: list[str] = []
     if no_text:
         warnings.append(
-            _pages_phrase(
-                no_text,
-                "has no text layer (OCR it to include it)",
-                "have no text layer (OCR them to include them)",
-            )
+            _pages_phrase(no_text, "has no text layer", "have no text layer") + f"; {_ocr_fix(ocr)}"
         )
     if unreadable and first_error is not None:
         cause = f"({_short(first_error)}); re-export the PDF"

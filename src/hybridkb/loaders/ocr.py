@@ -1,0 +1,159 @@
+"""OCR for PDF pages that have no text layer (scans, photographed receipts).
+
+Pages are rendered with pypdfium2 and read by RapidOCR (rapidocr-onnxruntime), whose
+wheel ships the PP-OCRv4 detection and recognition models (Chinese and Latin
+script): nothing is downloaded at run time, so it works offline on Linux, macOS and
+Windows. Both come with the ``ocr`` extra (``pip install 'hybridkb[ocr]'``), not the
+default install: together with OpenCV they add about 250 MB, and
+rapidocr-onnxruntime does not install on Python 3.13 or newer.
+
+The engine is loaded once per process (0.6 s) and used under a lock: ingest runs
+files on a thread pool, and ONNX Runtime already uses every core for one page.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "OCR_INSTALL",
+    "TARGET_PIXELS",
+    "TextLine",
+    "lines_to_paragraphs",
+    "ocr_available",
+    "ocr_pdf_pages",
+]
+
+OCR_INSTALL = "pip install 'hybridkb[ocr]'"
+# Long side of the rendered page in pixels (about 120 dpi for A4 or Letter). Measured
+# by bench/ocr.py on 200 dpi scans: 1000 px gave a lower character error rate than
+# 1600 or 2000 (0.6% vs 10% on a LaTeX page: at higher resolution PP-OCR's recogniser
+# drops the spaces between words) at 2-3x the speed.
+TARGET_PIXELS = 1000
+_MAX_SCALE = 4.0
+_MIN_SCORE = 0.5  # recognition confidence below this is mostly noise from drawings
+
+_engine: Any = None
+_engine_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class TextLine:
+    """One recognised piece of text and its box on the page, in pixels."""
+
+    text: str
+    left: float
+    top: float
+    right: float
+    bottom: float
+
+    @property
+    def height(self) -> float:
+        return self.bottom - self.top
+
+
+def ocr_available() -> bool:
+    """True when the OCR extra (rapidocr-onnxruntime and pypdfium2) is installed."""
+    return all(
+        importlib.util.find_spec(name) is not None for name in ("rapidocr_onnxruntime", "pypdfium2")
+    )
+
+
+def _get_engine() -> Any:
+    global _engine
+    if _engine is None:
+        from rapidocr_onnxruntime import RapidOCR
+
+        _engine = RapidOCR()
+    return _engine
+
+
+def _same_line(line: list[TextLine], piece: TextLine) -> bool:
+    last = line[-1]
+    overlap = min(last.bottom, piece.bottom) - max(last.top, piece.top)
+    return overlap > 0.5 * min(last.height, piece.height)
+
+
+def lines_to_paragraphs(pieces: Sequence[TextLine]) -> list[str]:
+    """Arrange recognised pieces into lines (left to right) and lines into paragraphs.
+
+    Pieces whose boxes overlap vertically by more than half a line height form one
+    line; a vertical gap larger than the median line height starts a new paragraph,
+    as a reader sees a blank line.
+    """
+    lines: list[list[TextLine]] = []
+    for piece in sorted(pieces, key=lambda p: (p.top, p.left)):
+        if lines and _same_line(lines[-1], piece):
+            lines[-1].append(piece)
+        else:
+            lines.append([piece])
+    if not lines:
+        return []
+    heights = sorted(max(p.height for p in line) for line in lines)
+    typical = heights[len(heights) // 2]
+    paragraphs: list[list[str]] = [[]]
+    previous_bottom: float | None = None
+    for line in lines:
+        top = min(p.top for p in line)
+        if previous_bottom is not None and top - previous_bottom > typical:
+            paragraphs.append([])
+        paragraphs[-1].append(" ".join(p.text for p in sorted(line, key=lambda p: p.left)))
+        previous_bottom = max(p.bottom for p in line)
+    return ["\n".join(lines_of) for lines_of in paragraphs if lines_of]
+
+
+def _read_page(engine: Any, page: Any, long_side: int) -> list[str]:
+    width, height = page.get_size()
+    scale = min(_MAX_SCALE, long_side / max(width, height, 1.0))
+    image = page.render(scale=scale).to_numpy()
+    # The angle classifier only helps with text upside down; scans are upright and it
+    # costs a tenth of the time.
+    result, _ = engine(image, use_cls=False)
+    pieces = [
+        TextLine(
+            text=str(text).strip(),
+            left=min(x for x, _ in box),
+            top=min(y for _, y in box),
+            right=max(x for x, _ in box),
+            bottom=max(y for _, y in box),
+        )
+        for box, text, score in result or []
+        # A lone "?" or "|" is what the recogniser makes of a photo or a rule line.
+        if float(score) >= _MIN_SCORE and any(ch.isalnum() for ch in str(text))
+    ]
+    return lines_to_paragraphs(pieces)
+
+
+def ocr_pdf_pages(
+    data: bytes,
+    pages: Sequence[int],
+    *,
+    password: str | None = None,
+    long_side: int = TARGET_PIXELS,
+) -> tuple[dict[int, list[str]], dict[int, str]]:
+    """OCR the given 1-based pages of a PDF, each rendered ``long_side`` pixels long.
+
+    Returns:
+        Paragraphs per page that was read, and the cause per page that could not be
+        (a rendering or recognition error), so one bad page loses only itself.
+    """
+    import pypdfium2 as pdfium
+
+    read: dict[int, list[str]] = {}
+    failed: dict[int, str] = {}
+    document = pdfium.PdfDocument(data, password=password)
+    try:
+        with _engine_lock:
+            engine = _get_engine()
+            for number in pages:
+                try:
+                    read[number] = _read_page(engine, document[number - 1], long_side)
+                except Exception as exc:  # noqa: BLE001 - a page is lost, not the file
+                    failed[number] = f"{type(exc).__name__}: {exc}"[:120]
+    finally:
+        document.close()
+    return read, failed

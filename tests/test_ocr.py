@@ -1,0 +1,93 @@
+"""OCR of scanned PDF pages: layout assembly as a pure function, then the real engine
+on scans the test makes itself (a text PDF rendered to an image-only PDF)."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+import pytest
+
+from hybridkb.loaders import load_file
+from hybridkb.loaders.ocr import TextLine, lines_to_paragraphs, ocr_available
+from tests.pdfgen import Page, make_pdf, scan_pdf
+
+needs_ocr = pytest.mark.skipif(not ocr_available(), reason="the ocr extra is not installed")
+
+TEXT = (
+    "Depreciation of office equipment\n"
+    "Laptops are written off over three years.\n"
+    "Desks and chairs over ten years."
+)
+
+
+def _line(text: str, left: float, top: float, height: float = 20) -> TextLine:
+    return TextLine(text, left, top, left + 10 * len(text), top + height)
+
+
+def test_pieces_on_one_line_join_left_to_right_and_gaps_split_paragraphs() -> None:
+    pieces = [
+        _line("Total:", 10, 100),
+        _line("Invoice 42", 10, 10),
+        _line("120 EUR", 200, 102),  # same line, detected a little lower
+        _line("Due in 30 days.", 10, 125),
+        _line("Thank you.", 10, 200),  # a gap of more than a line: new paragraph
+    ]
+    assert lines_to_paragraphs(pieces) == [
+        "Invoice 42",
+        "Total: 120 EUR\nDue in 30 days.",
+        "Thank you.",
+    ]
+
+
+def test_no_pieces_no_paragraphs() -> None:
+    assert lines_to_paragraphs([]) == []
+
+
+def _character_error_rate(expected: str, got: str) -> float:
+    want, have = " ".join(expected.split()), " ".join(got.split())
+    matcher = difflib.SequenceMatcher(a=want, b=have, autojunk=False)
+    return 1 - 2 * sum(b.size for b in matcher.get_matching_blocks()) / (len(want) + len(have))
+
+
+@needs_ocr
+def test_a_scanned_pdf_is_read_with_its_page_numbers_and_a_warning(tmp_path: Path) -> None:
+    scan = tmp_path / "receipt.pdf"
+    scan.write_bytes(scan_pdf(make_pdf([Page("Cover page with a text layer."), Page(TEXT)])))
+    loaded = load_file(scan)
+    assert loaded.warnings == ["pages 1-2 were read by OCR (no text layer)"]
+    assert {b.page for b in loaded.blocks} == {1, 2}
+    page_two = "\n".join(b.text for b in loaded.blocks if b.page == 2)
+    # A loose bound: recognition may differ in a space or a letter between CPUs.
+    assert _character_error_rate(TEXT, page_two) < 0.15, page_two
+    assert "depreciation" in page_two.lower()
+
+
+@needs_ocr
+def test_only_pages_without_a_text_layer_are_read_by_ocr(tmp_path: Path) -> None:
+    scanned_page = scan_pdf(make_pdf([Page(TEXT)]))
+    import io
+
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter()
+    writer.append(PdfReader(io.BytesIO(make_pdf([Page("A typed first page.")]))))
+    writer.append(PdfReader(io.BytesIO(scanned_page)))
+    path = tmp_path / "mixed.pdf"
+    with path.open("wb") as out:
+        writer.write(out)
+    loaded = load_file(path)
+    assert loaded.blocks[0].text == "A typed first page." and loaded.blocks[0].page == 1
+    assert all(b.page == 2 for b in loaded.blocks[1:]) and len(loaded.blocks) > 1
+    assert loaded.warnings == ["page 2 was read by OCR (no text layer)"]
+
+
+@needs_ocr
+def test_scanned_pdf_is_searchable_through_a_collection(tmp_path: Path, kb: object) -> None:
+    path = tmp_path / "scan.pdf"
+    path.write_bytes(scan_pdf(make_pdf([Page(TEXT)])))
+    coll = kb.create_collection("Scans")  # type: ignore[attr-defined]
+    report = coll.add([path])
+    assert report.added and "read by OCR" in report.added[0].warnings[0]
+    hit = coll.search("laptops written off", k=1, mode="keyword")[0]
+    assert hit.metadata["page"] == 1 and "aptops" in hit.text
