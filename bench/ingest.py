@@ -16,6 +16,9 @@ Cases (``--only``):
   PDFs of /work/shared/data/docs/pdf. Re-adding the unchanged folder is timed too.
 * ``fake``: the TXT/MD folder with ``model="fake"``: what the pipeline costs when
   embedding is free, stage by stage.
+* ``mixed``: the real files of /work/shared/data/docs plus generated HTML, PPTX,
+  XLSX, CSV and EPUB files, with ``model="fake"``: ingest speed per stage on a
+  folder like a person's.
 * ``growth``: SciFact abstracts added in batches with ``model="fake"``: time per
   document as the collection (and the knowledge graph) grows.
 * ``bigpdf``: a generated 600-page text PDF (tests/pdfgen.py): first add (fake
@@ -63,6 +66,7 @@ from hybridkb.embedders import FakeEmbedder
 
 WORK = Path(tempfile.gettempdir()) / "hkb-bench-ingest"
 SHARED_PDFS = Path("/work/shared/data/docs/pdf")
+SHARED_DOCS = SHARED_PDFS.parent
 NOT_TEXT_PDFS = {"password.pdf", "libreoffice-writer-password.pdf", "imagemagick-images.pdf"}
 SCALE_100K = Path("/tmp/bench-100k.duckdb")
 SCALE_NAME = "bench"
@@ -120,6 +124,35 @@ def make_pdfs(folder: Path) -> Path:
     for pdf in sorted(SHARED_PDFS.glob("*.pdf")):
         if pdf.name not in NOT_TEXT_PDFS:
             shutil.copyfile(pdf, folder / pdf.name)
+    return folder
+
+
+def make_mixed(folder: Path, abstracts: list[tuple[str, str]]) -> Path:
+    """The real files of /work/shared/data/docs (every format, several languages, broken
+    and encrypted ones) plus generated HTML, PPTX, XLSX, CSV and EPUB files."""
+    sys.path.insert(0, str(C.ROOT))
+    from tests.formatgen import Slide, epub_bytes, pptx_bytes, xlsx_bytes
+
+    if folder.exists():
+        shutil.rmtree(folder)
+    if SHARED_DOCS.exists():
+        shutil.copytree(SHARED_DOCS, folder)
+    generated = folder / "generated"
+    generated.mkdir(parents=True)
+    for n, (title, text) in enumerate(abstracts[:20]):
+        parts = _paragraphs(text)
+        body = "".join(f"<p>{p}</p>" for p in parts)
+        (generated / f"page{n}.html").write_text(
+            f"<html><body><nav>Home</nav><main><h1>{title}</h1>{body}</main></body></html>"
+        )
+        slides = [Slide(title, parts[:3], notes=parts[-1])]
+        (generated / f"deck{n}.pptx").write_bytes(pptx_bytes(slides))
+        (generated / f"book{n}.epub").write_bytes(epub_bytes([(title, body)]))
+    rows = [["id", "title", "words"]] + [
+        [n, title, len(text.split())] for n, (title, text) in enumerate(abstracts[:2000])
+    ]
+    (generated / "sheet.xlsx").write_bytes(xlsx_bytes({"Abstracts": rows}))
+    (generated / "sheet.csv").write_text("\n".join(",".join(map(str, r[:1] + r[2:])) for r in rows))
     return folder
 
 
@@ -502,7 +535,7 @@ def small_case(args: argparse.Namespace, abstracts: list[tuple[str, str]]) -> di
 
 # -- main ---------------------------------------------------------------------------------------
 
-CASES = ("txtmd", "docx", "pdf", "fake", "growth", "bigpdf", "small")
+CASES = ("txtmd", "docx", "pdf", "fake", "mixed", "growth", "bigpdf", "small")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -574,6 +607,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             out = folder_case(
                 "fake",
                 folders["txtmd"],
+                argparse.Namespace(**{**vars(args), "repeats": 1}),
+                model="fake",
+            )
+        elif case == "mixed":
+            out = folder_case(
+                "mixed",
+                make_mixed(WORK / "mixed", abstracts),
                 argparse.Namespace(**{**vars(args), "repeats": 1}),
                 model="fake",
             )

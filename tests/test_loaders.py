@@ -648,3 +648,36 @@ def test_iter_files_reports_a_self_referencing_symlink(tmp_path: Path) -> None:
         pytest.skip("symlinks not available on this platform")
     (found,) = list(iter_files([tmp_path]))
     assert isinstance(found, FailedFile) and found.filename == "self.txt"
+
+
+# --- running headers and footers ----------------------------------------------------
+
+
+def test_running_headers_and_page_numbers_are_left_out_and_said(tmp_path: Path) -> None:
+    body = [
+        "Depreciation of laptops follows the prime cost method.",
+        "Rent is deductible in the year it is paid.",
+        "Annual Report 2024 is also named in the body here.",
+        "Travel costs need a logbook.",
+    ]
+    pages = [
+        Page(f"Annual Report 2024\n\n{text}\n\nHarbour Leasing Ltd - page {n}")
+        for n, text in enumerate(body, start=1)
+    ]
+    loaded = load_file(write_pdf(tmp_path / "report.pdf", pages))
+    texts = [b.text for b in loaded.blocks]
+    assert texts == body  # the same words inside a page stay
+    assert [b.page for b in loaded.blocks] == [1, 2, 3, 4]
+    assert loaded.warnings == [
+        "left out running headers/footers repeated on most pages: "
+        "'Annual Report 2024', 'Harbour Leasing Ltd - page 1'"
+    ]
+
+
+def test_lines_repeated_on_too_few_pages_or_alone_on_a_page_stay(tmp_path: Path) -> None:
+    two_pages = [Page("Chapter\n\nFirst page text."), Page("Chapter\n\nSecond page text.")]
+    loaded = load_file(write_pdf(tmp_path / "two.pdf", two_pages))
+    assert all(b.text.startswith("Chapter\n") for b in loaded.blocks) and loaded.warnings == []
+    only_line = [Page("Background")] * 3
+    loaded = load_file(write_pdf(tmp_path / "slides.pdf", only_line))
+    assert [b.text for b in loaded.blocks] == ["Background"] * 3 and loaded.warnings == []

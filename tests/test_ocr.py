@@ -91,3 +91,24 @@ def test_scanned_pdf_is_searchable_through_a_collection(tmp_path: Path, kb: obje
     assert report.added and "read by OCR" in report.added[0].warnings[0]
     hit = coll.search("laptops written off", k=1, mode="keyword")[0]
     assert hit.metadata["page"] == 1 and "aptops" in hit.text
+
+
+def test_two_columns_are_read_column_by_column_under_a_spanning_title() -> None:
+    pieces = [_line("A two column paper title across the page", 10, 0)]
+    for row in range(4):
+        top = 40 + 25 * row
+        pieces.append(_line(f"left {row} text", 10, top))  # 10..150
+        pieces.append(_line(f"right {row} text", 300, top))  # 300..450
+    pieces.append(_line("A closing line that runs across both columns", 10, 200))
+    assert lines_to_paragraphs(pieces) == [
+        "A two column paper title across the page",
+        "left 0 text\nleft 1 text\nleft 2 text\nleft 3 text",
+        "right 0 text\nright 1 text\nright 2 text\nright 3 text",
+        "A closing line that runs across both columns",
+    ]
+
+
+def test_a_ragged_right_margin_is_not_a_column() -> None:
+    pieces = [_line("a long line of body text here", 10, 25 * n) for n in range(6)]
+    pieces += [_line("short", 10, 150)]
+    assert lines_to_paragraphs(pieces) == ["\n".join(p.text for p in pieces)]

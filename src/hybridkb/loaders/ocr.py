@@ -78,23 +78,53 @@ def _same_line(line: list[TextLine], piece: TextLine) -> bool:
     return overlap > 0.5 * min(last.height, piece.height)
 
 
-def lines_to_paragraphs(pieces: Sequence[TextLine]) -> list[str]:
-    """Arrange recognised pieces into lines (left to right) and lines into paragraphs.
+def _gutters(pieces: Sequence[TextLine]) -> list[float]:
+    """x positions of the white gaps between text columns, left to right.
 
-    Pieces whose boxes overlap vertically by more than half a line height form one
-    line; a vertical gap larger than the median line height starts a new paragraph,
-    as a reader sees a blank line.
+    A gutter is an x range in the middle 60% of the text's width that no piece
+    narrower than half that width covers, with at least 3 pieces and a fifth of
+    them on each side (so a ragged right margin is not a column).
     """
+    left, right = min(p.left for p in pieces), max(p.right for p in pieces)
+    width = right - left
+    narrow = [p for p in pieces if p.right - p.left < 0.5 * width]
+    if width <= 0 or len(narrow) < 6:
+        return []
+    bins = 100
+    covered = [False] * bins
+    for piece in narrow:
+        first = int((piece.left - left) / width * (bins - 1))
+        last = int((piece.right - left) / width * (bins - 1))
+        for index in range(first, last + 1):
+            covered[index] = True
+    gutters: list[float] = []
+    index = 20
+    while index < 80:
+        if covered[index]:
+            index += 1
+            continue
+        start = index
+        while index < 80 and not covered[index]:
+            index += 1
+        x = left + (start + index) / 2 / (bins - 1) * width
+        before = sum(p.right <= x for p in narrow)
+        after = sum(p.left >= x for p in narrow)
+        if min(before, after) >= max(3, len(narrow) // 5):
+            gutters.append(x)
+    return gutters
+
+
+def _lines(pieces: Sequence[TextLine]) -> list[list[TextLine]]:
     lines: list[list[TextLine]] = []
     for piece in sorted(pieces, key=lambda p: (p.top, p.left)):
         if lines and _same_line(lines[-1], piece):
             lines[-1].append(piece)
         else:
             lines.append([piece])
-    if not lines:
-        return []
-    heights = sorted(max(p.height for p in line) for line in lines)
-    typical = heights[len(heights) // 2]
+    return lines
+
+
+def _paragraphs(lines: list[list[TextLine]], typical: float) -> list[str]:
     paragraphs: list[list[str]] = [[]]
     previous_bottom: float | None = None
     for line in lines:
@@ -104,6 +134,56 @@ def lines_to_paragraphs(pieces: Sequence[TextLine]) -> list[str]:
         paragraphs[-1].append(" ".join(p.text for p in sorted(line, key=lambda p: p.left)))
         previous_bottom = max(p.bottom for p in line)
     return ["\n".join(lines_of) for lines_of in paragraphs if lines_of]
+
+
+def lines_to_paragraphs(pieces: Sequence[TextLine]) -> list[str]:
+    """Arrange recognised pieces into lines (left to right) and lines into paragraphs.
+
+    Pieces whose boxes overlap vertically by more than half a line height form one
+    line; a vertical gap larger than the median line height starts a new paragraph,
+    as a reader sees a blank line. Text in columns is read column by column: pieces
+    that span the gutter (a title, a full-width figure caption) cut the page into
+    bands, and each band is read left column first.
+    """
+    if not pieces:
+        return []
+    heights = sorted(max(p.height for p in line) for line in _lines(pieces))
+    typical = heights[len(heights) // 2]
+    gutters = _gutters(pieces)
+    if not gutters:
+        return _paragraphs(_lines(pieces), typical)
+    edges = [float("-inf"), *gutters, float("inf")]
+
+    def column(piece: TextLine) -> int | None:
+        for index in range(len(edges) - 1):
+            if edges[index] <= piece.left and piece.right <= edges[index + 1]:
+                return index
+        return None  # crosses a gutter
+
+    paragraphs: list[str] = []
+    band: list[TextLine] = []  # pieces inside columns since the last spanning piece
+    span: list[TextLine] = []  # consecutive pieces across the gutter (full-width text)
+
+    def flush() -> None:
+        nonlocal band, span
+        for index in range(len(edges) - 1):
+            paragraphs.extend(
+                _paragraphs(_lines([p for p in band if column(p) == index]), typical)
+            )
+        paragraphs.extend(_paragraphs(_lines(span), typical))
+        band, span = [], []
+
+    for piece in sorted(pieces, key=lambda p: (p.top, p.left)):
+        if column(piece) is not None:
+            if span:
+                flush()
+            band.append(piece)
+        else:
+            if band:
+                flush()
+            span.append(piece)
+    flush()
+    return paragraphs
 
 
 def _read_page(engine: Any, page: Any, long_side: int) -> list[str]:

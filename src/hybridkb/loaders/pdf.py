@@ -19,7 +19,13 @@ from hybridkb.loaders.ocr import OCR_INSTALL, ocr_available, ocr_pdf_pages
 from hybridkb.normalize import normalize_text
 from hybridkb.types import Block, LoadedFile
 
-__all__ = ["load_pdf", "page_ranges", "split_page_paragraphs"]
+__all__ = [
+    "load_pdf",
+    "page_ranges",
+    "running_lines",
+    "split_page_paragraphs",
+    "strip_running_lines",
+]
 
 # pypdf logs every repair it makes ("Ignoring wrong pointing object ..."). Without a
 # handler those go to stderr through logging's last resort and clutter the CLI;
@@ -27,6 +33,9 @@ __all__ = ["load_pdf", "page_ranges", "split_page_paragraphs"]
 logging.getLogger("pypdf").addHandler(logging.NullHandler())
 
 _HEADER_WINDOW = 1024  # the spec lets junk precede %PDF-; readers look this far
+_DIGITS = re.compile(r"\d+")
+_EDGE = 2  # lines at the top and at the bottom of a page where running heads sit
+_MIN_RUNNING_PAGES = 3
 _SENTENCE_END = re.compile(r"[.!?:;。！？][\"'”’»)\]]*$")
 
 
@@ -98,6 +107,53 @@ def split_page_paragraphs(text: str) -> list[str]:
         if current:
             paragraphs.append("\n".join(current))
     return [p.strip() for p in paragraphs if p.strip()]
+
+
+def _line_key(line: str) -> str:
+    """A line as repeated on every page: case, spacing and numbers (page, date) ignored."""
+    return _DIGITS.sub("#", " ".join(line.split()).lower())
+
+
+def _edge_indexes(lines: list[str]) -> list[int]:
+    """Indexes of the first and last _EDGE non-blank lines of a page."""
+    filled = [index for index, line in enumerate(lines) if line.strip()]
+    return filled if len(filled) <= 2 * _EDGE else filled[:_EDGE] + filled[-_EDGE:]
+
+
+def strip_running_lines(text: str, running: frozenset[str], removed: dict[str, str]) -> str:
+    """``text`` without the running lines at its top and bottom (``removed`` gets each
+    removed key with the first line seen for it).
+
+    Only edge lines go: the same words inside the page are content, and so is a
+    repeated line that is all a page holds.
+    """
+    lines = text.split("\n")
+    drop = {i for i in _edge_indexes(lines) if _line_key(lines[i]) in running}
+    kept = "\n".join(line for index, line in enumerate(lines) if index not in drop)
+    if not kept.strip():
+        return text  # the repeated line is all the page says: it is the content
+    for index in sorted(drop):
+        removed.setdefault(_line_key(lines[index]), " ".join(lines[index].split()))
+    return kept
+
+
+def running_lines(page_texts: dict[int, str]) -> frozenset[str]:
+    """Keys (see _line_key) of lines printed at the top or bottom of most pages.
+
+    Running headers and footers ("Annual Report 2024", "Page 3 of 40", a company
+    name) repeat on most pages; left in, they join every page's first or last chunk
+    and a search for them returns every page. A line counts when it is among the
+    first or last two lines of at least half the pages with text, and of at least 3.
+    """
+    if len(page_texts) < _MIN_RUNNING_PAGES:
+        return frozenset()
+    counts: dict[str, int] = {}
+    for text in page_texts.values():
+        lines = text.split("\n")
+        for key in {_line_key(lines[index]) for index in _edge_indexes(lines)}:
+            counts[key] = counts.get(key, 0) + 1
+    needed = max(_MIN_RUNNING_PAGES, (len(page_texts) + 1) // 2)
+    return frozenset(key for key, count in counts.items() if count >= needed and key.strip())
 
 
 def _may_have_text(page: Any) -> tuple[bool, bool]:
@@ -200,6 +256,7 @@ def load_pdf(
         raise ExtractionError(f"{name}: corrupt PDF (no pages found); re-export or repair it")
 
     blocks: list[Block] = []
+    page_texts: dict[int, str] = {}
     no_text: list[int] = []
     unreadable: list[int] = []
     first_error: Exception | None = None
@@ -214,12 +271,29 @@ def load_pdf(
             unreadable.append(number)
             first_error = first_error or exc
             continue
-        paragraphs = split_page_paragraphs(normalize_text(raw))
-        if not paragraphs:
+        text = normalize_text(raw)
+        if text.strip():
+            page_texts[number] = text
+        else:
             no_text.append(number)
-        blocks.extend(Block(text=p, page=number, kind="paragraph") for p in paragraphs)
 
     warnings: list[str] = []
+    running = running_lines(page_texts)
+    removed: dict[str, str] = {}
+    for number, text in page_texts.items():
+        kept = strip_running_lines(text, running, removed)
+        blocks.extend(
+            Block(text=p, page=number, kind="paragraph") for p in split_page_paragraphs(kept)
+        )
+    if removed:
+        shown = sorted(
+            "page numbers" if key == "#" else f"'{line[:40]}'" for key, line in removed.items()
+        )
+        warnings.append(
+            "left out running headers/footers repeated on most pages: "
+            + ", ".join(shown[:3])
+            + (f" and {len(shown) - 3} more" if len(shown) > 3 else "")
+        )
     if no_text and ocr and ocr_available():
         stream.seek(0)
         read, failed = ocr_pdf_pages(stream.read(), no_text, password=password)
