@@ -167,9 +167,7 @@ def lines_to_paragraphs(pieces: Sequence[TextLine]) -> list[str]:
     def flush() -> None:
         nonlocal band, span
         for index in range(len(edges) - 1):
-            paragraphs.extend(
-                _paragraphs(_lines([p for p in band if column(p) == index]), typical)
-            )
+            paragraphs.extend(_paragraphs(_lines([p for p in band if column(p) == index]), typical))
         paragraphs.extend(_paragraphs(_lines(span), typical))
         band, span = [], []
 
