@@ -78,40 +78,34 @@ def _same_line(line: list[TextLine], piece: TextLine) -> bool:
     return overlap > 0.5 * min(last.height, piece.height)
 
 
-def _gutters(pieces: Sequence[TextLine]) -> list[float]:
-    """x positions of the white gaps between text columns, left to right.
+def _gutters(pieces: Sequence[TextLine]) -> tuple[list[float], float]:
+    """Where text columns start (left to right, the first column excluded), and the
+    tolerance for a line's ragged or padded edges.
 
-    A gutter is an x range in the middle 60% of the text's width that no piece
-    narrower than half that width covers, with at least 3 pieces and a fifth of
-    them on each side (so a ragged right margin is not a column).
+    A column start is an x in the middle 40% of the text's width where at least a
+    fifth of the narrow lines (and 3) begin, with as many lines ending before it: the
+    left edges of a column line up, the right edges of the one before stop short of
+    them. Detection boxes are padded, so neighbouring columns may touch or overlap by
+    a few pixels: edges are compared with a tolerance of 2% of the width, not exactly.
     """
     left, right = min(p.left for p in pieces), max(p.right for p in pieces)
     width = right - left
+    tolerance = 0.02 * width
     narrow = [p for p in pieces if p.right - p.left < 0.5 * width]
-    if width <= 0 or len(narrow) < 6:
-        return []
-    bins = 100
-    covered = [False] * bins
-    for piece in narrow:
-        first = int((piece.left - left) / width * (bins - 1))
-        last = int((piece.right - left) / width * (bins - 1))
-        for index in range(first, last + 1):
-            covered[index] = True
-    gutters: list[float] = []
-    index = 20
-    while index < 80:
-        if covered[index]:
-            index += 1
+    needed = max(3, len(narrow) // 5)
+    if width <= 0 or len(narrow) < 2 * needed:
+        return [], tolerance
+    starts: list[float] = []
+    for start in sorted(p.left for p in narrow):
+        if not left + 0.3 * width <= start <= left + 0.7 * width:
             continue
-        start = index
-        while index < 80 and not covered[index]:
-            index += 1
-        x = left + (start + index) / 2 / (bins - 1) * width
-        before = sum(p.right <= x for p in narrow)
-        after = sum(p.left >= x for p in narrow)
-        if min(before, after) >= max(3, len(narrow) // 5):
-            gutters.append(x)
-    return gutters
+        if starts and start - starts[-1] <= 2 * tolerance:
+            continue  # the same column start seen again
+        aligned = sum(abs(p.left - start) <= tolerance for p in narrow)
+        before = sum(p.right <= start + tolerance and p.left < start - tolerance for p in narrow)
+        if aligned >= needed and before >= needed:
+            starts.append(start)
+    return starts, tolerance
 
 
 def _lines(pieces: Sequence[TextLine]) -> list[list[TextLine]]:
@@ -149,14 +143,19 @@ def lines_to_paragraphs(pieces: Sequence[TextLine]) -> list[str]:
         return []
     heights = sorted(max(p.height for p in line) for line in _lines(pieces))
     typical = heights[len(heights) // 2]
-    gutters = _gutters(pieces)
-    if not gutters:
+    starts, tolerance = _gutters(pieces)
+    if not starts:
         return _paragraphs(_lines(pieces), typical)
-    edges = [float("-inf"), *gutters, float("inf")]
+    lefts = [float("-inf"), *(start - tolerance for start in starts)]
+    rights = [*(start + tolerance for start in starts), float("inf")]
 
     def column(piece: TextLine) -> int | None:
-        for index in range(len(edges) - 1):
-            if edges[index] <= piece.left and piece.right <= edges[index + 1]:
+        for index, (low, high) in enumerate(zip(lefts, rights, strict=True)):
+            if (
+                piece.left >= low
+                and piece.right <= high
+                and (index + 1 == len(lefts) or piece.left < lefts[index + 1])
+            ):
                 return index
         return None  # crosses a gutter
 
@@ -166,7 +165,7 @@ def lines_to_paragraphs(pieces: Sequence[TextLine]) -> list[str]:
 
     def flush() -> None:
         nonlocal band, span
-        for index in range(len(edges) - 1):
+        for index in range(len(lefts)):
             paragraphs.extend(_paragraphs(_lines([p for p in band if column(p) == index]), typical))
         paragraphs.extend(_paragraphs(_lines(span), typical))
         band, span = [], []
