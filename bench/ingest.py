@@ -266,11 +266,11 @@ def stage_timers(storage: Any) -> Iterator[Stages]:
     for name, label in patched_module.items():
         setattr(ingest_module, name, st.wrap(label, saved_module[name]))
     saved_put = storage.put_documents
-    saved_mirror = storage._mirror
+    saved_mirror = storage.derived.mirror
     saved_get = storage.get_document
     saved_hooks = list(storage.hooks)
     storage.put_documents = st.wrap("store (put_documents, all)", saved_put)
-    storage._mirror = st.wrap("store: in-memory index update", saved_mirror)
+    storage.derived.mirror = st.wrap("store: in-memory index update", saved_mirror)
     storage.get_document = st.wrap("unchanged check (get_document)", saved_get)
     storage.hooks[:] = [st.wrap("store: write hooks (knowledge graph)", h) for h in saved_hooks]
     try:
@@ -279,7 +279,7 @@ def stage_timers(storage: Any) -> Iterator[Stages]:
         for name in patched_module:
             setattr(ingest_module, name, saved_module[name])
         storage.put_documents = saved_put
-        storage._mirror = saved_mirror
+        storage.derived.mirror = saved_mirror
         storage.get_document = saved_get
         storage.hooks[:] = saved_hooks
 

@@ -25,6 +25,7 @@ def invalid(name: str, kind: str, cause: str) -> ExtractionError:
     fix = "re-export it" if kind == ".epub" else "re-save it from its office program"
     if kind == ".docx":
         fix = "re-save it from Word/LibreOffice"
+    cause = " ".join(cause.split())  # parser messages carry line breaks: keep one line
     return ExtractionError(f"{name}: not a valid {kind} ({cause}); {fix}")
 
 

@@ -1,11 +1,11 @@
 """OCR for PDF pages that have no text layer (scans, photographed receipts).
 
-Pages are rendered with pypdfium2 and read by RapidOCR (rapidocr-onnxruntime), whose
-wheel ships the PP-OCRv4 detection and recognition models (Chinese and Latin
-script): nothing is downloaded at run time, so it works offline on Linux, macOS and
-Windows. Both come with the ``ocr`` extra (``pip install 'hybridkb[ocr]'``), not the
-default install: together with OpenCV they add about 250 MB, and
-rapidocr-onnxruntime does not install on Python 3.13 or newer.
+Pages are rendered with pypdfium2 (a default dependency: it also extracts PDF text)
+and read by RapidOCR (rapidocr-onnxruntime), whose wheel ships the PP-OCRv4
+detection and recognition models (Chinese and Latin script): nothing is downloaded
+at run time, so it works offline on Linux, macOS and Windows. RapidOCR comes with
+the ``ocr`` extra (``pip install 'hybridkb[ocr]'``), not the default install: with
+OpenCV it adds about 250 MB, and it does not install on Python 3.13 or newer.
 
 The engine is loaded once per process (0.6 s) and used under a lock: ingest runs
 files on a thread pool, and ONNX Runtime already uses every core for one page.
@@ -18,6 +18,8 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from hybridkb.loaders.pdfium import PDFIUM_LOCK
 
 __all__ = [
     "OCR_INSTALL",
@@ -57,7 +59,7 @@ class TextLine:
 
 
 def ocr_available() -> bool:
-    """True when the OCR extra (rapidocr-onnxruntime and pypdfium2) is installed."""
+    """True when the OCR extra (rapidocr-onnxruntime) and pypdfium2 are installed."""
     return all(
         importlib.util.find_spec(name) is not None for name in ("rapidocr_onnxruntime", "pypdfium2")
     )
@@ -222,15 +224,15 @@ def ocr_pdf_pages(
 
     read: dict[int, list[str]] = {}
     failed: dict[int, str] = {}
-    document = pdfium.PdfDocument(data, password=password)
-    try:
-        with _engine_lock:
+    with PDFIUM_LOCK, _engine_lock:
+        document = pdfium.PdfDocument(data, password=password)
+        try:
             engine = _get_engine()
             for number in pages:
                 try:
                     read[number] = _read_page(engine, document[number - 1], long_side)
                 except Exception as exc:  # noqa: BLE001 - a page is lost, not the file
                     failed[number] = f"{type(exc).__name__}: {exc}"[:120]
-    finally:
-        document.close()
+        finally:
+            document.close()
     return read, failed

@@ -16,6 +16,7 @@ from pypdf import PasswordType, PdfReader
 
 from hybridkb.errors import ExtractionError
 from hybridkb.loaders.ocr import OCR_INSTALL, ocr_available, ocr_pdf_pages
+from hybridkb.loaders.pdfium import pdfium_texts
 from hybridkb.normalize import normalize_text
 from hybridkb.types import Block, LoadedFile
 
@@ -260,22 +261,36 @@ def load_pdf(
     no_text: list[int] = []
     unreadable: list[int] = []
     first_error: Exception | None = None
+    candidates: list[int] = []  # pages that may hold a text layer
     for number in range(1, page_count + 1):
         try:
-            page = reader.pages[number - 1]
-            drawn, may_have_text = _may_have_text(page)
-            raw = page.extract_text() if may_have_text else ""
-            if not drawn:
-                continue  # blank page: nothing to OCR either, so no warning
+            drawn, may_have_text = _may_have_text(reader.pages[number - 1])
         except Exception as exc:  # noqa: BLE001 - one broken page must not lose the others
             unreadable.append(number)
             first_error = first_error or exc
             continue
+        if may_have_text:
+            candidates.append(number)
+        elif drawn:
+            no_text.append(number)  # drawings or images only: a scan
+        # else a blank page: nothing to OCR either, so no warning
+    fast = pdfium_texts(stream, candidates, password=password)
+    for number in candidates:
+        raw = fast.get(number, "")
+        if not raw.strip():  # PDFium could not read it, or found nothing: pypdf decides
+            try:
+                raw = reader.pages[number - 1].extract_text()
+            except Exception as exc:  # noqa: BLE001 - one broken page must not lose the others
+                unreadable.append(number)
+                first_error = first_error or exc
+                continue
         text = normalize_text(raw)
         if text.strip():
             page_texts[number] = text
         else:
             no_text.append(number)
+    no_text.sort()
+    unreadable.sort()
 
     warnings: list[str] = []
     running = running_lines(page_texts)
