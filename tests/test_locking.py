@@ -38,12 +38,27 @@ def test_second_writer_fails_after_timeout_naming_the_holder(tmp_path: Path) -> 
     try:
         started = time.monotonic()
         with pytest.raises(DatabaseLocked) as err:
-            hybridkb.connect(db, model="fake", lock_timeout=0.5)
+            hybridkb.connect(db, model="fake", lock_timeout=0.5, serve=False)
         assert time.monotonic() - started >= 0.5
         message = str(err.value)
         assert (
             f"process {proc.pid}" in message and "MCP server" in message and "kb.duckdb" in message
         )
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_with_serving_on_a_second_writer_is_served_at_once(tmp_path: Path) -> None:
+    db = tmp_path / "kb.duckdb"
+    hybridkb.connect(db, model="fake").close()
+    proc = _hold(db, 30)
+    try:
+        started = time.monotonic()
+        with hybridkb.connect(db, model="fake", lock_timeout=20) as kb:
+            kb.create_collection("Served")
+            assert kb.is_client and kb.collection_names() == ["Served"]
+        assert time.monotonic() - started < 10  # no lock wait
     finally:
         proc.kill()
         proc.wait()

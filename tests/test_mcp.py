@@ -152,7 +152,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-async def test_stdio_server_and_the_lock_message(tmp_path: Path) -> None:
+async def test_stdio_server_serves_a_second_server_and_other_processes(tmp_path: Path) -> None:
     db = tmp_path / "stdio.duckdb"
     params = StdioServerParameters(
         command=sys.executable,
@@ -170,11 +170,23 @@ async def test_stdio_server_and_the_lock_message(tmp_path: Path) -> None:
         assert not created.is_error, _text(created)
         found = await client.call_tool("search_kb", {"query": "depreciation"})
         assert DEPRECIATION in _text(found)
-        # A person's CLI in another terminal: told the server holds the file, not a traceback.
+        # A second assistant's server on the same file: served by the first, not locked out.
+        async with Client(params) as second:
+            added = await second.call_tool(
+                "add_kb_documents",
+                {"collection_name": "Tax", "documents": "Receipts go in the blue folder."},
+            )
+            assert not added.is_error, _text(added)
+            found = await second.call_tool("search_kb", {"query": "depreciation"})
+            assert DEPRECIATION in _text(found)
+        # A person's script in another terminal sees both servers' writes at once.
+        with hybridkb.connect(db, model="fake") as kb:
+            assert kb.is_client and kb.describe("Tax").documents == 2
+        # Without serving, the old rule: told who holds the file, not a traceback.
         with pytest.raises(hybridkb.DatabaseLocked, match="MCP server"):
-            hybridkb.connect(db, model="fake", lock_timeout=0.3)
+            hybridkb.connect(db, model="fake", lock_timeout=0.3, serve=False)
     with hybridkb.connect(db, model="fake") as kb:  # released when the server stops
-        assert kb.collection_names() == ["Tax"]
+        assert kb.collection_names() == ["Tax"] and not kb.is_client
 
 
 def _free_port() -> int:

@@ -18,7 +18,8 @@ from .errors import (
     ModelUnavailable,
     UnsupportedFileType,
 )
-from .kb import Collection, KnowledgeBase, connect
+from .kb import Collection, KnowledgeBase
+from .opening import connect
 from .settings import Settings
 from .types import AddReport, CollectionInfo, DeleteReport, Hit
 

@@ -74,7 +74,7 @@ class State:
 
     def kb(self, *, write: bool = True) -> KnowledgeBase:
         if self._kb is None:
-            from .kb import connect
+            from .opening import connect
             from .settings import load_settings
 
             settings = load_settings(db=self.db, workspace=self.workspace)  # ConfigError if bad

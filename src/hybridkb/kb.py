@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +27,8 @@ from .graph import attach_graph
 from .ingest import IngestContext, ingest_paths, ingest_texts
 from .limits import MAX_NAME_CHARS
 from .search import Target, run_search, search_by_vector
-from .settings import Settings, load_settings, with_overrides
-from .storage import Storage, open_storage
+from .settings import Settings, with_overrides
+from .storage import Storage
 from .storage.base import (
     ChunkRecord,
     CollectionRecord,
@@ -54,39 +54,12 @@ def check_name(name: str, what: str = "collection name") -> str:
     return clean
 
 
-def connect(
-    db: str | Path | None = None,
-    *,
-    workspace: str | None = None,
-    settings: Settings | None = None,
-    read_only: bool = False,
-    **overrides: Any,
-) -> KnowledgeBase:
-    """Open (or create) a knowledge base.
-
-    Args:
-        db: DuckDB file path, ``":memory:"``, ``duckdb:///path`` or ``postgresql://...``;
-            default from ``HYBRIDKB_DB``.
-        workspace: workspace name; default from ``HYBRIDKB_WORKSPACE`` (``default``).
-        settings: a ready Settings object (else read from the environment and `.env`).
-        read_only: open without write access (DuckDB: can run beside other readers).
-        **overrides: any Settings field, e.g. ``model="fake"`` (an unknown name or a bad
-            value raises ConfigError, also when given with ``settings=``).
-    """
-    if settings is None:
-        base = load_settings(**overrides)
-    else:
-        base = with_overrides(settings, **overrides) if overrides else settings
-    if db is not None or workspace is not None:
-        base = with_overrides(base, db=None if db is None else str(db), workspace=workspace)
-    storage = open_storage(
-        base.db, read_only=read_only, lock_timeout=base.lock_timeout, row_cache_mb=base.row_cache_mb
-    )
-    return KnowledgeBase(storage, base)
-
-
 class KnowledgeBase:
     """A workspace of named collections in one store."""
+
+    # True for a client of the process that holds the file (hybridkb.serve): it embeds
+    # nothing itself, so front ends need not load a model for it.
+    is_client = False
 
     def __init__(
         self,
@@ -103,10 +76,14 @@ class KnowledgeBase:
         self._cache: EmbeddingCache | None = None
         self._languages: dict[tuple[int, int], list[str]] = {}
         self.graph = attach_graph(self)
+        # Run at close, first: e.g. the owner server of a file other processes call into.
+        self.on_close: list[Callable[[], None]] = []
 
     # -- lifecycle ------------------------------------------------------------------
 
     def close(self) -> None:
+        while self.on_close:
+            self.on_close.pop()()
         self.storage.close()
 
     def __enter__(self) -> KnowledgeBase:

@@ -33,8 +33,9 @@ from pydantic import ConfigDict
 
 from .embedders import Embedder, normalize_rows
 from .errors import ConfigError, EmbeddingMismatch
-from .kb import Collection, KnowledgeBase, connect
+from .kb import Collection, KnowledgeBase
 from .limits import MAX_K
+from .opening import connect
 from .storage.base import DocumentRecord
 from .types import SEARCH_MODES, Hit, SearchMode
 

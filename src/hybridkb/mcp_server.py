@@ -26,7 +26,8 @@ from pydantic import ValidationError, WithJsonSchema
 from pydantic_core import PydanticUndefined
 
 from .errors import KBError
-from .kb import KnowledgeBase, connect
+from .kb import KnowledgeBase
+from .opening import connect
 from .render import render_error
 from .settings import Settings
 from .tools import KBToolkit, toolkit_tools, validation_message
@@ -148,8 +149,10 @@ def serve(
     base = kb if isinstance(kb, KnowledgeBase) else connect(settings=kb, read_only=read_only)
     try:
         try:
-            # Load the default model now, once, rather than inside the first tool call.
-            base.embedder(base.settings.model)
+            # Load the default model now, once, rather than inside the first tool call
+            # (a client of another process's knowledge base embeds nothing itself).
+            if not base.is_client:
+                base.embedder(base.settings.model)
         except KBError as exc:
             print(f"hybridkb mcp: {exc}", file=sys.stderr)
         server = build_server(base, workspace=workspace, read_only=read_only)

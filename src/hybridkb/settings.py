@@ -60,6 +60,9 @@ class Settings(BaseSettings):
     allowed_paths: Annotated[list[Path], NoDecode] = Field(default_factory=lambda: [Path.cwd()])
     cache_dir: Path = Field(default_factory=_default_cache_dir)
     lock_timeout: float = Field(10.0, ge=0, description="seconds to wait for another writer")
+    serve: bool = Field(
+        True, description="the process holding a DuckDB file serves it to other processes"
+    )
     row_cache_mb: int = Field(
         256,
         ge=0,

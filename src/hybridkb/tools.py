@@ -187,11 +187,11 @@ class KBToolkit:
                 return empty, []
             # Collections embedded by a LangChain model (HybridKBVectorStore) cannot embed a
             # query here; search the rest rather than fail the whole question.
-            records = self.kb.storage.list_collections(self.kb.workspace)
-            usable = [r.name for r in records if not r.model.startswith("langchain:")]
+            records = self.kb.list_collections()
+            usable = [r.name for r in records if not r.embedding_model.startswith("langchain:")]
             hits = self.kb.search(query, k=limit, collections=usable) if usable else []
             scope = f"all {len(usable)} collection{'s' if len(usable) != 1 else ''}"
-            skipped = [r.name for r in records if r.model.startswith("langchain:")]
+            skipped = [r.name for r in records if r.embedding_model.startswith("langchain:")]
             if skipped:
                 scope += (
                     " (skipped, embedded by a LangChain model: "
@@ -566,7 +566,7 @@ def make_tools(
 
 
 def _open_default() -> KnowledgeBase:
-    from .kb import connect
+    from .opening import connect
 
     return connect()
 

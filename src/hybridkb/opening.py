@@ -1,0 +1,94 @@
+"""``connect``: open a knowledge base, or reach the process that holds its file.
+
+For a DuckDB file, the first process to open it for writing holds it and serves it
+(hybridkb.serve); every other process gets a client of that owner instead of
+waiting for the lock. ``:memory:``, read-only opens with no owner and Postgres
+URLs open directly, as before.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from .errors import DatabaseLocked
+from .kb import KnowledgeBase
+from .settings import Settings, load_settings, with_overrides
+from .storage import open_storage
+from .storage.urls import is_postgres_url
+
+__all__ = ["connect", "duckdb_file"]
+
+_POLL_SECONDS = 0.2
+
+
+def duckdb_file(url: str) -> str | None:
+    """The file path of a DuckDB URL, or None for ``:memory:`` and Postgres."""
+    if is_postgres_url(url):
+        return None
+    path = url.removeprefix("duckdb://")
+    if not path or path == ":memory:":
+        return None
+    return str(Path(path).expanduser())
+
+
+def connect(
+    db: str | Path | None = None,
+    *,
+    workspace: str | None = None,
+    settings: Settings | None = None,
+    read_only: bool = False,
+    **overrides: Any,
+) -> KnowledgeBase:
+    """Open (or create) a knowledge base.
+
+    If another process holds the DuckDB file, the knowledge base returned sends every
+    call to that process (same results and errors), and takes the file over if that
+    process exits. The process that opens the file for writing serves it to others
+    (``HYBRIDKB_SERVE=false`` turns that off and brings back waiting for the lock).
+
+    Args:
+        db: DuckDB file path, ``":memory:"``, ``duckdb:///path`` or ``postgresql://...``;
+            default from ``HYBRIDKB_DB``.
+        workspace: workspace name; default from ``HYBRIDKB_WORKSPACE`` (``default``).
+        settings: a ready Settings object (else read from the environment and `.env`).
+        read_only: open without write access (DuckDB: can run beside other readers).
+        **overrides: any Settings field, e.g. ``model="fake"`` (an unknown name or a bad
+            value raises ConfigError, also when given with ``settings=``).
+    """
+    if settings is None:
+        base = load_settings(**overrides)
+    else:
+        base = with_overrides(settings, **overrides) if overrides else settings
+    if db is not None or workspace is not None:
+        base = with_overrides(base, db=None if db is None else str(db), workspace=workspace)
+    path = duckdb_file(base.db)
+    if path is None or not base.serve:
+        return _open(base, base.db, read_only=read_only, lock_timeout=base.lock_timeout)
+    from .serve.client import RemoteKnowledgeBase, serve_owned
+    from .serve.endpoint import live_endpoint
+
+    deadline = time.monotonic() + base.lock_timeout
+    while True:
+        endpoint = live_endpoint(path)
+        if endpoint is not None:
+            return RemoteKnowledgeBase(base, path, endpoint, read_only=read_only)
+        try:
+            kb = _open(base, path, read_only=read_only, lock_timeout=_POLL_SECONDS)
+        except DatabaseLocked:
+            # Held, with no endpoint yet (the owner is starting, or does not serve): ask
+            # again until the lock timeout, as a plain open would have waited.
+            if time.monotonic() > deadline:
+                raise
+            continue
+        if not read_only:
+            serve_owned(kb, path)
+        return kb
+
+
+def _open(base: Settings, url: str, *, read_only: bool, lock_timeout: float) -> KnowledgeBase:
+    storage = open_storage(
+        url, read_only=read_only, lock_timeout=lock_timeout, row_cache_mb=base.row_cache_mb
+    )
+    return KnowledgeBase(storage, base)

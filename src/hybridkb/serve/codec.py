@@ -1,0 +1,87 @@
+"""JSON for what crosses the socket: results as tagged dataclasses, errors by name.
+
+Only the result types listed here are rebuilt, and only KBError subclasses named
+in hybridkb.errors are raised again: a message can never make a client run code or
+build an object it did not expect.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from hybridkb import errors
+from hybridkb.storage.base import DocumentRecord
+from hybridkb.types import (
+    AddReport,
+    CollectionInfo,
+    DeleteReport,
+    FailedFile,
+    FileResult,
+    Hit,
+    SkippedFile,
+)
+
+__all__ = ["decode", "encode", "error_from", "error_payload", "MAX_MESSAGE_BYTES"]
+
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024  # one request or answer (a big add_texts batch)
+_TYPES: dict[str, type[Any]] = {
+    cls.__name__: cls
+    for cls in (
+        AddReport,
+        CollectionInfo,
+        DeleteReport,
+        DocumentRecord,
+        FailedFile,
+        FileResult,
+        Hit,
+        SkippedFile,
+    )
+}
+
+
+def encode(value: Any) -> Any:
+    """A JSON-ready form of ``value``: listed dataclasses become {"__type__": ...}."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        name = type(value).__name__
+        if name not in _TYPES:
+            raise TypeError(f"{name} cannot cross the socket")
+        fields = {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {"__type__": name, "fields": fields}
+    if isinstance(value, dict):
+        return {str(k): encode(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [encode(v) for v in value]
+    return value
+
+
+def decode(value: Any) -> Any:
+    if isinstance(value, dict):
+        if "__type__" in value:
+            cls = _TYPES[value["__type__"]]  # KeyError: not a type we rebuild
+            return cls(**{k: decode(v) for k, v in value["fields"].items()})
+        return {k: decode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [decode(v) for v in value]
+    return value
+
+
+def dumps(message: dict[str, Any]) -> bytes:
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+
+
+def error_payload(exc: BaseException) -> dict[str, str]:
+    if isinstance(exc, errors.KBError):
+        return {"type": type(exc).__name__, "message": str(exc)}
+    return {
+        "type": "BackendError",
+        "message": f"the process serving the knowledge base failed ({type(exc).__name__}: {exc})",
+    }
+
+
+def error_from(payload: dict[str, Any]) -> errors.KBError:
+    cls = getattr(errors, str(payload.get("type")), None)
+    if not (isinstance(cls, type) and issubclass(cls, errors.KBError)):
+        cls = errors.BackendError
+    return cls(str(payload.get("message", "")))

@@ -1,0 +1,139 @@
+"""The owner's listener: a thread serving the knowledge base on a Unix socket.
+
+Requests are JSON lines ``{"token", "workspace", "op", "args"}``; answers are
+``{"ok": result}`` or ``{"error": {"type", "message"}}``. Each connection gets a
+thread; the knowledge base is already safe to share between threads (one DuckDB
+connection under a lock). Only the operations in ``OPERATIONS`` can be called.
+
+Files are sent as paths, never contents: client and owner are the same user on the
+same machine, so the owner opens the file itself, confined to the owner's own
+allowed folders (a client may not widen them; the client checked its own first).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import os
+import socketserver
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hybridkb.serve.codec import MAX_MESSAGE_BYTES, dumps, encode, error_payload
+from hybridkb.serve.endpoint import Endpoint, new_endpoint, remove_endpoint, write_endpoint
+
+__all__ = ["OPERATIONS", "OwnerServer"]
+
+Operation = Callable[[Any, dict[str, Any]], Any]
+
+
+def _add(kb: Any, a: dict[str, Any]) -> Any:
+    allowed = [str(p) for p in kb.settings.allowed_paths]
+    return kb.collection(a["collection"]).add(
+        a["paths"], metadata=a.get("metadata"), allowed_paths=allowed
+    )
+
+
+OPERATIONS: dict[str, Operation] = {
+    "list_collections": lambda kb, a: kb.list_collections(),
+    "collection_names": lambda kb, a: kb.collection_names(),
+    "describe": lambda kb, a: kb.describe(a["name"]),
+    "create_collection": lambda kb, a: kb.create_collection(a["name"], **a.get("options", {})).name,
+    "collection": lambda kb, a: kb.collection(
+        a["name"], create=bool(a.get("create")), model=a.get("model")
+    ).name,
+    "drop_collection": lambda kb, a: kb.drop_collection(a["name"]),
+    "search": lambda kb, a: kb.search(
+        a["query"], k=a.get("k"), mode=a.get("mode"), where=a.get("where"),
+        collections=a.get("collections"),
+    ),
+    "add": _add,
+    "add_texts": lambda kb, a: kb.collection(a["collection"]).add_texts(
+        a["texts"], a.get("metadatas"), a.get("ids")
+    ),
+    "delete": lambda kb, a: kb.collection(a["collection"]).delete(a["ids"]),
+    "get": lambda kb, a: kb.collection(a["collection"]).get(a["document_id"]),
+    "documents": lambda kb, a: kb.collection(a["collection"]).documents(
+        limit=int(a.get("limit", 100)), offset=int(a.get("offset", 0))
+    ),
+    "count": lambda kb, a: kb.collection(a["collection"]).count(),
+    "document_text": lambda kb, a: kb.collection(a["collection"]).document_text(
+        a["document_id"]
+    ),
+}  # fmt: skip
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    server: _Listener
+
+    def handle(self) -> None:
+        while True:
+            line = self.rfile.readline(MAX_MESSAGE_BYTES + 1)
+            if not line:
+                return
+            answer = self.server.owner.answer(line)
+            self.wfile.write(dumps(answer))
+            self.wfile.flush()
+
+
+class _Listener(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    owner: OwnerServer
+
+
+class OwnerServer:
+    """Serve ``kb`` (which holds the DuckDB file at ``db_path``) to other processes."""
+
+    def __init__(self, kb: Any, db_path: str | Path) -> None:
+        self.kb = kb
+        self.db_path = db_path
+        self.endpoint: Endpoint = new_endpoint(db_path)
+        self._workspaces: dict[str, Any] = {kb.workspace: kb}
+        self._lock = threading.Lock()
+        try:
+            os.unlink(self.endpoint.socket)  # a leftover of a killed process with our pid
+        except OSError:
+            pass
+        old_umask = os.umask(0o177)  # the socket is created 0600: only this user connects
+        try:
+            self._listener = _Listener(self.endpoint.socket, _Handler)
+        finally:
+            os.umask(old_umask)
+        self._listener.owner = self
+        self._thread = threading.Thread(
+            target=self._listener.serve_forever, name="hybridkb-owner", daemon=True
+        )
+        self._thread.start()
+        write_endpoint(db_path, self.endpoint)
+
+    def _in(self, workspace: str) -> Any:
+        with self._lock:
+            if workspace not in self._workspaces:
+                self._workspaces[workspace] = self.kb.in_workspace(workspace)
+            return self._workspaces[workspace]
+
+    def answer(self, line: bytes) -> dict[str, Any]:
+        try:
+            request = json.loads(line)
+            token = str(request.get("token", ""))
+            if not hmac.compare_digest(token.encode(), self.endpoint.token.encode()):
+                from hybridkb.errors import AccessDenied
+
+                raise AccessDenied("the token does not match this knowledge base's owner")
+            operation = OPERATIONS.get(str(request.get("op")))
+            if operation is None:
+                from hybridkb.errors import ConfigError
+
+                raise ConfigError(f"unknown operation {request.get('op')!r}")
+            kb = self._in(str(request.get("workspace") or self.kb.workspace))
+            return {"ok": encode(operation(kb, dict(request.get("args") or {})))}
+        except Exception as exc:  # noqa: BLE001 - every failure is an answer, not a dead thread
+            return {"error": error_payload(exc)}
+
+    def close(self) -> None:
+        remove_endpoint(self.db_path, self.endpoint)
+        self._listener.shutdown()
+        self._listener.server_close()
+        self._thread.join(timeout=5)

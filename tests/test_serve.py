@@ -1,0 +1,149 @@
+"""The process holding a DuckDB file serves it: other processes' calls go to it, with
+the same results and errors, and the file is taken over when the owner goes away."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import hybridkb
+from hybridkb.errors import AccessDenied, BackendError, CollectionNotFound, DatabaseLocked
+from hybridkb.serve.client import RemoteKnowledgeBase
+from hybridkb.serve.endpoint import endpoint_file, live_endpoint
+
+WORKER = Path(__file__).with_name("owner_worker.py")
+
+
+def start_owner(db: Path, cwd: Path) -> subprocess.Popen[str]:
+    env = {**os.environ, "HYBRIDKB_ALLOWED_PATHS": str(cwd), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, str(WORKER), str(db)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+        env=env,
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(timeout=30)
+
+
+@pytest.fixture
+def owner(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
+    db = tmp_path / "kb.duckdb"
+    proc = start_owner(db, tmp_path)
+    yield db, proc
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+def test_a_second_process_is_served_by_the_owner_with_the_same_results(
+    owner: tuple[Path, subprocess.Popen[str]], tmp_path: Path
+) -> None:
+    db, proc = owner
+    (tmp_path / "lease.txt").write_text("The harbour lease runs for ten years.")
+    with hybridkb.connect(db, model="fake") as kb:
+        assert isinstance(kb, RemoteKnowledgeBase) and kb.is_client
+        tax = kb.collection("Tax")
+        report = tax.add([tmp_path / "lease.txt"])
+        assert [f.filename for f in report.added] == ["lease.txt"]
+        assert tax.add([tmp_path / "lease.txt"]).unchanged  # the same identity, not twice
+        tax.add_texts(["Receipts go in the blue folder."], ids=["note-1"])
+        hits = tax.search("harbour lease", k=2, mode="keyword")
+        assert hits[0].filename == "lease.txt" and hits[0].collection == "Tax"
+        assert kb.describe("Tax").documents == 2 == tax.count()
+        assert [c.name for c in kb.list_collections()] == ["Tax"]
+        assert tax.get("note-1") is not None and tax.document_text("note-1")
+        assert tax.delete(["note-1", "nope"]).not_found == ["nope"]
+        with pytest.raises(CollectionNotFound, match="'Nope' not found in workspace 'default'"):
+            kb.collection("Nope")
+        with pytest.raises(DatabaseLocked, match=f"process {proc.pid} holds the knowledge base"):
+            kb.graph  # noqa: B018 - needs the file itself
+    stop(proc)
+    # The owner saw the client's writes: reopen the file directly.
+    with hybridkb.connect(db, model="fake") as kb:
+        assert not kb.is_client and kb.describe("Tax").documents == 1
+    assert not endpoint_file(db).exists()
+
+
+def test_read_only_clients_and_the_owners_allowed_folders_hold(
+    owner: tuple[Path, subprocess.Popen[str]], tmp_path: Path
+) -> None:
+    db, _ = owner
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.txt"
+    outside.write_text("A file outside the owner's allowed folder.")
+    with hybridkb.connect(db, model="fake", read_only=True) as kb:
+        with pytest.raises(BackendError, match="open read-only"):
+            kb.collection("Tax").add_texts(["x"])
+        assert kb.collection_names() == ["Tax"]
+    with hybridkb.connect(db, model="fake") as kb:
+        report = kb.collection("Tax").add([outside])
+        assert report.failed[0].code == "access_denied"  # a client may not widen them
+
+
+def test_a_wrong_token_is_refused(owner: tuple[Path, subprocess.Popen[str]]) -> None:
+    from hybridkb.serve.client import _Link  # noqa: PLC2701 - the wire itself is under test
+
+    db, _ = owner
+    endpoint = live_endpoint(db)
+    assert endpoint is not None and oct(endpoint_file(db).stat().st_mode & 0o777) == "0o600"
+    link = _Link(dataclasses.replace(endpoint, token="0" * 64))
+    try:
+        with pytest.raises(AccessDenied, match="token does not match"):
+            link.call("default", "collection_names", {})
+    finally:
+        link.close()
+
+
+def test_a_killed_owner_is_taken_over_without_losing_a_call(
+    owner: tuple[Path, subprocess.Popen[str]], tmp_path: Path
+) -> None:
+    db, proc = owner
+    with hybridkb.connect(db, model="fake") as kb:
+        tax = kb.collection("Tax")
+        tax.add_texts(["first note"], ids=["n1"])
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        tax.add_texts(["second note"], ids=["n2"])  # this process takes the file over
+        assert tax.count() == 2 and live_endpoint(db) is not None  # and serves it now
+        third = hybridkb.connect(db, model="fake")
+        try:
+            assert third.is_client and third.collection("Tax").count() == 2
+        finally:
+            third.close()
+    with hybridkb.connect(db, model="fake") as kb:
+        assert not kb.is_client and kb.collection("Tax").count() == 2
+
+
+def test_cli_commands_go_through_the_owner_with_the_same_exit_codes(
+    owner: tuple[Path, subprocess.Popen[str]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from hybridkb.cli import main
+
+    db, _ = owner
+    monkeypatch.setenv("HYBRIDKB_MODEL", "fake")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "memo.md").write_text("# Travel\n\nMileage is paid at 0.30 per km.")
+    assert main(["--db", str(db), "add", "Tax", "memo.md"]) == 0  # a relative path
+    assert main(["--db", str(db), "search", "Tax", "mileage", "--mode", "keyword"]) == 0
+    assert "memo.md" in capsys.readouterr().out
+    assert main(["--db", str(db), "search", "Nope", "x"]) == 1
+    assert "collection 'Nope' not found" in capsys.readouterr().err
