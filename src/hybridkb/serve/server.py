@@ -4,6 +4,8 @@ Requests are JSON lines ``{"token", "workspace", "op", "args"}``; answers are
 ``{"ok": result}`` or ``{"error": {"type", "message"}}``. Each connection gets a
 thread; the knowledge base is already safe to share between threads (one DuckDB
 connection under a lock). Only the operations in ``OPERATIONS`` can be called.
+A plain accept loop rather than socketserver: closing the socket ends it at once,
+where socketserver's shutdown waits for its polling loop.
 
 Files are sent as paths, never contents: client and owner are the same user on the
 same machine, so the owner opens the file itself, confined to the owner's own
@@ -15,7 +17,7 @@ from __future__ import annotations
 import hmac
 import json
 import os
-import socketserver
+import socket
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -65,24 +67,6 @@ OPERATIONS: dict[str, Operation] = {
 }  # fmt: skip
 
 
-class _Handler(socketserver.StreamRequestHandler):
-    server: _Listener
-
-    def handle(self) -> None:
-        while True:
-            line = self.rfile.readline(MAX_MESSAGE_BYTES + 1)
-            if not line:
-                return
-            answer = self.server.owner.answer(line)
-            self.wfile.write(dumps(answer))
-            self.wfile.flush()
-
-
-class _Listener(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
-    owner: OwnerServer
-
-
 class OwnerServer:
     """Serve ``kb`` (which holds the DuckDB file at ``db_path``) to other processes."""
 
@@ -96,17 +80,38 @@ class OwnerServer:
             os.unlink(self.endpoint.socket)  # a leftover of a killed process with our pid
         except OSError:
             pass
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old_umask = os.umask(0o177)  # the socket is created 0600: only this user connects
         try:
-            self._listener = _Listener(self.endpoint.socket, _Handler)
+            self._sock.bind(self.endpoint.socket)
         finally:
             os.umask(old_umask)
-        self._listener.owner = self
-        self._thread = threading.Thread(
-            target=self._listener.serve_forever, name="hybridkb-owner", daemon=True
-        )
+        self._sock.listen(64)
+        self._thread = threading.Thread(target=self._accept, name="hybridkb-owner", daemon=True)
         self._thread.start()
         write_endpoint(db_path, self.endpoint)
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return  # closed: the owner is shutting down
+            threading.Thread(
+                target=self._serve, args=(conn,), name="hybridkb-owner-call", daemon=True
+            ).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        """Answer one client's requests, one JSON line each, until it hangs up."""
+        with conn, conn.makefile("rb") as reader:
+            while True:
+                line = reader.readline(MAX_MESSAGE_BYTES + 1)
+                if not line:
+                    return
+                try:
+                    conn.sendall(dumps(self.answer(line)))
+                except OSError:
+                    return  # the client went away mid-answer
 
     def _in(self, workspace: str) -> Any:
         with self._lock:
@@ -134,6 +139,9 @@ class OwnerServer:
 
     def close(self) -> None:
         remove_endpoint(self.db_path, self.endpoint)
-        self._listener.shutdown()
-        self._listener.server_close()
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
+        except OSError:
+            pass
+        self._sock.close()
         self._thread.join(timeout=5)
