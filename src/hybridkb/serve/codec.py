@@ -41,13 +41,34 @@ _TYPES: dict[str, type[Any]] = {
 }
 
 
+# Types whose fields hold only JSON values (no dataclasses): copied, not walked, which
+# keeps a search answer's encoding well under a millisecond.
+_FLAT = frozenset(
+    {
+        "CollectionInfo",
+        "DeleteReport",
+        "DocumentRecord",
+        "FailedFile",
+        "FileResult",
+        "Hit",
+        "SkippedFile",
+    }
+)
+_FIELDS: dict[str, tuple[str, ...]] = {
+    name: tuple(f.name for f in dataclasses.fields(cls)) for name, cls in _TYPES.items()
+}
+
+
 def encode(value: Any) -> Any:
     """A JSON-ready form of ``value``: listed dataclasses become {"__type__": ...}."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         name = type(value).__name__
         if name not in _TYPES:
             raise TypeError(f"{name} cannot cross the socket")
-        fields = {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        if name in _FLAT:
+            fields = {field: getattr(value, field) for field in _FIELDS[name]}
+        else:
+            fields = {field: encode(getattr(value, field)) for field in _FIELDS[name]}
         return {"__type__": name, "fields": fields}
     if isinstance(value, dict):
         return {str(k): encode(v) for k, v in value.items()}
@@ -59,8 +80,12 @@ def encode(value: Any) -> Any:
 def decode(value: Any) -> Any:
     if isinstance(value, dict):
         if "__type__" in value:
-            cls = _TYPES[value["__type__"]]  # KeyError: not a type we rebuild
-            return cls(**{k: decode(v) for k, v in value["fields"].items()})
+            name = value["__type__"]
+            cls = _TYPES[name]  # KeyError: not a type we rebuild
+            fields = value["fields"]
+            if name in _FLAT:
+                return cls(**fields)
+            return cls(**{k: decode(v) for k, v in fields.items()})
         return {k: decode(v) for k, v in value.items()}
     if isinstance(value, list):
         return [decode(v) for v in value]
