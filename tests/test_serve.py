@@ -147,3 +147,41 @@ def test_cli_commands_go_through_the_owner_with_the_same_exit_codes(
     assert "memo.md" in capsys.readouterr().out
     assert main(["--db", str(db), "search", "Nope", "x"]) == 1
     assert "collection 'Nope' not found" in capsys.readouterr().err
+
+
+def _kill_owner_mid_add(tmp_path: Path, rounds: int) -> None:
+    """Each round: a fresh owner, a client adding a batch, the owner SIGKILLed while the
+    add may be in flight. The client's call must still succeed (by the owner, or by
+    taking the file over), and every document must be there exactly once."""
+    import random
+    import threading
+
+    db = tmp_path / "kb.duckdb"
+    rng = random.Random(7)
+    for round_ in range(rounds):
+        proc = start_owner(db, tmp_path)
+        with hybridkb.connect(db, model="fake") as kb:
+            assert kb.is_client
+            texts = [f"round {round_} note {n} about harbour fees" for n in range(40)]
+            ids = [f"r{round_}-{n}" for n in range(40)]
+            killer = threading.Timer(rng.uniform(0.0, 0.05), os.kill, (proc.pid, signal.SIGKILL))
+            killer.start()
+            report = kb.collection("Tax").add_texts(texts, ids=ids)
+            killer.join()
+            proc.wait(timeout=30)
+            assert len(report.added) + len(report.unchanged) == 40
+    with hybridkb.connect(db, model="fake") as kb:
+        docs = kb.collection("Tax").documents(limit=10_000)
+        assert sorted(d.document_id for d in docs) == sorted(
+            f"r{r}-{n}" for r in range(rounds) for n in range(40)
+        )
+    assert not endpoint_file(db).exists()
+
+
+def test_owners_killed_mid_add_lose_no_call(tmp_path: Path) -> None:
+    _kill_owner_mid_add(tmp_path, rounds=6)
+
+
+@pytest.mark.slow
+def test_owners_killed_mid_add_20_times_lose_no_call(tmp_path: Path) -> None:
+    _kill_owner_mid_add(tmp_path, rounds=20)
