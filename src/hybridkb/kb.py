@@ -333,7 +333,7 @@ class Collection:
         metadata: Mapping[str, Any] | None = None,
         allowed_paths: Iterable[str | Path] | None = None,
     ) -> AddReport:
-        """Add files and folders (PDF, DOCX, MD, TXT); unchanged files are skipped.
+        """Add files and folders (loaders.SUPPORTED_EXTENSIONS); unchanged files are skipped.
 
         Args:
             paths: Files and folders.
