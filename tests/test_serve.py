@@ -97,12 +97,12 @@ def test_read_only_clients_and_the_owners_allowed_folders_hold(
 
 
 def test_a_wrong_token_is_refused(owner: tuple[Path, subprocess.Popen[str]]) -> None:
-    from hybridkb.serve.client import _Link  # noqa: PLC2701 - the wire itself is under test
+    from hybridkb.serve.client import OwnerLink
 
     db, _ = owner
     endpoint = live_endpoint(db)
     assert endpoint is not None and oct(endpoint_file(db).stat().st_mode & 0o777) == "0o600"
-    link = _Link(dataclasses.replace(endpoint, token="0" * 64))
+    link = OwnerLink(dataclasses.replace(endpoint, token="0" * 64))
     try:
         with pytest.raises(AccessDenied, match="token does not match"):
             link.call("default", "collection_names", {})

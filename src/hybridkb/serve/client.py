@@ -14,6 +14,7 @@ DatabaseLocked naming the owner: run them when it has exited.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
@@ -32,7 +33,7 @@ from hybridkb.storage import open_storage
 from hybridkb.storage.base import DocumentRecord, Storage
 from hybridkb.types import AddReport, CollectionInfo, DeleteReport, Hit
 
-__all__ = ["RemoteCollection", "RemoteKnowledgeBase", "serve_owned"]
+__all__ = ["OwnerLink", "RemoteCollection", "RemoteKnowledgeBase", "serve_owned"]
 
 _WRITES = frozenset({"create_collection", "drop_collection", "add", "add_texts", "delete"})
 
@@ -43,7 +44,7 @@ def serve_owned(kb: KnowledgeBase, db_path: str) -> None:
     kb.on_close.append(server.close)
 
 
-class _Link:
+class OwnerLink:
     """One connection to the owner, used by one call at a time."""
 
     def __init__(self, endpoint: Endpoint) -> None:
@@ -58,8 +59,6 @@ class _Link:
         line = self.reader.readline(MAX_MESSAGE_BYTES + 1)
         if not line:
             raise ConnectionError("the owner closed the connection")
-        import json
-
         answer = json.loads(line)
         if "error" in answer:
             raise error_from(answer["error"])
@@ -88,7 +87,7 @@ class RemoteKnowledgeBase(KnowledgeBase):
         self.db_path = db_path
         self.read_only = read_only
         self._endpoint = endpoint
-        self._link: _Link | None = None
+        self._link: OwnerLink | None = None
         self._local: KnowledgeBase | None = None
         self._lock = threading.Lock()
 
@@ -134,7 +133,7 @@ class RemoteKnowledgeBase(KnowledgeBase):
                     return OPERATIONS[op](self._local.in_workspace(self.workspace), args)
                 try:
                     if self._link is None:
-                        self._link = _Link(self._endpoint)
+                        self._link = OwnerLink(self._endpoint)
                     return self._link.call(self.workspace, op, args)
                 except (OSError, ConnectionError, ValueError):
                     # The owner went away (or answered garbage): find or become the next one.
