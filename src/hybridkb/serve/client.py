@@ -129,8 +129,8 @@ class RemoteKnowledgeBase(KnowledgeBase):
         with self._lock:
             deadline = time.monotonic() + max(self.settings.lock_timeout, 1.0)
             while True:
-                if self._local is not None:
-                    return OPERATIONS[op](self._local.in_workspace(self.workspace), args)
+                if self._local is not None:  # opened with this client's settings and workspace
+                    return OPERATIONS[op](self._local, args)
                 try:
                     if self._link is None:
                         self._link = OwnerLink(self._endpoint)
@@ -174,7 +174,8 @@ class RemoteKnowledgeBase(KnowledgeBase):
             self._endpoint,
             read_only=self.read_only,
         )
-        other._local = self._local
+        if self._local is not None:
+            other._local = self._local.in_workspace(workspace)
         return other
 
     # -- the facade ------------------------------------------------------------------------
