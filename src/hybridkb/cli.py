@@ -219,7 +219,7 @@ def add(
     create_missing: bool,
     as_json: bool,
 ) -> int:
-    """Add files and folders (PDF, DOCX, Markdown, text) to the collection NAME.
+    """Add files and folders (PDF, DOCX, PPTX, XLSX, CSV, HTML, EPUB, Markdown, text) to NAME.
 
     Unchanged files are skipped. A file that cannot be read is reported and the
     others are still added; the exit code is then 1.

@@ -437,7 +437,8 @@ def _build(tk: KBToolkit) -> dict[str, BaseTool]:
     @tool(response_format="content_and_artifact", parse_docstring=True)
     @tool_guard
     def add_kb_documents(collection_name: str, documents: ListText) -> tuple[str, Any]:
-        """Add files, folders or notes to an existing collection (PDF, DOCX, Markdown, text).
+        """Add files, folders or notes to an existing collection (PDF incl. scans, DOCX, PPTX,
+        XLSX, CSV, HTML, EPUB, Markdown, text).
 
         Use this when the user asks to add or index documents ("add this PDF to Tax Documents").
         Re-adding an unchanged file does nothing; a changed file replaces its old version. The
