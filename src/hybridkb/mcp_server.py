@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import inspect
 import sys
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated, Any
@@ -128,6 +129,13 @@ def build_server(
     return server
 
 
+def _warm_up(base: KnowledgeBase) -> None:
+    try:
+        base.embedder(base.settings.model)
+    except KBError as exc:
+        print(f"hybridkb mcp: {exc}", file=sys.stderr)
+
+
 def serve(
     kb: KnowledgeBase | Settings | None = None,
     *,
@@ -148,13 +156,12 @@ def serve(
     owned = not isinstance(kb, KnowledgeBase)
     base = kb if isinstance(kb, KnowledgeBase) else connect(settings=kb, read_only=read_only)
     try:
-        try:
-            # Load the default model now, once, rather than inside the first tool call
-            # (a client of another process's knowledge base embeds nothing itself).
-            if not base.is_client:
-                base.embedder(base.settings.model)
-        except KBError as exc:
-            print(f"hybridkb mcp: {exc}", file=sys.stderr)
+        if not base.is_client:  # a client of another process's knowledge base embeds nothing
+            # Load the default model now, in the background, rather than inside the first
+            # tool call: the handshake and tools/list need no model, and answer meanwhile.
+            threading.Thread(
+                target=_warm_up, args=(base,), name="hybridkb-warm-up", daemon=True
+            ).start()
         server = build_server(base, workspace=workspace, read_only=read_only)
         if http_port is None:
             server.run("stdio")
