@@ -26,6 +26,26 @@ def test_weighted_normalises_each_leg() -> None:
     assert {f.key: f.score for f in fused} == {"a": 0.5, "b": 0.5}
 
 
+def test_a_floor_keeps_a_near_tie_a_near_tie() -> None:
+    # Two keyword hits almost equal (the demo's "tax" vs "depreciation" chunks), the
+    # vector leg preferring the second: min-max zeroes the second keyword hit and the
+    # first wins; normalised from the known floor 0 the second wins, as it should.
+    keyword = [("heading", 1.233), ("answer", 1.165)]
+    vector = [("answer", 0.570), ("other", 0.494), ("heading", 0.291), ("invoice", 0.231)]
+    plain = weighted([keyword, vector])
+    floored = weighted([keyword, vector], floors=[0.0, None])
+    assert plain[0].key == "heading"
+    assert floored[0].key == "answer"
+    assert {f.key: round(f.score, 3) for f in floored}["answer"] == round(
+        0.5 * 1.165 / 1.233 + 0.5, 3
+    )
+
+
+def test_a_floor_above_the_scores_changes_nothing() -> None:
+    leg = [("a", 10.0), ("b", 5.0)]
+    assert weighted([leg], floors=[7.0]) == weighted([leg])
+
+
 legs = st.lists(
     st.lists(
         st.tuples(st.integers(0, 30), st.floats(0, 100)), max_size=20, unique_by=lambda t: t[0]

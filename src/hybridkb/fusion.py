@@ -41,25 +41,40 @@ def rrf(
     return [Fused(key, scores[key]) for key in ranked]
 
 
-def _minmax(leg: Ranked) -> dict[Hashable, float]:
+def _minmax(leg: Ranked, floor: float | None = None) -> dict[Hashable, float]:
     if not leg:
         return {}
     values = [score for _, score in leg]
     low, high = min(values), max(values)
+    if floor is not None:
+        low = min(low, floor)
     span = high - low
     # A single-valued leg carries no ranking signal beyond membership: give it 1.0.
     return {key: ((score - low) / span if span > 0 else 1.0) for key, score in leg}
 
 
-def weighted(legs: Sequence[Ranked], *, weights: Sequence[float] | None = None) -> list[Fused]:
-    """Convex combination of min-max normalised leg scores (missing from a leg = 0)."""
+def weighted(
+    legs: Sequence[Ranked],
+    *,
+    weights: Sequence[float] | None = None,
+    floors: Sequence[float | None] | None = None,
+) -> list[Fused]:
+    """Convex combination of min-max normalised leg scores (missing from a leg = 0).
+
+    ``floors`` gives, per leg, the score anything left out of it has, when that is
+    known: a keyword leg that was not cut off at the candidate depth holds every
+    match, and everything else scores 0. Normalising from that floor rather than from
+    the leg's last hit keeps a near-tie a near-tie: with only two keyword hits, min-max
+    would map the second to 0 however close it was to the first.
+    """
     weights = weights or [1.0 / len(legs)] * len(legs)
-    if len(weights) != len(legs):
-        raise ValueError("one weight per leg")
+    floors = floors or [None] * len(legs)
+    if len(weights) != len(legs) or len(floors) != len(legs):
+        raise ValueError("one weight and one floor per leg")
     scores: dict[Hashable, float] = {}
     order: dict[Hashable, int] = {}
-    for leg, weight in zip(legs, weights, strict=True):
-        for key, norm in _minmax(leg).items():
+    for leg, weight, floor in zip(legs, weights, floors, strict=True):
+        for key, norm in _minmax(leg, floor).items():
             scores[key] = scores.get(key, 0.0) + weight * norm
             order.setdefault(key, len(order))
     ranked = sorted(scores, key=lambda key: (-scores[key], order[key]))
