@@ -7,7 +7,6 @@ Uses the packaged all-MiniLM-L6-v2 model and an embedded DuckDB file.
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
 from pathlib import Path
 
@@ -86,8 +85,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp, hybridkb.connect(args.db, model=args.model) as kb:
-        files = write_files(Path(tmp) / "inbox")
+    # The files live in a fixed folder beside the database, not a temporary one: a
+    # document's id is its path, so a second run finds them unchanged instead of adding
+    # copies under new ids.
+    inbox = Path(args.db).expanduser().resolve().parent / "demo-inbox"
+    with hybridkb.connect(args.db, model=args.model) as kb:
+        files = write_files(inbox)
         tax = kb.create_collection("Tax Documents", exist_ok=True)
         hr = kb.create_collection("HR", exist_ok=True)
         print(f"Knowledge base: {args.db} (model {tax.record.model})")
