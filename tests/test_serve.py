@@ -185,3 +185,17 @@ def test_owners_killed_mid_add_lose_no_call(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_owners_killed_mid_add_20_times_lose_no_call(tmp_path: Path) -> None:
     _kill_owner_mid_add(tmp_path, rounds=20)
+
+
+def test_a_read_only_client_takes_over_read_only_and_serves_nobody(
+    owner: tuple[Path, subprocess.Popen[str]],
+) -> None:
+    db, proc = owner
+    with hybridkb.connect(db, model="fake", read_only=True) as kb:
+        assert kb.is_client and kb.collection_names() == ["Tax"]
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert kb.collection_names() == ["Tax"]  # read from the file itself now
+        assert live_endpoint(db) is None  # a reader holds no write lock to serve
+        with pytest.raises(BackendError, match="open read-only"):
+            kb.collection("Tax").add_texts(["x"])

@@ -140,23 +140,31 @@ class RemoteKnowledgeBase(KnowledgeBase):
                     if self._link is not None:
                         self._link.close()
                         self._link = None
+                    if time.monotonic() > deadline:
+                        raise self._held() from None
                     self._find_owner(deadline)
 
     def _find_owner(self, deadline: float) -> None:
         while True:
             endpoint = live_endpoint(self.db_path)
-            if endpoint is not None and endpoint != self._endpoint:
+            if endpoint is not None:  # a new owner, or the same one answering again
                 self._endpoint = endpoint
                 return
             try:
-                storage = open_storage(self.db_path, lock_timeout=0.2)
+                storage = open_storage(
+                    self.db_path,
+                    read_only=self.read_only,
+                    lock_timeout=0.2,
+                    row_cache_mb=self.settings.row_cache_mb,
+                )
             except DatabaseLocked:
                 if time.monotonic() > deadline:
                     raise self._held() from None
                 time.sleep(0.05)
                 continue
             local = KnowledgeBase(storage, self.settings)
-            serve_owned(local, self.db_path)
+            if not self.read_only:  # a read-only opener holds no write lock to serve
+                serve_owned(local, self.db_path)
             self._local = local
             return
 
