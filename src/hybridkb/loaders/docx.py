@@ -23,7 +23,7 @@ from typing import Any, BinaryIO
 
 from hybridkb.errors import ExtractionError
 from hybridkb.loaders.archive import MAX_PART_BYTES, check_zip, invalid
-from hybridkb.loaders.text import MAX_TITLE_CHARS
+from hybridkb.loaders.text import HeadingPath
 from hybridkb.normalize import normalize_text
 from hybridkb.types import Block, LoadedFile
 
@@ -171,11 +171,12 @@ def _heading_level(style_name: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _story_blocks(story: Any, levels: dict[str, int], path: list[tuple[int, str]]) -> list[Block]:
-    """Blocks of one story (the body, a header, a footnote) under the heading ``path``."""
+def _story_blocks(story: Any, levels: dict[str, int]) -> list[Block]:
+    """Blocks of one story (the body, a header, a footnote), each under its heading path."""
+    path = HeadingPath()
     blocks: list[Block] = []
     for element in _iter_body(story):
-        section = " > ".join(title for _, title in path) or None
+        section = path.section
         if element.tag == f"{_W}tbl":
             text = normalize_text("\n".join(_table_rows(element)))
             if text:
@@ -184,11 +185,8 @@ def _story_blocks(story: Any, levels: dict[str, int], path: list[tuple[int, str]
         text = normalize_text(_paragraph_text(element))
         level = _paragraph_level(element, levels) if text else None
         if level is not None:
-            while path and path[-1][0] >= level:
-                path.pop()
-            # Clipped: the path is copied into every later chunk's section (see loaders.text).
-            path.append((level, " ".join(text.split())[:MAX_TITLE_CHARS].rstrip()))
-            section = " > ".join(title for _, title in path)
+            path.enter(level, " ".join(text.split()))
+            section = path.section
             blocks.append(Block(text=text, section=section, kind="heading"))
         elif text:
             blocks.append(Block(text=text, section=section, kind="paragraph"))
@@ -227,7 +225,7 @@ def _side_blocks(document: Any, levels: dict[str, int]) -> list[Block]:
             ]
         )
         for story in stories:
-            for block in _story_blocks(story, levels, []):
+            for block in _story_blocks(story, levels):
                 if block.text not in seen:
                     seen.add(block.text)
                     blocks.append(Block(text=block.text, section=section, kind=kind))
@@ -236,7 +234,7 @@ def _side_blocks(document: Any, levels: dict[str, int]) -> list[Block]:
 
 def _extract(document: Any) -> list[Block]:
     levels = _style_levels(document)
-    body = _story_blocks(document.element.body, levels, [])
+    body = _story_blocks(document.element.body, levels)
     return body + _side_blocks(document, levels)
 
 

@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 
 from hybridkb.errors import ExtractionError
 from hybridkb.loaders.encoding import decode_bytes
-from hybridkb.loaders.text import MAX_TITLE_CHARS
+from hybridkb.loaders.text import HeadingPath
 from hybridkb.normalize import normalize_text
 from hybridkb.types import Block, LoadedFile
 
@@ -97,13 +97,12 @@ class _Flow:
 
     def __init__(self, start_section: str | None) -> None:
         self.blocks: list[Block] = []
-        self.path: list[tuple[int, str]] = []
-        self.start_section = start_section
+        self.path = HeadingPath(start_section)
         self.buffer: list[str] = []
 
     @property
     def section(self) -> str | None:
-        return " > ".join(title for _, title in self.path) or self.start_section
+        return self.path.section
 
     def add(self, text: str | None, *, verbatim: bool = False) -> None:
         if text:
@@ -122,9 +121,7 @@ class _Flow:
         title = " ".join(raw.split())
         if not title:
             return
-        while self.path and self.path[-1][0] >= level:
-            self.path.pop()
-        self.path.append((level, title[:MAX_TITLE_CHARS].rstrip()))
+        self.path.enter(level, title)
         self.blocks.append(Block(text=title, section=self.section, kind="heading"))
 
 

@@ -19,7 +19,15 @@ from hybridkb.loaders.encoding import SAMPLE_BYTES, decode_bytes, detect_encodin
 from hybridkb.normalize import display_name, normalize_text
 from hybridkb.types import Block, LoadedFile
 
-__all__ = ["iter_text_blocks", "load_markdown", "load_text", "markdown_blocks", "text_blocks"]
+__all__ = [
+    "MAX_TITLE_CHARS",
+    "HeadingPath",
+    "iter_text_blocks",
+    "load_markdown",
+    "load_text",
+    "markdown_blocks",
+    "text_blocks",
+]
 
 _EMPTY = "empty file; nothing to add"
 MAX_TITLE_CHARS = 200  # longest heading title kept in a section path
@@ -40,17 +48,41 @@ def text_blocks(text: str) -> list[Block]:
     return [Block(text=p, kind="paragraph") for p in normalize_text(text).split("\n\n") if p]
 
 
+class HeadingPath:
+    """The headings open at a point of a document, as the section of what follows.
+
+    Shared by the Markdown, HTML and DOCX loaders: a heading closes every open
+    heading of its level or deeper, and the path ("Intro > Details") is the
+    ``section`` of each later block. Titles are clipped to MAX_TITLE_CHARS: the path
+    is copied into every later chunk, and a huge heading would be copied into each
+    (a 1.7 MB file became a 500 MB database); the heading block keeps the full text.
+    """
+
+    def __init__(self, before_first: str | None = None) -> None:
+        self.open: list[tuple[int, str]] = []
+        self.before_first = before_first  # the section of text before any heading
+
+    @property
+    def section(self) -> str | None:
+        return " > ".join(title for _, title in self.open) or self.before_first
+
+    def enter(self, level: int, title: str) -> None:
+        while self.open and self.open[-1][0] >= level:
+            self.open.pop()
+        self.open.append((level, title[:MAX_TITLE_CHARS].rstrip()))
+
+
 class _MarkdownState:
     """Heading path and pending paragraph lines while scanning a Markdown file."""
 
     def __init__(self) -> None:
         self.blocks: list[Block] = []
-        self.headings: list[tuple[int, str]] = []
+        self.headings = HeadingPath()
         self.paragraph: list[str] = []
 
     @property
     def section(self) -> str | None:
-        return " > ".join(title for _, title in self.headings) or None
+        return self.headings.section
 
     def emit(self, raw: str, kind: str, *, keep_indent: bool = False) -> None:
         text = normalize_text(raw, keep_indent=keep_indent)
@@ -67,12 +99,7 @@ class _MarkdownState:
         title = " ".join(normalize_text(raw_title).split())
         if not title:
             return
-        while self.headings and self.headings[-1][0] >= level:
-            self.headings.pop()
-        # Every later block carries the path as its section: a huge heading would be
-        # copied into each chunk (a 1.7 MB file became a 500 MB database). The heading
-        # block below keeps the full text.
-        self.headings.append((level, title[:MAX_TITLE_CHARS].rstrip()))
+        self.headings.enter(level, title)
         self.blocks.append(Block(text=title, section=self.section, kind="heading"))
 
 

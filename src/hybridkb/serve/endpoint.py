@@ -22,7 +22,15 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Endpoint", "endpoint_file", "live_endpoint", "new_endpoint", "remove_endpoint"]
+__all__ = [
+    "Endpoint",
+    "endpoint_file",
+    "live_endpoint",
+    "new_endpoint",
+    "read_endpoint",
+    "remove_endpoint",
+    "write_endpoint",
+]
 
 _SUFFIX = ".hkbowner"
 
