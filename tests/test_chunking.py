@@ -11,10 +11,12 @@ from hypothesis import strategies as st
 from hybridkb.chunking import (
     STRATEGIES,
     chunk_blocks,
+    contextual_text,
     document_text,
     is_page_number,
     is_stub,
     split_text,
+    with_implicit_title,
 )
 from hybridkb.errors import ConfigError
 from hybridkb.types import Block
@@ -216,12 +218,15 @@ def test_chunks_are_exact_bounded_complete_and_deterministic(
 @settings(max_examples=100, deadline=None)
 @given(blocks=st.lists(_BLOCK, min_size=1, max_size=12), size=st.integers(10, 200))
 def test_paragraph_chunks_never_span_two_pages_or_sections(blocks: list[Block], size: int) -> None:
-    # ... except for headings (stubs) that open the section after theirs.
+    # ... except for headings (stubs) that open the section after theirs. Sections are
+    # the blocks' own, or the implicit title of a document without headings.
+    chunks = chunk_blocks(blocks, chunk_size=size, chunk_overlap=size // 4)
+    blocks = list(with_implicit_title(blocks, size))
     starts, position = [], 0
     for block in blocks:
         starts.append(position)
         position += len(block.text) + 2
-    for chunk in chunk_blocks(blocks, chunk_size=size, chunk_overlap=size // 4):
+    for chunk in chunks:
         inside = [
             b
             for b, s in zip(blocks, starts, strict=False)
@@ -262,6 +267,27 @@ def test_a_heading_before_a_long_paragraph_opens_its_first_piece() -> None:
     chunks = chunk_blocks(blocks, chunk_size=300, chunk_overlap=30)
     assert chunks[0].text.startswith("15. TAX RETURNS\n\nAssets")
     assert all(len(c.text) <= 300 and not is_stub(c.text) for c in chunks)
+
+
+def test_a_title_line_is_the_section_of_a_document_without_headings() -> None:
+    # SciFact's layout: a title sentence, then an abstract longer than chunk_size.
+    title = "Induction of myelodysplasia by myeloid-derived suppressor cells."
+    abstract = "Myelodysplastic syndromes are age-dependent stem cell malignancies. " * 30
+    chunks = chunk_blocks([Block(title), Block(abstract)], chunk_size=1000, chunk_overlap=150)
+    assert chunks[0].text == title  # the title alone stays a chunk: it matches best
+    assert len(chunks) > 2 and {c.section for c in chunks} == {title}
+    # What is embedded and indexed: the title before every later piece, not twice.
+    assert contextual_text(chunks[0].section, chunks[0].text) == title
+    assert contextual_text(chunks[1].section, chunks[1].text) == f"{title}\n\n{chunks[1].text}"
+    # Not a title: a long first block, a page number, headings or pages of its own.
+    for blocks in (
+        [Block("A first paragraph " * 12), Block(abstract)],
+        [Block("12"), Block(abstract)],
+        [Block(title, section="Intro"), Block(abstract, section="Intro")],
+        [Block(title, page=1), Block(abstract, page=1)],
+        [Block(title)],
+    ):
+        assert with_implicit_title(blocks, 1000) == blocks
 
 
 def test_lone_page_numbers_are_left_out_but_a_document_of_only_stubs_is_kept() -> None:

@@ -21,7 +21,7 @@ HIT_KEYS = {
     "rank", "score", "text", "collection", "document_id", "chunk_id", "filename", "page",
     "section", "metadata", "scores", "document_node",
 }  # fmt: skip
-SCORE_KEYS = {"bm25", "bm25_rank", "vector", "vector_rank", "fused"}
+SCORE_KEYS = {"bm25", "bm25_rank", "vector", "vector_rank", "fused", "rerank"}
 DESCRIBE_KEYS = {
     "name",
     "documents",

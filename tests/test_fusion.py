@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hybridkb.fusion import ranks, rrf, weighted
+from hybridkb.fusion import ranks, rrf, weighted, zscore
 
 
 def test_rrf_scores_are_reciprocal_ranks() -> None:
@@ -46,6 +47,28 @@ def test_a_floor_above_the_scores_changes_nothing() -> None:
     assert weighted([leg], floors=[7.0]) == weighted([leg])
 
 
+def test_zscore_standardises_each_leg_and_a_missing_key_gets_the_lowest() -> None:
+    kw = [("a", 9.0), ("b", 6.0), ("c", 3.0)]  # z: 1.22, 0, -1.22
+    vec = [("c", 0.9), ("d", 0.5)]  # z: 1, -1
+    scores = {f.key: f.score for f in zscore([kw, vec])}
+    z = 3 / (6**0.5)
+    assert scores["a"] == pytest.approx(0.5 * z + 0.5 * -1)  # missing from vec: its lowest
+    assert scores["c"] == pytest.approx(0.5 * -z + 0.5 * 1)
+    assert scores["d"] == pytest.approx(0.5 * -z + 0.5 * -1)
+    assert [f.key for f in zscore([kw, vec])] == ["a", "c", "b", "d"]
+
+
+def test_zscore_floor_keeps_a_complete_leg_s_non_matches_below_its_hits() -> None:
+    kw = [("a", 2.0), ("b", 1.9)]  # z: 1, -1; non-matches would also get -1 without a floor
+    vec = [("c", 0.52), ("b", 0.5), ("a", 0.48)]
+    plain = {f.key: f.score for f in zscore([kw, vec])}
+    floored = {f.key: f.score for f in zscore([kw, vec], floors=[0.0, None])}
+    assert plain["c"] > plain["b"]  # without it, "b" ties a non-match in the keyword leg
+    assert floored["b"] > floored["c"]
+    with pytest.raises(ValueError, match="one weight and one floor per leg"):
+        zscore([kw, vec], floors=[0.0])
+
+
 legs = st.lists(
     st.lists(
         st.tuples(st.integers(0, 30), st.floats(0, 100)), max_size=20, unique_by=lambda t: t[0]
@@ -68,3 +91,12 @@ def test_a_single_leg_keeps_its_order(legs_: list[list[tuple[int, float]]]) -> N
     leg = legs_[0]
     assert [f.key for f in rrf([leg])] == [k for k, _ in leg]
     assert ranks(leg) == {k: (i + 1, s) for i, (k, s) in enumerate(leg)}
+
+
+@given(legs)
+def test_zscore_keeps_every_key_once_in_descending_order(
+    legs_: list[list[tuple[int, float]]],
+) -> None:
+    fused = zscore(legs_)
+    assert sorted(f.key for f in fused) == sorted({k for leg in legs_ for k, _ in leg})
+    assert all(a.score >= b.score for a, b in zip(fused, fused[1:], strict=False))

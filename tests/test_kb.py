@@ -89,7 +89,7 @@ def test_add_files_and_folders_then_search(kb: hybridkb.KnowledgeBase, tmp_path:
     assert hits and hits[0].filename == "tax.txt"
     top = hits[0]
     assert top.rank == 1 and top.collection == "Tax Documents"
-    assert set(top.scores) == {"bm25", "bm25_rank", "vector", "vector_rank", "fused"}
+    assert set(top.scores) == {"bm25", "bm25_rank", "vector", "vector_rank", "fused", "rerank"}
     assert top.scores["fused"] == pytest.approx(top.score)
     assert top.metadata["filename"] == "tax.txt" and top.metadata["document_id"] == top.document_id
     assert top.document_node == f"doc:{coll.record.id}:{top.document_id}"

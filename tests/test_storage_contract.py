@@ -499,6 +499,11 @@ class StorageContract:
         vecs = storage.fetch_vectors(record, [*keys, 12345])
         assert vecs.shape == (4, 64) and not vecs[3].any()
         assert np.allclose(np.linalg.norm(vecs[:3], axis=1), 1.0, atol=1e-5)
+        # Directions (for query feedback) point where the stored vectors do.
+        dirs = storage.vector_directions(record, [*keys, 12345])
+        assert dirs.shape == (4, 64) and not dirs[3].any()
+        cosines = (dirs[:3] * vecs[:3]).sum(axis=1) / np.linalg.norm(dirs[:3], axis=1)
+        assert np.all(cosines >= 0.999)
         chunks = storage.fetch_chunks(record, keys)
         assert set(chunks) == set(keys)
 

@@ -433,3 +433,25 @@ def test_a_snapshot_from_another_machine_is_verified_again(
     )
     loaded = VectorIndex.load(tmp_path / "v.bin")
     assert checks == [1] and loaded.verified_recall is not None
+
+
+@pytest.mark.parametrize("quantization", ["f32", "i8", "b1"])
+@pytest.mark.parametrize("hnsw_threshold", [10_000, 0])
+def test_directions_point_where_the_stored_vectors_do(
+    quantization: str, hnsw_threshold: int
+) -> None:
+    rng = np.random.default_rng(7)
+    vectors = rng.normal(size=(200, DIM)).astype(np.float32)
+    index = VectorIndex(DIM, quantization=quantization, hnsw_threshold=hnsw_threshold)
+    index.add(np.arange(200), vectors)
+    assert index.layout == ("flat" if hnsw_threshold else "hnsw")
+    keys = np.array([5, 17, 199])
+    got = index.directions(keys)
+    if quantization == "b1":
+        assert got is None  # signs alone say too little: the caller reads the database
+        return
+    assert got is not None and got.shape == (3, DIM)
+    want = vectors[keys]
+    cos = (got * want).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(want, axis=1)
+    assert np.all(cos >= 0.999)
+    assert index.directions(np.array([5, 12345])) is None  # a missing key

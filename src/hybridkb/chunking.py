@@ -23,11 +23,21 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 
 from hybridkb.errors import ConfigError
 from hybridkb.types import Block, ChunkDraft
 
-__all__ = ["STRATEGIES", "chunk_blocks", "document_text", "is_page_number", "is_stub", "split_text"]
+__all__ = [
+    "STRATEGIES",
+    "chunk_blocks",
+    "contextual_text",
+    "document_text",
+    "is_page_number",
+    "is_stub",
+    "split_text",
+    "with_implicit_title",
+]
 
 STRATEGIES = ("paragraph", "page", "size")
 SEPARATOR = "\n\n"
@@ -180,6 +190,10 @@ def _by_paragraph(
             if pack_first is not None and block_end - starts[pack_first] <= size:
                 pack_end = block_end
                 continue
+            # Only headings (stubs) open the long block after them. A title sentence
+            # stays a chunk of its own: merging SciFact's titles into the first piece
+            # of their abstracts cost train nDCG@10 0.7484 -> 0.7427 (the title alone
+            # is the sharpest statement of what the document is about).
             headings_only = pack_first is not None and all(
                 is_stub(b.text) for b in blocks[pack_first:index]
             )
@@ -278,6 +292,30 @@ def content_block(blocks: Sequence[Block], first: int, stop: int) -> Block:
     return next((b for b in blocks[first:stop] if not is_stub(b.text)), blocks[first])
 
 
+def with_implicit_title(blocks: Sequence[Block], size: int) -> Sequence[Block]:
+    """A document without headings or pages whose first block is short (a title line,
+    as in a paper's "title, then abstract") gets that line as the section of every
+    block: it is what each chunk is about, and :func:`contextual_text` puts it before
+    chunks that no longer show it. Headings are sections already; a paged document
+    (PDF) is cited by page, and its first line is as often a heading as a title."""
+    if len(blocks) < 2 or any(b.section or b.page is not None for b in blocks):
+        return blocks
+    title = " ".join(blocks[0].text.split())
+    if len(title) >= max(STUB_CHARS, size // 5) or is_page_number(title):
+        return blocks
+    return [replace(b, section=title) for b in blocks]
+
+
+def contextual_text(section: str | None, text: str) -> str:
+    """What is embedded and indexed for a chunk: its section path ("title > heading")
+    before its text, unless the text already opens with it; what is shown stays the
+    chunk's own text. On SciFact train the title before every later chunk of an
+    abstract raised hybrid nDCG@10 from 0.7348 to 0.7443 (bench/quality.py --sweep)."""
+    if not section or text.lstrip().startswith(section):
+        return text
+    return f"{section}{SEPARATOR}{text}"
+
+
 def drop_page_numbers(chunks: list[ChunkDraft]) -> list[ChunkDraft]:
     """Leave out chunks that are only a page number (a PDF footer the packer could not
     join to its page's text), unless the document has nothing else."""
@@ -315,6 +353,7 @@ def chunk_blocks(
     _check_sizes(chunk_size, chunk_overlap)
     if not blocks:
         return []
+    blocks = with_implicit_title(blocks, chunk_size)
     text = document_text(blocks)
     starts = _offsets(blocks)
     if strategy == "page" and all(block.page is None for block in blocks):

@@ -279,6 +279,11 @@ def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
 )
 @click.option("--where", metavar="JSON", help='Metadata filter, e.g. \'{"year": {"$gte": 2020}}\'.')
 @click.option("--full", is_flag=True, help="Print whole chunk texts, not snippets.")
+@click.option(
+    "--rerank/--no-rerank",
+    default=None,
+    help="Re-score the top hits with HYBRIDKB_RERANKER's cross-encoder (default: when set).",
+)
 @json_option
 @pass_state
 def search(
@@ -289,12 +294,13 @@ def search(
     mode: str | None,
     where: str | None,
     full: bool,
+    rerank: bool | None,
     as_json: bool,
 ) -> int:
     """Search the collection NAME ('*' = every collection) for QUERY."""
     kb = state.kb(write=False)
     collections = None if name == "*" else [name]
-    hits = kb.search(query, k=k, mode=mode, where=where, collections=collections)
+    hits = kb.search(query, k=k, mode=mode, where=where, collections=collections, rerank=rerank)
     if as_json:
         emit_json({"results": [h.to_dict() for h in hits]})
         return EXIT_OK

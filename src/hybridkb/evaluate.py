@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from .storage.base import CollectionRecord
 
 FINGERPRINT_ID = "__hybridkb_eval_fingerprint__"
-FINGERPRINT_VERSION = 1
+FINGERPRINT_VERSION = 2  # 2: chunks embed and index their section (implicit title)
 BATCH = 256
 CHUNKS_PER_DOC = 3  # chunk depth per wanted document when ranking documents by best chunk
 

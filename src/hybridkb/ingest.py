@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .analysis import analyze, detect_language
-from .chunking import chunk_blocks, document_text
+from .chunking import chunk_blocks, contextual_text, document_text
 from .embed_cache import EmbeddingCache, embed_with_cache
 from .embedders import Embedder
 from .errors import ConfigError, KBError
@@ -79,7 +79,8 @@ def document_id_for_path(path: Path) -> str:
 
 def signature(coll: CollectionRecord) -> str:
     """What, besides content, decides a document's chunks and vectors."""
-    return json.dumps({"chunking": coll.chunking, "model": coll.model, "v": 1}, sort_keys=True)
+    # v2: chunks embed and index their section ("title > heading") before their text.
+    return json.dumps({"chunking": coll.chunking, "model": coll.model, "v": 2}, sort_keys=True)
 
 
 def _user_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -154,7 +155,7 @@ def _chunk_records(
                     draft.text.encode("utf-8", "surrogatepass")
                 ).hexdigest(),
                 language=doc.language,
-                terms=analyze(draft.text, doc.language),
+                terms=analyze(contextual_text(draft.section, draft.text), doc.language),
                 metadata=doc.metadata,
                 filename=doc.filename,
                 path=doc.path,
@@ -169,7 +170,7 @@ def _write_batch(ctx: IngestContext, batch: list[Prepared], report: AddReport) -
         return
     try:
         records = [_chunk_records(ctx, item.doc, item.drafts) for item in batch]
-        texts = [r.text for recs in records for r in recs]
+        texts = [contextual_text(r.section, r.text) for recs in records for r in recs]
         vectors = embed_with_cache(ctx.embedder, texts, ctx.cache)
         items, start = [], 0
         for item, recs in zip(batch, records, strict=True):
@@ -218,7 +219,8 @@ def _write_stream(ctx: IngestContext, item: Streamed, report: AddReport) -> None
                 for d in _chunk(ctx, window)
             ]
             records = _chunk_records(ctx, item.doc, drafts, start=index)
-            yield records, embed_with_cache(ctx.embedder, [r.text for r in records], ctx.cache)
+            texts = [contextual_text(r.section, r.text) for r in records]
+            yield records, embed_with_cache(ctx.embedder, texts, ctx.cache)
             offset += len(document_text(window)) + 2
             index += len(records)
             window, size = [], 0

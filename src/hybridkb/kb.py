@@ -26,6 +26,7 @@ from .errors import (
 from .graph import attach_graph
 from .ingest import IngestContext, ingest_paths, ingest_texts
 from .limits import MAX_NAME_CHARS
+from .rerank import Reranker, load_reranker
 from .search import Target, run_search, search_by_vector
 from .settings import Settings, with_overrides
 from .storage import Storage
@@ -67,12 +68,14 @@ class KnowledgeBase:
         settings: Settings,
         *,
         embedders: Mapping[str, Embedder] | None = None,
+        reranker: Reranker | None = None,
     ) -> None:
         self.storage = storage
         self.settings = settings
         self.workspace = check_name(settings.workspace, "workspace")
         # Embedders given by the caller (e.g. a LangChain model) for their model ids.
         self._given: dict[str, Embedder] = dict(embedders or {})
+        self._reranker = reranker
         self._cache: EmbeddingCache | None = None
         self._languages: dict[tuple[int, int], list[str]] = {}
         self.graph = attach_graph(self)
@@ -95,15 +98,37 @@ class KnowledgeBase:
     def in_workspace(self, workspace: str) -> KnowledgeBase:
         """Another workspace over the same open store (one process, many users)."""
         return KnowledgeBase(
-            self.storage, with_overrides(self.settings, workspace=workspace), embedders=self._given
+            self.storage,
+            with_overrides(self.settings, workspace=workspace),
+            embedders=self._given,
+            reranker=self._reranker,
         )
 
     def with_embedder(self, embedder: Embedder) -> KnowledgeBase:
         """The same store and workspace, embedding with ``embedder`` for its model id
         (collections created through it record that id)."""
         return KnowledgeBase(
-            self.storage, self.settings, embedders={**self._given, embedder.model_id: embedder}
+            self.storage,
+            self.settings,
+            embedders={**self._given, embedder.model_id: embedder},
+            reranker=self._reranker,
         )
+
+    def with_reranker(self, reranker: Reranker) -> KnowledgeBase:
+        """The same store and workspace, reranking searches with ``reranker`` (any object
+        with ``name`` and ``score(query, texts) -> scores``; see :mod:`hybridkb.rerank`)."""
+        if not isinstance(reranker, Reranker):
+            raise ConfigError(
+                f"reranker: {type(reranker).__name__} has no name and score(query, texts); "
+                "see hybridkb.rerank.Reranker"
+            )
+        return KnowledgeBase(self.storage, self.settings, embedders=self._given, reranker=reranker)
+
+    def reranker(self) -> Reranker | None:
+        """The reranker searches use when asked: the one given, else HYBRIDKB_RERANKER's."""
+        if self._reranker is None and self.settings.reranker:
+            self._reranker = load_reranker(self.settings.reranker)
+        return self._reranker
 
     # -- embedders ------------------------------------------------------------------
 
@@ -276,8 +301,21 @@ class KnowledgeBase:
         mode: str | None = None,
         where: Mapping[str, Any] | str | None = None,
         collections: Iterable[str] | None = None,
+        rerank: bool | None = None,
     ) -> list[Hit]:
-        """Search several collections (all of this workspace by default) as one."""
+        """Search several collections (all of this workspace by default) as one.
+
+        ``rerank``: None reranks when a reranker is set (:meth:`with_reranker` or
+        ``HYBRIDKB_RERANKER``), True requires one, False skips it.
+        """
+        if rerank is not None and not isinstance(rerank, bool):
+            raise ConfigError(f"rerank: expected true, false or nothing, got {rerank!r}")
+        reranker = None if rerank is False else self.reranker()
+        if rerank and reranker is None:
+            raise ConfigError(
+                "rerank: no reranker is set; set HYBRIDKB_RERANKER to the folder of a "
+                "cross-encoder, or use KnowledgeBase.with_reranker"
+            )
         if collections is None:
             records = self.storage.list_collections(self.workspace)
         else:
@@ -290,6 +328,7 @@ class KnowledgeBase:
             mode=mode or self.settings.default_mode,
             where=where,
             settings=self.settings,
+            reranker=reranker,
         )
 
 
@@ -367,8 +406,11 @@ class Collection:
         k: int | None = None,
         mode: str | None = None,
         where: Mapping[str, Any] | str | None = None,
+        rerank: bool | None = None,
     ) -> list[Hit]:
-        return self.kb.search(query, k=k, mode=mode, where=where, collections=[self.name])
+        return self.kb.search(
+            query, k=k, mode=mode, where=where, collections=[self.name], rerank=rerank
+        )
 
     def delete(self, document_ids: str | Sequence[str]) -> DeleteReport:
         """Delete documents by id; unknown ids change nothing and are reported."""

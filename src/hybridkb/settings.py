@@ -13,7 +13,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from .types import SearchMode
 
 ChunkStrategy = Literal["paragraph", "page", "size"]
-Fusion = Literal["rrf", "weighted"]
+Fusion = Literal["zscore", "weighted", "rrf"]
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
@@ -52,9 +52,24 @@ class Settings(BaseSettings):
     language: str = Field("auto", description="'auto' detects per document; or an ISO 639-1 code")
     default_k: int = Field(5, ge=1)
     default_mode: SearchMode = "hybrid"
-    fusion: Fusion = "weighted"  # min-max fusion: SciFact 0.7316 vs RRF 0.7174 (bench/search.py)
+    # Chosen on SciFact train (bench/quality.py --sweep): z-score 0.7484, min-max
+    # ("weighted") 0.7443, RRF 0.7283, with the section before each chunk's text.
+    fusion: Fusion = "zscore"
     rrf_k: int = 60
     candidates: int = Field(100, ge=1, description="per-leg candidate depth before fusion")
+    vector_feedback: float = Field(
+        0.4,
+        ge=0,
+        le=2,
+        description="hybrid: move the query vector this far towards the best first-pass "
+        "chunk and search the vector leg again (Rocchio feedback); 0 = off",
+    )
+    reranker: str | None = Field(
+        None,
+        description="folder (or cached id) of a sentence-transformers cross-encoder that "
+        "re-scores the fused top of every search; unset = no reranking",
+    )
+    rerank_depth: int = Field(30, ge=1, le=1000, description="fused hits the reranker re-scores")
     pdf_password: str | None = None
     ocr: bool = Field(True, description="read PDF pages without a text layer by OCR (extra ocr)")
     allowed_paths: Annotated[list[Path], NoDecode] = Field(default_factory=lambda: [Path.cwd()])
@@ -93,7 +108,7 @@ class Settings(BaseSettings):
     def _expand_cache(cls, value: Path) -> Path:
         return Path(value).expanduser()
 
-    @field_validator("pdf_password", mode="before")
+    @field_validator("pdf_password", "reranker", mode="before")
     @classmethod
     def _blank_is_none(cls, value: object) -> object:
         return None if value == "" else value

@@ -416,6 +416,27 @@ class VectorIndex:
             scores = self._exact_scores(q, keys, rerank)
         return ranked(keys, scores, k)
 
+    def directions(self, keys: np.ndarray) -> np.ndarray | None:
+        """Float32 rows pointing where the stored vectors of ``keys`` point (f32 exactly,
+        i8 up to rounding), or None when the index cannot say (b1, a missing key)."""
+        if self.quantization == "b1":
+            return None
+        keys = np.asarray(keys, dtype=np.int64).reshape(-1)
+        with self._lock:
+            if self._flat is not None:
+                rows = self._flat.lookup(keys)
+                if (rows < 0).any():
+                    return None
+                found = self._flat.rows[rows]
+            else:
+                index = cast(Index, self._hnsw)
+                if not np.asarray(index.contains(keys.view(np.uint64)), dtype=bool).all():
+                    return None
+                got = index.get(keys.view(np.uint64), dtype=_USEARCH_DTYPE[self.quantization])
+                found = np.stack(cast(tuple[np.ndarray, ...], got)).reshape(len(keys), self._width)
+                found = found.view(self._dtype)
+        return np.asarray(found, dtype=np.float32)
+
     def _exact_scores(
         self, q: np.ndarray, keys: np.ndarray, rerank: Callable[[np.ndarray], np.ndarray]
     ) -> np.ndarray:

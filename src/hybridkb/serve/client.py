@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from hybridkb.errors import BackendError, DatabaseLocked
+from hybridkb.errors import BackendError, ConfigError, DatabaseLocked
 from hybridkb.kb import Collection, KnowledgeBase, check_name
 from hybridkb.serve.codec import MAX_MESSAGE_BYTES, decode, dumps, error_from
 from hybridkb.serve.endpoint import Endpoint, live_endpoint
@@ -90,6 +90,7 @@ class RemoteKnowledgeBase(KnowledgeBase):
         self._link: OwnerLink | None = None
         self._local: KnowledgeBase | None = None
         self._lock = threading.Lock()
+        self._reranker = None
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -186,6 +187,12 @@ class RemoteKnowledgeBase(KnowledgeBase):
             other._local = self._local.in_workspace(workspace)
         return other
 
+    def with_reranker(self, reranker: Any) -> KnowledgeBase:
+        raise ConfigError(
+            f"{self.db_path}: process {self._endpoint.pid} holds the knowledge base and ranks "
+            "for this process with its own settings; set HYBRIDKB_RERANKER where it runs"
+        )
+
     # -- the facade ------------------------------------------------------------------------
 
     def list_collections(self) -> list[CollectionInfo]:
@@ -224,10 +231,14 @@ class RemoteKnowledgeBase(KnowledgeBase):
         mode: str | None = None,
         where: Mapping[str, Any] | str | None = None,
         collections: Iterable[str] | None = None,
+        rerank: bool | None = None,
     ) -> list[Hit]:
         names = None if collections is None else list(collections)
+        # The owner reranks with its own reranker: a model object cannot cross the socket.
         return list(
-            self.call("search", query=query, k=k, mode=mode, where=where, collections=names)
+            self.call(
+                "search", query=query, k=k, mode=mode, where=where, collections=names, rerank=rerank
+            )
         )
 
 

@@ -49,7 +49,7 @@ OPERATIONS: dict[str, Operation] = {
     "drop_collection": lambda kb, a: kb.drop_collection(a["name"]),
     "search": lambda kb, a: kb.search(
         a["query"], k=a.get("k"), mode=a.get("mode"), where=a.get("where"),
-        collections=a.get("collections"),
+        collections=a.get("collections"), rerank=a.get("rerank"),
     ),
     "add": _add,
     "add_texts": lambda kb, a: kb.collection(a["collection"]).add_texts(

@@ -500,6 +500,12 @@ class Storage(Protocol):
         """Stored float32 vectors in the order of ``keys`` (zero rows for missing keys)."""
         ...
 
+    def vector_directions(self, coll: CollectionRecord, keys: Sequence[int]) -> np.ndarray:
+        """Vectors pointing where the stored ones of ``keys`` point (cosine >= 0.999),
+        possibly read from a quantised in-memory copy: for query feedback, where a
+        database round trip would cost more than the search. Zero rows for missing keys."""
+        ...
+
     # export: for copying between stores and for the agent SQL engine
     def export_documents(self, coll: CollectionRecord, *, batch: int = 200) -> Iterator[Exported]:
         """Every stored document with its chunks (terms included) and vectors."""

@@ -16,6 +16,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from ...chunking import contextual_text
 from ...embedders import Embedder, recipe_of, validate_vectors
 from ...errors import BackendError, ConfigError
 from ...index.derived import drop_snapshot, snapshot_paths
@@ -211,13 +212,15 @@ def reembed_collection(
 
     def pending(c: duckdb.DuckDBPyConnection, limit: int) -> list[tuple[Any, ...]]:
         return c.execute(
-            f"SELECT key, text FROM {t['chunks']} c WHERE NOT EXISTS"
+            f"SELECT key, text, section FROM {t['chunks']} c WHERE NOT EXISTS"
             f" (SELECT 1 FROM {side} s WHERE s.key = c.key) ORDER BY key LIMIT ?",
             [limit],
         ).fetchall()
 
     def insert(c: duckdb.DuckDBPyConnection, rows: list[tuple[Any, ...]]) -> None:
-        vectors = validate_vectors(embedder.embed_documents([r[1] for r in rows]), dim)
+        # Embedded as at ingest: the section before the text.
+        texts = [contextual_text(r[2], r[1]) for r in rows]
+        vectors = validate_vectors(embedder.embed_documents(texts), dim)
         table = pa.table(
             {
                 "key": pa.array([int(r[0]) for r in rows], pa.int64()),

@@ -411,6 +411,11 @@ class DuckDBStorage:
     def fetch_chunks(self, coll: CollectionRecord, keys: Sequence[int]) -> dict[int, ChunkRecord]:
         return self.derived.fetch_chunks(coll, keys)
 
+    def vector_directions(self, coll: CollectionRecord, keys: Sequence[int]) -> np.ndarray:
+        # From the loaded index (SciFact: 0.02 ms instead of a 1 ms query).
+        found = self.derived.indexes_for(coll).vector.directions(np.asarray(keys, np.int64))
+        return found if found is not None else self.fetch_vectors(coll, keys)
+
     def fetch_vectors(self, coll: CollectionRecord, keys: Sequence[int]) -> np.ndarray:
         """Full-precision vectors in the order of ``keys`` (for exact re-ranking)."""
         t = table_names(coll.id)

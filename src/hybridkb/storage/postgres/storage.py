@@ -583,6 +583,9 @@ class PostgresStorage:
         )
         return {int(r[0]): chunk_record(r) for r in rows}
 
+    def vector_directions(self, coll: CollectionRecord, keys: Sequence[int]) -> np.ndarray:
+        return self.fetch_vectors(coll, keys)  # the server holds no faster copy
+
     def fetch_vectors(self, coll: CollectionRecord, keys: Sequence[int]) -> np.ndarray:
         """Full-precision vectors in the order of ``keys`` (zeros for unknown keys)."""
         t = self.tables(coll)
