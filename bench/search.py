@@ -1,15 +1,15 @@
-"""Search benchmark: latency, quality, fusion sweep, vector recall, cold start, seed workload.
+"""Search benchmark: latency, quality, vector recall, cold start, seed workload.
 
 Run (every section, 1M included, takes long on a loaded machine)::
 
     .venv/bin/python bench/search.py                       # all sections up to 1M chunks
     .venv/bin/python bench/search.py --max-scale 100000    # skip the 1M collection
-    .venv/bin/python bench/search.py --only scifact,sweep  # some sections
+    .venv/bin/python bench/search.py --only scifact,quality  # some sections
 
 Sections (``--only``): ``scifact`` (latency on SciFact), ``scale`` (10k/100k/1M
 synthetic chunks: build, first search, memory, latency, 1 % filter), ``cold``
-(CLI cold start), ``quality`` (``run_eval`` per mode and fusion setting),
-``sweep`` (fusion tuned on the train split, reported on test), ``recall``
+(CLI cold start), ``quality`` (``run_eval`` per mode and fusion setting; the levers
+are swept on train and reported on test by bench/quality.py), ``recall``
 (approximate vs exact vector search), ``seed`` (create/list/re-rank).
 
 Query embedding is excluded from every latency: queries are embedded once with
@@ -44,7 +44,6 @@ import gc
 import hashlib
 import io
 import json
-import pickle
 import pstats
 import re
 import shutil
@@ -64,7 +63,7 @@ import numpy as np
 import hybridkb
 from hybridkb import fusion
 from hybridkb.analysis import analyze, analyze_query
-from hybridkb.evaluate import FINGERPRINT_ID, PrecomputedQuery, ndcg_at_k, recall_at_k, run_eval
+from hybridkb.evaluate import FINGERPRINT_ID, PrecomputedQuery, run_eval
 from hybridkb.storage import open_storage
 from hybridkb.storage.base import ChunkRecord, DocumentRecord, PutItem, chunk_key, make_chunk_id
 from hybridkb.storage.duckdb.schema import table_names
@@ -1091,7 +1090,7 @@ def quality_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dic
     if name != EVAL_NAME:
         print(
             "\n# quality: the eval:scifact collection is not available (run `hybridkb --db "
-            "/tmp/scifact.duckdb eval /work/shared/data/scifact`); see --sweep for the stand-in"
+            "/tmp/scifact.duckdb eval /work/shared/data/scifact`); the levers are swept by bench/quality.py"
         )
         return [
             C.target(
@@ -1167,346 +1166,6 @@ def quality_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dic
             "",
             higher_is_better=True,
             note=f"better leg {better_leg:.4f}",
-        ),
-    ]
-
-
-# -- fusion sweep -------------------------------------------------------------------------------
-
-
-@dataclass
-class QueryLegs:
-    qid: str
-    keys: np.ndarray  # union of both legs' chunk keys
-    kw_rank: np.ndarray  # 1-based; large when absent
-    vec_rank: np.ndarray
-    kw_score: np.ndarray  # nan when absent
-    vec_score: np.ndarray
-    doc: np.ndarray  # document index of each key
-    qrels: dict[str, int]
-
-
-ABSENT = 10**9
-
-
-def collect_legs(
-    s: Searcher,
-    texts: list[str],
-    vectors: np.ndarray,
-    qids: list[str],
-    qrels: dict[str, dict[str, int]],
-    doc_index: dict[str, int],
-    key_doc: dict[int, str],
-    depth: int,
-) -> list[QueryLegs]:
-    out = []
-    for qid, text, vec in zip(qids, texts, vectors, strict=False):
-        kw = s.keyword_leg(s.terms(text), depth)
-        vc = s.vector_leg(vec, depth)
-        keys = list(dict.fromkeys([k for k, _ in kw] + [k for k, _ in vc]))
-        pos = {k: i for i, k in enumerate(keys)}
-        n = len(keys)
-        kr, vr = np.full(n, ABSENT, np.int64), np.full(n, ABSENT, np.int64)
-        ks, vs = np.full(n, np.nan), np.full(n, np.nan)
-        for r, (k, sc) in enumerate(kw, 1):
-            kr[pos[k]], ks[pos[k]] = r, sc
-        for r, (k, sc) in enumerate(vc, 1):
-            vr[pos[k]], vs[pos[k]] = r, sc
-        docs = np.asarray([doc_index.get(key_doc.get(k, ""), -1) for k in keys], np.int64)
-        out.append(QueryLegs(qid, np.asarray(keys, np.int64), kr, vr, ks, vs, docs, qrels[qid]))
-    return out
-
-
-def _norm(scores: np.ndarray, present: np.ndarray, how: str) -> np.ndarray:
-    """Normalise a leg's present scores; absent ones get 0 (minmax) or the leg minimum (z)."""
-    out = np.zeros(len(scores))
-    if not present.any():
-        return out
-    vals = scores[present]
-    if how == "minmax":
-        lo, hi = vals.min(), vals.max()
-        out[present] = (vals - lo) / (hi - lo) if hi > lo else 1.0
-        return out
-    mu, sd = vals.mean(), vals.std()
-    z = (vals - mu) / sd if sd > 0 else np.zeros(len(vals))
-    out[:] = z.min()
-    out[present] = z
-    return out
-
-
-@dataclass(frozen=True)
-class FusionConfig:
-    method: str  # rrf | minmax | zscore | kw | vec
-    depth: int
-    k: int = 60
-    w_kw: float = 1.0
-    w_vec: float = 1.0
-    alpha: float = 0.5  # keyword share for minmax / zscore
-    agg: str = "max"  # max: documents by their best chunk; sum: summed chunk scores
-
-    def label(self) -> str:
-        if self.method == "rrf":
-            core = f"rrf k={self.k} w_kw={self.w_kw:g} w_vec={self.w_vec:g}"
-        elif self.method in ("minmax", "zscore"):
-            core = f"{self.method} alpha_kw={self.alpha:.1f}"
-        else:
-            core = {"kw": "keyword leg", "vec": "vector leg"}[self.method]
-        return f"{core} depth={self.depth} agg={self.agg}"
-
-
-def fused_docs(q: QueryLegs, cfg: FusionConfig, n_docs: int) -> np.ndarray:
-    """Document indices ranked under ``cfg`` (best first)."""
-    in_kw = q.kw_rank <= cfg.depth
-    in_vec = q.vec_rank <= cfg.depth
-    if cfg.method == "kw":
-        sel, score = in_kw, np.where(in_kw, -q.kw_rank.astype(float), -np.inf)
-    elif cfg.method == "vec":
-        sel, score = in_vec, np.where(in_vec, -q.vec_rank.astype(float), -np.inf)
-    elif cfg.method == "rrf":
-        sel = in_kw | in_vec
-        score = np.where(in_kw, cfg.w_kw / (cfg.k + q.kw_rank), 0.0) + np.where(
-            in_vec, cfg.w_vec / (cfg.k + q.vec_rank), 0.0
-        )
-    else:
-        sel = in_kw | in_vec
-        a = _norm(np.nan_to_num(q.kw_score), in_kw, cfg.method)
-        b = _norm(np.nan_to_num(q.vec_score), in_vec, cfg.method)
-        score = cfg.alpha * np.where(in_kw | (cfg.method == "zscore"), a, 0.0) + (
-            1 - cfg.alpha
-        ) * np.where(in_vec | (cfg.method == "zscore"), b, 0.0)
-    docs, score = q.doc[sel], score[sel]
-    ok = docs >= 0
-    docs, score = docs[ok], score[ok]
-    if cfg.agg == "sum" and cfg.method not in ("kw", "vec"):
-        total = np.zeros(n_docs)
-        np.add.at(total, docs, score)
-        uniq = np.unique(docs)
-        order = np.argsort(-total[uniq], kind="stable")
-        return uniq[order]
-    order = np.lexsort((np.minimum(q.kw_rank, q.vec_rank)[sel][ok], -score))
-    ranked = docs[order]
-    _, first = np.unique(ranked, return_index=True)
-    return ranked[np.sort(first)]
-
-
-def score_config(
-    queries: list[QueryLegs], cfg: FusionConfig, doc_ids: list[str]
-) -> tuple[float, float]:
-    nd, rc = [], []
-    for q in queries:
-        ranked = [doc_ids[d] for d in fused_docs(q, cfg, len(doc_ids))[:110] if doc_ids[d] != q.qid]
-        nd.append(ndcg_at_k(ranked, q.qrels, 10))
-        rc.append(recall_at_k(ranked, q.qrels, 100))
-    return float(np.mean(nd)), float(np.mean(rc))
-
-
-def sweep_configs(max_depth: int) -> list[FusionConfig]:
-    depths = [d for d in (10, 20, 50, 100, 200, 300, 1000) if d <= max_depth]
-    cfgs: list[FusionConfig] = []
-    for d in depths:
-        cfgs += [FusionConfig("kw", d), FusionConfig("vec", d)]
-        for agg in ("max", "sum"):
-            for k in (10, 20, 40, 60, 100):
-                for w_kw in (0.5, 0.7, 1.0, 1.5, 2.0):
-                    cfgs.append(FusionConfig("rrf", d, k=k, w_kw=w_kw, agg=agg))
-            for method in ("minmax", "zscore"):
-                for a in range(11):
-                    cfgs.append(FusionConfig(method, d, alpha=a / 10, agg=agg))
-    return cfgs
-
-
-def sweep_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[str, Any]]:
-    db, name, kind = scifact_source(args)
-    print(
-        f"\n# fusion sweep on {db} [{name}]: {kind}; tuned on train, reported on test", flush=True
-    )
-    s = Searcher(db, name)
-    splits = {}
-    try:
-        key_doc = s.doc_of_key()
-        doc_ids = sorted(set(key_doc.values()) - {FINGERPRINT_ID})
-        doc_index = {d: i for i, d in enumerate(doc_ids)}
-        for split in ("train", "test"):
-            qids, texts, vectors, data = scifact_queries(split)
-            t0 = time.perf_counter()
-            # Cached per (file, collection generation, depth): rescoring needs no new searches.
-            tag = hashlib.sha256(
-                f"{Path(db).resolve()}|{name}|{s.record.generation}|{split}|"
-                f"{args.sweep_depth}|{len(qids)}".encode()
-            ).hexdigest()[:16]
-            cache = Path(tempfile.gettempdir()) / f"hkb-bench-legs-{tag}.pkl"
-            if cache.exists():
-                splits[split] = pickle.loads(cache.read_bytes())
-            else:
-                splits[split] = collect_legs(
-                    s, texts, vectors, qids, data.qrels, doc_index, key_doc, args.sweep_depth
-                )
-                cache.write_bytes(pickle.dumps(splits[split]))
-            print(
-                f"  {split}: {len(qids)} queries, legs collected in {time.perf_counter() - t0:.1f}s",
-                flush=True,
-            )
-        # The project's own fusion must rank as the sweep does for the defaults (sanity check).
-        check = splits["test"][0]
-        kw = [
-            (int(check.keys[i]), 0.0) for i in np.argsort(check.kw_rank) if check.kw_rank[i] <= 100
-        ]
-        vec = [
-            (int(check.keys[i]), 0.0)
-            for i in np.argsort(check.vec_rank)
-            if check.vec_rank[i] <= 100
-        ]
-        ref = [f.key for f in fusion.rrf([kw, vec], k=60)]
-        mine_scores = np.where(check.kw_rank <= 100, 1 / (60 + check.kw_rank), 0) + np.where(
-            check.vec_rank <= 100, 1 / (60 + check.vec_rank), 0
-        )
-        mine = [
-            int(check.keys[i])
-            for i in np.lexsort((np.minimum(check.kw_rank, check.vec_rank), -mine_scores))
-            if mine_scores[i] > 0
-        ]
-        agree = ref[:20] == mine[:20]
-    finally:
-        s.close()
-    cfgs = sweep_configs(args.sweep_depth)
-    t0 = time.perf_counter()
-    rows = []
-    for cfg in cfgs:
-        tr = score_config(splits["train"], cfg, doc_ids)
-        te = score_config(splits["test"], cfg, doc_ids)
-        rows.append(
-            {
-                "config": cfg.label(),
-                "method": cfg.method,
-                "depth": cfg.depth,
-                "k": cfg.k,
-                "w_kw": cfg.w_kw,
-                "alpha_kw": cfg.alpha,
-                "agg": cfg.agg,
-                "train_ndcg@10": round(tr[0], 4),
-                "train_recall@100": round(tr[1], 4),
-                "test_ndcg@10": round(te[0], 4),
-                "test_recall@100": round(te[1], 4),
-            }
-        )
-    print(f"  {len(cfgs)} configurations scored in {time.perf_counter() - t0:.0f}s", flush=True)
-    fused = [r for r in rows if r["method"] not in ("kw", "vec")]
-    best = max(fused, key=lambda r: r["train_ndcg@10"])
-    d = hybridkb.Settings()
-    default_cfg = (
-        FusionConfig("minmax", d.candidates, alpha=0.5)
-        if d.fusion == "weighted"
-        else FusionConfig("rrf", d.candidates, k=d.rrf_k)
-    )
-    default = next((r for r in rows if r["config"] == default_cfg.label()), None)
-    if default is None:  # settings outside the grid: score them on their own
-        tr, te = (
-            score_config(splits["train"], default_cfg, doc_ids),
-            score_config(splits["test"], default_cfg, doc_ids),
-        )
-        default = {
-            "config": default_cfg.label(),
-            "train_ndcg@10": round(tr[0], 4),
-            "test_ndcg@10": round(te[0], 4),
-            "test_recall@100": round(te[1], 4),
-        }
-    rrf60 = next(r for r in rows if r["config"] == FusionConfig("rrf", 100).label())
-    best_by = {}
-    for method in ("rrf", "minmax", "zscore"):
-        cand = [r for r in fused if r["method"] == method]
-        best_by[method] = max(cand, key=lambda r: r["train_ndcg@10"])
-    best_rrf_depth = {}
-    for d in sorted({r["depth"] for r in fused}):
-        cand = [r for r in fused if r["method"] == "rrf" and r["depth"] == d]
-        best_rrf_depth[d] = max(cand, key=lambda r: r["train_ndcg@10"])
-    best_by_depth = {
-        method: {
-            d: max(
-                (r for r in fused if r["method"] == method and r["depth"] == d),
-                key=lambda r: r["train_ndcg@10"],
-            )
-            for d in sorted({r["depth"] for r in fused})
-        }
-        for method in ("rrf", "minmax", "zscore")
-    }
-    curves = {
-        method: [
-            r for r in fused if r["method"] == method and r["depth"] == 100 and r["agg"] == "max"
-        ]
-        for method in ("minmax", "zscore")
-    }
-    legs = {
-        m: max((r for r in rows if r["method"] == m), key=lambda r: r["depth"])
-        for m in ("kw", "vec")
-    }
-    agg_compare = [r for r in rows if r["method"] == "rrf" and r["k"] == 60 and r["w_kw"] == 1.0]
-    out = {
-        "db": str(db),
-        "collection": name,
-        "kind": kind,
-        "configs": len(cfgs),
-        "fusion_matches_hybridkb_rrf": agree,
-        "default": default,
-        "rrf_k60_depth100": rrf60,
-        "best_on_train": best,
-        "best_by_method": best_by,
-        "best_rrf_by_depth": best_rrf_depth,
-        "legs": legs,
-        "rrf_k60_equal_weights_by_depth_and_agg": agg_compare,
-        "best_by_method_and_depth": best_by_depth,
-        "alpha_curves_depth100": curves,
-        "all": rows if args.sweep_all else None,
-    }
-    results["sweep"] = out
-    show = [default, rrf60, best, *best_by.values(), legs["kw"], legs["vec"]]
-    C.print_rows(
-        show,
-        ["config", "train_ndcg@10", "test_ndcg@10", "test_recall@100"],
-        "fusion sweep (chosen on train)",
-    )
-    C.print_rows(
-        list(best_rrf_depth.values()),
-        ["config", "train_ndcg@10", "test_ndcg@10"],
-        "best RRF per candidate depth",
-    )
-    C.print_rows(
-        agg_compare, ["config", "train_ndcg@10", "test_ndcg@10"], "rrf k=60: best chunk vs sum"
-    )
-    for method in ("zscore", "minmax"):
-        C.print_rows(
-            list(best_by_depth[method].values()),
-            ["config", "train_ndcg@10", "test_ndcg@10"],
-            f"best {method} per candidate depth",
-        )
-        C.print_rows(
-            curves[method],
-            ["config", "train_ndcg@10", "test_ndcg@10", "test_recall@100"],
-            f"{method} at depth 100: keyword share",
-        )
-    better_leg = max(legs["kw"]["test_ndcg@10"], legs["vec"]["test_ndcg@10"])
-    return [
-        C.target(
-            "sweep: default config test nDCG@10",
-            default["test_ndcg@10"],
-            0.725,
-            "",
-            higher_is_better=True,
-            note=f"{default['config']}; {kind}",
-        ),
-        C.target(
-            "sweep: best-on-train config, test nDCG@10",
-            best["test_ndcg@10"],
-            0.725,
-            "",
-            higher_is_better=True,
-            note=best["config"],
-        ),
-        C.target(
-            "sweep: default - better leg (test)",
-            default["test_ndcg@10"] - better_leg,
-            0.0,
-            "",
-            higher_is_better=True,
         ),
     ]
 
@@ -1654,7 +1313,7 @@ def seed_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[s
 
 # -- main ---------------------------------------------------------------------------------------
 
-SECTIONS = ("scifact", "scale", "sql", "cold", "quality", "sweep", "recall", "seed")
+SECTIONS = ("scifact", "scale", "sql", "cold", "quality", "recall", "seed")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1663,9 +1322,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     ap.add_argument(
         "--only", default=",".join(SECTIONS), help=f"comma list of {', '.join(SECTIONS)}"
-    )
-    ap.add_argument(
-        "--sweep", action="store_true", help="run only the fusion sweep (same as --only sweep)"
     )
     ap.add_argument(
         "--max-scale",
@@ -1684,15 +1340,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--scale-queries", type=int, default=200)
     ap.add_argument("--queries", type=int, default=100, help="SciFact test queries timed (of 300)")
     ap.add_argument("--cold-runs", type=int, default=3)
-    ap.add_argument(
-        "--sweep-depth", type=int, default=1000, help="deepest per-leg candidate list in the sweep"
-    )
-    ap.add_argument(
-        "--sweep-all", action="store_true", help="keep every sweep configuration in the JSON"
-    )
     ap.add_argument("--scifact-db", help="a DuckDB file holding eval:scifact (else found or built)")
     args = ap.parse_args(argv)
-    sections = ["sweep"] if args.sweep else [x.strip() for x in args.only.split(",") if x.strip()]
+    sections = [x.strip() for x in args.only.split(",") if x.strip()]
     scales = [
         n
         for n in (int(x) for x in args.scales.split(","))
@@ -1722,7 +1372,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         "scifact": lambda: scifact_bench(args, results),
         "cold": lambda: cold_bench(args, results),
         "quality": lambda: quality_bench(args, results),
-        "sweep": lambda: sweep_bench(args, results),
         "recall": lambda: recall_bench(args, results),
         "seed": lambda: seed_bench(args, results),
         "sql": lambda: sql_bench(args, results),

@@ -20,20 +20,30 @@ def shared_onnx_exports(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("onnx-exports")
 
 
+@pytest.fixture(scope="session")
+def shared_langid_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One uncompressed copy of the language model (68 MB) for the session's processes."""
+    return tmp_path_factory.mktemp("langid")
+
+
 @pytest.fixture(autouse=True)
 def isolated_env(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared_onnx_exports: Path
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    shared_onnx_exports: Path,
+    shared_langid_copy: Path,
 ) -> Path:
     """No HYBRIDKB_* setting leaks in from the machine; .env lives in tmp_path, the cache beside it
-    (all but the ONNX exports, which are the same files for every test)."""
+    (all but the ONNX exports and the language model's copy, the same files for every test)."""
     for name in list(os.environ):
         if name.startswith("HYBRIDKB_") and name != "HYBRIDKB_TEST_POSTGRES_URL":
             monkeypatch.delenv(name, raising=False)
     # Beside tmp_path, not in it: tests list and walk tmp_path.
     cache = tmp_path.with_name(tmp_path.name + "-cache")
     cache.mkdir(exist_ok=True)
-    if not (cache / "onnx").exists():
-        (cache / "onnx").symlink_to(shared_onnx_exports, target_is_directory=True)
+    for name, shared in (("onnx", shared_onnx_exports), ("langid", shared_langid_copy)):
+        if not (cache / name).exists():
+            (cache / name).symlink_to(shared, target_is_directory=True)
     monkeypatch.setenv("HYBRIDKB_CACHE_DIR", str(cache))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.chdir(tmp_path)

@@ -296,16 +296,16 @@ _identifier_lock = threading.Lock()
 
 
 def _langid() -> Any:
-    """Load py3langid's bundled model once (about 0.8 s), on first detection."""
+    """Load py3langid's bundled model once, on first detection (see langid_model)."""
     global _identifier
     if _identifier is None:
         with _identifier_lock:
             if _identifier is None:
-                from py3langid.langid import MODEL_FILE, LanguageIdentifier
+                from .langid_model import load_identifier
 
                 # A private instance: py3langid's module-level one is shared
                 # global state that other code may restrict with set_languages.
-                _identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+                _identifier = load_identifier()
     return _identifier
 
 

@@ -25,6 +25,7 @@ from .errors import (
 )
 from .graph import attach_graph
 from .ingest import IngestContext, ingest_paths, ingest_texts
+from .langid_model import set_cache_folder
 from .limits import MAX_NAME_CHARS
 from .rerank import Reranker, load_reranker
 from .search import Target, run_search, search_by_vector
@@ -73,6 +74,7 @@ class KnowledgeBase:
         self.storage = storage
         self.settings = settings
         self.workspace = check_name(settings.workspace, "workspace")
+        set_cache_folder(settings.cache_dir)  # the language model's fast copy
         # Embedders given by the caller (e.g. a LangChain model) for their model ids.
         self._given: dict[str, Embedder] = dict(embedders or {})
         self._reranker = reranker

@@ -85,7 +85,7 @@ def _fuse(
     return fusion.zscore([kw, vec], floors=[floor, None])
 
 
-def _feedback_leg(
+def feedback_leg(
     storage: Storage,
     targets: Sequence[Target],
     qvecs: Mapping[str, np.ndarray],
@@ -93,10 +93,13 @@ def _feedback_leg(
     best: Sequence[fusion.Fused],
     weight: float,
     depth: int,
+    *,
+    chunks: int = 1,
 ) -> list[tuple[Key, float]]:
     """The vector leg again after Rocchio feedback: each model's query vector moved
-    ``weight`` towards the best first-pass chunk of that model, and every candidate of
-    either leg scored by its cosine with the moved query.
+    ``weight`` towards the mean of its ``chunks`` best first-pass chunks (``best``:
+    the fused ranking), and every candidate of either leg scored by its cosine with
+    the moved query.
 
     Re-scoring the candidates rather than searching again gave the same quality
     (SciFact train nDCG@10 0.7506 vs 0.7505) at a fraction of the cost; 0.4 was
@@ -117,16 +120,13 @@ def _feedback_leg(
     for model, query in qvecs.items():
         raw = np.asarray(query, dtype=np.float32)
         q: np.ndarray = raw / np.float32(max(float(np.linalg.norm(raw)), 1e-12))
-        top = next(
-            (
-                units[k]
-                for k in (cast(Key, f.key) for f in best)
-                if k in units and by_id[k[0]].model == model
-            ),
-            None,
-        )
-        if top is not None:
-            shifted = q + np.float32(weight) * top
+        tops = [
+            units[k]
+            for k in (cast(Key, f.key) for f in best)
+            if k in units and by_id[k[0]].model == model
+        ][:chunks]
+        if tops:
+            shifted = q + np.float32(weight) * np.mean(tops, axis=0, dtype=np.float32)
             q = shifted / np.float32(max(float(np.linalg.norm(shifted)), 1e-12))
         moved[model] = q
     scored = [(key, float(unit @ moved[by_id[key[0]].model])) for key, unit in units.items()]
@@ -185,7 +185,7 @@ def run_search(
     if mode == "hybrid":
         fused = _fuse(kw, vec, depth, settings)
         if settings.vector_feedback > 0 and fused:
-            vec = _feedback_leg(
+            vec = feedback_leg(
                 storage, targets, qvecs, [*kw, *vec], fused, settings.vector_feedback, depth
             )
             fused = _fuse(kw, vec, depth, settings)
