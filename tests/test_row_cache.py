@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -207,3 +210,32 @@ def test_search_answers_do_not_depend_on_the_cache(
         ]
         assert answers[0] == answers[2] and answers[1] == answers[3]
         assert all(len(a) == 5 for a in answers)
+
+
+SCRIPT = """
+import sys, hybridkb
+kb = hybridkb.connect(sys.argv[1], read_only=True)
+kb.search("harbour lease", k=3)
+kb.search("pier dues", k=3)  # the second search starts warming the rows
+print("done")
+"""
+
+
+def test_a_script_that_exits_without_closing_during_a_warm_up_exits_cleanly(
+    tmp_path: Path,
+) -> None:
+    # Before the fix, 3 runs in 4 aborted at exit ("terminate called without an active
+    # exception", 134/139): the warm-up thread was inside a DuckDB cursor at teardown.
+    db = tmp_path / "kb.duckdb"
+    para = "The harbour lease of pier {} runs ten years; dues go to the port each quarter."
+    with hybridkb.connect(db, model="fake", language="en") as kb:
+        texts = ["\n\n".join(para.format(i + 20_000 * d) for i in range(15_000)) for d in range(3)]
+        kb.collection("Notes", create=True).add_texts(texts, ids=["a", "b", "c"])
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    for _ in range(3):
+        run = subprocess.run(
+            [sys.executable, "-c", SCRIPT, str(db)], capture_output=True, text=True, env=env,
+            timeout=120, check=False,
+        )  # fmt: skip
+        assert run.returncode == 0 and run.stdout.strip() == "done", run.stderr[-500:]
+        assert "terminate called" not in run.stderr

@@ -13,7 +13,9 @@ Postgres.
 
 from __future__ import annotations
 
+import atexit
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from ..base import ChunkRecord
@@ -89,8 +91,9 @@ class RowCache:
         return found
 
     def start(self, target: Callable[[], None]) -> None:
-        """Run a warm-up in a daemon thread (joined by :meth:`stop`)."""
+        """Run a warm-up in a daemon thread (joined by :meth:`stop`, or at exit)."""
         thread = threading.Thread(target=target, name="hybridkb-row-cache", daemon=True)
+        _WARMING.add(self)
         with self._lock:
             self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         thread.start()
@@ -175,3 +178,17 @@ class RowCache:
             self._rows.pop(collection_id, None)
             self._bytes.pop(collection_id, None)
             self._fetches.pop(collection_id, None)
+
+
+# Caches that started a warm-up: a script that exits without closing its knowledge base
+# must not leave a warm-up inside a DuckDB cursor while the interpreter tears the
+# connection down (that aborted the process: "terminate called without an active
+# exception", exit code 134/139, after a script's second search).
+_WARMING: weakref.WeakSet[RowCache] = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_warm_ups() -> None:
+    for cache in list(_WARMING):
+        cache._stopping.set()  # and left set: nothing may start a new warm-up now
+        cache.wait()
