@@ -300,6 +300,8 @@ def search(
     """Search the collection NAME ('*' = every collection) for QUERY."""
     kb = state.kb(write=False)
     collections = None if name == "*" else [name]
+    if not kb.is_client and (mode or kb.settings.default_mode) != "keyword":
+        kb.load_models_in_background(collections)  # overlaps the cold CLI's model load
     hits = kb.search(query, k=k, mode=mode, where=where, collections=collections, rerank=rerank)
     if as_json:
         emit_json({"results": [h.to_dict() for h in hits]})

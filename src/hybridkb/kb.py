@@ -7,6 +7,7 @@ a backend directly.
 from __future__ import annotations
 
 import os
+import threading
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -21,6 +22,7 @@ from .errors import (
     CollectionNotFound,
     ConfigError,
     EmbeddingMismatch,
+    KBError,
     ModelUnavailable,
 )
 from .graph import attach_graph
@@ -149,6 +151,28 @@ class KnowledgeBase:
             cache_dir=str(s.cache_dir),
             recipe=recipe,
         )
+
+    def load_models_in_background(self, collections: Iterable[str] | None = None) -> None:
+        """Start loading the embedding models of ``collections`` (default: all) in a
+        thread, so a one-shot search overlaps the model load (~0.3 s) with opening the
+        indexes and the keyword leg; the search waits for the load it needs."""
+        if collections is None:
+            records = self.storage.list_collections(self.workspace)
+        else:
+            records = [
+                r
+                for r in (self.storage.get_collection(self.workspace, n) for n in collections)
+                if r is not None
+            ]
+
+        def load() -> None:
+            for record in records:
+                try:
+                    self.embedder_for(record)
+                except KBError:
+                    pass  # the search itself reports it
+
+        threading.Thread(target=load, name="hybridkb-model-load", daemon=True).start()
 
     def embedder_for(self, coll: CollectionRecord) -> Embedder:
         """The collection's own model (the catalog is the authority), checked against its dim."""
