@@ -1,6 +1,6 @@
 """Holds a knowledge base and serves it until stdin closes (used by test_serve.py).
 
-Usage: python owner_worker.py DB
+Usage: python owner_worker.py DB [--empty]   (--empty: create no collection)
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ import hybridkb
 
 def main() -> None:
     with hybridkb.connect(sys.argv[1], model="fake") as kb:
-        kb.create_collection("Tax", exist_ok=True)
+        if "--empty" not in sys.argv[2:]:
+            kb.create_collection("Tax", exist_ok=True)
         print("ready", flush=True)
         sys.stdin.read()  # until the test closes the pipe (or kills this process)
 

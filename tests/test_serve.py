@@ -22,9 +22,14 @@ WORKER = Path(__file__).with_name("owner_worker.py")
 
 
 def start_owner(db: Path, cwd: Path) -> subprocess.Popen[str]:
+    return start_owner_process(db, cwd)
+
+
+def start_owner_process(db: Path, cwd: Path, *flags: str) -> subprocess.Popen[str]:
+    """An owner_worker.py process holding ``db`` (ready when this returns)."""
     env = {**os.environ, "HYBRIDKB_ALLOWED_PATHS": str(cwd), "HF_HUB_OFFLINE": "1"}
     proc = subprocess.Popen(
-        [sys.executable, str(WORKER), str(db)],
+        [sys.executable, str(WORKER), str(db), *flags],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,

@@ -11,7 +11,7 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -99,6 +99,15 @@ SMALL = DOCS[:8]
 
 class StorageContract:
     """Promises every backend keeps. Subclasses provide ``db_url`` (an empty store)."""
+
+    # Tests a subclass leaves out, with why (a client has no storage of its own).
+    not_here: ClassVar[dict[str, str]] = {}
+
+    @pytest.fixture(autouse=True)
+    def _applies(self, request: pytest.FixtureRequest) -> None:
+        why = self.not_here.get(request.node.originalname)
+        if why:
+            pytest.skip(why)
 
     @pytest.fixture
     def db_url(self) -> str:
@@ -620,6 +629,67 @@ class TestPostgresContract(StorageContract):
     def test_connect_reports_postgres(self, empty_kb: hybridkb.KnowledgeBase) -> None:
         assert empty_kb.storage.capabilities.name == "postgres"
         assert empty_kb.storage.capabilities.concurrent_writers
+
+
+_STORAGE_LEVEL = (
+    "calls the Storage protocol itself; the owner's storage passes it as TestDuckDBContract"
+)
+
+
+class TestClientContract(StorageContract):
+    """The same promises through a client: another process holds the file and serves it."""
+
+    not_here: ClassVar[dict[str, str]] = {
+        name: _STORAGE_LEVEL
+        for name in (
+            "test_capabilities_match_the_optional_parts",
+            "test_export_gives_back_every_row_and_vector",
+            "test_export_tables_have_the_declared_schemas",
+            "test_failed_write_leaves_nothing",
+            "test_list_workspaces_names_those_with_collections",
+            "test_storage_returns_ranked_pairs",
+            "test_streamed_document_replaces_in_one_write",
+            "test_transaction_commits_or_rolls_back",
+            "test_write_hooks_see_every_change",
+        )
+    }
+
+    @staticmethod
+    def _owner(db: Path) -> Iterator[str]:
+        import test_serve
+
+        proc = test_serve.start_owner_process(db, db.parent, "--empty")
+        try:
+            yield str(db)
+        finally:
+            test_serve.stop(proc)
+
+    @pytest.fixture
+    def db_url(self, tmp_path: Path) -> Iterator[str]:
+        yield from self._owner(tmp_path / "contract.duckdb")
+
+    @pytest.fixture(scope="class")
+    def shared_url(self, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+        yield from self._owner(tmp_path_factory.mktemp("shared") / "shared.duckdb")
+
+    @pytest.fixture
+    def empty_kb(self, db_url: str) -> Iterator[hybridkb.KnowledgeBase]:
+        with hybridkb.connect(db_url, model="fake") as kb:
+            assert kb.is_client  # every call goes to the owner
+            yield kb
+
+    def test_read_only_store_refuses_writes_with_backend_error(
+        self, db_url: str, filled: hybridkb.Collection
+    ) -> None:
+        from hybridkb.errors import BackendError
+
+        with hybridkb.connect(db_url, model="fake", read_only=True) as ro:
+            assert ro.is_client
+            with pytest.raises(BackendError, match="read-only"):
+                ro.create_collection("New")
+            with pytest.raises(BackendError, match="read-only"):
+                ro.collection("Fruit Reports").delete(["doc01"])
+            assert ro.collection("Fruit Reports").count() == len(SMALL)
 
 
 def test_contract_errors_are_kb_errors() -> None:

@@ -91,6 +91,10 @@ class RemoteKnowledgeBase(KnowledgeBase):
         self._local: KnowledgeBase | None = None
         self._lock = threading.Lock()
         self._reranker = None
+        # What KnowledgeBase.embedder reads: a model asked for by name loads here.
+        self._given = {}
+        self._cache = None
+        self._languages = {}
 
     # -- plumbing ---------------------------------------------------------------------
 
