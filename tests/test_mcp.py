@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -187,6 +188,74 @@ async def test_stdio_server_serves_a_second_server_and_other_processes(tmp_path:
             hybridkb.connect(db, model="fake", lock_timeout=0.3, serve=False)
     with hybridkb.connect(db, model="fake") as kb:  # released when the server stops
         assert kb.collection_names() == ["Tax"] and not kb.is_client
+
+
+async def test_two_assistants_and_a_terminal_interleave_on_one_file(tmp_path: Path) -> None:
+    # Two MCP servers on one file (the second is served by the first), each driven by its
+    # own client at the same time, while a terminal adds files with the CLI.
+    db = tmp_path / "busy.duckdb"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "hybridkb", "--db", str(db), "mcp"],
+        env=_env(tmp_path),
+        cwd=str(tmp_path),
+    )
+    for i in range(3):
+        (tmp_path / f"cli-{i}.txt").write_text(f"Terminal note {i} about the harbour lease.")
+    failures: list[str] = []
+
+    async def assistant(client: Client, who: str) -> None:
+        for i in range(6):
+            text = f"{who} note {i} on depreciation of the {who} laptop."
+            added = await client.call_tool(
+                "add_kb_documents", {"collection_name": "Tax", "documents": text}
+            )
+            found = await client.call_tool("search_kb", {"query": f"{who} laptop"})
+            for result in (added, found):
+                if result.is_error:
+                    failures.append(f"{who}: {_text(result)}")
+            if i % 3 == 2:  # delete the note it just added (a note's id: its text's hash)
+                note_id = hashlib.sha256(text.encode()).hexdigest()[:16]
+                deleted = await client.call_tool(
+                    "delete_kb_documents", {"collection_name": "Tax", "ids": note_id}
+                )
+                if deleted.is_error:
+                    failures.append(f"{who}: {_text(deleted)}")
+
+    def terminal() -> list[int]:
+        codes = []
+        for i in range(3):
+            run = subprocess.run(
+                [sys.executable, "-m", "hybridkb", "--db", str(db), "add", "Tax",
+                 str(tmp_path / f"cli-{i}.txt")],
+                env=_env(tmp_path), cwd=str(tmp_path), capture_output=True, text=True,
+                timeout=120, check=False,
+            )  # fmt: skip
+            codes.append(run.returncode)
+            if run.returncode:
+                failures.append(f"cli: {run.stderr.strip()}")
+        return codes
+
+    async with Client(params) as first:
+        created = await first.call_tool("create_kb_collection", {"collection_name": "Tax"})
+        assert not created.is_error, _text(created)
+        async with Client(params) as second:
+            codes: list[int] = []
+            async with anyio.create_task_group() as group:
+                group.start_soon(assistant, first, "alpha")
+                group.start_soon(assistant, second, "beta")
+
+                async def run_terminal() -> None:
+                    codes.extend(await anyio.to_thread.run_sync(terminal))
+
+                group.start_soon(run_terminal)
+    assert failures == [] and codes == [0, 0, 0]
+    with hybridkb.connect(db, model="fake") as kb:  # the servers are gone: the file itself
+        assert not kb.is_client
+        # Every write applied once, none lost: 6 notes each, 2 each deleted, 3 files.
+        assert kb.describe("Tax").documents == 4 + 4 + 3
+        hits = kb.search("beta laptop", k=3, mode="keyword")
+        assert hits and "beta" in hits[0].text
 
 
 def _free_port() -> int:
