@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -47,24 +49,32 @@ def test_a_floor_above_the_scores_changes_nothing() -> None:
     assert weighted([leg], floors=[7.0]) == weighted([leg])
 
 
+def _logistic(x: float) -> float:
+    return 1 / (1 + math.exp(-x))
+
+
 def test_zscore_standardises_each_leg_and_a_missing_key_gets_the_lowest() -> None:
     kw = [("a", 9.0), ("b", 6.0), ("c", 3.0)]  # z: 1.22, 0, -1.22
     vec = [("c", 0.9), ("d", 0.5)]  # z: 1, -1
     scores = {f.key: f.score for f in zscore([kw, vec])}
     z = 3 / (6**0.5)
-    assert scores["a"] == pytest.approx(0.5 * z + 0.5 * -1)  # missing from vec: its lowest
-    assert scores["c"] == pytest.approx(0.5 * -z + 0.5 * 1)
-    assert scores["d"] == pytest.approx(0.5 * -z + 0.5 * -1)
+    assert scores["a"] == pytest.approx(_logistic(0.5 * z + 0.5 * -1))  # missing from vec
+    assert scores["c"] == pytest.approx(_logistic(0.5 * -z + 0.5 * 1))
+    assert scores["d"] == pytest.approx(_logistic(0.5 * -z + 0.5 * -1))
     assert [f.key for f in zscore([kw, vec])] == ["a", "c", "b", "d"]
+    assert all(0 < s < 1 for s in scores.values())
 
 
-def test_zscore_floor_keeps_a_complete_leg_s_non_matches_below_its_hits() -> None:
-    kw = [("a", 2.0), ("b", 1.9)]  # z: 1, -1; non-matches would also get -1 without a floor
-    vec = [("c", 0.52), ("b", 0.5), ("a", 0.48)]
-    plain = {f.key: f.score for f in zscore([kw, vec])}
-    floored = {f.key: f.score for f in zscore([kw, vec], floors=[0.0, None])}
-    assert plain["c"] > plain["b"]  # without it, "b" ties a non-match in the keyword leg
-    assert floored["b"] > floored["c"]
+def test_a_complete_leg_counts_its_non_matches_so_a_near_tie_stays_near() -> None:
+    # The demo's case: two keyword hits of four chunks (the others match no term), the
+    # better keyword hit weaker in the vector leg. Counting the two non-matches at 0 keeps
+    # 1.64 vs 1.18 close, and the passage both legs like wins.
+    kw = [("notes", 1.64), ("itaa", 1.18)]
+    vec = [("itaa", 0.57), ("p2", 0.494), ("notes", 0.31), ("invoice", 0.231)]
+    fused = zscore([kw, vec], floors=[0.0, None])
+    assert [f.key for f in fused][:2] == ["itaa", "notes"]
+    unfloored = zscore([kw, vec])  # without knowing the leg is complete: +-1 apart
+    assert [f.key for f in unfloored][0] == "notes"
     with pytest.raises(ValueError, match="one weight and one floor per leg"):
         zscore([kw, vec], floors=[0.0])
 

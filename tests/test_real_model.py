@@ -42,3 +42,25 @@ def test_a_collection_whose_model_cannot_load_says_so(tmp_path: Path) -> None:
     with hybridkb.connect(db, model="fake") as kb:
         with pytest.raises(ModelUnavailable, match="no-such-model-anywhere.*reembed"):
             kb.collection("Notes").search("text")
+
+
+def test_the_demo_answers_each_question_with_the_passage_that_answers_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hybridkb import demo
+
+    assert demo.main(["--db", str(tmp_path / "demo.duckdb")]) == 0
+    out = capsys.readouterr().out
+    answers = {
+        block.splitlines()[0]: block.splitlines()[1] for block in out.split("\n? ")[1:]
+    }  # question line -> its first hit's citation line
+    assert (
+        "ITAA 1997 extract.pdf p.1" in answers['"what do my tax documents say about depreciation?"']
+    )
+    assert "ITAA 1997 extract.pdf p.2" in answers['"s.40-880"']
+    assert "Sick leave" in answers['"how much sick leave do I get"']
+    for question in (
+        '"what do my tax documents say about depreciation?"',
+        '"how much sick leave do I get"',
+    ):
+        assert 0 < float(answers[question].split()[1]) < 1  # hybrid scores read as 0..1
