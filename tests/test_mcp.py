@@ -153,14 +153,19 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-async def test_stdio_server_serves_a_second_server_and_other_processes(tmp_path: Path) -> None:
-    db = tmp_path / "stdio.duckdb"
-    params = StdioServerParameters(
+def _stdio_server(db: Path, tmp_path: Path) -> StdioServerParameters:
+    """`hybridkb --db DB mcp` over stdio, with the test's environment."""
+    return StdioServerParameters(
         command=sys.executable,
         args=["-m", "hybridkb", "--db", str(db), "mcp"],
         env=_env(tmp_path),
         cwd=str(tmp_path),
     )
+
+
+async def test_stdio_server_serves_a_second_server_and_other_processes(tmp_path: Path) -> None:
+    db = tmp_path / "stdio.duckdb"
+    params = _stdio_server(db, tmp_path)
     (tmp_path / "note.md").write_text("# Depreciation\n\n" + DEPRECIATION)
     async with Client(params) as client:
         names = [t.name for t in (await client.list_tools()).tools]
@@ -194,12 +199,7 @@ async def test_two_assistants_and_a_terminal_interleave_on_one_file(tmp_path: Pa
     # Two MCP servers on one file (the second is served by the first), each driven by its
     # own client at the same time, while a terminal adds files with the CLI.
     db = tmp_path / "busy.duckdb"
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "hybridkb", "--db", str(db), "mcp"],
-        env=_env(tmp_path),
-        cwd=str(tmp_path),
-    )
+    params = _stdio_server(db, tmp_path)
     for i in range(3):
         (tmp_path / f"cli-{i}.txt").write_text(f"Terminal note {i} about the harbour lease.")
     failures: list[str] = []
