@@ -139,6 +139,17 @@ def test_csv_dialect_is_sniffed_and_rows_keep_their_numbers(tmp_path: Path) -> N
     ]
 
 
+def test_short_rows_are_each_cited_by_their_own_row(tmp_path: Path, kb: object) -> None:
+    # Rows shorter than a heading ("id: 37; qty: 5") once chained together like headings,
+    # so a match in row 38 was cited as row 2.
+    path = tmp_path / "stock.csv"
+    path.write_text("id,qty\n" + "".join(f"{n},{n % 9}\n" for n in range(1, 60)))
+    coll = kb.create_collection("Stock")  # type: ignore[attr-defined]
+    assert coll.add([path]).added[0].chunks == 59
+    hit = coll.search("37", k=1, mode="keyword")[0]
+    assert (hit.page, hit.text) == (38, "id: 37; qty: 1")
+
+
 def test_csv_extra_cells_get_column_names(tmp_path: Path) -> None:
     path = tmp_path / "ragged.tsv"
     path.write_text("name\tvalue\nrent\t10\tnote here\n")

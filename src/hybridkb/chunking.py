@@ -195,7 +195,7 @@ def _by_paragraph(
             # of their abstracts cost train nDCG@10 0.7484 -> 0.7427 (the title alone
             # is the sharpest statement of what the document is about).
             headings_only = pack_first is not None and all(
-                is_stub(b.text) for b in blocks[pack_first:index]
+                _heading_stub(b) for b in blocks[pack_first:index]
             )
             if pack_first is not None and not (headings_only and block_end - block_start > size):
                 owner = content_block(blocks, pack_first, index)
@@ -267,6 +267,12 @@ def is_stub(text: str) -> bool:
     return len(flat) < STUB_CHARS and not _ENDS_SENTENCE.search(flat)
 
 
+def _heading_stub(block: Block) -> bool:
+    # A spreadsheet row is content however short ("id: 7; amount: 120"): it is cited by
+    # its own row number, so it never joins the rows after it as a heading would.
+    return block.kind != "row" and is_stub(block.text)
+
+
 def attach_headings(
     groups: list[tuple[int, int]], blocks: Sequence[Block]
 ) -> list[tuple[int, int]]:
@@ -276,7 +282,7 @@ def attach_headings(
     pending: int | None = None
     for first, stop in groups:
         start = first if pending is None else pending
-        if stop < len(blocks) and all(is_stub(b.text) for b in blocks[first:stop]):
+        if stop < len(blocks) and all(_heading_stub(b) for b in blocks[first:stop]):
             pending = start
             continue
         out.append((start, stop))
@@ -289,7 +295,7 @@ def attach_headings(
 def content_block(blocks: Sequence[Block], first: int, stop: int) -> Block:
     """The block a chunk of blocks[first:stop] is labelled by: its first one that is not a
     heading stub (a chunk that opens with "Tax notes 2024" cites the section it explains)."""
-    return next((b for b in blocks[first:stop] if not is_stub(b.text)), blocks[first])
+    return next((b for b in blocks[first:stop] if not _heading_stub(b)), blocks[first])
 
 
 def with_implicit_title(blocks: Sequence[Block], size: int) -> Sequence[Block]:

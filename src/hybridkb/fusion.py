@@ -82,9 +82,7 @@ def weighted(
     return [Fused(key, scores[key]) for key in ranked]
 
 
-def _zscores(
-    leg: Ranked, floor: float | None, missing: int
-) -> tuple[dict[Hashable, float], float]:
+def _zscores(leg: Ranked, floor: float | None, missing: int) -> tuple[dict[Hashable, float], float]:
     """Standard scores of a leg's hits, and what a key missing from it gets.
 
     With a ``floor`` the leg is complete: the ``missing`` candidates it did not return

@@ -5,7 +5,7 @@ A row like ``2024 | 1200`` means nothing to a reader or a search engine; "year:
 it. The first non-empty row is the header (columns without one are "column N").
 Each row is one block whose ``page`` is its row number in the sheet (1-based, as
 the spreadsheet shows it) and whose ``section`` is the sheet name, so a citation
-reads "Budget, row 14"; the chunker packs consecutive rows into chunks.
+reads "Budget, row 14"; every row is a chunk of its own, so that citation is exact.
 
 XLSX is read by openpyxl in read-only mode (rows streamed, not the whole workbook
 in memory), with the values Excel last calculated for formulas. CSV dialect (comma,
