@@ -283,6 +283,7 @@ def test_a_title_line_is_the_section_of_a_document_without_headings() -> None:
     for blocks in (
         [Block("A first paragraph " * 12), Block(abstract)],
         [Block("12"), Block(abstract)],
+        [Block("Rent was paid in March."), Block("Water: 40.")],  # short lines, no title
         [Block(title, section="Intro"), Block(abstract, section="Intro")],
         [Block(title, page=1), Block(abstract, page=1)],
         [Block(title)],

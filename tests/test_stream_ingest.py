@@ -244,7 +244,10 @@ def test_a_big_file_streams_through_add(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
     path = tmp_path / "big.txt"
-    path.write_text("".join(f"Paragraph {i} is about item{i} and lemurs.\n\n" for i in range(800)))
+    path.write_text(
+        "Big notes\n\n"
+        + "".join(f"Paragraph {i} is about item{i} and lemurs.\n\n" for i in range(800))
+    )
     monkeypatch.setattr(ingest, "STREAM_BYTES", 4_000)
     monkeypatch.setattr(ingest, "WINDOW_CHARS", 8_000)
     monkeypatch.setattr(duckdb_stream, "ROW_GROUP_CHARS", 5_000)  # several row groups
@@ -267,6 +270,8 @@ def test_a_big_file_streams_through_add(
         assert report.added[0].chunks == coll.describe().chunks > 20
         hits = coll.search("item799", k=3, mode="keyword")
         assert hits and "Paragraph 799 " in hits[0].text
+        # Only the document's first line can be its title, never a later window's.
+        assert {c.section for c in coll.chunks(report.added[0].document_id)} == {"Big notes"}
     assert len(staged) == 1 and not staged[0].exists()
     # A file database stages beside itself; :memory: in a scratch folder that goes too.
     assert staged[0].parent.exists() == (where == "file")

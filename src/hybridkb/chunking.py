@@ -299,15 +299,19 @@ def content_block(blocks: Sequence[Block], first: int, stop: int) -> Block:
 
 
 def with_implicit_title(blocks: Sequence[Block], size: int) -> Sequence[Block]:
-    """A document without headings or pages whose first block is short (a title line,
-    as in a paper's "title, then abstract") gets that line as the section of every
-    block: it is what each chunk is about, and :func:`contextual_text` puts it before
+    """A document without headings or pages whose first block is short and shorter than
+    the next (a title line, as in a paper's "title, then abstract") gets that line as
+    the section of every block: it is what each chunk is about, and :func:`contextual_text` puts it before
     chunks that no longer show it. Headings are sections already; a paged document
     (PDF) is cited by page, and its first line is as often a heading as a title."""
     if len(blocks) < 2 or any(b.section or b.page is not None for b in blocks):
         return blocks
     title = " ".join(blocks[0].text.split())
-    if len(title) >= max(STUB_CHARS, size // 5) or is_page_number(title):
+    if (
+        len(title) >= max(STUB_CHARS, size // 5)
+        or len(title) >= len(blocks[1].text.strip())  # a list of short lines has no title
+        or is_page_number(title)
+    ):
         return blocks
     return [replace(b, section=title) for b in blocks]
 
@@ -335,6 +339,7 @@ def chunk_blocks(
     strategy: str = "paragraph",
     chunk_size: int = 1000,
     chunk_overlap: int = 150,
+    implicit_title: bool = True,
 ) -> list[ChunkDraft]:
     """Cut a document's blocks into chunks.
 
@@ -343,6 +348,8 @@ def chunk_blocks(
         strategy: "paragraph", "page" or "size" (see the module docstring).
         chunk_size: Longest chunk, in characters.
         chunk_overlap: Characters shared by consecutive pieces of one split text.
+        implicit_title: Apply :func:`with_implicit_title` (off for the later windows of
+            a streamed document, whose first line is no title).
 
     Returns:
         Chunks in document order. ``text`` equals
@@ -359,7 +366,8 @@ def chunk_blocks(
     _check_sizes(chunk_size, chunk_overlap)
     if not blocks:
         return []
-    blocks = with_implicit_title(blocks, chunk_size)
+    if implicit_title:
+        blocks = with_implicit_title(blocks, chunk_size)
     text = document_text(blocks)
     starts = _offsets(blocks)
     if strategy == "page" and all(block.page is None for block in blocks):

@@ -14,14 +14,14 @@ import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .analysis import analyze, detect_language
-from .chunking import chunk_blocks, contextual_text, document_text
+from .chunking import chunk_blocks, contextual_text, document_text, with_implicit_title
 from .embed_cache import EmbeddingCache, embed_with_cache
 from .embedders import Embedder
 from .errors import ConfigError, KBError
@@ -203,6 +203,9 @@ def _write_stream(ctx: IngestContext, item: Streamed, report: AddReport) -> None
         offset, index = 0, 0
         window: list[Block] = []
         size = 0
+        # The document's title (if its first line is one) labels every window, not just
+        # the first: a later window's first line is no title.
+        title: str | None = None
         item.source.stream.seek(0)
         blocks = iter_text_blocks(item.source.stream, name=item.source.name)
         while True:
@@ -214,9 +217,16 @@ def _write_stream(ctx: IngestContext, item: Streamed, report: AddReport) -> None
                     continue
             if not window:
                 return
+            if index == 0:
+                titled = list(with_implicit_title(window, _chunk_size(ctx)))
+                if titled[0].section and not window[0].section:
+                    title = titled[0].section
+                window = titled
+            elif title is not None:
+                window = [b if b.section else replace(b, section=title) for b in window]
             drafts = [
                 ChunkDraft(d.text, d.page, d.section, d.char_start + offset, d.char_end + offset)
-                for d in _chunk(ctx, window)
+                for d in _chunk(ctx, window, implicit_title=False)
             ]
             records = _chunk_records(ctx, item.doc, drafts, start=index)
             texts = [contextual_text(r.section, r.text) for r in records]
@@ -238,13 +248,20 @@ def _write_stream(ctx: IngestContext, item: Streamed, report: AddReport) -> None
     report.added.append(item.result)
 
 
-def _chunk(ctx: IngestContext, blocks: list[Block]) -> list[ChunkDraft]:
+def _chunk_size(ctx: IngestContext) -> int:
+    return int(ctx.coll.chunking.get("size", 1000))
+
+
+def _chunk(
+    ctx: IngestContext, blocks: list[Block], *, implicit_title: bool = True
+) -> list[ChunkDraft]:
     c = ctx.coll.chunking
     return chunk_blocks(
         blocks,
         strategy=c.get("strategy", "paragraph"),
-        chunk_size=int(c.get("size", 1000)),
+        chunk_size=_chunk_size(ctx),
         chunk_overlap=int(c.get("overlap", 150)),
+        implicit_title=implicit_title,
     )
 
 
