@@ -36,6 +36,7 @@ __all__ = [
     "is_page_number",
     "is_stub",
     "split_text",
+    "title_line",
     "with_implicit_title",
 ]
 
@@ -298,22 +299,29 @@ def content_block(blocks: Sequence[Block], first: int, stop: int) -> Block:
     return next((b for b in blocks[first:stop] if not _heading_stub(b)), blocks[first])
 
 
-def with_implicit_title(blocks: Sequence[Block], size: int) -> Sequence[Block]:
-    """A document without headings or pages whose first block is short and shorter than
-    the next (a title line, as in a paper's "title, then abstract") gets that line as
-    the section of every block: it is what each chunk is about, and :func:`contextual_text` puts it before
-    chunks that no longer show it. Headings are sections already; a paged document
+def title_line(blocks: Sequence[Block], size: int) -> str | None:
+    """The document's title, if it has one by layout: a document without headings or
+    pages whose first block is short and shorter than the next (a title line, as in a
+    paper's "title, then abstract"). Headings are sections already; a paged document
     (PDF) is cited by page, and its first line is as often a heading as a title."""
     if len(blocks) < 2 or any(b.section or b.page is not None for b in blocks):
-        return blocks
+        return None
     title = " ".join(blocks[0].text.split())
     if (
         len(title) >= max(STUB_CHARS, size // 5)
         or len(title) >= len(blocks[1].text.strip())  # a list of short lines has no title
         or is_page_number(title)
     ):
-        return blocks
-    return [replace(b, section=title) for b in blocks]
+        return None
+    return title
+
+
+def with_implicit_title(blocks: Sequence[Block], size: int) -> Sequence[Block]:
+    """The blocks with their :func:`title_line` as the section of every one: it is what
+    each chunk is about, and :func:`contextual_text` puts it before chunks that no
+    longer show it."""
+    title = title_line(blocks, size)
+    return blocks if title is None else [replace(b, section=title) for b in blocks]
 
 
 def contextual_text(section: str | None, text: str) -> str:

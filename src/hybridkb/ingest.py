@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .analysis import analyze, detect_language
-from .chunking import chunk_blocks, contextual_text, document_text, with_implicit_title
+from .chunking import chunk_blocks, contextual_text, document_text, title_line
 from .embed_cache import EmbeddingCache, embed_with_cache
 from .embedders import Embedder
 from .errors import ConfigError, KBError
@@ -218,11 +218,8 @@ def _write_stream(ctx: IngestContext, item: Streamed, report: AddReport) -> None
             if not window:
                 return
             if index == 0:
-                titled = list(with_implicit_title(window, _chunk_size(ctx)))
-                if titled[0].section and not window[0].section:
-                    title = titled[0].section
-                window = titled
-            elif title is not None:
+                title = title_line(window, _chunk_size(ctx))
+            if title is not None:
                 window = [b if b.section else replace(b, section=title) for b in window]
             drafts = [
                 ChunkDraft(d.text, d.page, d.section, d.char_start + offset, d.char_end + offset)

@@ -55,23 +55,6 @@ def _merge(lists: list[list[tuple[Key, float]]], limit: int) -> list[tuple[Key, 
     return merged[:limit]
 
 
-def _vector_leg(
-    storage: Storage,
-    targets: Sequence[Target],
-    qvecs: Mapping[str, np.ndarray],
-    depth: int,
-    flt: Filter | None,
-) -> list[tuple[Key, float]]:
-    legs = [
-        [
-            ((t.coll.id, key), s)
-            for key, s in storage.vector_search(t.coll, qvecs[t.coll.model], depth, flt)
-        ]
-        for t in targets
-    ]
-    return _merge(legs, depth)
-
-
 def _fuse(
     kw: list[tuple[Key, float]], vec: list[tuple[Key, float]], depth: int, settings: Settings
 ) -> list[fusion.Fused]:
@@ -167,6 +150,13 @@ def run_search(
             keyword_legs.append(
                 [((cid, key), s) for key, s in storage.keyword_search(t.coll, terms, depth, flt)]
             )
+        if mode in ("hybrid", "vector"):
+            vector_legs.append(
+                [
+                    ((cid, key), s)
+                    for key, s in storage.vector_search(t.coll, qvecs[t.coll.model], depth, flt)
+                ]
+            )
         if mode == "filter":
             vector_legs.append(
                 [
@@ -177,11 +167,7 @@ def run_search(
                 ]
             )
     kw = _merge(keyword_legs, depth)
-    vec = (
-        _vector_leg(storage, targets, qvecs, depth, flt)
-        if mode in ("hybrid", "vector")
-        else _merge(vector_legs, depth)
-    )
+    vec = _merge(vector_legs, depth)
     if mode == "hybrid":
         fused = _fuse(kw, vec, depth, settings)
         if settings.vector_feedback > 0 and fused:

@@ -52,8 +52,8 @@ class Settings(BaseSettings):
     language: str = Field("auto", description="'auto' detects per document; or an ISO 639-1 code")
     default_k: int = Field(5, ge=1)
     default_mode: SearchMode = "hybrid"
-    # Chosen on SciFact train (bench/quality.py --sweep): z-score 0.7484, min-max
-    # ("weighted") 0.7443, RRF 0.7283, with the section before each chunk's text.
+    # Chosen on SciFact train (bench/quality.py --sweep, section before each chunk's
+    # text, no feedback): z-score 0.7457, min-max ("weighted") 0.7425, RRF 0.7345.
     fusion: Fusion = "zscore"
     rrf_k: int = 60
     candidates: int = Field(100, ge=1, description="per-leg candidate depth before fusion")
@@ -62,7 +62,7 @@ class Settings(BaseSettings):
         ge=0,
         le=2,
         description="hybrid: move the query vector this far towards the best first-pass "
-        "chunk and search the vector leg again (Rocchio feedback); 0 = off",
+        "chunk and re-score both legs' candidates with it (Rocchio feedback); 0 = off",
     )
     reranker: str | None = Field(
         None,
