@@ -14,7 +14,13 @@ from pathlib import Path
 import pytest
 
 import hybridkb
-from hybridkb.errors import AccessDenied, BackendError, CollectionNotFound, DatabaseLocked
+from hybridkb.errors import (
+    AccessDenied,
+    BackendError,
+    CollectionNotFound,
+    ConfigError,
+    DatabaseLocked,
+)
 from hybridkb.serve.client import RemoteKnowledgeBase
 from hybridkb.serve.endpoint import endpoint_file, live_endpoint
 
@@ -78,7 +84,7 @@ def test_a_second_process_is_served_by_the_owner_with_the_same_results(
         with pytest.raises(CollectionNotFound, match="'Nope' not found in workspace 'default'"):
             kb.collection("Nope")
         with pytest.raises(DatabaseLocked, match=f"process {proc.pid} holds the knowledge base"):
-            kb.graph  # noqa: B018 - needs the file itself
+            kb.storage  # noqa: B018 - the file itself (e.g. to copy it elsewhere)
     stop(proc)
     # The owner saw the client's writes: reopen the file directly.
     with hybridkb.connect(db, model="fake") as kb:
@@ -99,6 +105,100 @@ def test_read_only_clients_and_the_owners_allowed_folders_hold(
     with hybridkb.connect(db, model="fake") as kb:
         report = kb.collection("Tax").add([outside])
         assert report.failed[0].code == "access_denied"  # a client may not widen them
+
+
+NOTES = [
+    "The ITAA 1997 allows depreciation of a rental property over forty years.",
+    "Receipts for the rental property go in the blue folder with the ITAA 1997 notes.",
+]
+
+
+def _without_times(value: object) -> object:
+    """``value`` without ``added_at`` stamps (the two stores were filled moments apart)."""
+    if isinstance(value, dict):
+        return {k: _without_times(v) for k, v in value.items() if k != "added_at"}
+    if isinstance(value, list):
+        return [_without_times(v) for v in value]
+    return value
+
+
+def _graph_sql_and_maintenance(kb: hybridkb.KnowledgeBase, export_to: Path) -> dict[str, object]:
+    """What a person asks of the graph, the SQL tool and the maintenance verbs."""
+    from hybridkb.maintenance import compact, doctor, reembed
+    from hybridkb.sql_tool import run_sql
+
+    g = kb.graph
+    hits = g.search("depreciation rental", search_limit=2, neighbor_limit=5)
+    seed = hits.results[0].seed
+    chunk_node = g.node_of_chunk(seed.chunk_id)
+    entity = next(
+        n.node.id for n in g.neighbors(chunk_node.id).neighbors if n.node.type == "entity"
+    )
+    edge = g.relate(chunk_node.id, entity, "cites")
+    paths = g.find_paths(chunk_node.id, entity, max_depth=2)
+    sql = run_sql(kb, "SELECT collection, document_id FROM kb_documents ORDER BY document_id")
+    health = doctor(kb, "Tax")
+    return {
+        "search": _without_times(hits.to_dict()),
+        "neighbors": g.neighbors(entity, limit=10).to_dict(),
+        "edge": edge.to_dict(),
+        "paths": paths.to_dict(),
+        "stats": g.stats(),
+        "has": g.has_node(entity),
+        "sql": (sql.columns, sql.rows),
+        "doctor": [h.to_dict() for h in health],
+        "exported": sorted(p.name for p in g.export_folder("Tax", export_to)),
+        "graphml": g.export(collection="Tax").count("<node "),
+        "reembed": reembed(kb, "Tax")["chunks"],
+        "compact": sorted(compact(kb)),
+    }
+
+
+def test_graph_sql_and_maintenance_run_in_the_owner_with_the_same_results(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "kb.duckdb"
+    with hybridkb.connect(db, model="fake") as kb:
+        kb.create_collection("Tax").add_texts(NOTES, ids=["n1", "n2"])
+    with hybridkb.connect(tmp_path / "direct.duckdb", model="fake") as kb:
+        kb.create_collection("Tax").add_texts(NOTES, ids=["n1", "n2"])
+        direct = _graph_sql_and_maintenance(kb, tmp_path / "direct-export")
+    proc = start_owner_process(db, tmp_path)
+    try:
+        with hybridkb.connect(db, model="fake") as kb:
+            assert kb.is_client
+            served = _graph_sql_and_maintenance(kb, tmp_path / "served-export")
+            assert (tmp_path / "served-export").is_dir()  # written by the owner, where asked
+            with pytest.raises(ConfigError, match="its own extractors"):
+                kb.graph.add_extractor(object())
+            with pytest.raises(AttributeError):
+                kb.graph.store  # noqa: B018 - not a method a client may call
+        with hybridkb.connect(db, model="fake", read_only=True) as ro:
+            with pytest.raises(BackendError, match="open read-only"):
+                ro.graph.relate("a", "b")
+            assert ro.graph.stats() == served["stats"]
+    finally:
+        stop(proc)
+    for key in direct:
+        assert served[key] == direct[key], key
+
+
+def test_the_owner_calls_only_the_graph_methods_it_lists(
+    owner: tuple[Path, subprocess.Popen[str]],
+) -> None:
+    from hybridkb.serve.client import OwnerLink
+
+    db, _ = owner
+    endpoint = live_endpoint(db)
+    assert endpoint is not None
+    link = OwnerLink(endpoint)
+    try:
+        for method in ("memgraph", "store", "__class__", "add_extractor"):
+            with pytest.raises(ConfigError, match="cannot be called through the owner"):
+                link.call("default", "graph", {"method": method})
+        assert link.call("default", "graph", {"method": "stats"})["workspace"] == "default"
+    finally:
+        link.close()
 
 
 def test_a_wrong_token_is_refused(owner: tuple[Path, subprocess.Popen[str]]) -> None:

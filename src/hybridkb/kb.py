@@ -86,6 +86,11 @@ class KnowledgeBase:
         # Run at close, first: e.g. the owner server of a file other processes call into.
         self.on_close: list[Callable[[], None]] = []
 
+    def call(self, op: str, **args: Any) -> Any:
+        """Run a served operation in the process that holds the file: only a client (see
+        ``is_client``) has one; front-end helpers send their work there when it is one."""
+        raise ConfigError(f"{op}: this process holds the knowledge base; call it directly")
+
     # -- lifecycle ------------------------------------------------------------------
 
     def close(self) -> None:

@@ -1,7 +1,8 @@
 """Maintenance verbs over a knowledge base: doctor, re-embed, compact.
 
 They run where the backend offers them (``Storage.maintenance``); elsewhere they
-refuse with a message saying so.
+refuse with a message saying so. On a client of another process (hybridkb.serve)
+they run in that process, which holds the file.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ def doctor(
     kb: KnowledgeBase, name: str | None = None, *, repair: bool = False
 ) -> list[CollectionHealth]:
     """Check one or every collection of the workspace; ``repair=True`` fixes what it finds."""
+    if kb.is_client:
+        return list(kb.call("doctor", name=name, repair=repair))
     tools = _maintenance(kb, "doctor")
     records = [kb.record(check_name(name))] if name else kb.storage.list_collections(kb.workspace)
     return [tools.check(r, repair=repair) for r in records]
@@ -38,6 +41,8 @@ def reembed(
     kb: KnowledgeBase, name: str, *, model: str | None = None, progress: bool = True
 ) -> dict[str, Any]:
     """Re-embed a collection with ``model`` (default: its own) and switch over atomically."""
+    if kb.is_client:  # the owner embeds (with no progress bar here)
+        return dict(kb.call("reembed", name=name, model=model))
     tools = _maintenance(kb, "reembed")
     record = kb.record(check_name(name))
     embedder = kb.embedder(model or record.model)
@@ -72,4 +77,6 @@ def reembed(
 
 def compact(kb: KnowledgeBase) -> dict[str, int]:
     """Reclaim space left by deletes and re-ingests."""
+    if kb.is_client:
+        return dict(kb.call("compact"))
     return _maintenance(kb, "compact").compact()

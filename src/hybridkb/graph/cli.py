@@ -323,7 +323,7 @@ def export(
         click.echo(f"wrote {len(written)} files to {output}", err=True)
         return 0
     if node_id is None:
-        g.kb.record(name)  # an unknown collection fails here
+        g.kb.describe(name)  # an unknown collection fails here (served to a client too)
     text = g.export(
         collection=None if node_id else name,
         node=node_id,

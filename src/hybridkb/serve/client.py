@@ -8,8 +8,9 @@ race, the call goes to the new owner. A call cut off mid-way is sent again:
 adding the same file or text again is recognised by document identity (nothing is
 stored twice), a repeated delete reports the ids as not found.
 
-Operations that need the file itself (knowledge graph, SQL, maintenance) raise
-DatabaseLocked naming the owner: run them when it has exited.
+The knowledge graph, the SQL tool and the maintenance verbs (doctor, reembed,
+compact) run in the owner too. Copying the file to another store needs the file
+itself: it raises DatabaseLocked naming the owner.
 """
 
 from __future__ import annotations
@@ -25,17 +26,27 @@ from typing import Any, BinaryIO
 
 from hybridkb.errors import BackendError, ConfigError, DatabaseLocked
 from hybridkb.kb import Collection, KnowledgeBase, check_name
-from hybridkb.serve.codec import MAX_MESSAGE_BYTES, decode, dumps, error_from
+from hybridkb.serve.codec import MAX_MESSAGE_BYTES, decode, dumps, encode, error_from
 from hybridkb.serve.endpoint import Endpoint, live_endpoint
-from hybridkb.serve.server import OPERATIONS, OwnerServer
+from hybridkb.serve.server import GRAPH_METHODS, GRAPH_WRITES, OPERATIONS, OwnerServer
 from hybridkb.settings import Settings, with_overrides
 from hybridkb.storage import open_storage
 from hybridkb.storage.base import DocumentRecord, Storage
 from hybridkb.types import AddReport, CollectionInfo, DeleteReport, Hit
 
-__all__ = ["OwnerLink", "RemoteCollection", "RemoteKnowledgeBase", "serve_owned"]
+__all__ = ["OwnerLink", "RemoteCollection", "RemoteGraph", "RemoteKnowledgeBase", "serve_owned"]
 
-_WRITES = frozenset({"create_collection", "drop_collection", "add", "add_texts", "delete"})
+_WRITES = frozenset(
+    {"create_collection", "drop_collection", "add", "add_texts", "delete", "reembed", "compact"}
+)
+
+
+def _writes(op: str, args: Mapping[str, Any]) -> bool:
+    if op == "graph":
+        return args.get("method") in GRAPH_WRITES
+    return (
+        op in _WRITES or bool(args.get("create")) or (op == "doctor" and bool(args.get("repair")))
+    )
 
 
 def serve_owned(kb: KnowledgeBase, db_path: str) -> None:
@@ -98,11 +109,16 @@ class RemoteKnowledgeBase(KnowledgeBase):
 
     # -- plumbing ---------------------------------------------------------------------
 
+    @property
+    def owner_pid(self) -> int:
+        """The process that holds the file (and runs this client's calls)."""
+        return self._endpoint.pid
+
     def _held(self) -> DatabaseLocked:
         return DatabaseLocked(
-            f"{self.db_path}: process {self._endpoint.pid} holds the knowledge base and "
-            "serves searches, adds and deletes to other processes; this operation needs the "
-            "file itself: run it when that process has exited"
+            f"{self.db_path}: process {self.owner_pid} holds the knowledge base and "
+            "serves it to other processes; this operation needs the file itself: run it when "
+            "that process has exited"
         )
 
     @property
@@ -117,9 +133,7 @@ class RemoteKnowledgeBase(KnowledgeBase):
 
     @property
     def graph(self) -> Any:
-        if self._local is not None:
-            return self._local.graph
-        raise self._held()
+        return RemoteGraph(self)
 
     @graph.setter
     def graph(self, value: Any) -> None:
@@ -127,7 +141,7 @@ class RemoteKnowledgeBase(KnowledgeBase):
 
     def call(self, op: str, **args: Any) -> Any:
         """Run ``op`` at the owner (or here, after taking the file over)."""
-        if self.read_only and (op in _WRITES or args.get("create")):
+        if self.read_only and _writes(op, args):
             raise BackendError(
                 "the knowledge base is open read-only; open it without read_only=True to add"
             )
@@ -193,7 +207,7 @@ class RemoteKnowledgeBase(KnowledgeBase):
 
     def with_reranker(self, reranker: Any) -> KnowledgeBase:
         raise ConfigError(
-            f"{self.db_path}: process {self._endpoint.pid} holds the knowledge base and ranks "
+            f"{self.db_path}: process {self.owner_pid} holds the knowledge base and ranks "
             "for this process with its own settings; set HYBRIDKB_RERANKER where it runs"
         )
 
@@ -244,6 +258,37 @@ class RemoteKnowledgeBase(KnowledgeBase):
                 "search", query=query, k=k, mode=mode, where=where, collections=names, rerank=rerank
             )
         )
+
+
+class RemoteGraph:
+    """The owner's knowledge graph: the same methods, arguments, results and errors as
+    ``hybridkb.graph.Graph`` (those in ``GRAPH_METHODS``), each run in the owner."""
+
+    def __init__(self, kb: RemoteKnowledgeBase) -> None:
+        self.kb = kb
+
+    def __getattr__(self, method: str) -> Any:
+        if method not in GRAPH_METHODS:
+            if method == "add_extractor":
+                raise ConfigError(
+                    f"{self.kb.db_path}: process {self.kb.owner_pid} holds the knowledge "
+                    "base and extracts entities with its own extractors; add yours where it runs"
+                )
+            raise AttributeError(method)
+
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            if method in ("export_folder", "import_folder") and len(args) > 1:
+                args = (args[0], _absolute(args[1]), *args[2:])  # the owner runs elsewhere
+            if "folder" in kwargs:
+                kwargs["folder"] = _absolute(kwargs["folder"])
+            found = self.kb.call(
+                "graph", method=method, args=encode(list(args)), kwargs=encode(kwargs)
+            )
+            if method == "export_folder":
+                return [Path(p) for p in found]
+            return found
+
+        return forward
 
 
 def _absolute(path: str | Path) -> str:

@@ -9,10 +9,24 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import PurePath
 from typing import Any
 
 from hybridkb import errors
-from hybridkb.storage.base import DocumentRecord
+from hybridkb.graph.model import (
+    ContextItem,
+    Edge,
+    GraphSearchResult,
+    GraphSearchResults,
+    Neighbor,
+    NeighborsResult,
+    Node,
+    Path,
+    PathsResult,
+    Subgraph,
+    TraverseResult,
+)
+from hybridkb.storage.base import CollectionHealth, DocumentRecord, Finding
 from hybridkb.types import (
     AddReport,
     CollectionInfo,
@@ -37,6 +51,21 @@ _TYPES: dict[str, type[Any]] = {
         FileResult,
         Hit,
         SkippedFile,
+        # maintenance
+        CollectionHealth,
+        Finding,
+        # the knowledge graph
+        ContextItem,
+        Edge,
+        GraphSearchResult,
+        GraphSearchResults,
+        Neighbor,
+        NeighborsResult,
+        Node,
+        Path,
+        PathsResult,
+        Subgraph,
+        TraverseResult,
     )
 }
 
@@ -48,9 +77,12 @@ _FLAT = frozenset(
         "CollectionInfo",
         "DeleteReport",
         "DocumentRecord",
+        "Edge",
         "FailedFile",
         "FileResult",
+        "Finding",
         "Hit",
+        "Node",
         "SkippedFile",
     }
 )
@@ -74,6 +106,8 @@ def encode(value: Any) -> Any:
         return {str(k): encode(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [encode(v) for v in value]
+    if isinstance(value, PurePath):
+        return str(value)  # a file the owner wrote (graph export): same machine, same user
     return value
 
 

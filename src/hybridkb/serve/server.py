@@ -23,12 +23,23 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hybridkb.serve.codec import MAX_MESSAGE_BYTES, dumps, encode, error_payload
+from hybridkb.serve.codec import MAX_MESSAGE_BYTES, decode, dumps, encode, error_payload
 from hybridkb.serve.endpoint import Endpoint, new_endpoint, remove_endpoint, write_endpoint
 
-__all__ = ["OPERATIONS", "OwnerServer"]
+__all__ = ["GRAPH_METHODS", "GRAPH_WRITES", "OPERATIONS", "OwnerServer"]
 
 Operation = Callable[[Any, dict[str, Any]], Any]
+
+# The Graph methods a client may call, by name (an allow-list: a request naming any
+# other attribute is refused). add_extractor is not here: an extractor is code.
+GRAPH_WRITES = frozenset(
+    {"relate", "unrelate", "add_node", "add_nodes", "add_edges", "remove_node", "set_alias",
+     "rebuild", "import_folder"}
+)  # fmt: skip
+GRAPH_METHODS = GRAPH_WRITES | frozenset(
+    {"node", "has_node", "node_of_chunk", "chunks_of", "neighbors", "traverse", "find_paths",
+     "shortest_path", "subgraph", "search", "stats", "aliases", "export", "export_folder"}
+)  # fmt: skip
 
 
 def _add(kb: Any, a: dict[str, Any]) -> Any:
@@ -36,6 +47,43 @@ def _add(kb: Any, a: dict[str, Any]) -> Any:
     return kb.collection(a["collection"]).add(
         a["paths"], metadata=a.get("metadata"), allowed_paths=allowed
     )
+
+
+def _graph(kb: Any, a: dict[str, Any]) -> Any:
+    method = str(a.get("method"))
+    if method not in GRAPH_METHODS:
+        from hybridkb.errors import ConfigError
+
+        raise ConfigError(f"graph: {method!r} cannot be called through the owner")
+    return getattr(kb.graph, method)(*decode(a.get("args") or []), **decode(a.get("kwargs") or {}))
+
+
+_SQL_LIMITS = ("max_rows", "timeout", "max_bytes")  # what a caller in the owner may set too
+
+
+def _sql(kb: Any, a: dict[str, Any]) -> Any:
+    from hybridkb.sql_tool import run_sql  # pyarrow: imported when the first query comes
+
+    limits = {k: v for k, v in (a.get("limits") or {}).items() if k in _SQL_LIMITS}
+    return run_sql(kb, a["sql"], **limits).to_dict()
+
+
+def _doctor(kb: Any, a: dict[str, Any]) -> Any:
+    from hybridkb.maintenance import doctor
+
+    return doctor(kb, a.get("name"), repair=bool(a.get("repair")))
+
+
+def _reembed(kb: Any, a: dict[str, Any]) -> Any:
+    from hybridkb.maintenance import reembed
+
+    return reembed(kb, a["name"], model=a.get("model"), progress=False)
+
+
+def _compact(kb: Any, a: dict[str, Any]) -> Any:
+    from hybridkb.maintenance import compact
+
+    return compact(kb)
 
 
 OPERATIONS: dict[str, Operation] = {
@@ -64,6 +112,11 @@ OPERATIONS: dict[str, Operation] = {
     "document_text": lambda kb, a: kb.collection(a["collection"]).document_text(
         a["document_id"]
     ),
+    "graph": _graph,
+    "sql": _sql,
+    "doctor": _doctor,
+    "reembed": _reembed,
+    "compact": _compact,
 }  # fmt: skip
 
 
