@@ -53,8 +53,16 @@ def stop(proc: subprocess.Popen[str]) -> None:
         proc.wait(timeout=30)
 
 
+@pytest.fixture(params=["unix", "tcp"])
+def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each owner test runs on both transports (tcp is what Windows gets), owner and
+    clients alike: the owner process inherits the environment."""
+    monkeypatch.setenv("HYBRIDKB_SERVE_TRANSPORT", request.param)
+    return str(request.param)
+
+
 @pytest.fixture
-def owner(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
+def owner(tmp_path: Path, transport: str) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
     db = tmp_path / "kb.duckdb"
     proc = start_owner(db, tmp_path)
     yield db, proc
@@ -124,6 +132,7 @@ def _without_times(value: object) -> object:
 
 def _graph_sql_and_maintenance(kb: hybridkb.KnowledgeBase, export_to: Path) -> dict[str, object]:
     """What a person asks of the graph, the SQL tool and the maintenance verbs."""
+    from hybridkb.copy import copy_to
     from hybridkb.maintenance import compact, doctor, reembed
     from hybridkb.sql_tool import run_sql
 
@@ -149,6 +158,13 @@ def _graph_sql_and_maintenance(kb: hybridkb.KnowledgeBase, export_to: Path) -> d
         "doctor": [h.to_dict() for h in health],
         "exported": sorted(p.name for p in g.export_folder("Tax", export_to)),
         "graphml": g.export(collection="Tax").count("<node "),
+        "by_vector": [
+            (h.chunk_id, round(h.score, 6))
+            for h in kb.collection("Tax").search_by_vector(
+                kb.embedder("fake").embed_query("rental receipts"), k=2
+            )
+        ],
+        "copy": copy_to(kb, str(export_to.with_suffix(".duckdb")))["collections"],
         "reembed": reembed(kb, "Tax")["chunks"],
         "compact": sorted(compact(kb)),
     }
@@ -201,12 +217,17 @@ def test_the_owner_calls_only_the_graph_methods_it_lists(
         link.close()
 
 
-def test_a_wrong_token_is_refused(owner: tuple[Path, subprocess.Popen[str]]) -> None:
+def test_a_wrong_token_is_refused(
+    owner: tuple[Path, subprocess.Popen[str]], transport: str
+) -> None:
     from hybridkb.serve.client import OwnerLink
 
     db, _ = owner
     endpoint = live_endpoint(db)
     assert endpoint is not None and oct(endpoint_file(db).stat().st_mode & 0o777) == "0o600"
+    assert endpoint.transport == transport
+    if transport == "tcp":
+        assert endpoint.address.startswith("tcp:127.0.0.1:")
     link = OwnerLink(dataclasses.replace(endpoint, token="0" * 64))
     try:
         with pytest.raises(AccessDenied, match="token does not match"):
@@ -252,6 +273,13 @@ def test_cli_commands_go_through_the_owner_with_the_same_exit_codes(
     assert "memo.md" in capsys.readouterr().out
     assert main(["--db", str(db), "search", "Nope", "x"]) == 1
     assert "collection 'Nope' not found" in capsys.readouterr().err
+    # Copying the file another process holds: that process copies it, nobody waits.
+    assert main(["--db", str(db), "copy", "--to", "copy.duckdb"]) == 0
+    assert "1 collection copied" in capsys.readouterr().out
+    with hybridkb.connect(tmp_path / "copy.duckdb", model="fake") as kb:
+        assert kb.collection("Tax").count() == 1
+    assert main(["--db", str(db), "copy", "--to", str(db)]) == 2  # a usage error
+    assert "source and destination are the same store" in capsys.readouterr().err
 
 
 def _kill_owner_mid_add(tmp_path: Path, rounds: int) -> None:
@@ -283,8 +311,29 @@ def _kill_owner_mid_add(tmp_path: Path, rounds: int) -> None:
     assert not endpoint_file(db).exists()
 
 
-def test_owners_killed_mid_add_lose_no_call(tmp_path: Path) -> None:
+def test_owners_killed_mid_add_lose_no_call(tmp_path: Path, transport: str) -> None:
     _kill_owner_mid_add(tmp_path, rounds=6)
+
+
+def test_an_endpoint_file_naming_another_host_is_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hybridkb.serve.endpoint import Endpoint, open_connection, read_endpoint, write_endpoint
+
+    db = tmp_path / "kb.duckdb"
+    away = Endpoint(os.getpid(), "tcp:192.0.2.1:9", "0" * 64)  # a live pid, a remote address
+    write_endpoint(db, away)
+    assert read_endpoint(db) == away
+    with pytest.raises(ConnectionRefusedError, match="not a loopback address"):
+        open_connection(away)
+    assert live_endpoint(db) is None
+    with hybridkb.connect(db, model="fake") as kb:  # opens the file itself and serves it
+        assert not kb.is_client and live_endpoint(db) != away
+    for address in ("file:/etc/passwd", "", "unix"):
+        endpoint_file(db).write_text(
+            f'{{"pid": {os.getpid()}, "address": "{address}", "token": "x"}}'
+        )
+        assert read_endpoint(db) is None
 
 
 @pytest.mark.slow

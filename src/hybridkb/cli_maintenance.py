@@ -93,11 +93,10 @@ def copy_command(state: State, dest: str, as_json: bool) -> int:
     Example:
       hybridkb --db kb.duckdb copy --to postgresql://user@host/kb
     """
-    from .copy import copy_kb
-    from .settings import load_settings
+    from .copy import copy_to
 
-    source = state.db or load_settings().db
-    report: dict[str, Any] = copy_kb(source, dest, workspace=state.workspace)
+    # Opened as any reader would: a file another process holds is copied by that process.
+    report = copy_to(state.kb(write=False), dest, workspace=state.workspace)
     if as_json:
         emit_json(report)
         return EXIT_OK

@@ -16,8 +16,9 @@ Example:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,6 +36,10 @@ from .storage.base import (
     load_props,
     make_chunk_id,
 )
+from .storage.urls import is_postgres_url
+
+if TYPE_CHECKING:
+    from .kb import KnowledgeBase
 
 Progress = Callable[[str, int, int], None]  # (collection name, documents done, total)
 
@@ -74,6 +79,38 @@ def copy_kb(
             dst.close()
     finally:
         src.close()
+
+
+def copy_to(
+    kb: KnowledgeBase,
+    dst_url: str,
+    *,
+    workspace: str | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """:func:`copy_kb` from an open knowledge base. On a client of the process that holds
+    the file (hybridkb.serve) that process copies it (``progress`` is then not called).
+
+    Raises:
+        CollectionExists, BackendError: as :func:`copy_kb`.
+    """
+    if kb.is_client:
+        found: dict[str, Any] = kb.call("copy", to=_absolute(dst_url), workspace=workspace)
+        return found
+    if _absolute(dst_url) == _absolute(kb.settings.db):
+        raise ConfigError("copy: source and destination are the same store; name another one")
+    dst = open_storage(dst_url)
+    try:
+        return _copy(kb.storage, dst, kb.settings.db, dst_url, workspace, progress)
+    finally:
+        dst.close()
+
+
+def _absolute(url: str) -> str:
+    # A DuckDB file as an absolute path (the owner runs in another folder); URLs as given.
+    if is_postgres_url(url) or url in (":memory:", "duckdb://:memory:"):
+        return url
+    return os.path.realpath(os.path.expanduser(url.removeprefix("duckdb://")))
 
 
 def _copy(

@@ -1,14 +1,28 @@
-"""Settings from the environment and `.env`, prefix ``HYBRIDKB_`` (see .env.example)."""
+"""Settings from the environment and `.env`, prefix ``HYBRIDKB_`` (see .env.example).
+
+The environment and `.env` are read here with python-dotenv, not by pydantic-settings:
+importing pydantic-settings costs ~0.25 s (it imports asyncio, ssl, concurrent.futures,
+importlib.metadata and its cloud providers at module load), a quarter of the 1 s a cold
+``hybridkb search`` may take. The rules are the ones it applied:
+
+- a variable ``HYBRIDKB_<FIELD>`` sets ``<field>``; names are case-insensitive, and
+  ``HYBRIDKB_*`` names that are no field are ignored;
+- `.env` is read from the current working directory (not its parents) when settings
+  are made; a line without a value sets nothing;
+- arguments beat the environment, which beats `.env`, which beats the defaults;
+- values are text that the fields' types and validators parse (``"500"``, ``"false"``);
+  ``HYBRIDKB_ALLOWED_PATHS`` is a JSON list or folders separated by ``os.pathsep``.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Any, Literal
 
-from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .types import SearchMode
 
@@ -16,6 +30,8 @@ ChunkStrategy = Literal["paragraph", "page", "size"]
 Fusion = Literal["zscore", "weighted", "rrf"]
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+ENV_PREFIX = "HYBRIDKB_"
+ENV_FILE = ".env"
 
 
 def _default_cache_dir() -> Path:
@@ -23,12 +39,44 @@ def _default_cache_dir() -> Path:
     return Path(base) / "hybridkb"
 
 
-class Settings(BaseSettings):
-    """Every knob hybridkb reads. Arguments passed in code override these."""
+def _by_field(variables: Mapping[str, str | None], fields: Mapping[str, object]) -> dict[str, str]:
+    """The HYBRIDKB_* entries of ``variables`` that name a field, keyed by field name."""
+    found: dict[str, str] = {}
+    for name, value in variables.items():
+        if value is None or len(name) <= len(ENV_PREFIX):
+            continue
+        if name[: len(ENV_PREFIX)].upper() != ENV_PREFIX:
+            continue
+        field = name[len(ENV_PREFIX) :].lower()
+        if field in fields:
+            found[field] = value
+    return found
 
-    model_config = SettingsConfigDict(
-        env_prefix="HYBRIDKB_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
-    )
+
+def environment_values() -> dict[str, str]:
+    """Field values (as text) from ./.env, overridden by those of the environment."""
+    fields = Settings.model_fields
+    values: dict[str, str] = {}
+    env_file = Path(ENV_FILE)
+    # A named pipe counts too, as it did for pydantic-settings (secret managers mount one).
+    if env_file.is_file() or env_file.is_fifo():
+        from dotenv import dotenv_values  # only when there is a file to read
+
+        values.update(_by_field(dotenv_values(env_file, encoding="utf-8"), fields))
+    values.update(_by_field(os.environ, fields))
+    return values
+
+
+class Settings(BaseModel):
+    """Every knob hybridkb reads. Arguments passed in code override these.
+
+    ``Settings(...)`` fills what its arguments leave out from the environment and
+    `.env` (see the module docstring), as a pydantic-settings class would.
+    """
+
+    # validate_default: the defaults go through the validators too (the working folder
+    # of allowed_paths is resolved), as pydantic-settings did; unknown arguments are ignored.
+    model_config = ConfigDict(extra="ignore", validate_default=True)
 
     db: str = Field(
         "hybridkb.duckdb", description="DuckDB file path, ':memory:' or postgresql:// URL"
@@ -72,11 +120,16 @@ class Settings(BaseSettings):
     rerank_depth: int = Field(30, ge=1, le=1000, description="fused hits the reranker re-scores")
     pdf_password: str | None = None
     ocr: bool = Field(True, description="read PDF pages without a text layer by OCR (extra ocr)")
-    allowed_paths: Annotated[list[Path], NoDecode] = Field(default_factory=lambda: [Path.cwd()])
+    allowed_paths: list[Path] = Field(default_factory=lambda: [Path.cwd()])
     cache_dir: Path = Field(default_factory=_default_cache_dir)
     lock_timeout: float = Field(10.0, ge=0, description="seconds to wait for another writer")
     serve: bool = Field(
         True, description="the process holding a DuckDB file serves it to other processes"
+    )
+    serve_transport: Literal["auto", "unix", "tcp"] = Field(
+        "auto",
+        description="how the holding process serves others: a Unix socket, or a 127.0.0.1 "
+        "port with a token (auto: Unix sockets where the platform has them, else tcp)",
     )
     row_cache_mb: int = Field(
         256,
@@ -86,6 +139,11 @@ class Settings(BaseSettings):
     enable_sql_tool: bool = False
     search_token_budget: int = 2000
     listing_token_budget: int = 1000
+
+    def __init__(self, /, **values: Any) -> None:
+        # model_validate comes through here too (pydantic calls a custom __init__), as it
+        # did for pydantic-settings; with_overrides passes every field, so nothing changes.
+        super().__init__(**{**environment_values(), **values})
 
     @field_validator("allowed_paths", mode="before")
     @classmethod
@@ -143,7 +201,7 @@ def _validated(data: dict[str, object]) -> Settings:
     from .errors import ConfigError
 
     try:
-        # model_validate runs the validators without reading the environment again.
+        # data holds every field, so what __init__ reads from the environment changes nothing.
         return Settings.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
@@ -167,7 +225,7 @@ def load_settings(**overrides: object) -> Settings:
     _check_names(overrides)
     clean = {k: v for k, v in overrides.items() if v is not None}
     try:
-        return Settings(**clean)  # type: ignore[arg-type]
+        return Settings(**clean)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = str(first["loc"][0]) if first.get("loc") else "?"

@@ -8,26 +8,28 @@ race, the call goes to the new owner. A call cut off mid-way is sent again:
 adding the same file or text again is recognised by document identity (nothing is
 stored twice), a repeated delete reports the ids as not found.
 
-The knowledge graph, the SQL tool and the maintenance verbs (doctor, reembed,
-compact) run in the owner too. Copying the file to another store needs the file
-itself: it raises DatabaseLocked naming the owner.
+The knowledge graph, the SQL tool, the maintenance verbs (doctor, reembed, compact)
+and copies to another store run in the owner too. What needs the file itself (the
+Storage protocol, an evaluation that builds its own collection) raises
+DatabaseLocked naming the owner.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import socket
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import numpy as np
+
 from hybridkb.errors import BackendError, ConfigError, DatabaseLocked
 from hybridkb.kb import Collection, KnowledgeBase, check_name
 from hybridkb.serve.codec import MAX_MESSAGE_BYTES, decode, dumps, encode, error_from
-from hybridkb.serve.endpoint import Endpoint, live_endpoint
+from hybridkb.serve.endpoint import Endpoint, live_endpoint, open_connection, resolve_transport
 from hybridkb.serve.server import GRAPH_METHODS, GRAPH_WRITES, OPERATIONS, OwnerServer
 from hybridkb.settings import Settings, with_overrides
 from hybridkb.storage import open_storage
@@ -51,7 +53,7 @@ def _writes(op: str, args: Mapping[str, Any]) -> bool:
 
 def serve_owned(kb: KnowledgeBase, db_path: str) -> None:
     """Make ``kb`` (which holds ``db_path`` for writing) serve other processes until closed."""
-    server = OwnerServer(kb, db_path)
+    server = OwnerServer(kb, db_path, resolve_transport(kb.settings.serve_transport))
     kb.on_close.append(server.close)
 
 
@@ -60,8 +62,7 @@ class OwnerLink:
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.connect(endpoint.socket)
+        self.sock = open_connection(endpoint)
         self.reader: BinaryIO = self.sock.makefile("rb")
 
     def call(self, workspace: str, op: str, args: dict[str, Any]) -> Any:
@@ -346,6 +347,22 @@ class RemoteCollection(Collection):
             "get", collection=self.name, document_id=document_id
         )
         return found
+
+    def search_by_vector(
+        self,
+        vector: np.ndarray | Sequence[float],
+        *,
+        k: int | None = None,
+        where: Mapping[str, Any] | str | None = None,
+    ) -> list[Hit]:
+        found = self.kb.call(
+            "search_by_vector",
+            collection=self.name,
+            vector=[float(x) for x in np.asarray(vector, dtype=np.float32).ravel()],
+            k=k,
+            where=where,
+        )
+        return list(found)
 
     def documents(self, *, limit: int = 100, offset: int = 0) -> list[DocumentRecord]:
         return list(self.kb.call("documents", collection=self.name, limit=limit, offset=offset))

@@ -1,13 +1,23 @@
 """Where an owner listens, and how a client finds it and proves it may call.
 
-The owner writes ``<db>.hkbowner`` beside the database: its pid, its socket path and
-a random token, readable only by the user (0600, created with O_EXCL under a
-temporary name, then renamed into place). The socket itself lives in a private
-folder (``$XDG_RUNTIME_DIR`` or ``/tmp/hybridkb-<uid>``, mode 0700) because socket
-paths are limited to ~100 bytes and database folders may be deep or shared. Every
-request carries the token; the owner compares it in constant time. A user who
-cannot read the endpoint file cannot call, and a stale file (owner gone) is
-detected by its pid and removed.
+The owner writes ``<db>.hkbowner`` beside the database: its pid, its address and a
+random token, readable only by the user (0600, created with O_EXCL under a temporary
+name, then renamed into place). Every request carries the token; the owner compares
+it in constant time. A user who cannot read the endpoint file cannot call, and a
+stale file (owner gone) is detected by its pid and removed.
+
+Two transports, one protocol (JSON lines):
+
+- ``unix``: a Unix domain socket in a private folder (``$XDG_RUNTIME_DIR`` or
+  ``/tmp/hybridkb-<uid>``, mode 0700; the socket itself 0600). The folder is not the
+  database's own because socket paths are limited to ~100 bytes and database folders
+  may be deep or shared. Only this user can even connect.
+- ``tcp``: 127.0.0.1 on a port the system picks, for Windows (no Unix sockets in
+  Python there). Any local user can connect to a loopback port, so the token alone
+  keeps them out; on Windows the endpoint file is private through the ACL of the
+  folder it lives in (a user's profile folders are), not through its mode bits.
+
+``auto`` (the default) is ``unix`` wherever the platform has it, else ``tcp``.
 """
 
 from __future__ import annotations
@@ -18,28 +28,60 @@ import os
 import secrets
 import socket
 import stat
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 __all__ = [
+    "TRANSPORTS",
     "Endpoint",
+    "Transport",
     "endpoint_file",
     "live_endpoint",
     "new_endpoint",
+    "open_connection",
     "read_endpoint",
     "remove_endpoint",
+    "resolve_transport",
     "write_endpoint",
 ]
 
+Transport = Literal["unix", "tcp"]
+TRANSPORTS: tuple[str, ...] = ("auto", "unix", "tcp")
+
 _SUFFIX = ".hkbowner"
+_LOOPBACK = "127.0.0.1"
 
 
 @dataclass(frozen=True)
 class Endpoint:
+    """An owner's address: ``unix:<socket path>`` or ``tcp:127.0.0.1:<port>``."""
+
     pid: int
-    socket: str
+    address: str
     token: str
+
+    @property
+    def transport(self) -> Transport:
+        return "tcp" if self.address.startswith("tcp:") else "unix"
+
+    @property
+    def path(self) -> str:
+        """The socket file of a ``unix`` endpoint ("" for ``tcp``)."""
+        return self.address.removeprefix("unix:") if self.transport == "unix" else ""
+
+
+def resolve_transport(name: str) -> Transport:
+    """``auto`` -> ``unix`` where the platform has Unix sockets, else ``tcp``."""
+    if name == "unix":
+        return "unix"
+    if name == "tcp":
+        return "tcp"
+    if name != "auto":
+        raise ValueError(f"serve transport {name!r}: use one of {', '.join(TRANSPORTS)}")
+    return "unix" if hasattr(socket, "AF_UNIX") and os.name != "nt" else "tcp"
 
 
 def endpoint_file(db_path: str | Path) -> Path:
@@ -60,11 +102,51 @@ def _socket_dir() -> Path:
     return folder
 
 
-def new_endpoint(db_path: str | Path) -> Endpoint:
-    """A fresh socket path and token for the database at ``db_path`` (not written yet)."""
+def new_endpoint(db_path: str | Path, transport: Transport) -> tuple[Endpoint, socket.socket]:
+    """A fresh endpoint for the database at ``db_path`` and its listening socket (the
+    endpoint file is not written yet)."""
+    token = secrets.token_hex(32)
+    if transport == "tcp":
+        listener = socket.create_server((_LOOPBACK, 0), backlog=64)
+        port = listener.getsockname()[1]
+        return Endpoint(os.getpid(), f"tcp:{_LOOPBACK}:{port}", token), listener
     real = os.path.realpath(Path(db_path).expanduser())
     digest = hashlib.sha256(f"{real}\0{os.getpid()}".encode()).hexdigest()[:20]
-    return Endpoint(os.getpid(), str(_socket_dir() / f"{digest}.sock"), secrets.token_hex(32))
+    path = str(_socket_dir() / f"{digest}.sock")
+    try:
+        os.unlink(path)  # a leftover of a killed process with our pid
+    except OSError:
+        pass
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)  # the socket is created 0600: only this user connects
+    try:
+        listener.bind(path)
+    finally:
+        os.umask(old_umask)
+    listener.listen(64)
+    return Endpoint(os.getpid(), f"unix:{path}", token), listener
+
+
+def open_connection(endpoint: Endpoint, timeout: float | None = None) -> socket.socket:
+    """A connected socket to the owner (OSError if it does not answer)."""
+    if endpoint.transport == "tcp":
+        host, _, port = endpoint.address.removeprefix("tcp:").rpartition(":")
+        if host != _LOOPBACK:  # never follow an endpoint file off this machine
+            raise ConnectionRefusedError(f"{endpoint.address}: not a loopback address")
+        conn = socket.create_connection((host, int(port)), timeout=timeout)
+        # One small request, one answer: without this, Nagle's algorithm and delayed
+        # acknowledgements can hold an answer back for tens of milliseconds.
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    else:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.settimeout(timeout)
+        try:
+            conn.connect(endpoint.path)
+        except OSError:
+            conn.close()
+            raise
+    conn.settimeout(None)
+    return conn
 
 
 def write_endpoint(db_path: str | Path, endpoint: Endpoint) -> None:
@@ -72,11 +154,25 @@ def write_endpoint(db_path: str | Path, endpoint: Endpoint) -> None:
     temp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as out:
-        json.dump({"pid": endpoint.pid, "socket": endpoint.socket, "token": endpoint.token}, out)
+        json.dump({"pid": endpoint.pid, "address": endpoint.address, "token": endpoint.token}, out)
     os.replace(temp, target)
 
 
 def _alive(pid: int) -> bool:
+    if sys.platform == "win32":
+        # os.kill(pid, 0) would send CTRL_C_EVENT there: ask for the exit code instead.
+        import ctypes
+
+        kernel32 = ctypes.windll.kernel32
+        handle = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
+        if not handle:
+            return False
+        code = ctypes.c_ulong()
+        try:
+            found = kernel32.GetExitCodeProcess(handle, ctypes.byref(code))
+        finally:
+            kernel32.CloseHandle(handle)
+        return bool(found) and code.value == 259  # STILL_ACTIVE
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -86,14 +182,22 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _owned_by_me(info: os.stat_result) -> bool:
+    getuid = getattr(os, "getuid", None)
+    return getuid is None or info.st_uid == getuid()  # Windows: the folder's ACL decides
+
+
 def read_endpoint(db_path: str | Path) -> Endpoint | None:
     try:
         path = endpoint_file(db_path)
         info = path.lstat()
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
+        if not stat.S_ISREG(info.st_mode) or not _owned_by_me(info):
             return None  # a link or another user's file: not trusted
         data = json.loads(path.read_text())
-        return Endpoint(int(data["pid"]), str(data["socket"]), str(data["token"]))
+        address = str(data["address"])
+        if not address.startswith(("unix:", "tcp:")):
+            return None
+        return Endpoint(int(data["pid"]), address, str(data["token"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -107,14 +211,10 @@ def live_endpoint(db_path: str | Path) -> Endpoint | None:
     if not _alive(endpoint.pid):
         remove_endpoint(db_path, endpoint)
         return None
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    probe.settimeout(1.0)
     try:
-        probe.connect(endpoint.socket)
-    except OSError:
+        open_connection(endpoint, timeout=1.0).close()
+    except (OSError, ValueError):
         return None  # alive but not (yet, or any more) listening
-    finally:
-        probe.close()
     return endpoint
 
 
@@ -125,7 +225,8 @@ def remove_endpoint(db_path: str | Path, endpoint: Endpoint) -> None:
             endpoint_file(db_path).unlink()
         except OSError:
             pass
-    try:
-        Path(endpoint.socket).unlink()
-    except OSError:
-        pass
+    if endpoint.path:
+        try:
+            Path(endpoint.path).unlink()
+        except OSError:
+            pass

@@ -1,4 +1,5 @@
-"""The owner's listener: a thread serving the knowledge base on a Unix socket.
+"""The owner's listener: a thread serving the knowledge base on its endpoint (a Unix
+socket, or a loopback TCP port where there are none: see endpoint.py).
 
 Requests are JSON lines ``{"token", "workspace", "op", "args"}``; answers are
 ``{"ok": result}`` or ``{"error": {"type", "message"}}``. Each connection gets a
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import hmac
 import json
-import os
 import socket
 import threading
 from collections.abc import Callable
@@ -24,7 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from hybridkb.serve.codec import MAX_MESSAGE_BYTES, decode, dumps, encode, error_payload
-from hybridkb.serve.endpoint import Endpoint, new_endpoint, remove_endpoint, write_endpoint
+from hybridkb.serve.endpoint import (
+    Transport,
+    new_endpoint,
+    remove_endpoint,
+    write_endpoint,
+)
 
 __all__ = ["GRAPH_METHODS", "GRAPH_WRITES", "OPERATIONS", "OwnerServer"]
 
@@ -86,6 +91,20 @@ def _compact(kb: Any, a: dict[str, Any]) -> Any:
     return compact(kb)
 
 
+def _copy(kb: Any, a: dict[str, Any]) -> Any:
+    from hybridkb.copy import copy_to
+
+    return copy_to(kb, str(a["to"]), workspace=a.get("workspace"))
+
+
+def _search_by_vector(kb: Any, a: dict[str, Any]) -> Any:
+    import numpy as np
+
+    return kb.collection(a["collection"]).search_by_vector(
+        np.asarray(a["vector"], dtype=np.float32), k=a.get("k"), where=a.get("where")
+    )
+
+
 OPERATIONS: dict[str, Operation] = {
     "list_collections": lambda kb, a: kb.list_collections(),
     "collection_names": lambda kb, a: kb.collection_names(),
@@ -117,29 +136,20 @@ OPERATIONS: dict[str, Operation] = {
     "doctor": _doctor,
     "reembed": _reembed,
     "compact": _compact,
+    "copy": _copy,
+    "search_by_vector": _search_by_vector,
 }  # fmt: skip
 
 
 class OwnerServer:
     """Serve ``kb`` (which holds the DuckDB file at ``db_path``) to other processes."""
 
-    def __init__(self, kb: Any, db_path: str | Path) -> None:
+    def __init__(self, kb: Any, db_path: str | Path, transport: Transport = "unix") -> None:
         self.kb = kb
         self.db_path = db_path
-        self.endpoint: Endpoint = new_endpoint(db_path)
+        self.endpoint, self._sock = new_endpoint(db_path, transport)
         self._workspaces: dict[str, Any] = {kb.workspace: kb}
         self._lock = threading.Lock()
-        try:
-            os.unlink(self.endpoint.socket)  # a leftover of a killed process with our pid
-        except OSError:
-            pass
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old_umask = os.umask(0o177)  # the socket is created 0600: only this user connects
-        try:
-            self._sock.bind(self.endpoint.socket)
-        finally:
-            os.umask(old_umask)
-        self._sock.listen(64)
         self._thread = threading.Thread(target=self._accept, name="hybridkb-owner", daemon=True)
         self._thread.start()
         write_endpoint(db_path, self.endpoint)
@@ -150,6 +160,9 @@ class OwnerServer:
                 conn, _ = self._sock.accept()
             except OSError:
                 return  # closed: the owner is shutting down
+            if conn.family != getattr(socket, "AF_UNIX", None):
+                # Answers go out at once, not after Nagle's wait (see endpoint.open_connection).
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             threading.Thread(
                 target=self._serve, args=(conn,), name="hybridkb-owner-call", daemon=True
             ).start()
