@@ -212,6 +212,27 @@ def throughput(
     return out
 
 
+def query_latency(embedders: dict[str, Any], queries: list[str], rounds: int = 3) -> dict[str, Any]:
+    """Warm ``embed_query`` of short queries, one at a time: p50/p95 ms per variant,
+    interleaved like ``throughput`` so load hits every variant alike."""
+    times: dict[str, list[float]] = {name: [] for name in embedders}
+    for e in embedders.values():
+        e.embed_query("warm up")
+    for _ in range(rounds):
+        for q in queries:
+            for name, e in embedders.items():
+                t0 = time.perf_counter()
+                e.embed_query(q)
+                times[name].append(time.perf_counter() - t0)
+    return {
+        name: {
+            "query_p50_ms": round(float(np.percentile(t, 50)) * 1000, 2),
+            "query_p95_ms": round(float(np.percentile(t, 95)) * 1000, 2),
+        }
+        for name, t in times.items()
+    }
+
+
 def cached_vectors(cache: Path, key: str, make: Callable[[], np.ndarray]) -> np.ndarray:
     path = cache / f"{key}.npy"
     if path.exists():
@@ -291,6 +312,14 @@ def main() -> None:
     )
     speed = throughput(embedders, sample, args.rounds, args.group)
 
+    short = [q for q in queries.values() if len(q.split()) <= 12][:50]
+    latency = query_latency(embedders, short)
+    print(
+        f"\nwarm query embedding ({len(short)} short SciFact queries x 3, one at a time): "
+        + ", ".join(f"{n} p50 {v['query_p50_ms']} ms" for n, v in latency.items()),
+        flush=True,
+    )
+
     rows = []
     for name in ["torch", *names]:
         row = {
@@ -300,6 +329,7 @@ def main() -> None:
             else VARIANTS[name][1],
         }
         row.update({k: v for k, v in speed[name].items() if k != "speedup_rounds"})
+        row.update(latency[name])
         row["file_mb"] = (
             round(embedders[name].onnx_path.stat().st_size / 2**20, 1) if name != "torch" else None
         )
@@ -370,6 +400,7 @@ def main() -> None:
         "speedup_min",
         "speedup_max",
         "cpu_speedup",
+        "query_p50_ms",
         "ndcg10",
         "ndcg_delta",
         "min_cos",

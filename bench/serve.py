@@ -12,6 +12,9 @@ the same 300 test queries:
   overhead is the difference of the p50s, measured in this run;
 * 4 clients: four client processes searching at once; searches per second overall.
 
+Each on both transports: the Unix socket (the default where there is one) and the
+loopback TCP port Windows gets.
+
 Writes bench/results/serve.json with the machine description.
 """
 
@@ -78,18 +81,10 @@ def _ms(values: list[float]) -> dict[str, float]:
     return {"p50_ms": round(pct(values, 50) * 1000, 3), "p95_ms": round(pct(values, 95) * 1000, 3)}
 
 
-def main() -> None:
-    info = machine()
-    print(f"machine: {info['cpu']} flags {info['cpu_flags']} load {info['loadavg']}")
-    data = load_scifact("test")
-    queries = [data.queries[q] for q in sorted(data.qrels)]
-    folder = Path(tempfile.mkdtemp(prefix="hkb-serve-"))
-    db = folder / "kb.duckdb"
-    kb = hybridkb.connect(db, model="fake")
+def _measure(db: Path, queries: list[str], transport: str) -> dict[str, Any]:
+    """Owner in this process on ``transport``; in-process, 1 client and 4 clients."""
+    kb = hybridkb.connect(db, model="fake", serve_transport=transport)
     assert not kb.is_client
-    coll = kb.create_collection("scifact")
-    ids = list(data.corpus)
-    coll.add_texts([f"{data.corpus[i][0]} {data.corpus[i][1]}" for i in ids], ids=ids)
     for q in queries[:20]:
         kb.search(q, k=10)  # warm: indexes built, rows cached
     local: list[float] = []
@@ -104,9 +99,8 @@ def main() -> None:
     wall4 = time.perf_counter() - start
     searches4 = sum(len(out["times"]) for out in four)
     remote = one["times"]
-    result = {
-        "machine": info,
-        "chunks": kb.describe("scifact").chunks,
+    kb.close()
+    return {
         "in_process": _ms(local),
         "through_owner": _ms(remote),
         "overhead_p50_ms": round((pct(remote, 50) - pct(local, 50)) * 1000, 3),
@@ -118,8 +112,25 @@ def main() -> None:
         },
         "one_client_searches_per_s": round(len(remote) / one["wall"], 1),
     }
-    kb.close()
-    print(json.dumps({k: v for k, v in result.items() if k != "machine"}, indent=1))
+
+
+def main() -> None:
+    info = machine()
+    print(f"machine: {info['cpu']} flags {info['cpu_flags']} load {info['loadavg']}")
+    data = load_scifact("test")
+    queries = [data.queries[q] for q in sorted(data.qrels)]
+    folder = Path(tempfile.mkdtemp(prefix="hkb-serve-"))
+    db = folder / "kb.duckdb"
+    with hybridkb.connect(db, model="fake") as kb:
+        coll = kb.create_collection("scifact")
+        ids = list(data.corpus)
+        coll.add_texts([f"{data.corpus[i][0]} {data.corpus[i][1]}" for i in ids], ids=ids)
+        chunks = kb.describe("scifact").chunks
+    # unix: the default where it exists; tcp: what Windows gets (127.0.0.1 + token).
+    result: dict[str, Any] = {"machine": info, "chunks": chunks}
+    for transport in ("unix", "tcp"):
+        result[transport] = _measure(db, queries, transport)
+        print(transport, json.dumps(result[transport], indent=1), flush=True)
     print(f"wrote {write_json('serve', result, merge=False)}")
 
 
