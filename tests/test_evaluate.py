@@ -138,8 +138,12 @@ def test_keyword_mode_on_a_perfect_match_corpus_scores_1(beir: Path, tmp_path: P
 def test_every_mode_reports_the_contract(beir: Path, tmp_path: Path, mode: str) -> None:
     with hybridkb.connect(tmp_path / "eval.duckdb", model="fake") as kb:
         result = run_eval(kb, beir, mode=mode)
+        recipe = kb.record(result["collection"]).recipe
     assert CONTRACT_KEYS <= set(result) and result["mode"] == mode
     assert 0.0 <= result["ndcg@10"] <= 1.0 and result["queries"] == 4
+    # Which numeric recipe made the vectors, and on which CPU: figures differ by both.
+    assert result["recipe"] == recipe
+    assert result["cpu"]["model"] and isinstance(result["cpu"]["flags"], list)
     if mode != "filter":
         assert result["ndcg@10"] > 0.5  # the fake embedder shares words between query and doc
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .errors import ConfigError
+from .machine import cpu_flags, cpu_model
 from .search import MODES, Target, run_search
 
 if TYPE_CHECKING:
@@ -211,6 +212,10 @@ def _fingerprint(record: CollectionRecord, corpus_file: dict[str, Any]) -> dict[
         "version": FINGERPRINT_VERSION,
         "corpus": corpus_file,
         "model": record.model,
+        # The numeric recipe that made the vectors (backend, precision), and the CPU it
+        # was measured on: int8 is chosen per CPU, so a figure means little without them.
+        "recipe": dict(record.recipe),
+        "cpu": {"model": cpu_model(), "flags": list(cpu_flags())},
         "chunking": record.chunking,
         "language": record.language,
     }
@@ -410,6 +415,10 @@ def run_eval(
         "split": split,
         "documents": len(data.corpus),
         "model": record.model,
+        # The numeric recipe that made the vectors (backend, precision), and the CPU it
+        # was measured on: int8 is chosen per CPU, so a figure means little without them.
+        "recipe": dict(record.recipe),
+        "cpu": {"model": cpu_model(), "flags": list(cpu_flags())},
         "chunking": record.chunking,
         "reused": load["reused"],
         "load": load,
