@@ -20,11 +20,13 @@ from mcp.client.stdio import StdioServerParameters
 from pdfgen import Page, write_pdf
 
 import hybridkb
-from hybridkb.mcp_server import build_server
+from hybridkb.mcp_server import build_server, tool_catalog
+from hybridkb.mcp_tools import advertised_tools
 from hybridkb.tools import TOOL_NAMES, make_tools
 
 pytestmark = pytest.mark.anyio
 DEPRECIATION = "Depreciation of equipment is spread over five years."
+HARNESS = Path(__file__).with_name("mcp_harness.py")
 
 
 @pytest.fixture
@@ -138,6 +140,17 @@ async def test_read_only_and_workspace(mcpkb: Any) -> None:
         } & set(names)
         listing = await client.call_tool("kb_list", {})
         assert "No collections yet in workspace 'bob'" in _text(listing)
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+@pytest.mark.parametrize("sql_tool", [False, True])
+def test_static_tool_list_is_what_the_sdk_server_lists(read_only: bool, sql_tool: bool) -> None:
+    # The stdio server answers tools/list from mcp_tools.json before LangChain loads;
+    # every variant it can offer is exactly what the SDK server builds from the
+    # LangChain tools (regenerate with scripts/gen_mcp_tools.py).
+    assert advertised_tools(read_only=read_only, sql_tool=sql_tool) == tool_catalog(
+        read_only=read_only, sql_tool=sql_tool
+    )
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
@@ -312,3 +325,77 @@ def test_streamable_http_server(tmp_path: Path) -> None:
             proc.wait()
         if proc.stderr is not None:
             proc.stderr.close()
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+async def test_stdio_server_lists_what_the_sdk_server_lists(
+    tmp_path: Path, mcpkb: Any, read_only: bool
+) -> None:
+    params = _stdio_server(tmp_path / "listed.duckdb", tmp_path)
+    if read_only:
+        params.args.append("--read-only")
+    async with Client(params) as client:
+        listed = (await client.list_tools()).tools
+        instructions = client.instructions
+    async with Client(build_server(mcpkb, read_only=read_only)) as reference:
+        expected = (await reference.list_tools()).tools
+        assert instructions == reference.instructions
+    assert [t.model_dump() for t in listed] == [t.model_dump() for t in expected]
+
+
+def _harness(db: Path, tmp_path: Path, **hooks: str) -> StdioServerParameters:
+    """`hybridkb --db DB mcp` through tests/mcp_harness.py, with its test hooks set."""
+    params = _stdio_server(db, tmp_path)
+    params.args = [str(HARNESS), *params.args[2:]]
+    assert params.env is not None
+    params.env.update(hooks)
+    return params
+
+
+async def _until(path: Path, timeout: float = 120) -> None:
+    with anyio.fail_after(timeout):
+        while not path.exists():
+            await anyio.sleep(0.01)
+
+
+async def test_stdio_answers_a_ping_and_a_second_call_while_a_call_runs(tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    params = _harness(tmp_path / "busy.duckdb", tmp_path, HKB_TEST_BLOCK_DIR=str(gate))
+    (tmp_path / "note.md").write_text("# Depreciation\n\n" + DEPRECIATION)
+    async with Client(params) as client:
+        created = await client.call_tool(
+            "create_kb_collection", {"collection_name": "Tax", "documents": "note.md"}
+        )
+        assert not created.is_error, _text(created)
+        done: dict[str, str] = {}
+
+        async def slow_listing() -> None:
+            done["kb_list"] = _text(await client.call_tool("kb_list", {}))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(slow_listing)
+            await _until(gate / "entered")  # kb_list is running, held by the harness
+            await client.session.send_ping()
+            found = await client.call_tool("search_kb", {"query": "depreciation"})
+            assert DEPRECIATION in _text(found)
+            assert "kb_list" not in done
+            (gate / "release").touch()
+        assert "Tax: 1 document" in done["kb_list"]
+
+
+async def test_stdio_cancelled_call_leaves_the_session_usable(tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    gate.mkdir()
+    params = _harness(tmp_path / "cancel.duckdb", tmp_path, HKB_TEST_BLOCK_DIR=str(gate))
+    async with Client(params) as client:
+        async with anyio.create_task_group() as group:
+            group.start_soon(client.call_tool, "kb_list", {})
+            await _until(gate / "entered")
+            group.cancel_scope.cancel()  # the SDK client sends notifications/cancelled
+        (gate / "release").touch()
+        await client.session.send_ping()
+        created = await client.call_tool("create_kb_collection", {"collection_name": "After"})
+        assert not created.is_error, _text(created)
+        listed = await client.call_tool("kb_list", {})
+        assert "After: 0 documents" in _text(listed)

@@ -1,79 +1,58 @@
 """``hybridkb mcp``: the knowledge-base tools over MCP (stdio, or streamable HTTP on 127.0.0.1).
 
 The tools are the LangChain tools of :mod:`hybridkb.tools` (same names, arguments,
-descriptions, budgets and error text), registered on the official SDK's
-``MCPServer``. Our errors are rendered here as an error result carrying the code
-and the fix, because an exception escaping a tool reaches the client only as
-"Error executing tool X".
+descriptions, budgets and error text). On stdio they are served by our own small
+JSON-RPC loop (:mod:`hybridkb.mcp_stdio`), which answers the handshake and
+``tools/list`` before LangChain, the SDK or the model are imported; over HTTP, and
+for in-process clients (:func:`build_server`), by the official SDK's ``MCPServer``.
+Both run a call through :func:`hybridkb.mcp_tools.run_tool`, which renders our
+errors as an error result carrying the code and the fix (an exception escaping a
+tool reaches the client only as "Error executing tool X").
 
 The server opens the knowledge base once and holds it (and the embedding model)
-for its whole life: the derived search indexes stay warm. With DuckDB that means
-the file is this process's while it runs; a CLI command in another terminal waits
-``HYBRIDKB_LOCK_TIMEOUT`` seconds and then fails with a message saying the
-knowledge base is in use and to send requests through the server.
+for its whole life: the derived search indexes stay warm. With DuckDB the first
+process to open the file serves it to every other hybridkb process.
 """
 
 from __future__ import annotations
 
-import inspect
 import sys
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Annotated, Any
-
-from langchain_core.tools import BaseTool, ToolException
-from pydantic import ValidationError, WithJsonSchema
-from pydantic_core import PydanticUndefined
+from typing import TYPE_CHECKING, Any
 
 from .errors import KBError
 from .kb import KnowledgeBase
-from .opening import connect
-from .render import render_error
+from .mcp_tools import INSTRUCTIONS, SERVER_NAME, hints, load_tools, run_tool
 from .settings import Settings
-from .tools import KBToolkit, toolkit_tools, validation_message
 
-__all__ = ["build_server", "mcp_function", "serve"]
+if TYPE_CHECKING:
+    from langchain_core.tools import BaseTool
 
-INSTRUCTIONS = (
-    "A local knowledge base of the user's documents. Use search_kb to answer questions from "
-    "their files and cite the numbered passages; kb_list and describe_kb_collection show what "
-    "is stored; create_kb_collection, add_kb_documents and delete_kb_documents change it."
-)
-_DESTRUCTIVE = frozenset({"drop_kb_collection", "delete_kb_documents"})
+__all__ = ["INSTRUCTIONS", "build_server", "mcp_function", "serve", "tool_catalog"]
 
 
 def mcp_function(lc_tool: BaseTool) -> Callable[..., Any]:
     """A plain function with the tool's signature, returning an MCP result, never raising ours."""
-    from mcp_types import CallToolResult, TextContent
+    import inspect
+    from typing import Annotated
 
-    func = getattr(lc_tool, "func", None)
-    if func is None:
+    from mcp_types import CallToolResult, TextContent
+    from pydantic import WithJsonSchema
+    from pydantic_core import PydanticUndefined
+
+    if getattr(lc_tool, "func", None) is None:
         raise TypeError(f"{lc_tool.name}: only function tools can be served over MCP")
     schema = lc_tool.args_schema
     fields = getattr(schema, "model_fields", {})
 
     def call(**kwargs: Any) -> CallToolResult:
-        try:
-            if fields:
-                parsed = schema.model_validate(kwargs)  # type: ignore[union-attr]
-                kwargs = {name: getattr(parsed, name) for name in fields}
-            else:
-                kwargs = {}  # extra arguments are ignored, as the LangChain tool ignores them
-            out = func(**kwargs)
-        except ValidationError as exc:
-            text = validation_message(lc_tool.name)(exc)
-            return CallToolResult(content=[TextContent(text=text)], is_error=True)
-        except ToolException as exc:
-            text = str(exc.args[0]) if exc.args else "Error: the tool failed"
-            return CallToolResult(content=[TextContent(text=text)], is_error=True)
-        except KBError as exc:  # a graph tool that does not wrap its own errors
-            return CallToolResult(content=[TextContent(text=render_error(exc))], is_error=True)
-        content = out[0] if lc_tool.response_format == "content_and_artifact" else out
-        return CallToolResult(content=[TextContent(text=str(content))])
+        text, is_error = run_tool(lc_tool, kwargs)
+        return CallToolResult(content=[TextContent(text=text)], is_error=is_error)
 
     # Advertise the tool's own JSON schema per argument, but let values of any type
-    # through to the LangChain schema above, so a wrong type gets our error text.
+    # through to the LangChain schema in run_tool, so a wrong type gets our error text.
     properties = schema.model_json_schema().get("properties", {}) if fields else {}  # type: ignore[union-attr]
     params = []
     for name, info in fields.items():
@@ -99,7 +78,7 @@ def build_server(
     workspace: str | None = None,
     allowed_paths: Iterable[str | Path] | None = None,
     read_only: bool = False,
-    name: str = "hybridkb",
+    name: str = SERVER_NAME,
 ) -> Any:
     """An ``MCPServer`` serving the tools of ``make_tools(kb, ...)`` (same names and arguments)."""
     from mcp.server.mcpserver import MCPServer
@@ -107,26 +86,33 @@ def build_server(
 
     from . import __version__
 
-    toolkit = KBToolkit(kb, workspace=workspace, allowed_paths=allowed_paths, read_only=read_only)
     # Whatever a read-only toolkit leaves out writes (graph tools included).
-    readers = {t.name for t in toolkit_tools(KBToolkit(kb, workspace=workspace, read_only=True))}
+    readers = {t.name for t in load_tools(kb, workspace=workspace, read_only=True)}
     server: Any = MCPServer(
         name, instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
     )
-    for lc_tool in toolkit_tools(toolkit):
-        writes = lc_tool.name not in readers
+    tools = load_tools(kb, workspace=workspace, allowed_paths=allowed_paths, read_only=read_only)
+    for lc_tool in tools:
         server.add_tool(
             mcp_function(lc_tool),
             name=lc_tool.name,
             description=lc_tool.description,
-            annotations=ToolAnnotations(
-                read_only_hint=not writes,
-                destructive_hint=lc_tool.name in _DESTRUCTIVE if writes else None,
-                open_world_hint=False,
-            ),
+            annotations=ToolAnnotations(**hints(lc_tool.name, writes=lc_tool.name not in readers)),
             structured_output=False,
         )
     return server
+
+
+def tool_catalog(*, read_only: bool = False, sql_tool: bool = True) -> list[dict[str, Any]]:
+    """The tools the SDK server lists for one variant, as JSON (``mcp_tools.json`` holds the
+    widest: ``read_only=False, sql_tool=True``; the others are its subsets)."""
+    import anyio
+
+    from .opening import connect
+
+    with connect(":memory:", model="fake", enable_sql_tool=sql_tool) as kb:
+        listed = anyio.run(build_server(kb, read_only=read_only).list_tools)
+    return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in listed]
 
 
 def _warm_up(base: KnowledgeBase) -> None:
@@ -153,6 +139,30 @@ def serve(
         workspace: Serve this workspace.
         read_only: Leave out the tools that write (and open the database read-only).
     """
+    from .opening import connect
+    from .settings import load_settings
+
+    if http_port is None:
+        from .mcp_stdio import serve_stdio
+
+        if isinstance(kb, KnowledgeBase):
+            opened = kb
+            serve_stdio(
+                lambda: opened,
+                sql_tool=opened.settings.enable_sql_tool,
+                workspace=workspace,
+                read_only=read_only,
+                close=False,
+            )
+        else:
+            settings = kb if kb is not None else load_settings()
+            serve_stdio(
+                lambda: connect(settings=settings, read_only=read_only),
+                sql_tool=settings.enable_sql_tool,
+                workspace=workspace,
+                read_only=read_only,
+            )
+        return
     owned = not isinstance(kb, KnowledgeBase)
     base = kb if isinstance(kb, KnowledgeBase) else connect(settings=kb, read_only=read_only)
     try:
@@ -162,11 +172,9 @@ def serve(
             threading.Thread(
                 target=_warm_up, args=(base,), name="hybridkb-warm-up", daemon=True
             ).start()
-        server = build_server(base, workspace=workspace, read_only=read_only)
-        if http_port is None:
-            server.run("stdio")
-        else:
-            server.run("streamable-http", host=host, port=http_port)
+        build_server(base, workspace=workspace, read_only=read_only).run(
+            "streamable-http", host=host, port=http_port
+        )
     finally:
         if owned:
             base.close()
