@@ -89,8 +89,11 @@ def make_docs(folder: Path, *, bad: bool = True) -> Path:
 
 
 def _all_commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    # list_commands/get_command, not group.commands: the root loads `graph` when named.
+    ctx = click.Context(group)
     found = []
-    for name, command in sorted(group.commands.items()):
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
         found.append((*prefix, name))
         if isinstance(command, click.Group):
             found += _all_commands(command, (*prefix, name))
@@ -121,7 +124,8 @@ def test_usage_error_exits_2(run: Run) -> None:
 
 def test_mcp_without_the_extra_is_one_line(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "mcp", None)  # as if `hybridkb[mcp]` were not installed
-    code, out, err = run("mcp")
+    # stdio is served without the SDK (tests/test_mcp_stdio.py); HTTP needs it.
+    code, out, err = run("mcp", "--http", "8765")
     assert code == 1 and out == ""
     assert err.count("\n") == 1 and "pip install 'hybridkb[mcp]'" in err
 

@@ -569,11 +569,11 @@ class StorageContract:
         assert storage.count_vectors(record) == len(SMALL)
 
     def test_export_tables_have_the_declared_schemas(self, filled: hybridkb.Collection) -> None:
-        from hybridkb.storage.base import EXPORT_CHUNKS_SCHEMA, EXPORT_DOCUMENTS_SCHEMA
+        from hybridkb.storage.base import export_schemas
 
         docs, chunks = filled.kb.storage.export_tables(filled.record)
-        assert docs.schema == EXPORT_DOCUMENTS_SCHEMA
-        assert chunks.schema == EXPORT_CHUNKS_SCHEMA
+        assert docs.schema == export_schemas()[0]
+        assert chunks.schema == export_schemas()[1]
         assert sorted(docs.column("document_id").to_pylist()) == [d["id"] for d in SMALL]
         first = next(r for r in docs.to_pylist() if r["document_id"] == "doc03")
         assert json.loads(first["metadata"])["n"] == 3
@@ -581,7 +581,7 @@ class StorageContract:
         empty = filled.kb.create_collection("Empty")
         docs, chunks = filled.kb.storage.export_tables(empty.record)
         assert (docs.num_rows, chunks.num_rows) == (0, 0)
-        assert (docs.schema, chunks.schema) == (EXPORT_DOCUMENTS_SCHEMA, EXPORT_CHUNKS_SCHEMA)
+        assert (docs.schema, chunks.schema) == export_schemas()
 
     def test_read_only_store_refuses_writes_with_backend_error(
         self, db_url: str, filled: hybridkb.Collection

@@ -7,8 +7,9 @@ propagates with its traceback.
 
 from __future__ import annotations
 
+import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +32,6 @@ from .cli_common import (
 )
 from .cli_maintenance import compact, copy_command, doctor, reembed, setup
 from .errors import KBError
-from .graph.cli import graph
 from .render import citation
 from .types import SEARCH_MODES
 
@@ -41,7 +41,37 @@ if TYPE_CHECKING:
 # -- the group -------------------------------------------------------------------------
 
 
-@click.group(epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group whose heavier subcommands are imported only when named (or listed by --help).
+
+    ``hybridkb graph`` lives in hybridkb.graph, whose import (the graph queries and its
+    in-memory graph) cost ~0.2 s that every other command, ``search`` included, paid
+    at start-up. ``lazy`` maps a command name to ``"module:attribute"``.
+    """
+
+    def __init__(self, *args: Any, lazy: Mapping[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy and cmd_name not in self.commands:
+            module, _, attribute = self.lazy[cmd_name].partition(":")
+            command = getattr(importlib.import_module(module), attribute)
+            if not isinstance(command, click.Command):
+                raise TypeError(f"{self.lazy[cmd_name]} is not a click command")
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(
+    cls=LazyGroup,
+    lazy={"graph": "hybridkb.graph.cli:graph"},
+    epilog=EPILOG,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.option(
     "--db",
     metavar="PATH_OR_URL",
@@ -433,6 +463,18 @@ def mcp(state: State, http_port: int | None, host: str, read_only: bool) -> int:
     The server holds the database and the model while it runs; with DuckDB other
     processes should send their requests through it.
     """
+    if http_port is None:  # our own stdio server: answers before the tools and model load
+        from .mcp_stdio import serve_stdio
+        from .settings import load_settings
+
+        settings = load_settings(db=state.db, workspace=state.workspace)  # ConfigError if bad
+        serve_stdio(
+            lambda: state.kb(write=not read_only),
+            sql_tool=settings.enable_sql_tool,
+            read_only=read_only,
+            close=False,  # the State closes it
+        )
+        return EXIT_OK
     from .errors import attempt_import
 
     attempt_import("mcp", "mcp")
@@ -444,7 +486,7 @@ def mcp(state: State, http_port: int | None, host: str, read_only: bool) -> int:
 
 # Commands that live beside their feature; they reach the knowledge base through
 # State.kb(write=...) on the root context.
-for command in (doctor, reembed, compact, copy_command, setup, graph):
+for command in (doctor, reembed, compact, copy_command, setup):
     cli.add_command(command)
 
 

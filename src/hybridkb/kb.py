@@ -11,7 +11,7 @@ import threading
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,7 +25,6 @@ from .errors import (
     KBError,
     ModelUnavailable,
 )
-from .graph import attach_graph
 from .ingest import IngestContext, ingest_paths, ingest_texts
 from .langid_model import set_cache_folder
 from .limits import MAX_NAME_CHARS
@@ -42,6 +41,9 @@ from .storage.base import (
     make_chunk_id,
 )
 from .types import AddReport, CollectionInfo, DeleteReport, Hit
+
+if TYPE_CHECKING:
+    from .graph import Graph
 
 
 def check_name(name: str, what: str = "collection name") -> str:
@@ -82,9 +84,23 @@ class KnowledgeBase:
         self._reranker = reranker
         self._cache: EmbeddingCache | None = None
         self._languages: dict[tuple[int, int], list[str]] = {}
-        self.graph = attach_graph(self)
+        self._graph: Graph | None = None
+        if not storage.read_only:
+            # The graph's write hook must be on the storage before the first write, so a
+            # writable knowledge base attaches it now; a read-only one (the CLI's search)
+            # waits for the first use of .graph and skips importing the graph (~0.2 s).
+            self._graph = self.graph
         # Run at close, first: e.g. the owner server of a file other processes call into.
         self.on_close: list[Callable[[], None]] = []
+
+    @property
+    def graph(self) -> Graph:
+        """The knowledge graph of this workspace (:class:`hybridkb.graph.Graph`)."""
+        if self._graph is None:
+            from .graph import attach_graph  # here: hybridkb.graph is imported on first use
+
+            self._graph = attach_graph(self)
+        return self._graph
 
     def call(self, op: str, **args: Any) -> Any:
         """Run a served operation in the process that holds the file: only a client (see

@@ -66,13 +66,16 @@ def connect(
     path = duckdb_file(base.db)
     if path is None or not base.serve:
         return _open(base, base.db, read_only=read_only, lock_timeout=base.lock_timeout)
-    from .serve.client import RemoteKnowledgeBase, serve_owned
     from .serve.endpoint import live_endpoint
 
     deadline = time.monotonic() + base.lock_timeout
     while True:
         endpoint = live_endpoint(path)
         if endpoint is not None:
+            # Imported only here and for serving below: the client brings the wire codec
+            # and every result type, which a read with no owner (a cold search) never needs.
+            from .serve.client import RemoteKnowledgeBase
+
             return RemoteKnowledgeBase(base, path, endpoint, read_only=read_only)
         try:
             kb = _open(base, path, read_only=read_only, lock_timeout=_POLL_SECONDS)
@@ -83,6 +86,8 @@ def connect(
                 raise
             continue
         if not read_only:
+            from .serve.client import serve_owned
+
             serve_owned(kb, path)
         return kb
 

@@ -138,7 +138,7 @@ def data_key(kb: KnowledgeBase) -> str:
 
 def workspace_tables(kb: KnowledgeBase) -> dict[str, pa.Table]:
     """The five tables an agent may read, for ``kb``'s workspace only."""
-    from .storage.base import EXPORT_CHUNKS_SCHEMA, EXPORT_DOCUMENTS_SCHEMA
+    from .storage.base import export_schemas
 
     storage = kb.storage
     records = storage.list_collections(kb.workspace)
@@ -147,8 +147,9 @@ def workspace_tables(kb: KnowledgeBase) -> dict[str, pa.Table]:
         d, c = storage.export_tables(r)
         docs.append(_with_collection(d, r.name))
         chunks.append(_with_collection(c, r.name))
-    empty_docs = _with_collection(EXPORT_DOCUMENTS_SCHEMA.empty_table(), "")
-    empty_chunks = _with_collection(EXPORT_CHUNKS_SCHEMA.empty_table(), "")
+    documents_schema, chunks_schema = export_schemas()
+    empty_docs = _with_collection(documents_schema.empty_table(), "")
+    empty_chunks = _with_collection(chunks_schema.empty_table(), "")
     collections = pa.table(
         {
             "name": [r.name for r in records],

@@ -13,14 +13,12 @@ written and pruned in the same transaction as each document) and returns the
 
 from __future__ import annotations
 
+import importlib
 import threading
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import GraphError
-from .api import Graph
-from .extract import Entity, EntityExtractor, RuleExtractor
-from .host import Host
 from .model import (
     ContextItem,
     Edge,
@@ -34,7 +32,30 @@ from .model import (
     Subgraph,
     TraverseResult,
 )
-from .store import GraphStore
+
+if TYPE_CHECKING:
+    from .api import Graph
+    from .extract import Entity, EntityExtractor, RuleExtractor
+    from .host import Host
+    from .store import GraphStore
+
+# The result types above are light (dataclasses) and travel in every served answer
+# (serve/codec.py imports them); the graph itself (queries, in-memory graph, Arrow) is
+# imported on first use, so a process that never touches the graph never pays for it.
+_LAZY = {
+    "Graph": ".api",
+    "Entity": ".extract",
+    "EntityExtractor": ".extract",
+    "RuleExtractor": ".extract",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)
+
 
 __all__ = [
     "ContextItem",
@@ -62,6 +83,8 @@ _LOCK = threading.Lock()
 
 def graph_store(storage: Any) -> GraphStore | None:
     """The one GraphStore of a storage object, created (and its hook registered) once."""
+    from .store import GraphStore
+
     with _LOCK:
         if storage in _STORES:
             return _STORES[storage]
@@ -87,6 +110,8 @@ class UnavailableGraph:
 
 def attach_graph(kb: Host) -> Graph:
     """Register the graph write hook on ``kb.storage`` (once) and return ``kb``'s Graph."""
+    from .api import Graph
+
     store = graph_store(kb.storage)
     if store is None:
         return UnavailableGraph(kb.storage.capabilities.name)  # type: ignore[return-value]

@@ -10,6 +10,7 @@ test those, never a backend's class or name.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -17,11 +18,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
-import pyarrow as pa
 
 from ..filters import Filter
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from ..embedders import Embedder
 
 Ranked = list[tuple[int, float]]
@@ -162,38 +164,46 @@ WriteHook = Callable[[Connection, WriteEvent], None]
 # One stored document with its chunks (terms included) and their vectors (row i, chunk i).
 Exported = tuple[DocumentRecord, list[ChunkRecord], np.ndarray]
 
-# The Arrow tables of Storage.export_tables: the same on every backend.
-_TS = pa.timestamp("us", tz="UTC")
-EXPORT_DOCUMENTS_SCHEMA = pa.schema(
-    [
-        ("document_id", pa.string()),
-        ("filename", pa.string()),
-        ("path", pa.string()),
-        ("source", pa.string()),
-        ("metadata", pa.string()),
-        ("language", pa.string()),
-        ("bytes", pa.int64()),
-        ("chunk_count", pa.int32()),
-        ("added_at", _TS),
-    ]
-)
-EXPORT_CHUNKS_SCHEMA = pa.schema(
-    [
-        ("document_id", pa.string()),
-        ("chunk_id", pa.string()),
-        ("chunk_index", pa.int32()),
-        ("text", pa.string()),
-        ("page", pa.int32()),
-        ("section", pa.string()),
-        ("char_start", pa.int32()),
-        ("char_end", pa.int32()),
-        ("language", pa.string()),
-        ("filename", pa.string()),
-        ("path", pa.string()),
-        ("metadata", pa.string()),
-        ("added_at", _TS),
-    ]
-)
+
+# The Arrow tables of Storage.export_tables: the same on every backend. Built on first
+# use: importing pyarrow costs ~0.07 s that a process which only searches never needs.
+@functools.cache
+def export_schemas() -> tuple[pa.Schema, pa.Schema]:
+    """The schemas of ``Storage.export_tables``: (documents, chunks)."""
+    import pyarrow as pa
+
+    ts = pa.timestamp("us", tz="UTC")
+    documents = pa.schema(
+        [
+            ("document_id", pa.string()),
+            ("filename", pa.string()),
+            ("path", pa.string()),
+            ("source", pa.string()),
+            ("metadata", pa.string()),
+            ("language", pa.string()),
+            ("bytes", pa.int64()),
+            ("chunk_count", pa.int32()),
+            ("added_at", ts),
+        ]
+    )
+    chunks = pa.schema(
+        [
+            ("document_id", pa.string()),
+            ("chunk_id", pa.string()),
+            ("chunk_index", pa.int32()),
+            ("text", pa.string()),
+            ("page", pa.int32()),
+            ("section", pa.string()),
+            ("char_start", pa.int32()),
+            ("char_end", pa.int32()),
+            ("language", pa.string()),
+            ("filename", pa.string()),
+            ("path", pa.string()),
+            ("metadata", pa.string()),
+            ("added_at", ts),
+        ]
+    )
+    return documents, chunks
 
 
 # -- the graph's tables ------------------------------------------------------------------

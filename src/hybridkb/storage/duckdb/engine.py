@@ -19,13 +19,13 @@ import duckdb
 
 from ..base import CollectionRecord, CollectionStats, WriteEvent, WriteHook
 from .connection import open_duckdb
-from .rows import timestamp
+from .rows import TEXT_TIME, timestamp
 
 T = TypeVar("T")
 
-CATALOG_COLUMNS = (
-    "id, workspace, name, model, dim, chunking, language, created_at, updated_at, generation,"
-    " embedding"
+CATALOG_COLUMNS = (  # a select list; times as text (rows.TEXT_TIME says why)
+    f"id, workspace, name, model, dim, chunking, language, {TEXT_TIME.format('created_at')},"
+    f" {TEXT_TIME.format('updated_at')}, generation, embedding"
 )
 
 

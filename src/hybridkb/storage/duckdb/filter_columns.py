@@ -17,11 +17,9 @@ import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from ...filters import BUILTIN_FIELDS, NUMERIC_FIELDS, And, Cmp, Filter, Or, json_pointer, matches
 
@@ -31,6 +29,9 @@ MAX_DISTINCT = 4096
 MAX_FIELDS = 16
 _MISSING = object()
 _SQL_ONLY = frozenset({"added_at"})
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @dataclass
@@ -45,7 +46,7 @@ class _Unsupported(Exception):
 
 # A loader gives (keys, raw values) for one field: JSON text for user metadata keys,
 # the column's value for built-in fields; null where the chunk has no value.
-FieldLoader = Callable[[str], tuple[np.ndarray, pa.Array]]
+FieldLoader = Callable[[str], "tuple[np.ndarray, pa.Array]"]
 
 
 def field_query(table: str, field: str) -> tuple[str, list[Any]]:
@@ -114,6 +115,11 @@ class FilterColumns:
         return column
 
     def _read(self, field: str) -> Column | None:
+        # Imported on the first filtered search: pyarrow.compute costs ~0.1 s of import
+        # that a search without a filter (a cold CLI search) should not pay.
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         keys, raw = self._load(field)
         order = np.argsort(keys, kind="stable")
         keys = keys[order]

@@ -17,12 +17,12 @@ the SQL plain (a Postgres twin only changes the array parameters and bulk load).
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Sequence
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import duckdb
-import pyarrow as pa
 
 from ..base import Connection, EdgeRow, NodeRow, dump_props
 
@@ -44,16 +44,32 @@ SCHEMA = [
         workspace VARCHAR NOT NULL, alias VARCHAR NOT NULL, canonical VARCHAR NOT NULL)""",
 ]
 
-_NODE_SCHEMA = pa.schema([
-    ("workspace", pa.string()), ("id", pa.string()), ("type", pa.string()),
-    ("properties", pa.string()), ("collection_id", pa.int32()), ("document_id", pa.string()),
-    ("chunk_id", pa.string()),
-])  # fmt: skip
-_EDGE_SCHEMA = pa.schema([
-    ("workspace", pa.string()), ("source", pa.string()), ("target", pa.string()),
-    ("type", pa.string()), ("weight", pa.float64()), ("properties", pa.string()),
-    ("collection_id", pa.int32()), ("document_id", pa.string()), ("chunk_id", pa.string()),
-])  # fmt: skip
+# Arrow is imported by the functions that build Arrow tables: a process that only
+# searches (a cold CLI search) then never pays its import.
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+@functools.cache
+def _node_schema() -> pa.Schema:
+    import pyarrow as pa
+
+    return pa.schema([
+        ("workspace", pa.string()), ("id", pa.string()), ("type", pa.string()),
+        ("properties", pa.string()), ("collection_id", pa.int32()), ("document_id", pa.string()),
+        ("chunk_id", pa.string()),
+    ])  # fmt: skip
+
+
+@functools.cache
+def _edge_schema() -> pa.Schema:
+    import pyarrow as pa
+
+    return pa.schema([
+        ("workspace", pa.string()), ("source", pa.string()), ("target", pa.string()),
+        ("type", pa.string()), ("weight", pa.float64()), ("properties", pa.string()),
+        ("collection_id", pa.int32()), ("document_id", pa.string()), ("chunk_id", pa.string()),
+    ])  # fmt: skip
 
 
 # A list parameter bound as one JSON text: DuckDB binds Python lists element by element
@@ -112,6 +128,8 @@ class DuckDBGraphSQL:
     def _node_table(
         workspace: str, collection_id: int, pairs: Sequence[tuple[str, NodeRow]]
     ) -> pa.Table:
+        import pyarrow as pa
+
         n = len(pairs)
         return pa.table(
             [
@@ -123,13 +141,15 @@ class DuckDBGraphSQL:
                 [d for d, _ in pairs],
                 [r.chunk_id for _, r in pairs],
             ],
-            schema=_NODE_SCHEMA,
+            schema=_node_schema(),
         )
 
     @staticmethod
     def _edge_table(
         workspace: str, collection_id: int, pairs: Sequence[tuple[str, EdgeRow]]
     ) -> pa.Table:
+        import pyarrow as pa
+
         m = len(pairs)
         return pa.table(
             [
@@ -143,7 +163,7 @@ class DuckDBGraphSQL:
                 [d for d, _ in pairs],
                 [r.chunk_id for _, r in pairs],
             ],
-            schema=_EDGE_SCHEMA,
+            schema=_edge_schema(),
         )
 
     def insert_nodes(
@@ -259,6 +279,8 @@ class DuckDBGraphSQL:
     def upsert_user_edges(self, con: Connection, workspace: str, rows: Sequence[EdgeRow]) -> None:
         if not rows:
             return
+        import pyarrow as pa
+
         keys = pa.table({
             "source": [r.source for r in rows], "target": [r.target for r in rows],
             "type": [r.type for r in rows],

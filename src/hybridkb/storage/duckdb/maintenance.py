@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import pyarrow as pa
 
 from ...chunking import contextual_text
 from ...embedders import Embedder, recipe_of, validate_vectors
@@ -221,6 +220,8 @@ def reembed_collection(
         # Embedded as at ingest: the section before the text.
         texts = [contextual_text(r[2], r[1]) for r in rows]
         vectors = validate_vectors(embedder.embed_documents(texts), dim)
+        import pyarrow as pa  # here, not at module level: searching never re-embeds
+
         table = pa.table(
             {
                 "key": pa.array([int(r[0]) for r in rows], pa.int64()),

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import suppress
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyarrow as pa
 
 from ...errors import KBError
 from ...filters import Filter, to_sql
@@ -25,6 +24,9 @@ from .filter_columns import FilterColumns, field_query
 from .row_cache import ROW_OVERHEAD_BYTES, RowCache
 from .rows import CHUNK_COLUMNS, chunk_record, count, key_list_sql
 from .schema import table_names
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 class Derived:
@@ -118,6 +120,8 @@ class Derived:
             common = np.intersect1d(keys, vkeys)
             keep_k = np.isin(keys, common)
             keep_v = np.isin(vkeys, common)
+            import pyarrow as pa  # only here: a search from a saved snapshot needs no Arrow
+
             terms = terms.filter(pa.array(keep_k))
             keys, vectors = keys[keep_k], vectors[keep_v]
         return keys, terms, vectors

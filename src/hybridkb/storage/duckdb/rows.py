@@ -8,28 +8,38 @@ definition of every statement.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import numpy as np
-import pyarrow as pa
 
 from ...limits import within_depth
 from ..base import ChunkRecord, CollectionRecord, DocumentRecord
 from .schema import table_names
 
+# Arrow is imported by the functions that build Arrow tables: a process that only
+# searches (a cold CLI search) then never pays its import.
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 # A list parameter bound as one JSON text (see json_list).
 SQL_KEY_LIST = "(SELECT unnest(from_json(?, '[\"BIGINT\"]')))"
 SQL_ID_LIST = "(SELECT unnest(from_json(?, '[\"VARCHAR\"]')))"
 
-DOC_COLUMNS = (
+# Timestamps are read as DuckDB's text and turned into ISO 8601 by timestamp(): a
+# TIMESTAMPTZ value made DuckDB look its time zone up with pytz, whose first lookup in a
+# process opens ~600 zone files (25-100 ms of a cold search, for the catalog alone).
+TEXT_TIME = "CAST({0} AS VARCHAR) AS {0}_text"
+DOC_COLUMNS = (  # the column names (INSERT); DOC_SELECT reads them
     "document_id, path, filename, source, content_hash, signature, metadata, language, bytes,"
     " chunk_count, added_at"
 )
-CHUNK_COLUMNS = (
+DOC_SELECT = DOC_COLUMNS.removesuffix("added_at") + TEXT_TIME.format("added_at")
+CHUNK_COLUMNS = (  # a select list
     "key, chunk_id, document_id, chunk_index, text, page, section, char_start, char_end,"
-    " content_hash, language, metadata, filename, path, added_at"
+    " content_hash, language, metadata, filename, path, " + TEXT_TIME.format("added_at")
 )
 
 # DuckDB probes an ART index only for a constant IN list (up to index_scan_max_count,
@@ -53,8 +63,26 @@ def key_list_sql(keys: Sequence[int]) -> tuple[str, list[Any]]:
     return SQL_KEY_LIST, [json_list(keys)]
 
 
+# DuckDB's text for a TIMESTAMPTZ in the session's time zone: "2024-05-01 12:00:00.5+02".
+_DUCKDB_TIME = re.compile(
+    r"(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:\.(\d{1,6}))?([+-]\d\d)(?::(\d\d))?(?::(\d\d))?"
+)
+
+
 def timestamp(value: Any) -> str | None:
-    return value.isoformat() if value is not None else None
+    """A timestamp as ``datetime.isoformat()`` writes it ("2024-05-01T12:00:00.500000+02:00"),
+    from a datetime or from DuckDB's text for one (see TEXT_TIME)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        return str(value.isoformat())
+    found = _DUCKDB_TIME.fullmatch(value)
+    if found is None:
+        return value  # a form DuckDB does not write for our rows (a year before 1000, BC)
+    day, clock, fraction, hours, minutes, seconds = found.groups()
+    micro = f".{fraction:0<6}" if fraction else ""  # isoformat: all six digits, or none
+    offset = f"{hours}:{minutes or '00'}" + (f":{seconds}" if seconds else "")
+    return f"{day}T{clock}{micro}{offset}"
 
 
 def load_metadata(text: str | None) -> dict[str, Any]:
@@ -113,6 +141,8 @@ def arrow_rows(
     coll: CollectionRecord, chunks: Sequence[ChunkRecord], vectors: np.ndarray
 ) -> tuple[pa.Table, pa.Table]:
     """Chunk and vector rows as Arrow tables (bulk inserts cost far less than executemany)."""
+    import pyarrow as pa
+
     vectors = np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1, coll.dim)
     if len(vectors) != len(chunks):
         raise ValueError("one vector per chunk is required")
@@ -145,6 +175,8 @@ def arrow_rows(
 
 
 def document_table(docs: Sequence[DocumentRecord], chunk_counts: Sequence[int]) -> pa.Table:
+    import pyarrow as pa
+
     return pa.table(
         {
             "document_id": pa.array([d.document_id for d in docs], pa.string()),

@@ -17,18 +17,15 @@ import dataclasses
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
 import numpy as np
-import pyarrow as pa
 
 from ...errors import CollectionExists, KBError
 from ...filters import Filter
 from ...index.derived import drop_snapshot
 from ..base import (
-    EXPORT_CHUNKS_SCHEMA,
-    EXPORT_DOCUMENTS_SCHEMA,
     Capabilities,
     ChunkRecord,
     CollectionRecord,
@@ -50,7 +47,7 @@ from .maintenance import DuckDBMaintenance
 from .memory import Derived
 from .rows import (
     CHUNK_COLUMNS,
-    DOC_COLUMNS,
+    DOC_SELECT,
     SQL_ID_LIST,
     arrow_rows,
     bump_generation,
@@ -67,6 +64,9 @@ from .rows import (
 )
 from .schema import create_collection_tables, drop_collection_tables, migrate, table_names
 from .stream import drop_stale_stages, stream_document
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 T = TypeVar("T")
 
@@ -239,7 +239,7 @@ class DuckDBStorage:
     def get_document(self, coll: CollectionRecord, document_id: str) -> DocumentRecord | None:
         t = table_names(coll.id)
         rows = self.engine.query(
-            f"SELECT {DOC_COLUMNS} FROM {t['documents']} WHERE document_id = ?", [document_id]
+            f"SELECT {DOC_SELECT} FROM {t['documents']} WHERE document_id = ?", [document_id]
         )
         return document_record(rows[0]) if rows else None
 
@@ -248,7 +248,7 @@ class DuckDBStorage:
     ) -> list[DocumentRecord]:
         t = table_names(coll.id)
         rows = self.engine.query(
-            f"SELECT {DOC_COLUMNS} FROM {t['documents']} ORDER BY added_at, document_id"
+            f"SELECT {DOC_SELECT} FROM {t['documents']} ORDER BY added_at, document_id"
             " LIMIT ? OFFSET ?",
             [limit, offset],
         )
@@ -464,6 +464,11 @@ class DuckDBStorage:
                 yield d, chunks, vectors
 
     def export_tables(self, coll: CollectionRecord) -> tuple[pa.Table, pa.Table]:
+        # Imported here: the export schemas are Arrow, which a search never needs.
+        from ..base import export_schemas
+
+        documents_schema, chunks_schema = export_schemas()
+
         t = table_names(coll.id)
         with self.engine.lock:
             docs = self.engine.con.execute(
@@ -477,8 +482,8 @@ class DuckDBStorage:
                 f" FROM {t['chunks']} ORDER BY document_id, chunk_index"
             ).fetch_arrow_table()
         return (
-            docs.cast(EXPORT_DOCUMENTS_SCHEMA, safe=False),
-            chunks.cast(EXPORT_CHUNKS_SCHEMA, safe=False),
+            docs.cast(documents_schema, safe=False),
+            chunks.cast(chunks_schema, safe=False),
         )
 
     def count_vectors(self, coll: CollectionRecord) -> int:

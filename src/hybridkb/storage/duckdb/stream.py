@@ -33,11 +33,10 @@ import uuid
 from collections.abc import Iterable, Sequence
 from contextlib import suppress
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ...errors import BackendError
 from ..base import ChunkRecord, CollectionRecord, DocumentRecord, WriteEvent
@@ -45,6 +44,12 @@ from .engine import Engine
 from .memory import Derived
 from .rows import DOC_COLUMNS, arrow_rows, bump_generation, delete_rows
 from .schema import table_names
+
+# Arrow is imported by the functions that build Arrow tables: a process that only
+# searches (a cold CLI search) then never pays its import.
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
 STAGE_SUFFIX = ".hkbstage"
 # Text per Parquet row group: the memory a stage holds before writing (terms and vectors
@@ -142,6 +147,9 @@ def _stage(
     path: Path,
 ) -> int:
     """Append every batch to one Parquet file; return the rows written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     writer: pq.ParquetWriter | None = None
     pending: list[pa.Table] = []
     chars = count = 0
@@ -281,6 +289,9 @@ def _mirror(
     generation: int,
 ) -> None:
     """Bring the in-memory indexes to the committed state, a page of staged rows at a time."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     empty = np.zeros((0, coll.dim), np.float32)
     try:
         derived.mirror(

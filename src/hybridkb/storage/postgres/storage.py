@@ -33,8 +33,6 @@ import pyarrow as pa
 from ...errors import BackendError, CollectionExists, CollectionNotFound, MissingDependency
 from ...filters import Filter
 from ..base import (
-    EXPORT_CHUNKS_SCHEMA,
-    EXPORT_DOCUMENTS_SCHEMA,
     Capabilities,
     ChunkRecord,
     CollectionRecord,
@@ -46,6 +44,7 @@ from ..base import (
     Ranked,
     WriteEvent,
     WriteHook,
+    export_schemas,
 )
 from ..boundary import driver_errors
 from .connection import connect, pg_errors, plain_url, prepare, psycopg, translate
@@ -674,8 +673,9 @@ class PostgresStorage:
 
     def export_tables(self, coll: CollectionRecord) -> tuple[pa.Table, pa.Table]:
         t = self.tables(coll)
-        doc_cols = ", ".join(EXPORT_DOCUMENTS_SCHEMA.names).replace("metadata", "metadata::text")
-        chunk_cols = ", ".join(EXPORT_CHUNKS_SCHEMA.names).replace("metadata", "metadata::text")
+        documents_schema, chunks_schema = export_schemas()
+        doc_cols = ", ".join(documents_schema.names).replace("metadata", "metadata::text")
+        chunk_cols = ", ".join(chunks_schema.names).replace("metadata", "metadata::text")
 
         def run(con: Any) -> tuple[pa.Table, pa.Table]:
             docs = con.execute(
@@ -684,9 +684,7 @@ class PostgresStorage:
             chunks = con.execute(
                 f"SELECT {chunk_cols} FROM {t['chunks']} ORDER BY document_id, chunk_index"
             ).fetchall()
-            return arrow_table(docs, EXPORT_DOCUMENTS_SCHEMA), arrow_table(
-                chunks, EXPORT_CHUNKS_SCHEMA
-            )
+            return arrow_table(docs, documents_schema), arrow_table(chunks, chunks_schema)
 
         return self._read(run, coll)
 

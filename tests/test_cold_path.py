@@ -1,0 +1,168 @@
+"""What a cold ``hybridkb search`` loads, and the shortcuts it takes to load less.
+
+The CLI answers a one-shot search in a fresh process, so every import and first-use
+cost counts (README, Performance). These tests pin what must stay off that path and
+that each shortcut gives the same answers as the long way. They never time anything.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import string
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import hybridkb
+from hybridkb.analysis import analyze
+from hybridkb.storage.duckdb.rows import timestamp
+
+# Modules a search must not import: torch and LangChain are for other front ends and
+# the one-off export; pydantic-settings, pyarrow, pytz, the graph and the wire client
+# only cost start-up time there.
+OFF_THE_SEARCH_PATH = [
+    "torch",
+    "sentence_transformers",
+    "transformers",
+    "langchain_core",
+    "pydantic_settings",
+    "pytz",
+    "hybridkb.graph",
+    "hybridkb.serve.client",
+    "pyarrow",
+]
+
+SCRIPT = """\
+import json, sys
+from hybridkb.cli import main
+code = main(sys.argv[1:])
+print()
+print("MODULES", json.dumps({"code": code, "modules": sorted(sys.modules)}))
+"""
+
+
+def cold_search(db: Path, query: str) -> tuple[list[dict[str, object]], set[str]]:
+    """Run ``hybridkb search --json`` in a fresh interpreter: its hits and its modules."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, "--db", str(db), "search", "notes", query, "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    answer, _, report_text = done.stdout.rpartition("\nMODULES ")
+    report = json.loads(report_text)
+    assert report["code"] == 0, done.stderr
+    return json.loads(answer)["results"], set(report["modules"])
+
+
+@pytest.fixture(scope="module")
+def searched() -> dict[str, set[str]]:
+    """The modules of one cold search per model, filled by the first test that needs it."""
+    return {}
+
+
+def modules_after_search(model: str, tmp_path: Path, searched: dict[str, set[str]]) -> set[str]:
+    if model not in searched:
+        db = tmp_path / "kb.duckdb"
+        with hybridkb.connect(db, model=model) as kb:
+            kb.create_collection("notes").add_texts(
+                ["Straight-line depreciation spreads the cost evenly.", "Leave accrues monthly."]
+            )
+            # A writer's first search saves the index snapshot that a cold reader loads
+            # (without one, the reader builds the indexes from the tables, through Arrow).
+            kb.search("depreciation")
+        hits, modules = cold_search(db, "depreciation")
+        assert hits and "depreciation" in str(hits[0]["text"]).lower()
+        searched[model] = modules
+    return searched[model]
+
+
+@pytest.mark.parametrize(
+    "model", ["fake", pytest.param("all-MiniLM-L6-v2", marks=pytest.mark.model)]
+)
+@pytest.mark.parametrize("module", OFF_THE_SEARCH_PATH)
+def test_cli_search_does_not_import(
+    model: str, module: str, tmp_path: Path, searched: dict[str, set[str]]
+) -> None:
+    modules = modules_after_search(model, tmp_path, searched)
+    assert module not in modules
+
+
+def test_the_graph_of_a_read_only_knowledge_base_is_attached_on_first_use(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "kb.duckdb"
+    with hybridkb.connect(db, model="fake") as kb:
+        kb.create_collection("notes").add_texts(["Section 40-880 covers business costs."])
+        written = kb.graph.stats()
+    with hybridkb.connect(db, model="fake", read_only=True) as reader:
+        assert reader.graph.stats() == written
+        assert reader.graph is reader.graph
+
+
+# -- the ASCII tokenizer ---------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=string.printable, max_size=80))
+def test_ascii_text_is_tokenized_as_the_full_tokenizer_would(text: str) -> None:
+    # Any non-ASCII character sends a text through the full pattern (with the
+    # combining-mark class); after a space it adds its own term and changes no other.
+    for language in ("en", "und"):
+        assert analyze(text, language) == analyze(text + " é", language)[:-1]
+
+
+# -- DuckDB times read as text ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "zone", ["UTC", "Etc/UTC", "Asia/Kolkata", "America/New_York", "Australia/Lord_Howe"]
+)
+@pytest.mark.parametrize(
+    "value",
+    [
+        "2026-11-26 08:57:34.674458+00",
+        "2026-11-26 08:57:34+00",
+        "2026-07-01 12:00:00.5+00",
+        "1999-12-31 23:59:59.000001+00",
+    ],
+)
+def test_times_read_as_text_match_isoformat(zone: str, value: str) -> None:
+    con = duckdb.connect()
+    con.execute(f"SET TimeZone = '{zone}'")
+    as_time, as_text = con.execute(
+        "SELECT ?::TIMESTAMPTZ, ?::TIMESTAMPTZ::VARCHAR", [value, value]
+    ).fetchone()  # type: ignore[misc]
+    assert isinstance(as_time, dt.datetime)
+    assert timestamp(as_text) == as_time.isoformat() == timestamp(as_time)
+    assert timestamp(None) is None
+
+
+# -- native libraries: load order ------------------------------------------------------
+
+
+def test_onnxruntime_loads_after_the_vector_index() -> None:
+    # usearch's extension exports its own copy of libstdc++ code: when it is the first
+    # to load the system libstdc++, that library binds to the copy and a later
+    # `import onnxruntime` dies with SIGSEGV. Something that loads libstdc++ first
+    # (duckdb, pyarrow, tokenizers, onnxruntime) must come before usearch, whatever
+    # else leaves the import path.
+    done = subprocess.run(
+        [sys.executable, "-c", "import hybridkb.index.vector, onnxruntime"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
