@@ -92,6 +92,32 @@ def machine() -> dict[str, Any]:
     }
 
 
+# The CPU features that change the int8 / float kernels of the embedder and the vector
+# index (hybridkb.machine.KERNEL_FLAGS has the full list): a figure measured with them
+# does not carry to a CPU without them, so every figure is printed next to them.
+_SHOWN_FLAGS = (
+    ("AVX2", ("avx2",)),
+    ("AVX-512 VNNI", ("avx512_vnni",)),
+    ("AMX", ("amx_int8",)),
+    ("NEON dot", ("asimddp",)),
+)
+
+
+def cpu_note() -> str:
+    """One short line: the kernel-deciding CPU flags present and absent, and the load now,
+    e.g. ``AVX2 yes, AVX-512 VNNI no, AMX no; load 1.9``."""
+    from hybridkb.machine import cpu_flags
+
+    have = set(cpu_flags())
+    arm = "asimddp" in have or "sve" in have
+    parts = [
+        f"{label} {'yes' if any(f in have for f in flags) else 'no'}"
+        for label, flags in _SHOWN_FLAGS
+        if (label == "NEON dot") == arm
+    ]
+    return f"{', '.join(parts)}; load {loadavg()[0]}"
+
+
 def git_state() -> dict[str, Any]:
     """Commit of the tree measured and the files of src/ changed since (others work in it)."""
     import subprocess
@@ -261,6 +287,7 @@ def target(
         "verdict": verdict,
         "note": note,
         "op": ">=" if higher_is_better else "<=",
+        "cpu": cpu_note(),  # the flags that decide kernels, and the load when measured
     }
 
 
@@ -270,15 +297,16 @@ def print_targets(rows: Iterable[dict[str, Any]], title: str = "targets") -> Non
     width = max([len(r["target"]) for r in rows] + [10])
     for r in rows:
         measured = "-" if r["measured"] is None else f"{r['measured']:g}"
+        where = f"[{r['cpu']}]" if r.get("cpu") else ""
         print(
             f"{r['target']:<{width}}  {measured:>10} {r['unit']:<3} {r['op']} {r['limit']:<8g}"
-            f" {r['verdict']:<5} {r['note']}"
+            f" {r['verdict']:<5} {r['note']} {where}".rstrip()
         )
 
 
 def print_rows(rows: Sequence[dict[str, Any]], columns: Sequence[str], title: str = "") -> None:
     if title:
-        print(f"\n-- {title} --")
+        print(f"\n-- {title} [{cpu_note()}] --")
     if not rows:
         print("(none)")
         return

@@ -34,8 +34,8 @@ import numpy as np
 
 from hybridkb.analysis import analyze, analyze_query
 from hybridkb.index import derived
-from hybridkb.index import keyword as kw
-from hybridkb.index.keyword import KeywordIndex
+from hybridkb.index.keyword import KeywordIndex, bm25
+from hybridkb.index.recall import AUDIT_QUERIES
 from hybridkb.index.vector import VectorIndex, expansion_search_for
 
 DBS = {"100k": Path("/tmp/bench-100k.duckdb"), "1m": Path("/tmp/bench-1m.duckdb")}
@@ -79,12 +79,13 @@ def load_arrow(db: Path) -> tuple[np.ndarray, Any, np.ndarray, dict[str, Any]]:
 
 def exhaustive(index: KeywordIndex, terms: list[str], k: int) -> list[tuple[int, float]]:
     """The scorer the index used before pruning: every posting into a dense array."""
-    tids = index._term_ids(terms)
+    p = index.postings
+    tids = p.term_ids(terms)
     if not tids:
         return []
-    scores = index._scores(tids)
+    scores = bm25.dense_scores(p, tids)
     rows = np.flatnonzero(scores)
-    return kw._top_k(index._keys.data[rows], scores[rows], k)
+    return bm25.top_k(p.keys.data[rows], scores[rows], k)
 
 
 def keyword_latency(index: KeywordIndex, queries: list[list[str]], rounds: int) -> dict[str, Any]:
@@ -103,7 +104,7 @@ def keyword_latency(index: KeywordIndex, queries: list[list[str]], rounds: int) 
         "speedup_best_p50": round(d["best_p50_ms"] / p["best_p50_ms"], 2),
     }
     # "Typical" queries: 5-10 distinct known terms.
-    typical = [q for q in queries if 5 <= len(index._term_ids(q)) <= 10]
+    typical = [q for q in queries if 5 <= len(index.postings.term_ids(q)) <= 10]
     pt = C.time_calls(lambda q: index.search(q, DEPTH), typical, rounds=rounds).summary()
     dt = C.time_calls(lambda q: exhaustive(index, q, DEPTH), typical, rounds=rounds).summary()
     out["typical_5_to_10_terms"] = {
@@ -115,7 +116,10 @@ def keyword_latency(index: KeywordIndex, queries: list[list[str]], rounds: int) 
     return out
 
 
-def exact_top(vectors: np.ndarray, keys: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
+def exact_top(
+    vectors: np.ndarray, keys: np.ndarray, queries: np.ndarray, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Keys and cosines of each query's exact top ``k``."""
     best_s = np.full((len(queries), k), -np.inf, np.float32)
     best_i = np.zeros((len(queries), k), np.int64)
     for a in range(0, len(vectors), 100_000):
@@ -125,7 +129,7 @@ def exact_top(vectors: np.ndarray, keys: np.ndarray, queries: np.ndarray, k: int
         ci = np.concatenate([best_i, top + a], 1)
         order = np.argsort(-cs, 1, kind="stable")[:, :k]
         best_s, best_i = np.take_along_axis(cs, order, 1), np.take_along_axis(ci, order, 1)
-    return keys[best_i]
+    return keys[best_i], best_s
 
 
 def vector_recall(
@@ -204,7 +208,7 @@ def scale(
     print(f"\n# {label}", flush=True)
     gc.collect()
     rss0 = C.rss_mb()
-    keys, terms, vectors, out = load_arrow(DBS[label])
+    keys, terms, vectors, out = load_arrow(Path(args.db_dir) / DBS[label].name)
     dim = vectors.shape[1]
     print(f"  loaded {len(keys):,} rows: {out}", flush=True)
     keyword = KeywordIndex()
@@ -220,9 +224,13 @@ def scale(
     }
     print(f"  keyword build {wall:.1f}s (cpu {cpu:.1f}s)", flush=True)
     out["keyword_search_depth100"] = keyword_latency(keyword, queries, args.rounds)
-    print(f"  keyword: {out['keyword_search_depth100']}", flush=True)
+    print(f"  keyword: {out['keyword_search_depth100']} [{C.cpu_note()}]", flush=True)
 
-    exact = exact_top(vectors, keys, qvecs, 10)
+    exact, cosines = exact_top(vectors, keys, qvecs, 10)
+    # How related the queries are to these vectors: ~0.47 for the SciFact-based sets,
+    # ~0.22 for a set scattered around random centres (no query has real neighbours).
+    out["query_top1_cosine"] = round(float(cosines[:, 0].mean()), 3)
+    print(f"  queries' top-1 cosine {out['query_top1_cosine']}", flush=True)
     cache = Path(args.vector_cache) / f"{label}.vector.bin" if args.vector_cache else None
     if cache is not None and cache.exists():
         vector = VectorIndex.load(cache)
@@ -242,7 +250,15 @@ def scale(
             cache.parent.mkdir(parents=True, exist_ok=True)
             vector.save(cache)
     del vectors
-    print(f"  vector build: {out['vector_build']}", flush=True)
+    print(f"  vector build: {out['vector_build']} [{C.cpu_note()}]", flush=True)
+    out["self_check_built"] = vector.recall_report()
+    # Served queries are checked once AUDIT_QUERIES have been seen (recall.py): let that
+    # happen before the sweep below pins beams, and report what it decided.
+    for q in qvecs[:AUDIT_QUERIES]:
+        vector.search(q, 10)
+    vector.wait_for_audit()
+    out["self_check"] = vector.recall_report()
+    print(f"  self-check: {out['self_check']}", flush=True)
     out["vector_recall"] = vector_recall(vector, exact, qvecs)
     C.print_rows(
         out["vector_recall"],
@@ -273,7 +289,8 @@ def scale(
         }
         _, fwall, _ = C.timed(lambda: loaded.keyword.search(queries[0], DEPTH))
         out["snapshot"]["first_keyword_search_after_load_ms"] = round(fwall * 1000, 1)
-        print(f"  snapshot: {out['snapshot']}", flush=True)
+        out["snapshot"]["self_check_after_load"] = loaded.vector.recall_report()
+        print(f"  snapshot: {out['snapshot']} [{C.cpu_note()}]", flush=True)
         out["incremental"] = incremental(loaded, dim, queries[1])
         print(f"  incremental: {out['incremental']}", flush=True)
     finally:
@@ -291,6 +308,9 @@ def main() -> None:
     ap.add_argument("--vector-queries", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--vector-cache", default="", help="folder keeping built vector indexes")
+    ap.add_argument(
+        "--db-dir", default="/tmp", help="folder of bench/search.py's scale collections"
+    )
     args = ap.parse_args()
     C.expendable()
     data = C.load_scifact("test")

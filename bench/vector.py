@@ -23,7 +23,7 @@ import sys
 # Python puts bench/ first on sys.path; a sibling module named like a stdlib one
 # (bench/keyword.py) would then shadow it for every import below.
 if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
-    sys.path.pop(0)
+    sys.path.append(sys.path.pop(0))  # last: still finds _common
 # One BLAS thread: on a shared 2-core machine a threaded float32 baseline swings
 # 0.2-50 ms with the neighbours' load; the index itself never calls BLAS for int8.
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -44,7 +44,10 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+import _common as C  # noqa: E402
+
 from hybridkb.index import vector as vector_module  # noqa: E402
+from hybridkb.index.recall import AUDIT_QUERIES  # noqa: E402
 from hybridkb.index.vector import VectorIndex  # noqa: E402
 
 SCIFACT = Path("/work/shared/data/scifact")
@@ -297,6 +300,14 @@ def scale_section(
     before = resident_bytes()
     _, wall_ms, cpu_ms = timed(lambda: index.add(keys, vectors))
     out["build_s"], out["build_cpu_s"] = wall_ms / 1e3, cpu_ms / 1e3
+    out["self_check_built"] = index.recall_report()
+    # The index checks its recall on the first queries it serves (recall.py): let it,
+    # then measure the state it settles on (the check would race the beam sweep below).
+    for q in around(queries, AUDIT_QUERIES, seed=4, noise=0.02):
+        index.search(q, K)
+    index.wait_for_audit()
+    out["self_check"] = index.recall_report()
+    out["cpu"] = C.cpu_note()
     out["layout"] = index.layout
     # usearch's memory_usage counts whole preallocated arenas, so also report what
     # the process actually grew by and the packed (file) size.
@@ -404,6 +415,7 @@ def machine() -> dict[str, Any]:
 
     return {
         "cpu": cpu,
+        "cpu_flags": C.cpu_note(),  # the kernel-deciding flags (AVX2, AVX-512 VNNI, AMX)
         "cores": os.cpu_count(),
         "python": platform.python_version(),
         "numpy": np.__version__,
@@ -467,7 +479,7 @@ def main() -> None:
         report["scifact"] = scifact_section(docs, queries, doc_ids, qrels)
         print(
             f"\nSciFact ({len(docs)} docs, {len(queries)} test queries), k={K}; "
-            f"f32 matvec baseline {report['scifact_baseline_ms']:.3f} ms"
+            f"f32 matvec baseline {report['scifact_baseline_ms']:.3f} ms [{C.cpu_note()}]"
         )
         cols = [
             "config",
@@ -483,7 +495,7 @@ def main() -> None:
         for row in report["scifact"]:
             print(" | ".join(fmt(row[c]) for c in cols))
         report["threshold"] = threshold_section(docs, queries)
-        print("\nflat vs HNSW (int8) p50 latency by size")
+        print(f"\nflat vs HNSW (int8) p50 latency by size [{C.cpu_note()}]")
         for row in report["threshold"]:
             print(json.dumps(row))
         save(report)
@@ -501,7 +513,7 @@ def main() -> None:
         }
         report["scale"] = [r for r in report["scale"] if r.get("spec") != result["spec"]]
         report["scale"].append(result)
-        print(f"\nscale {run}:", json.dumps(result, indent=1), flush=True)
+        print(f"\nscale {run} [{C.cpu_note()}]:", json.dumps(result, indent=1), flush=True)
         save(report)  # a long 1M run that is stopped still leaves the earlier figures
     print(f"\nwrote {RESULTS}")
 

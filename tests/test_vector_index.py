@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from hybridkb.index import recall as recall_module
 from hybridkb.index import vector as vector_module
 from hybridkb.index.vector import VectorIndex
 
@@ -398,9 +401,7 @@ def test_low_recall_widens_the_beam_then_falls_back_to_the_exact_scan(
 ) -> None:
     """A deliberately broken search (beam 1, one neighbour per node) stands in for a
     graph that does not reach its recall on some CPU: the index must notice and scan."""
-    monkeypatch.setattr(vector_module, "expansion_search_for", lambda n: 1)
-    monkeypatch.setattr(vector_module, "HNSW_CONNECTIVITY", 2)
-    monkeypatch.setattr(vector_module, "HNSW_EXPANSION_ADD", 2)
+    bad_graph(monkeypatch)
     with pytest.warns(RuntimeWarning, match="searching exactly instead"):
         index, keys, vectors = filled(1500, quantization="i8", hnsw_threshold=400, seed=3)
     assert index.layout == "flat" and index.exact_only
@@ -417,6 +418,7 @@ def test_a_snapshot_from_another_machine_is_verified_again(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     index, _, _ = filled(1200, quantization="i8", hnsw_threshold=400, seed=5)
+    index.beam_factor, index.served_recall = 4, 0.99  # as decided on the machine that built it
     index.save(tmp_path / "v.bin")
     checks: list[int] = []
     real = VectorIndex.verify_recall
@@ -426,13 +428,149 @@ def test_a_snapshot_from_another_machine_is_verified_again(
         return real(self, seed=seed)
 
     monkeypatch.setattr(VectorIndex, "verify_recall", counted)
-    VectorIndex.load(tmp_path / "v.bin")
+    same = VectorIndex.load(tmp_path / "v.bin")
     assert checks == []  # same machine: trusted as saved
+    assert (same.beam_factor, same.served_recall) == (4, 0.99)
     monkeypatch.setattr(
         vector_module, "build_environment", lambda isa: {"usearch": "0", "isa": "x", "machine": "y"}
     )
     loaded = VectorIndex.load(tmp_path / "v.bin")
     assert checks == [1] and loaded.verified_recall is not None
+    # The other machine's decisions are measured again here, not carried over.
+    assert loaded.beam_factor in recall_module.BEAM_FACTORS and loaded.served_recall is None
+    assert loaded.built_on == {"usearch": "0", "isa": "x", "machine": "y"}
+
+
+def bad_graph(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the next graphs deliberately bad (beam 1, two links per node): a stand-in for
+    a graph that misses its recall on some CPU, for some data or some queries."""
+    monkeypatch.setattr(vector_module, "expansion_search_for", lambda n: 1)
+    monkeypatch.setattr(vector_module, "HNSW_CONNECTIVITY", 2)
+    monkeypatch.setattr(vector_module, "HNSW_EXPANSION_ADD", 2)
+
+
+def unchecked(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
+    """Skip the build-time check (as if its sample had passed); returns the undo."""
+    real = VectorIndex.verify_recall
+    monkeypatch.setattr(VectorIndex, "verify_recall", lambda self, **kw: None)
+    return lambda: monkeypatch.setattr(VectorIndex, "verify_recall", real)
+
+
+def test_a_bad_snapshot_from_another_machine_falls_back_to_the_exact_scan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bad_graph(monkeypatch)
+    restore = unchecked(monkeypatch)
+    index, keys, vectors = filled(1500, quantization="i8", hnsw_threshold=400, seed=3)
+    assert index.layout == "hnsw" and not index.exact_only  # nobody measured it
+    index.save(tmp_path / "v.bin")
+    restore()
+    monkeypatch.setattr(
+        vector_module, "build_environment", lambda isa: {"usearch": "0", "isa": "x", "machine": "y"}
+    )
+    with pytest.warns(RuntimeWarning, match="searching exactly instead"):
+        loaded = VectorIndex.load(tmp_path / "v.bin")
+    assert loaded.layout == "flat" and loaded.exact_only
+    assert loaded.verified_recall is not None and loaded.verified_recall < 0.98
+    flat = VectorIndex(DIM, quantization="i8", hnsw_threshold=10**9)
+    flat.add(keys, vectors)
+    for query in unit_rows(3, seed=32):
+        assert loaded.search(query, 10) == flat.search(query, 10)
+
+
+def test_check_needs_every_query_set_to_reach_the_target() -> None:
+    """The served queries can fail where the synthetic sample passes (a collection its
+    queries do not resemble): the lower of the two decides, and the beam widens for it."""
+    exact = [set(range(i, i + 10)) for i in range(20)]
+    easy = np.arange(20, dtype=np.float32)[:, None]
+    hard = easy + 1000
+
+    def search(query: np.ndarray, factor: int) -> list[int]:
+        i = int(query[0]) % 1000
+        right = list(range(i, i + 10))
+        if query[0] >= 1000 and factor < 4:
+            return right[:5] + [-1] * 5  # half right until the beam is 4x as wide
+        return right
+
+    sample = recall_module.QuerySet("sample", easy, exact)
+    served = recall_module.QuerySet("served", hard, exact)
+    assert recall_module.check(search, [sample]).beam_factor == 1
+    outcome = recall_module.check(search, [sample, served])
+    assert outcome.ok and outcome.beam_factor == 4
+    assert outcome.by_set == {"sample": 1.0, "served": 1.0}
+    failing = recall_module.check(lambda q, f: search(q, 1), [sample, served])
+    assert not failing.ok and failing.recall == pytest.approx(0.5)
+    assert failing.by_set == {"sample": 1.0, "served": 0.5}
+    # An audit widens from the factor in use, never below it.
+    tried: list[int] = []
+    recall_module.check(lambda q, f: tried.append(f) or [-1], [sample], start=2)
+    assert sorted(set(tried)) == [2, 4]
+
+
+def test_query_log_keeps_the_last_served_queries() -> None:
+    log = recall_module.QueryLog(4, np.int8)
+    for i in range(recall_module.AUDIT_QUERIES + 3):
+        log.record(np.full(4, i % 100, np.int8))
+    kept = log.queries()
+    assert log.seen == recall_module.AUDIT_QUERIES + 3
+    assert len(kept) == recall_module.AUDIT_QUERIES
+    assert {int(row[0]) for row in kept} == {i % 100 for i in range(3, log.seen)}
+
+
+def test_served_queries_are_checked_in_the_background() -> None:
+    index, _, _ = filled(1200, quantization="i8", hnsw_threshold=400, seed=9)
+    queries = unit_rows(recall_module.AUDIT_QUERIES, seed=40)
+    for query in queries[:-1]:
+        index.search(query, 10)
+    assert index.served_recall is None  # not enough served queries yet
+    index.search(queries[-1], 10)
+    index.wait_for_audit(timeout=60)
+    report = index.recall_report()
+    assert report["served_recall"] is not None and report["queries_seen"] == len(queries)
+    assert index._audit_thread is not None and not index._audit_thread.is_alive()
+    # Checked once for this graph: more queries start no second audit.
+    first = index._audit_thread
+    for query in queries[:5]:
+        index.search(query, 10)
+    assert index._audit_thread is first
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_a_graph_that_misses_on_served_queries_falls_back_to_the_exact_scan(
+    monkeypatch: pytest.MonkeyPatch, background: bool
+) -> None:
+    """The build-time sample passed (here: skipped), but the queries really asked get
+    a low recall: the audit of served queries notices and scans exactly from then on."""
+    bad_graph(monkeypatch)
+    unchecked(monkeypatch)
+    index, keys, vectors = filled(1500, quantization="i8", hnsw_threshold=400, seed=3)
+    assert index.layout == "hnsw"
+    queries = unit_rows(recall_module.AUDIT_QUERIES, seed=41)
+    with pytest.warns(RuntimeWarning, match="on the served queries"):
+        if background:
+            for query in queries:
+                index.search(query, 10)
+            index.wait_for_audit(timeout=60)
+        else:
+            monkeypatch.setattr(index, "_start_audit", lambda: None)
+            for query in queries:
+                index.search(query, 10)
+            assert index.layout == "hnsw"  # nothing checked yet
+            index.audit()
+    assert index.layout == "flat" and index.exact_only
+    assert index.served_recall is not None and index.served_recall < 0.98
+    flat = VectorIndex(DIM, quantization="i8", hnsw_threshold=10**9)
+    flat.add(keys, vectors)
+    for query in queries[:3]:
+        assert index.search(query, 10) == flat.search(query, 10)
+
+
+def test_filtered_searches_are_not_taken_for_served_queries() -> None:
+    index, keys, _ = filled(500, quantization="i8", hnsw_threshold=400, seed=11)
+    index.search(unit_rows(1, seed=42)[0], 5, allowed=keys[::3])
+    assert index.recall_report()["queries_seen"] == 0
+    index.search(unit_rows(1, seed=43)[0], 5)
+    assert index.recall_report()["queries_seen"] == 1
 
 
 @pytest.mark.parametrize("quantization", ["f32", "i8", "b1"])
@@ -455,3 +593,16 @@ def test_directions_point_where_the_stored_vectors_do(
     cos = (got * want).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(want, axis=1)
     assert np.all(cos >= 0.999)
     assert index.directions(np.array([5, 12345])) is None  # a missing key
+
+
+def test_loading_the_index_first_leaves_pyarrow_timestamps_working() -> None:
+    """usearch loaded before pyarrow made pyarrow segfault on time-zoned timestamps (as
+    export_tables() returns them); vector.py loads pyarrow first. In a fresh process,
+    since the order of imports is the point."""
+    code = (
+        "import datetime, hybridkb.index.vector, pyarrow as pa\n"
+        "t = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)\n"
+        "print(pa.array([t], pa.timestamp('us', tz='UTC')).to_pylist()[0].year)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout.strip()) == (0, "2026"), done.stderr[-500:]

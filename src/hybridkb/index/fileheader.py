@@ -1,14 +1,23 @@
-"""The framing both snapshot files share: magic bytes, header length and CRC, JSON header.
+"""The framing snapshot files share: magic bytes, header length and CRC, JSON header,
+then named sections at aligned offsets the header records, each with its CRC32.
 
-Sections follow at offsets the header records; each index decides their layout.
+Each index decides what its header and sections hold.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import struct
+import tempfile
 import zlib
+from pathlib import Path
 from typing import IO, Any
+
+import numpy as np
+
+_ALIGN = 64
+_HEADER_ROOM = 4096  # sections start after a fixed room, so offsets are known first
 
 
 def encode_header(magic: bytes, header: dict[str, Any]) -> bytes:
@@ -30,3 +39,62 @@ def read_header(fh: IO[bytes], magic: bytes, what: str) -> dict[str, Any]:
     if not isinstance(header, dict):
         raise TypeError("header is not an object")
     return header
+
+
+def write_sections(
+    path: Path, magic: bytes, header: dict[str, Any], sections: dict[str, bytes]
+) -> None:
+    """Write ``header`` (plus a ``sections`` table) and the sections atomically: a
+    temporary file beside ``path``, fsync, rename."""
+    header = {**header, "sections": []}
+    offset = _HEADER_ROOM
+    for name, blob in sections.items():
+        header["sections"].append(
+            {"name": name, "offset": offset, "nbytes": len(blob), "crc32": zlib.crc32(blob)}
+        )
+        offset += -(-len(blob) // _ALIGN) * _ALIGN
+    prefix = encode_header(magic, header)
+    assert len(prefix) <= _HEADER_ROOM, "header outgrew its reserved room"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(prefix)
+            for section, blob in zip(header["sections"], sections.values(), strict=True):
+                out.seek(section["offset"])
+                out.write(blob)
+            last = header["sections"][-1]
+            out.truncate(last["offset"] + last["nbytes"])
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_sections(
+    path: Path, magic: bytes, what: str, *, mmap: bool
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The header and the sections (uint8 arrays, memory-mapped copy-on-write when
+    ``mmap``) of a file written by :func:`write_sections`, every byte checked against
+    its CRC: a corrupt graph could crash a native library, not just mis-rank.
+
+    Raises ValueError (or KeyError/TypeError on a malformed header) if the file is not
+    one, or is truncated or corrupt."""
+    size = path.stat().st_size
+    with path.open("rb") as fh:
+        header = read_header(fh, magic, what)
+    blobs: dict[str, np.ndarray] = {}
+    for section in header["sections"]:
+        offset, nbytes = int(section["offset"]), int(section["nbytes"])
+        if offset + nbytes > size:
+            raise ValueError(f"truncated: {size} bytes, a section ends at {offset + nbytes}")
+        blob = (
+            np.memmap(path, np.uint8, "c", offset, (nbytes,))
+            if mmap and nbytes
+            else np.fromfile(path, np.uint8, nbytes, offset=offset)
+        )
+        if zlib.crc32(blob.data) != section["crc32"]:
+            raise ValueError(f"section {section['name']!r} is corrupt")
+        blobs[section["name"]] = blob
+    return header, blobs

@@ -24,26 +24,37 @@ the ``rerank`` callback and 200 candidates to get there, and fails on noisier
 data) or ``"f32"``. Scores are cosines between the compact vectors; pass
 ``rerank`` to get exact cosines from the full vectors for the top candidates.
 
-A lock serialises every call, so one index can serve several threads.
+The graph checks its own recall@10 where it runs (``recall.py``): after a build and
+after loading a snapshot built on another CPU or usearch version, on a seeded sample,
+and once it has served 64 unfiltered queries, on those, in a background thread. It
+widens its beam until both reach 0.98 against its own exact scan, or else searches
+exactly from then on, with a warning.
 
-One class holds both layouts and their persistence (~670 lines, over our usual size:
+A lock serialises every call, so one index can serve several threads (the background
+check takes it in short holds).
+
+One class holds both layouts and their persistence (~760 lines, over our usual size:
 the layouts share every entry point); the compact vectors and exact scans live in
-``compact.py`` and the recall self-check in ``recall.py``.
+``compact.py``, the recall self-check's measures in ``recall.py`` and the file
+framing in ``fileheader.py``.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import struct
-import tempfile
 import threading
 import warnings
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
+# duckdb before usearch, on purpose: usearch's extension carries its own copy of C++
+# runtime code, whose unique symbols bind process-wide when it is the first to load
+# libstdc++; a later `import onnxruntime` then dies with SIGSEGV, and pyarrow segfaults
+# converting time-zoned timestamps. duckdb loads the system libstdc++ first, and every
+# hybridkb process has it (pyarrow would too, but a search does not otherwise need it).
+import duckdb  # noqa: F401
 import numpy as np
 from usearch.compiled import MetricKind, ScalarKind
 from usearch.index import Index
@@ -59,10 +70,21 @@ from .compact import (
     prefer_scan,
     ranked,
     scan,
-    top_per_query,
 )
-from .fileheader import encode_header, read_header
-from .recall import RECALL_K, RECALL_TARGET, build_environment, check, sample_queries
+from .fileheader import read_sections, write_sections
+from .recall import (
+    AUDIT_QUERIES,
+    AUDIT_REGROWTH,
+    RECALL_K,
+    RECALL_TARGET,
+    QueryLog,
+    QuerySet,
+    build_environment,
+    check,
+    exact_neighbours,
+    in_background,
+    sample_queries,
+)
 
 DEFAULT_HNSW_THRESHOLD = 20_000
 # HNSW parameters (bench/vector.py, bench/index_scale.py). Recall@10 against exact
@@ -94,8 +116,6 @@ _QUANTIZATIONS = ("f32", "i8", "b1")
 _USEARCH_DTYPE = {"f32": ScalarKind.F32, "i8": ScalarKind.I8, "b1": ScalarKind.B1}
 _MAGIC = b"HKBVIDX\x01"
 _FORMAT_VERSION = 1
-_ALIGN = 64
-_HEADER_ROOM = 4096
 # A graph search wider than this is slower than scanning the permitted rows.
 _MAX_OVERSAMPLED = 20_000
 # Rows fetched from the graph per exact-scan batch, bounding temporary memory.
@@ -156,11 +176,16 @@ class VectorIndex:
         self._hnsw_mapped: np.ndarray | None = None  # the file bytes a viewed graph lives in
         self._lock = threading.RLock()
         # Set by the recall self-check (recall.py): the beam multiplier that reached the
-        # target on this machine, the recall measured, and whether to scan exactly instead.
+        # target on this machine, the recall measured (on the last check, and on the
+        # queries served), and whether to scan exactly instead.
         self.beam_factor = 1
         self.verified_recall: float | None = None
+        self.served_recall: float | None = None
         self.exact_only = False
         self.built_on: dict[str, str] | None = None
+        self._log = QueryLog(self._width, self._dtype)
+        self._audited_rows = 0
+        self._audit_thread: threading.Thread | None = None
 
     # -- size and membership -------------------------------------------------------
 
@@ -268,60 +293,143 @@ class VectorIndex:
         self.built_on = build_environment(str(index.hardware_acceleration))
         self.verify_recall()
 
-    # -- recall self-check -----------------------------------------------------------
+    # -- recall self-check (recall.py) -------------------------------------------------
 
-    def _graph_batches(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """(keys, compact rows) of every stored vector of the graph, in batches."""
-        index = cast(Index, self._hnsw)
-        keys = np.asarray(index.keys).view(np.int64)
-        for start in range(0, len(keys), _SCAN_BATCH):
-            batch = keys[start : start + _SCAN_BATCH]
-            got = index.get(batch.view(np.uint64), dtype=_USEARCH_DTYPE[self.quantization])
-            rows = np.stack(cast(tuple[np.ndarray, ...], got)).reshape(len(batch), self._width)
-            yield batch, rows.view(self._dtype)
+    def _graph_batches(
+        self, graph: Index | None = None, batch: int = _SCAN_BATCH
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(keys, compact rows) of every stored vector of the graph, in batches; the lock
+        is held per batch, so a background check lets searches through in between."""
+        index = cast(Index, graph if graph is not None else self._hnsw)
+        with self._lock:
+            keys = np.asarray(index.keys).view(np.int64).copy()
+        for start in range(0, len(keys), batch):
+            with self._lock:
+                part = keys[start : start + batch]
+                part = part[np.asarray(index.contains(part.view(np.uint64)), dtype=bool)]
+                if not len(part):
+                    continue
+                got = index.get(part.view(np.uint64), dtype=_USEARCH_DTYPE[self.quantization])
+            rows = np.stack(cast(tuple[np.ndarray, ...], got)).reshape(len(part), self._width)
+            yield part, rows.view(self._dtype)
+
+    def _checkable(self) -> Index | None:
+        if self._hnsw is None or len(self._hnsw) < 4 * RECALL_K or self.quantization == "b1":
+            return None  # flat (exact), too small to measure, or re-ranked sign bits
+        return self._hnsw
 
     def verify_recall(self, *, seed: int = 0) -> float | None:
-        """Measure the graph's recall@10 on a seeded sample against an exact scan, widen
-        the beam until it reaches RECALL_TARGET, else search exactly (with a warning).
+        """Measure the graph's recall@10 on a seeded sample (and on the queries served so
+        far, once :data:`~hybridkb.index.recall.AUDIT_QUERIES` have been) against an
+        exact scan, widen the beam until it reaches RECALL_TARGET, else search exactly
+        (with a warning).
 
         Returns the recall reached (None for the flat layout, which is exact)."""
         with self._lock:
-            if self._hnsw is None or len(self._hnsw) < 4 * RECALL_K or self.quantization == "b1":
+            graph = self._checkable()
+            if graph is None:
                 return None
-            sample_rows = next(self._graph_batches())[1]
-            queries = sample_queries(sample_rows.astype(np.float32), seed)
-            q_enc = encode(queries, self.quantization)
-            best_keys = np.empty((len(q_enc), 0), np.int64)
-            best_scores = np.empty((len(q_enc), 0), np.float32)
-            for keys, rows in self._graph_batches():
-                found, scores = top_per_query(rows, q_enc, RECALL_K, self.quantization, self.dim)
-                best_keys = np.concatenate([best_keys, keys[found]], axis=1)
-                best_scores = np.concatenate([best_scores, scores], axis=1)
-                keep = np.argsort(-best_scores, axis=1)[:, :RECALL_K]
-                best_keys = np.take_along_axis(best_keys, keep, axis=1)
-                best_scores = np.take_along_axis(best_scores, keep, axis=1)
-            best = list(zip(best_keys, best_scores, strict=True))
-            exact = [set(k.tolist()) for k, _ in best]
-            index = self._hnsw
-            n = len(index)
+            rows = next(self._graph_batches(graph))[1]
+            sets = {
+                "sample": encode(sample_queries(rows.astype(np.float32), seed), self.quantization)
+            }
+            if self._log.seen >= AUDIT_QUERIES:
+                sets["served"] = self._log.queries()
+            return self._check(graph, sets, start=1)
 
-            def search(q: np.ndarray, factor: int) -> list[int]:
-                index.expansion_search = expansion_search_for(n) * factor  # type: ignore[misc]
-                return [int(k) for k in np.asarray(index.search(q, RECALL_K).keys).view(np.int64)]
+    def audit(self) -> float | None:
+        """Check recall@10 on the queries this index has served (the last
+        :data:`~hybridkb.index.recall.AUDIT_QUERIES`), widening the beam from where it is
+        or falling back to the exact scan; run in a background thread once that many
+        queries have been served, and again when the graph has doubled since.
 
-            outcome = check(search, exact, q_enc)
+        Returns the recall reached, or None when there is nothing to check."""
+        with self._lock:
+            graph = self._checkable()
+            if graph is None or self._log.seen < AUDIT_QUERIES:
+                return None
+            served, start = self._log.queries(), self.beam_factor
+        return self._check(graph, {"served": served}, start=start)
+
+    def wait_for_audit(self, timeout: float | None = None) -> None:
+        """Wait for a running background audit (benchmarks and tests)."""
+        thread = self._audit_thread
+        if thread is not None:
+            thread.join(timeout)
+
+    def recall_report(self) -> dict[str, Any]:
+        """What the self-check decided here: beam, recall measured, exact fallback."""
+        with self._lock:
+            graph = self._hnsw
+            return {
+                "layout": self.layout,
+                "rows": len(self),
+                "exact_only": self.exact_only,
+                "beam_factor": self.beam_factor,
+                "expansion_search": None
+                if graph is None
+                else expansion_search_for(len(graph)) * self.beam_factor,
+                "verified_recall": self.verified_recall,
+                "served_recall": self.served_recall,
+                "queries_seen": self._log.seen,
+                "kernel": None if graph is None else str(graph.hardware_acceleration),
+                "built_on": self.built_on,
+            }
+
+    def _audit_due(self) -> bool:
+        graph = self._checkable()
+        if graph is None or self._log.seen < AUDIT_QUERIES:
+            return False
+        if self._audit_thread is not None and self._audit_thread.is_alive():
+            return False
+        return self.served_recall is None or len(graph) >= AUDIT_REGROWTH * self._audited_rows
+
+    def _start_audit(self) -> None:
+        self._audit_thread = in_background(self.audit, "hybridkb-vector-recall-audit")
+
+    def _check(self, graph: Index, sets: dict[str, np.ndarray], *, start: int) -> float:
+        """Run :func:`~hybridkb.index.recall.check` on ``graph`` with beam factors from
+        ``start``, then apply the outcome unless the graph was replaced meanwhile."""
+        n = len(graph)
+        # One pass over the stored rows for every set, in short lock holds so that a
+        # background check lets searches through.
+        every = np.concatenate(list(sets.values()))
+        batches = self._graph_batches(graph, _SCAN_BATCH // 8)
+        truth = exact_neighbours(batches, every, self.quantization, self.dim)
+        ends = np.cumsum([len(queries) for queries in sets.values()])
+        exact = dict(zip(sets, np.split(np.array(truth, dtype=object), ends[:-1]), strict=True))
+
+        def search(q: np.ndarray, factor: int) -> list[int]:
+            with self._lock:
+                graph.expansion_search = expansion_search_for(n) * factor  # type: ignore[misc]
+                found = graph.search(q, RECALL_K)
+            return [int(k) for k in np.asarray(found.keys).view(np.int64)]
+
+        outcome = check(
+            search,
+            [QuerySet(name, queries, list(exact[name])) for name, queries in sets.items()],
+            start=start,
+        )
+        with self._lock:
+            if self._hnsw is not graph:
+                return outcome.recall  # replaced (rebuilt, copied for a write): checked anew
             self.verified_recall = round(outcome.recall, 4)
+            if "served" in outcome.by_set:
+                self.served_recall = outcome.by_set["served"]
+                self._audited_rows = n
             if outcome.ok:
                 self.beam_factor = outcome.beam_factor
                 return outcome.recall
+            # Fall back before warning: a warning turned into an error must not keep the graph.
+            self._to_exact_scan()
+            measured = ", ".join(f"{v:.3f} on the {k} queries" for k, v in outcome.by_set.items())
             warnings.warn(
-                f"vector index: HNSW recall@10 {outcome.recall:.3f} is below {RECALL_TARGET} on "
-                f"this machine ({index.hardware_acceleration}); searching exactly instead "
-                "(right, but slower)",
+                f"vector index: HNSW recall@10 {measured} is below {RECALL_TARGET} at "
+                f"{n:,} rows on this machine ({graph.hardware_acceleration}) even with a "
+                f"{outcome.beam_factor}x beam; searching exactly instead (right, but slower)",
                 RuntimeWarning,
                 stacklevel=2,
             )
-            self._to_exact_scan()
             return outcome.recall
 
     def _to_exact_scan(self) -> None:
@@ -404,14 +512,18 @@ class VectorIndex:
         with self._lock:
             if allowed is not None:
                 keys, scores = self._search_allowed(q_enc, pool, allowed)
-            elif self._flat is not None:
-                f = self._flat
-                rows, scores = scan(
-                    f.rows[: f.n], f.inv_norms[: f.n], q_enc, pool, self.quantization, self.dim
-                )
-                keys = f.keys[rows]
             else:
-                keys, scores = self._search_graph(q_enc, pool, None)
+                self._log.record(q_enc)  # the self-check's sample of real queries
+                if self._flat is not None:
+                    f = self._flat
+                    rows, scores = scan(
+                        f.rows[: f.n], f.inv_norms[: f.n], q_enc, pool, self.quantization, self.dim
+                    )
+                    keys = f.keys[rows]
+                else:
+                    keys, scores = self._search_graph(q_enc, pool, None)
+                    if self._audit_due():
+                        self._start_audit()
         if rerank is not None and len(keys):
             scores = self._exact_scores(q, keys, rerank)
         return ranked(keys, scores, k)
@@ -578,34 +690,13 @@ class VectorIndex:
                 "exact_only": self.exact_only,
                 "beam_factor": self.beam_factor,
                 "verified_recall": self.verified_recall,
+                "served_recall": self.served_recall,
+                "audited_rows": self._audited_rows,
                 "built_on": self.built_on,
                 "layout": self.layout,
                 "count": len(self),
-                "sections": [],
             }
-        offset = _HEADER_ROOM  # sections start after a fixed room, so offsets are known first
-        for name, blob in sections.items():
-            header["sections"].append(
-                {"name": name, "offset": offset, "nbytes": len(blob), "crc32": zlib.crc32(blob)}
-            )
-            offset += -(-len(blob) // _ALIGN) * _ALIGN
-        prefix = encode_header(_MAGIC, header)
-        assert len(prefix) <= _HEADER_ROOM, "header outgrew its reserved room"
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(prefix)
-                for section, blob in zip(header["sections"], sections.values(), strict=False):
-                    out.seek(section["offset"])
-                    out.write(blob)
-                last = header["sections"][-1]
-                out.truncate(last["offset"] + last["nbytes"])
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_sections(path, _MAGIC, header, sections)
 
     @classmethod
     def load(cls, path: str | Path, *, mmap: bool = True) -> VectorIndex:
@@ -625,10 +716,8 @@ class VectorIndex:
             FileNotFoundError: If the file does not exist.
         """
         path = Path(path)
-        size = path.stat().st_size
         try:
-            with path.open("rb") as fh:
-                header = read_header(fh, _MAGIC, "vector index")
+            header, blobs = read_sections(path, _MAGIC, "vector index", mmap=mmap)
             if header["version"] != _FORMAT_VERSION:
                 raise ValueError(f"unsupported format version {header['version']!r}")
             index = cls(
@@ -636,22 +725,6 @@ class VectorIndex:
                 quantization=header["quantization"],
                 hnsw_threshold=int(header["hnsw_threshold"]),
             )
-            blobs: dict[str, np.ndarray] = {}
-            for section in header["sections"]:
-                offset, nbytes = int(section["offset"]), int(section["nbytes"])
-                if offset + nbytes > size:
-                    raise ValueError(
-                        f"truncated: {size} bytes, a section ends at {offset + nbytes}"
-                    )
-                blob = (
-                    np.memmap(path, np.uint8, "c", offset, (nbytes,))
-                    if mmap and nbytes
-                    else np.fromfile(path, np.uint8, nbytes, offset=offset)
-                )
-                # Check every byte: a corrupt graph could crash usearch, not just mis-rank.
-                if zlib.crc32(blob.data) != section["crc32"]:
-                    raise ValueError(f"section {section['name']!r} is corrupt")
-                blobs[section["name"]] = blob
             index._restore(header, blobs, mmap)
             return index
         except (
@@ -675,6 +748,9 @@ class VectorIndex:
                 raise ValueError("section sizes do not match the row count")
             self._flat = FlatRows(rows.reshape(count, self._width), inv_norms, keys)
             self.exact_only = bool(header.get("exact_only", False))
+            self.verified_recall = header.get("verified_recall")
+            self.served_recall = header.get("served_recall")
+            self.built_on = header.get("built_on")
             return
         graph = self._new_hnsw()
         if mmap:
@@ -690,7 +766,12 @@ class VectorIndex:
         self.built_on = header.get("built_on")
         here = build_environment(str(graph.hardware_acceleration))
         if self.built_on != here:
-            # Built on another CPU or usearch: its recall here is unknown until measured.
+            # Built on another CPU or usearch: its recall here is unknown until measured
+            # (on the sample now, on the queries served once there are enough of them).
             self.built_on = here
             self.beam_factor = 1
+            self.verified_recall = None
             self.verify_recall()
+        else:
+            self.served_recall = header.get("served_recall")
+            self._audited_rows = int(header.get("audited_rows") or 0)
