@@ -25,8 +25,9 @@ from hybridkb.analysis import analyze
 from hybridkb.storage.duckdb.rows import timestamp
 
 # Modules a search must not import: torch and LangChain are for other front ends and
-# the one-off export; pydantic-settings, pyarrow, pytz, the graph and the wire client
-# only cost start-up time there.
+# the one-off export; pydantic-settings, pyarrow, pytz, the graph, the wire client and
+# ingest (the loaders, the files it opens, the embedding cache in SQLite) only cost
+# start-up time there.
 OFF_THE_SEARCH_PATH = [
     "torch",
     "sentence_transformers",
@@ -37,6 +38,11 @@ OFF_THE_SEARCH_PATH = [
     "hybridkb.graph",
     "hybridkb.serve.client",
     "pyarrow",
+    "hybridkb.ingest",
+    "hybridkb.loaders",
+    "hybridkb.files",
+    "hybridkb.embed_cache",
+    "sqlite3",
 ]
 
 SCRIPT = """\
@@ -109,6 +115,83 @@ def test_the_graph_of_a_read_only_knowledge_base_is_attached_on_first_use(
     with hybridkb.connect(db, model="fake", read_only=True) as reader:
         assert reader.graph.stats() == written
         assert reader.graph is reader.graph
+
+
+# -- what runs before numpy and pydantic ---------------------------------------------
+
+
+def imported_by(code: str, env: dict[str, str] | None = None) -> dict[str, object]:
+    """Run ``code`` in a fresh interpreter; it prints one JSON line, returned here."""
+    tuned = ("OPENBLAS_NUM_THREADS", "PYDANTIC_DISABLE_PLUGINS")  # a shell may set these
+    clean = {k: v for k, v in os.environ.items() if k not in tuned}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**clean, **(env or {})},
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
+    return result
+
+
+def test_importing_the_command_line_starts_neither_numpy_nor_pydantic() -> None:
+    # cli.tune_process sets OpenBLAS's threads and pydantic's plugins up in main(), which
+    # only works while neither is loaded: `import hybridkb.cli` must not load them.
+    found = imported_by(
+        "import json, sys, hybridkb.cli; "
+        "print(json.dumps({'loaded': [m for m in ('numpy', 'pydantic') if m in sys.modules]}))"
+    )
+    assert found == {"loaded": []}
+
+
+def test_the_program_tunes_its_process_and_a_caller_keeps_its_own() -> None:
+    code = (
+        "import gc, json, os, sys\n"
+        "from hybridkb.cli import main\n"
+        "before = gc.get_threshold()\n"
+        "main(['--help'])\n"  # a caller passing argv
+        "kept = gc.get_threshold() == before and gc.get_freeze_count() == 0\n"
+        "sys.argv = ['hybridkb', '--version']\n"
+        "main()\n"  # the program
+        "print(json.dumps({'kept': kept, 'threshold': gc.get_threshold()[0],"
+        " 'frozen': gc.get_freeze_count() > 0,"
+        " 'blas': os.environ.get('OPENBLAS_NUM_THREADS'),"
+        " 'plugins': os.environ.get('PYDANTIC_DISABLE_PLUGINS')}))\n"
+    )
+    tuned = imported_by(code, {"OPENBLAS_NUM_THREADS": "3"})
+    assert tuned == {
+        "kept": True,
+        "threshold": 50_000,
+        "frozen": True,
+        "blas": "3",  # the user's own value wins
+        "plugins": "__all__",
+    }
+
+
+def test_the_package_imports_its_names_on_first_use() -> None:
+    found = imported_by(
+        "import json, sys, hybridkb; "
+        "before = sorted(m for m in sys.modules if m.startswith('hybridkb.')); "
+        "from hybridkb import connect, KnowledgeBase; "
+        "print(json.dumps({'before': before, 'numpy': 'numpy' in sys.modules}))"
+    )
+    assert found == {"before": [], "numpy": True}
+
+
+def test_every_public_name_is_its_module_s_own() -> None:
+    import importlib
+
+    assert sorted(hybridkb.EXPORTS) == hybridkb.__all__
+    for name, module in hybridkb.EXPORTS.items():
+        assert getattr(hybridkb, name) is getattr(
+            importlib.import_module(f"hybridkb.{module}"), name
+        )
+    assert set(hybridkb.__all__) <= set(dir(hybridkb))
+    with pytest.raises(AttributeError, match="no_such_name"):
+        hybridkb.no_such_name  # noqa: B018
 
 
 # -- the ASCII tokenizer ---------------------------------------------------------------

@@ -10,6 +10,8 @@ import pytest
 
 import hybridkb
 from hybridkb.index import derived
+from hybridkb.index.keyword import KeywordIndex
+from hybridkb.index.vector import VectorIndex
 from hybridkb.storage.duckdb import memory as duckdb_storage
 
 TEXTS = ["alpha beta gamma", "delta epsilon", "zeta eta theta", "beta delta"]
@@ -156,3 +158,97 @@ def test_a_snapshot_of_an_older_format_is_rebuilt_not_read(tmp_path: Path) -> No
         "c1.meta.json",
         "c1.vector.bin",
     ]
+
+
+# -- the vector index's recall decisions are saved with the snapshot --------------------
+
+
+def _graph_indexes(generation: int = 3, rows: int = 300) -> derived.CollectionIndexes:
+    """Indexes whose vector index is a graph (HNSW) that checked its own recall."""
+    rng = np.random.default_rng(0)
+    keys = np.arange(1, rows + 1, dtype=np.int64)
+    vectors = rng.standard_normal((rows, 16)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    keyword = KeywordIndex()
+    keyword.add(keys.tolist(), [["term"]] * rows)
+    vector = VectorIndex(16, hnsw_threshold=rows // 2)
+    vector.add(keys, vectors)
+    assert vector.layout == "hnsw" and vector.recall_report()["verified_recall"] is not None
+    return derived.CollectionIndexes(keyword, vector, generation)
+
+
+def test_a_changed_recall_decision_is_saved_without_the_keyword_file(tmp_path: Path) -> None:
+    indexes = _graph_indexes()
+    assert indexes.saved_generation == -1  # never saved
+    derived.save_snapshot(tmp_path, 1, indexes)
+    assert indexes.saved_generation == 3
+    indexes.vector.search(np.ones(16, np.float32), 5)  # a query served is no decision
+    assert indexes.saved_generation == 3
+
+    loaded = derived.load_snapshot(tmp_path, 1, generation=3, chunks=300)
+    assert loaded is not None and loaded.saved_generation == 3
+    loaded.vector.beam_factor = 2  # what a check of the served queries may decide
+    assert loaded.saved_generation == -1  # Derived.save() writes it at close
+    keyword_file = tmp_path / "c1.keyword.bin"
+    before = keyword_file.stat()
+    derived.save_snapshot(tmp_path, 1, loaded)
+    after = keyword_file.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert loaded.saved_generation == 3
+
+    again = derived.load_snapshot(tmp_path, 1, generation=3, chunks=300)
+    assert again is not None and again.saved_generation == 3
+    assert again.vector.beam_factor == 2
+    assert again.keyword.search(["term"], 3) == loaded.keyword.search(["term"], 3)
+
+
+def test_a_snapshot_checked_again_on_another_machine_is_saved_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    derived.save_snapshot(tmp_path, 1, _graph_indexes())
+    # Another CPU or usearch version: the loaded graph checks its recall again.
+    import hybridkb.index.vector as vector_module
+
+    here = vector_module.build_environment
+
+    def elsewhere(isa: str) -> dict[str, str]:
+        return {**here(isa), "isa": "another-cpu"}
+
+    checks: list[int] = []
+    verify = VectorIndex.verify_recall
+
+    def counted(self: VectorIndex, *, seed: int = 0) -> float | None:
+        checks.append(1)
+        return verify(self, seed=seed)
+
+    monkeypatch.setattr(vector_module, "build_environment", elsewhere)
+    monkeypatch.setattr(VectorIndex, "verify_recall", counted)
+    moved = derived.load_snapshot(tmp_path, 1, generation=3, chunks=300)
+    assert moved is not None and len(checks) == 1
+    assert moved.saved_generation == -1  # the check's outcome is not on disk yet
+    derived.save_snapshot(tmp_path, 1, moved)
+    later = derived.load_snapshot(tmp_path, 1, generation=3, chunks=300)
+    assert later is not None and len(checks) == 1  # the next process trusts the saved check
+    assert later.saved_generation == 3
+    assert later.vector.recall_report()["built_on"]["isa"] == "another-cpu"
+
+
+def test_a_snapshot_saved_before_decisions_were_kept_is_saved_again_by_a_writer(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "kb.duckdb"
+    _fill(db)
+    folder = tmp_path / "kb.duckdb.hkbidx"
+    meta_path = folder / "c1.meta.json"
+    meta = json.loads(meta_path.read_text())
+    del meta["recall"]  # the meta of an earlier version
+    meta_path.write_text(json.dumps(meta))
+    keyword_stamp = (folder / "c1.keyword.bin").stat().st_mtime_ns
+    with hybridkb.connect(db, model="fake", read_only=True) as kb:
+        kb.collection("Notes").search("beta", k=1, mode="keyword")
+    assert "recall" not in json.loads(meta_path.read_text())  # a reader writes nothing
+    with hybridkb.connect(db, model="fake") as kb:
+        kb.collection("Notes").search("beta", k=1, mode="keyword")
+    saved = json.loads(meta_path.read_text())
+    assert saved["recall"]["layout"] == "flat" and saved["generation"] == meta["generation"]
+    assert (folder / "c1.keyword.bin").stat().st_mtime_ns == keyword_stamp

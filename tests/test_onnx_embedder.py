@@ -186,6 +186,66 @@ def test_serving_graph_pools_and_normalises_inside(tmp_path: Path, opset: int) -
     assert np.allclose(got, expected, atol=1e-5)
 
 
+def _matmul_model(path: Path, scale: float) -> None:
+    """A one-MatMul model whose weights (64 KB) go to the side file of a mapped copy."""
+    import onnx
+
+    helper = onnx.helper
+    weights = (np.arange(128 * 128, dtype=np.float32).reshape(128, 128) % 7 - 3) * scale
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["b", 128])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["b", 128])],
+        [onnx.numpy_helper.from_array(weights, "w")],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def _run(path: Path) -> np.ndarray:
+    import onnxruntime as ort
+
+    x = np.linspace(-1, 1, 3 * 128, dtype=np.float32).reshape(3, 128)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return np.asarray(session.run(None, {"x": x})[0])
+
+
+def test_the_mapped_copy_computes_what_the_model_file_does(tmp_path: Path) -> None:
+    model = tmp_path / "model-serve.onnx"
+    _matmul_model(model, 1.0)
+    mapped = onnx_export.ensure_mapped(model)
+    assert mapped.parent == tmp_path / onnx_export.MAPPED_FOLDER
+    data = mapped.with_name(mapped.name + ".data")
+    assert data.stat().st_size >= 128 * 128 * 4  # the weights live beside the graph
+    assert mapped.stat().st_size < 4096
+    assert np.array_equal(_run(mapped), _run(model))
+    stamp = mapped.stat().st_mtime_ns
+    assert onnx_export.ensure_mapped(model) == mapped  # made once
+    assert mapped.stat().st_mtime_ns == stamp
+    assert not [p for p in mapped.parent.iterdir() if p.name.startswith(".tmp")]
+    data.unlink()  # half a copy is made again, and a killed writer's folder removed
+    (mapped.parent / ".tmp-killed").mkdir()
+    assert onnx_export.ensure_mapped(model) == mapped
+    assert data.exists() and np.array_equal(_run(mapped), _run(model))
+    assert not [p for p in mapped.parent.iterdir() if p.name.startswith(".tmp")]
+
+
+def test_a_rewritten_model_gets_a_new_mapped_copy(tmp_path: Path) -> None:
+    model = tmp_path / "model-serve.onnx"
+    other = tmp_path / "model-serve-int8-pc-1234abcd.onnx"  # a name the old copy's prefixes
+    _matmul_model(model, 1.0)
+    _matmul_model(other, 3.0)
+    first = onnx_export.ensure_mapped(model)
+    kept = onnx_export.ensure_mapped(other)
+    _matmul_model(model, 2.0)
+    os.utime(model, ns=(1, 1))  # a different file, whatever the clock says
+    second = onnx_export.ensure_mapped(model)
+    assert second != first and not first.exists()
+    assert not first.with_name(first.name + ".data").exists()
+    assert np.array_equal(_run(second), _run(model))
+    assert kept.exists() and np.array_equal(_run(kept), _run(other))
+
+
 def test_atomic_write_leaves_nothing_behind_on_failure(tmp_path: Path) -> None:
     def boom(tmp: Path) -> None:
         tmp.write_text("half")
@@ -352,6 +412,22 @@ def test_rows_are_unit_float32(fp32: onnx_mod.OnnxEmbedder) -> None:
 def test_embed_query_equals_embed_documents(fp32: onnx_mod.OnnxEmbedder) -> None:
     query = "how do assets lose worth over time?"
     assert np.array_equal(fp32.embed_query(query), fp32.embed_documents([query])[0])
+
+
+@pytest.mark.model
+def test_the_session_runs_the_mapped_copy_with_the_same_vectors(
+    fp32: onnx_mod.OnnxEmbedder,
+) -> None:
+    import onnxruntime as ort
+
+    mapped = onnx_export.ensure_mapped(fp32.onnx_path)
+    assert mapped.exists()  # made by the embedder's construction
+    plain = onnx_model.session(ort, fp32.onnx_path, 1)
+    names = [i.name for i in plain.get_inputs()]
+    spec = onnx_model.read_spec(fp32.model_id, onnx_model.model_folder(fp32.model_id))
+    ids, _ = onnx_model.encode(onnx_model.load_tokenizer(spec), ["mapped weights"], 256)
+    expected = plain.run(None, onnx_model.feed(names, ids, np.ones_like(ids)))[0][0]
+    assert np.array_equal(fp32.embed_query("mapped weights"), expected)
 
 
 @pytest.mark.model

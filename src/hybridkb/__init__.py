@@ -1,30 +1,71 @@
-"""hybridkb: a local-first hybrid (BM25 + vector) knowledge base for LLM agents and people."""
+"""hybridkb: a local-first hybrid (BM25 + vector) knowledge base for LLM agents and people.
 
-from .embedders import Embedder, FakeEmbedder
-from .errors import (
-    AccessDenied,
-    BackendError,
-    CollectionExists,
-    CollectionNotFound,
-    ConfigError,
-    DatabaseLocked,
-    DocumentNotFound,
-    EmbeddingMismatch,
-    ExtractionError,
-    IngestError,
-    InvalidFilter,
-    KBError,
-    MissingDependency,
-    ModelUnavailable,
-    UnsupportedFileType,
-)
-from .kb import Collection, KnowledgeBase
-from .opening import connect
-from .settings import Settings
-from .types import AddReport, CollectionInfo, DeleteReport, Hit
+The public names below are imported on first use (PEP 562), not by ``import hybridkb``:
+a submodule (``hybridkb.cli``, ``hybridkb.errors``, ...) then loads only what it needs,
+and the command line can set up its process before numpy starts (``cli.py`` says why).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .embedders import Embedder, FakeEmbedder
+    from .errors import (
+        AccessDenied,
+        BackendError,
+        CollectionExists,
+        CollectionNotFound,
+        ConfigError,
+        DatabaseLocked,
+        DocumentNotFound,
+        EmbeddingMismatch,
+        ExtractionError,
+        IngestError,
+        InvalidFilter,
+        KBError,
+        MissingDependency,
+        ModelUnavailable,
+        UnsupportedFileType,
+    )
+    from .kb import Collection, KnowledgeBase
+    from .opening import connect
+    from .settings import Settings
+    from .types import AddReport, CollectionInfo, DeleteReport, Hit
 
 __version__ = "0.1.0"
 
+# Where each public name is defined.
+EXPORTS = {
+    "AccessDenied": "errors",
+    "AddReport": "types",
+    "BackendError": "errors",
+    "Collection": "kb",
+    "CollectionExists": "errors",
+    "CollectionInfo": "types",
+    "CollectionNotFound": "errors",
+    "ConfigError": "errors",
+    "DatabaseLocked": "errors",
+    "DeleteReport": "types",
+    "DocumentNotFound": "errors",
+    "Embedder": "embedders",
+    "EmbeddingMismatch": "errors",
+    "ExtractionError": "errors",
+    "FakeEmbedder": "embedders",
+    "Hit": "types",
+    "IngestError": "errors",
+    "InvalidFilter": "errors",
+    "KBError": "errors",
+    "KnowledgeBase": "kb",
+    "MissingDependency": "errors",
+    "ModelUnavailable": "errors",
+    "Settings": "settings",
+    "UnsupportedFileType": "errors",
+    "connect": "opening",
+}
+
+# A literal list, so type checkers see what is exported (EXPORTS has the same names).
 __all__ = [
     "AccessDenied",
     "AddReport",
@@ -52,3 +93,16 @@ __all__ = [
     "UnsupportedFileType",
     "connect",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *EXPORTS})

@@ -13,7 +13,6 @@ import click
 from .errors import ConfigError, InvalidFilter, KBError
 from .frontend import to_json
 from .limits import MAX_DOCUMENTS_CHARS, parse_json
-from .storage.urls import is_postgres_url
 
 if TYPE_CHECKING:
     from .kb import KnowledgeBase
@@ -90,6 +89,10 @@ class State:
 
 def existing_duckdb_file(db: str) -> bool:
     """Readers open an existing DuckDB file read-only, so several can run at once."""
+    # Imported here: hybridkb.storage brings numpy, which `import hybridkb.cli` must not
+    # (cli.tune_process sets up OpenBLAS before numpy starts).
+    from .storage.urls import is_postgres_url
+
     if db == ":memory:" or is_postgres_url(db):
         return False
     path = db.removeprefix("duckdb://")

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .embed_cache import EmbeddingCache
 from .embedders import Embedder, Recipe, get_embedder, recipe_of
 from .errors import (
     BackendError,
@@ -25,7 +24,6 @@ from .errors import (
     KBError,
     ModelUnavailable,
 )
-from .ingest import IngestContext, ingest_paths, ingest_texts
 from .langid_model import set_cache_folder
 from .limits import MAX_NAME_CHARS
 from .rerank import Reranker, load_reranker
@@ -43,7 +41,11 @@ from .storage.base import (
 from .types import AddReport, CollectionInfo, DeleteReport, Hit
 
 if TYPE_CHECKING:
+    # Imported where they are used: ingest (the loaders, chunking, the files it opens)
+    # and the embedding cache (SQLite) are for adds, and a cold CLI search paid for them.
+    from .embed_cache import EmbeddingCache
     from .graph import Graph
+    from .ingest import IngestContext
 
 
 def check_name(name: str, what: str = "collection name") -> str:
@@ -217,6 +219,8 @@ class KnowledgeBase:
             # The cache is keyed by model id, which cannot tell two given models apart.
             return None
         if self._cache is None:
+            from .embed_cache import EmbeddingCache
+
             self._cache = EmbeddingCache(Path(self.settings.cache_dir))
         return self._cache
 
@@ -397,6 +401,8 @@ class Collection:
         return self._record
 
     def _context(self, allowed: Sequence[Path] | None = None) -> IngestContext:
+        from .ingest import IngestContext
+
         if self.kb.storage.read_only:
             # Refused before any file is read: every document would fail the same way.
             raise BackendError(
@@ -435,6 +441,8 @@ class Collection:
             if allowed_paths is not None
             else None
         )
+        from .ingest import ingest_paths
+
         return ingest_paths(self._context(allowed), list(paths), metadata)
 
     def add_texts(
@@ -444,6 +452,8 @@ class Collection:
         ids: Sequence[str] | None = None,
     ) -> AddReport:
         """Add raw texts as documents (ids default to a hash of the text)."""
+        from .ingest import ingest_texts
+
         return ingest_texts(self._context(), texts, metadatas, ids)
 
     def search(

@@ -181,13 +181,13 @@ class Settings(BaseModel):
 
 
 def _check_names(overrides: dict[str, object]) -> None:
-    import difflib
-
-    from .errors import ConfigError
-
-    known = sorted(Settings.model_fields)
     for name in overrides:
         if name not in Settings.model_fields:
+            import difflib
+
+            from .errors import ConfigError
+
+            known = sorted(Settings.model_fields)
             close = difflib.get_close_matches(name, known, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise ConfigError(

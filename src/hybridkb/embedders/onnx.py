@@ -20,6 +20,8 @@ Cache layout (one folder per model id and weights hash, so changed weights re-ex
                              mean pooling + L2 normalisation inside: what backend ``onnx`` runs
         model-serve-int8-*.onnx   dynamic int8 weights of model-serve.onnx, one per recipe
         .lock                held while exporting, so concurrent exporters wait
+        mapped/              what a session loads: copies of those with the weights in a
+                             side file that ONNX Runtime memory-maps (``ensure_mapped``)
 
 Every file is written to a temporary name and moved into place with ``os.replace``, so a
 reader never sees half a model, and the export is verified against torch before it is kept.
@@ -31,13 +33,13 @@ import contextlib
 import os
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import attempt_import
-from .onnx_export import DEFAULT_INT8, Int8Recipe, ensure_exported
+from ..errors import MissingDependency, attempt_import
+from .onnx_export import DEFAULT_INT8, Int8Recipe, ensure_exported, ensure_mapped
 from .onnx_model import (
     feed,
     load_tokenizer,
@@ -49,6 +51,11 @@ from .onnx_model import (
     spec_text,
 )
 from .recipe import Recipe
+
+if TYPE_CHECKING:
+    # Imported in _executor(): a query is one batch, and a cold search paid 2-10 ms for
+    # the pool's module (queue, concurrent.futures) it never starts.
+    from concurrent.futures import ThreadPoolExecutor
 
 
 def physical_cores() -> int:
@@ -152,7 +159,13 @@ class OnnxEmbedder:
         )
         self.workers = max(1, int(workers or physical_cores()))
         self.threads = max(1, int(threads))
-        self._session = session(ort, self.onnx_path, self.threads)
+        try:
+            served = ensure_mapped(self.onnx_path)  # loads ~4x faster (ensure_mapped says why)
+        except (OSError, MissingDependency):
+            # A cache that cannot take the copy, or no `onnx` package to write it (inference
+            # needs only onnxruntime): the same model from its own file, slower to load.
+            served = self.onnx_path
+        self._session = session(ort, served, self.threads)
         self._inputs = [i.name for i in self._session.get_inputs()]
         self._tokenizer = load_tokenizer(self._spec)
         # encode_batch_fast (tokenizers >= 0.21) skips the character offsets we never use.
@@ -170,6 +183,8 @@ class OnnxEmbedder:
         with self._pool_lock:
             # A forked child inherits the pool object but not its threads: make a new one.
             if self._pool is None or self._pool_pid != os.getpid():
+                from concurrent.futures import ThreadPoolExecutor
+
                 self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="hybridkb-onnx")
                 self._pool_pid = os.getpid()
             return self._pool

@@ -12,7 +12,9 @@ import json
 import logging
 import os
 import re
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -453,6 +455,56 @@ def ensure_exported(
                 _quantize(fp32, target, recipe)
                 step("quantised")
     return target
+
+
+MAPPED_FOLDER = "mapped"
+
+
+def ensure_mapped(model: Path) -> Path:
+    """A copy of ``model`` whose weights sit in a side file, made once; what serving loads.
+
+    ONNX Runtime copies the weights of a self-contained model file into its own memory
+    (twice: the file bytes, then the tensors), while it memory-maps a side file and uses
+    the pages of the OS file cache. With the float32 MiniLM a session took 0.29-0.38 s
+    and 53k page faults from the one file, 0.06-0.08 s and 11k from the pair (int8:
+    0.09 -> 0.03 s), with the same vectors: a fifth of a cold ``hybridkb search``.
+
+    The copy is named after the size and time of ``model``, so a model written again
+    gets a new one (and the old is removed). Layout: ``mapped/<stem>-<size>-<mtime>.onnx``
+    plus ``.onnx.data``; both are written in a temporary folder and moved into place, the
+    data first. A cache that cannot take the copy raises OSError.
+    """
+    st = model.stat()
+    folder = model.parent / MAPPED_FOLDER
+    twin = folder / f"{model.stem}-{st.st_size:x}-{st.st_mtime_ns:x}.onnx"
+    data = twin.with_name(twin.name + ".data")
+    if twin.exists() and data.exists():
+        return twin
+    onnx = attempt_import("onnx", "onnx")
+    folder.mkdir(exist_ok=True)
+    with export_lock(folder):
+        if twin.exists() and data.exists():  # another process made it while we waited
+            return twin
+        for stale in folder.glob(".tmp-*"):  # left by a killed writer; we hold the lock
+            shutil.rmtree(stale, ignore_errors=True)
+        proto = onnx.load(str(model))
+        with tempfile.TemporaryDirectory(prefix=".tmp-", dir=folder) as tmp:
+            onnx.save_model(
+                proto,
+                str(Path(tmp) / twin.name),
+                save_as_external_data=True,
+                all_tensors_to_one_file=True,
+                location=data.name,  # relative to the .onnx: the pair moves together
+                size_threshold=1024,
+            )
+            (Path(tmp) / data.name).touch()  # a model with no large tensor writes none
+            os.replace(Path(tmp) / data.name, data)
+            os.replace(Path(tmp) / twin.name, twin)
+        earlier = re.compile(re.escape(model.stem) + r"-[0-9a-f]+-[0-9a-f]+\.onnx(\.data)?")
+        for old in folder.iterdir():
+            if earlier.fullmatch(old.name) and old.name not in (twin.name, data.name):
+                old.unlink(missing_ok=True)  # the copy of an earlier file of that name
+    return twin
 
 
 @contextlib.contextmanager

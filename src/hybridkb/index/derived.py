@@ -22,13 +22,44 @@ from ..errors import KBError
 from .keyword import KeywordIndex
 from .vector import VectorIndex
 
+# What the vector index decided about its own recall and keeps in its file (recall.py):
+# the keys of VectorIndex.recall_report() a snapshot must carry to spare the next process
+# the checks (queries_seen, rows and the kernel are not decisions).
+RECALL_DECISIONS = (
+    "layout",
+    "exact_only",
+    "beam_factor",
+    "verified_recall",
+    "served_recall",
+    "built_on",
+)
+
+
+def recall_decisions(vector: VectorIndex) -> dict[str, Any]:
+    """The :data:`RECALL_DECISIONS` of ``vector.recall_report()``."""
+    report = vector.recall_report()
+    return {key: report[key] for key in RECALL_DECISIONS}
+
 
 @dataclass
 class CollectionIndexes:
     keyword: KeywordIndex
     vector: VectorIndex
     generation: int
-    saved_generation: int = field(default=-1)
+    # The generation and the recall decisions of the snapshot on disk, once saved or loaded.
+    on_disk: tuple[int, dict[str, Any] | None] | None = field(default=None, repr=False)
+
+    @property
+    def saved_generation(self) -> int:
+        """The generation of the snapshot on disk, or -1 when it no longer holds what
+        memory does: never saved, or the vector index changed its recall decisions since
+        (a wider beam or the exact scan after checking the queries it served, or a check
+        after a move to another CPU). Saving those spares every later process the check:
+        2.5 s at 100k chunks at each start on a machine the snapshot was not built on."""
+        if self.on_disk is None:
+            return -1
+        generation, decisions = self.on_disk
+        return generation if decisions == recall_decisions(self.vector) else -1
 
     def apply(
         self,
@@ -123,28 +154,37 @@ def _leftovers(folder: Path, collection_id: int) -> list[Path]:
 def save_snapshot(folder: Path, collection_id: int, indexes: CollectionIndexes) -> None:
     """Write both indexes, then the meta file that vouches for them (written last).
 
+    When only the vector index's recall decisions changed since the snapshot on disk
+    (no write since), the keyword file on disk is still this index's and is kept.
+
     One process saves at a time (the DuckDB file has one writer), so temporary files
     found here are leftovers of an interrupted save and are removed.
     """
     folder.mkdir(parents=True, exist_ok=True)
     paths = snapshot_paths(folder, collection_id)
+    unchanged = indexes.on_disk is not None and indexes.on_disk[0] == indexes.generation
     with suppress(FileNotFoundError):
         os.unlink(paths["meta"])  # never let an old meta vouch for new files mid-write
     for path in _leftovers(folder, collection_id):
         with suppress(FileNotFoundError):
             os.unlink(path)
-    indexes.keyword.save(paths["keyword"])
+    if not (unchanged and paths["keyword"].exists()):
+        indexes.keyword.save(paths["keyword"])
+    decisions = recall_decisions(indexes.vector)
     indexes.vector.save(paths["vector"])
     meta = {
         "generation": indexes.generation,
         "chunks": len(indexes.vector),
         # Binds the meta to this very keyword file (its token changes with every write).
         "keyword": indexes.keyword.state_token(),
+        # What the vector file says about recall: a load that decides otherwise (another
+        # CPU) or a later check makes the snapshot unsaved (saved_generation).
+        "recall": decisions,
     }
     tmp = paths["meta"].with_suffix(".tmp")
     tmp.write_text(json.dumps(meta), encoding="utf-8")
     os.replace(tmp, paths["meta"])
-    indexes.saved_generation = indexes.generation
+    indexes.on_disk = (indexes.generation, decisions)
 
 
 def load_snapshot(
@@ -169,7 +209,9 @@ def load_snapshot(
         return None
     if len(keyword) != chunks or len(vector) != chunks:
         return None
-    return CollectionIndexes(keyword, vector, generation, saved_generation=generation)
+    # A meta without "recall" (written before it was kept) counts as changed: saved once.
+    recall = meta.get("recall")
+    return CollectionIndexes(keyword, vector, generation, on_disk=(generation, recall))
 
 
 def drop_snapshot(folder: Path, collection_id: int) -> None:
