@@ -4,11 +4,23 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hybridkb.fusion import ranks, rrf, weighted, zscore
+from hybridkb.fusion import (
+    logistic,
+    order,
+    positions,
+    ranks,
+    rrf,
+    rrf_scores,
+    weighted,
+    weighted_scores,
+    zscore,
+    zscore_scores,
+)
 
 
 def test_rrf_scores_are_reciprocal_ranks() -> None:
@@ -110,3 +122,134 @@ def test_zscore_keeps_every_key_once_in_descending_order(
     fused = zscore(legs_)
     assert sorted(f.key for f in fused) == sorted({k for leg in legs_ for k, _ in leg})
     assert all(a.score >= b.score for a, b in zip(fused, fused[1:], strict=False))
+
+
+# -- the array forms against the per-key reference -----------------------------------
+# The fusions used to be per-key Python loops; they are now done on arrays. These are
+# those loops, kept as the reference the array forms must match.
+
+
+def _ref_rrf(legs_: list[list[tuple[int, float]]], k: int = 60) -> list[tuple[int, float]]:
+    scores: dict[int, float] = {}
+    best_rank: dict[int, int] = {}
+    order: dict[int, int] = {}
+    for leg in legs_:
+        for rank, (key, _score) in enumerate(leg, start=1):
+            scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
+            best_rank[key] = min(best_rank.get(key, rank), rank)
+            order.setdefault(key, len(order))
+    ranked = sorted(scores, key=lambda key: (-scores[key], best_rank[key], order[key]))
+    return [(key, scores[key]) for key in ranked]
+
+
+def _ref_weighted(
+    legs_: list[list[tuple[int, float]]], floors: list[float | None]
+) -> list[tuple[int, float]]:
+    weight = 1.0 / len(legs_)
+    scores: dict[int, float] = {}
+    order: dict[int, int] = {}
+    for leg, floor in zip(legs_, floors, strict=True):
+        if not leg:
+            continue
+        values = [s for _, s in leg]
+        low, high = min(values), max(values)
+        if floor is not None:
+            low = min(low, floor)
+        span = high - low
+        norm = {key: ((s - low) / span if span > 0 else 1.0) for key, s in leg}
+        for key, value in norm.items():
+            scores[key] = scores.get(key, 0.0) + weight * value
+            order.setdefault(key, len(order))
+    ranked = sorted(scores, key=lambda key: (-scores[key], order[key]))
+    return [(key, scores[key]) for key in ranked]
+
+
+def _ref_zscore(
+    legs_: list[list[tuple[int, float]]], floors: list[float | None]
+) -> list[tuple[int, float]]:
+    weight = 1.0 / len(legs_)
+    order: dict[int, int] = {}
+    for leg in legs_:
+        for key, _ in leg:
+            order.setdefault(key, len(order))
+    base = 0.0
+    gains = []
+    for leg, floor in zip(legs_, floors, strict=True):
+        if not leg:
+            continue
+        values = [s for _, s in leg]
+        missing = len(order) - len(leg)
+        if floor is not None:
+            values += [floor] * missing
+        mean = sum(values) / len(values)
+        sd = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
+        if sd == 0:
+            z = {key: 0.0 for key, _ in leg}
+            low = -1.0 if floor is not None and missing else 0.0
+        else:
+            z = {key: (s - mean) / sd for key, s in leg}
+            low = min((floor - mean) / sd if floor is not None else min(z.values()), *z.values())
+        base += weight * low
+        gains.append((z, low))
+    scores = dict.fromkeys(order, base)
+    for z, low in gains:
+        for key, value in z.items():
+            scores[key] += weight * (value - low)
+    ranked = sorted(scores, key=lambda key: (-scores[key], order[key]))
+    return [(key, 1.0 / (1.0 + math.exp(-scores[key]))) for key in ranked]
+
+
+def _same_ranking(got: list[tuple[int, float]], want: list[tuple[int, float]]) -> None:
+    """Same keys in the same order, scores equal to rounding; keys whose reference scores
+    tie to rounding may swap (summation order differs in the last bits)."""
+    assert sorted(k for k, _ in got) == sorted(k for k, _ in want)
+    ref = dict(want)
+    for (key, score), (want_key, want_score) in zip(got, want, strict=True):
+        assert score == pytest.approx(ref[key], rel=1e-9, abs=1e-12)
+        if key != want_key:
+            assert ref[key] == pytest.approx(want_score, rel=1e-9, abs=1e-12)
+
+
+scored_legs = st.lists(
+    st.lists(
+        st.tuples(
+            st.integers(0, 30), st.sampled_from([0.0, 0.5, 1.0, 2.0, 3.25, 7.0]) | st.floats(0, 100)
+        ),
+        max_size=20,
+        unique_by=lambda t: t[0],
+    ).map(lambda leg: sorted(leg, key=lambda t: -t[1])),
+    min_size=1,
+    max_size=3,
+)
+floor_choices = st.sampled_from([None, 0.0])
+
+
+@given(scored_legs, st.data())
+def test_the_array_forms_rank_as_the_per_key_loops_did(
+    legs_: list[list[tuple[int, float]]], data: st.DataObject
+) -> None:
+    floors = [data.draw(floor_choices) for _ in legs_]
+    # Keyword scores are never below the floor of 0 that a search gives the keyword leg.
+    fused = [(f.key, f.score) for f in zscore(legs_, floors=floors)]
+    _same_ranking(fused, _ref_zscore(legs_, floors))  # type: ignore[arg-type]
+    fused = [(f.key, f.score) for f in weighted(legs_, floors=floors)]
+    _same_ranking(fused, _ref_weighted(legs_, floors))  # type: ignore[arg-type]
+    assert [(f.key, f.score) for f in rrf(legs_)] == _ref_rrf(legs_)
+
+
+@given(scored_legs)
+def test_scores_on_positions_equal_the_listed_fusion(legs_: list[list[tuple[int, float]]]) -> None:
+    keys, at = positions(legs_)
+    values = [np.array([s for _, s in leg]) for leg in legs_]
+    raw = zscore_scores(values, at, len(keys))
+    assert [keys[i] for i in order(raw)] == [f.key for f in zscore(legs_)]
+    assert logistic(raw)[order(raw)].tolist() == [f.score for f in zscore(legs_)]
+    scores, best_rank = rrf_scores(at, len(keys))
+    assert [keys[i] for i in order(scores, best_rank)] == [f.key for f in rrf(legs_)]
+    mixed = weighted_scores(values, at, len(keys))
+    assert [keys[i] for i in order(mixed)] == [f.key for f in weighted(legs_)]
+
+
+def test_fused_entries_read_as_key_and_score() -> None:
+    top = zscore([[("a", 2.0), ("b", 1.0)]])[0]
+    assert (top.key, top.score) == top == ("a", top.score)

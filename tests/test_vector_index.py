@@ -606,3 +606,104 @@ def test_loading_the_index_first_leaves_pyarrow_timestamps_working() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout.strip()) == (0, "2026"), done.stderr[-500:]
+
+
+# -- the graph's copies: one norm, inner product, re-scored with the rows ---------------
+
+
+@pytest.mark.parametrize("quantization", ["i8", "f32"])
+def test_graph_hits_score_the_cosines_of_the_rows_the_flat_layout_scans(
+    quantization: str,
+) -> None:
+    index, keys, vectors = filled(1500, quantization=quantization, hnsw_threshold=400, seed=9)
+    flat = VectorIndex(DIM, quantization=quantization, hnsw_threshold=10**9)
+    flat.add(keys, vectors)
+    assert index.layout == "hnsw" and flat.layout == "flat"
+    found = 0
+    for query in unit_rows(20, seed=90):
+        got, want = index.search(query, 10), flat.search(query, 10)
+        exact = dict(flat.search(query, len(keys)))
+        for key, score in got:  # the same score for the same row, whichever layout found it
+            assert score == pytest.approx(exact[key], abs=1e-5)
+        found += len({k for k, _ in got} & {k for k, _ in want})
+    assert found / 200 >= 0.98
+
+
+def test_graph_copies_have_one_norm_and_rank_as_the_rows_do() -> None:
+    from hybridkb.index.compact import encode, graph_rows, graph_scale, inverse_norms
+
+    vectors = unit_rows(2000, seed=91)
+    enc = encode(vectors, "i8")
+    inv = inverse_norms(enc)
+    scale = graph_scale(inv)
+    copies = graph_rows(enc, inv, "i8", scale)
+    norms = np.linalg.norm(copies.astype(np.float32), axis=1)
+    # Scaled to the smallest row norm, so nothing clips and every copy has about that norm.
+    assert scale == pytest.approx(float(np.linalg.norm(enc.astype(np.float32), axis=1).min()))
+    assert np.abs(copies).max() <= 127
+    assert np.allclose(norms, scale, rtol=0.02)
+    # The inner product of the copies orders rows as the rows' cosine does, to rounding.
+    for query in encode(unit_rows(10, seed=92), "i8"):
+        by_copies = copies.astype(np.float32) @ query.astype(np.float32)
+        by_rows = (enc.astype(np.float32) @ query.astype(np.float32)) * inv
+        top = set(np.argsort(-by_rows)[:10].tolist())
+        assert len(top & set(np.argsort(-by_copies)[:30].tolist())) == 10
+
+
+def test_a_version_1_flat_file_still_reads_and_a_version_1_graph_does_not(tmp_path: Path) -> None:
+    from hybridkb.index.fileheader import write_sections
+
+    index, keys, vectors = filled(300, quantization="i8")
+    rows = index._rows
+    header = {
+        "version": 1,
+        "dim": DIM,
+        "quantization": "i8",
+        "hnsw_threshold": 20_000,
+        "exact_only": False,
+        "layout": "flat",
+        "count": len(keys),
+    }
+    sections = {
+        "keys": rows.keys[: rows.n].tobytes(),
+        "rows": rows.rows[: rows.n].tobytes(),
+        "inv_norms": rows.inv_norms[: rows.n].tobytes(),
+    }
+    write_sections(tmp_path / "old.idx", vector_module._MAGIC, header, sections)
+    old = VectorIndex.load(tmp_path / "old.idx")
+    for query in unit_rows(3, seed=93):
+        assert old.search(query, 10) == index.search(query, 10)
+    graph_header = {**header, "layout": "hnsw"}
+    write_sections(tmp_path / "graph.idx", vector_module._MAGIC, graph_header, {"hnsw": b"x"})
+    with pytest.raises(ValueError, match="format version 1"):
+        VectorIndex.load(tmp_path / "graph.idx")
+
+
+def test_the_index_loads_usearch_without_its_downloader_or_progress_bars() -> None:
+    code = (
+        "import sys, numpy as np\n"
+        "from hybridkb.index.vector import VectorIndex\n"
+        "index = VectorIndex(8, hnsw_threshold=50)\n"
+        "rows = np.random.default_rng(0).standard_normal((200, 8)).astype(np.float32)\n"
+        "rows /= np.linalg.norm(rows, axis=1, keepdims=True)\n"
+        "index.add(np.arange(200), rows)\n"
+        "assert index.layout == 'hnsw' and index.search(rows[3], 1)[0][0] == 3\n"
+        "print(sorted(m for m in ('urllib.request', 'ssl', 'tqdm', 'usearch.index')"
+        " if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout.strip()) == (0, "[]"), done.stderr[-2000:]
+
+
+def test_the_index_works_beside_usearch_imported_the_usual_way() -> None:
+    code = (
+        "import duckdb, numpy as np, usearch.index\n"
+        "from hybridkb.index.vector import VectorIndex\n"
+        "index = VectorIndex(8, hnsw_threshold=50)\n"
+        "rows = np.random.default_rng(0).standard_normal((200, 8)).astype(np.float32)\n"
+        "rows /= np.linalg.norm(rows, axis=1, keepdims=True)\n"
+        "index.add(np.arange(200), rows)\n"
+        "print(index.search(rows[3], 1)[0][0])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout.strip()) == (0, "3"), done.stderr[-2000:]

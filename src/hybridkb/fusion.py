@@ -2,21 +2,85 @@
 
 Legs are ranked lists of ``(key, score)`` pairs, best first. Keys are any hashable
 (the core uses ``(collection_id, chunk_key)``).
+
+Each fusion also has an array form (``*_scores``): leg scores as arrays and each leg's
+keys as positions in one list of every key (in order of first appearance), which is
+what the search path holds; ranking those scores with :func:`order` gives the same
+ranking as the list form.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
 
 Ranked = Sequence[tuple[Hashable, float]]
 
 
-@dataclass(frozen=True)
-class Fused:
+class Fused(NamedTuple):
     key: Hashable
     score: float
+
+
+def positions(legs: Sequence[Ranked]) -> tuple[list[Hashable], list[np.ndarray]]:
+    """Every key once in order of first appearance, and each leg's keys as positions
+    in that list."""
+    seen: dict[Hashable, int] = {}
+    for leg in legs:
+        for key, _ in leg:
+            if key not in seen:
+                seen[key] = len(seen)
+    at = seen.__getitem__
+    found = [np.fromiter(map(at, [key for key, _ in leg]), np.intp, len(leg)) for leg in legs]
+    return list(seen), found
+
+
+def _values(leg: Ranked) -> np.ndarray:
+    return np.fromiter((score for _, score in leg), np.float64, len(leg))
+
+
+def _checked(
+    n: int, weights: Sequence[float] | None, floors: Sequence[float | None] | None
+) -> tuple[Sequence[float], Sequence[float | None]]:
+    weights = weights or [1.0 / n] * n
+    floors = floors or [None] * n
+    if len(weights) != n or len(floors) != n:
+        raise ValueError("one weight and one floor per leg")
+    return weights, floors
+
+
+def order(scores: np.ndarray, *ties: np.ndarray) -> np.ndarray:
+    """Positions by score descending, then by each of ``ties`` ascending, then by
+    position (first appearance)."""
+    if not ties:
+        return np.argsort(-scores, kind="stable")
+    return np.lexsort((np.arange(len(scores)), *reversed(ties), -scores))
+
+
+def _listed(keys: list[Hashable], scores: np.ndarray, ranking: np.ndarray) -> list[Fused]:
+    return list(map(Fused, [keys[i] for i in ranking.tolist()], scores[ranking].tolist()))
+
+
+# -- reciprocal rank ---------------------------------------------------------------
+
+
+def rrf_scores(
+    at: Sequence[np.ndarray], size: int, *, k: int = 60, weights: Sequence[float] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """RRF scores of ``size`` keys, and each key's best single-leg rank (the tie-break)."""
+    weights = weights or [1.0] * len(at)
+    if len(weights) != len(at):
+        raise ValueError("one weight per leg")
+    scores = np.zeros(size)
+    best_rank = np.full(size, np.iinfo(np.int64).max, np.int64)
+    for pos, weight in zip(at, weights, strict=True):
+        ranks = np.arange(1, len(pos) + 1, dtype=np.int64)
+        # ufunc.at adds in index order: each key's sum runs leg by leg, as a loop would.
+        np.add.at(scores, pos, weight / (k + ranks))
+        np.minimum.at(best_rank, pos, ranks)
+    return scores, best_rank
 
 
 def rrf(
@@ -27,31 +91,39 @@ def rrf(
     Ties are broken by the best single-leg rank, then by first appearance, so the
     result is deterministic.
     """
-    weights = weights or [1.0] * len(legs)
-    if len(weights) != len(legs):
-        raise ValueError("one weight per leg")
-    scores: dict[Hashable, float] = {}
-    best_rank: dict[Hashable, int] = {}
-    order: dict[Hashable, int] = {}
-    for leg, weight in zip(legs, weights, strict=True):
-        for rank, (key, _score) in enumerate(leg, start=1):
-            scores[key] = scores.get(key, 0.0) + weight / (k + rank)
-            best_rank[key] = min(best_rank.get(key, rank), rank)
-            order.setdefault(key, len(order))
-    ranked = sorted(scores, key=lambda key: (-scores[key], best_rank[key], order[key]))
-    return [Fused(key, scores[key]) for key in ranked]
+    keys, at = positions(legs)
+    scores, best_rank = rrf_scores(at, len(keys), k=k, weights=weights)
+    return _listed(keys, scores, order(scores, best_rank))
 
 
-def _minmax(leg: Ranked, floor: float | None = None) -> dict[Hashable, float]:
-    if not leg:
-        return {}
-    values = [score for _, score in leg]
-    low, high = min(values), max(values)
+# -- min-max -------------------------------------------------------------------------
+
+
+def _minmax(values: np.ndarray, floor: float | None = None) -> np.ndarray:
+    low, high = float(values.min()), float(values.max())
     if floor is not None:
         low = min(low, floor)
     span = high - low
     # A single-valued leg carries no ranking signal beyond membership: give it 1.0.
-    return {key: ((score - low) / span if span > 0 else 1.0) for key, score in leg}
+    return (values - low) / span if span > 0 else np.ones_like(values)
+
+
+def weighted_scores(
+    values: Sequence[np.ndarray],
+    at: Sequence[np.ndarray],
+    size: int,
+    *,
+    weights: Sequence[float] | None = None,
+    floors: Sequence[float | None] | None = None,
+) -> np.ndarray:
+    """Min-max fused scores of ``size`` keys (see :func:`weighted`)."""
+    weights, floors = _checked(len(values), weights, floors)
+    scores = np.zeros(size)
+    for leg, pos, weight, floor in zip(values, at, weights, floors, strict=True):
+        if len(leg):
+            # A key repeated within a leg counts once, with its last score (as a dict would).
+            scores[pos] += weight * _minmax(leg, floor)
+    return scores
 
 
 def weighted(
@@ -68,37 +140,64 @@ def weighted(
     the leg's last hit keeps a near-tie a near-tie: with only two keyword hits, min-max
     would map the second to 0 however close it was to the first.
     """
-    weights = weights or [1.0 / len(legs)] * len(legs)
-    floors = floors or [None] * len(legs)
-    if len(weights) != len(legs) or len(floors) != len(legs):
-        raise ValueError("one weight and one floor per leg")
-    scores: dict[Hashable, float] = {}
-    order: dict[Hashable, int] = {}
-    for leg, weight, floor in zip(legs, weights, floors, strict=True):
-        for key, norm in _minmax(leg, floor).items():
-            scores[key] = scores.get(key, 0.0) + weight * norm
-            order.setdefault(key, len(order))
-    ranked = sorted(scores, key=lambda key: (-scores[key], order[key]))
-    return [Fused(key, scores[key]) for key in ranked]
+    keys, at = positions(legs)
+    scores = weighted_scores(
+        [_values(leg) for leg in legs], at, len(keys), weights=weights, floors=floors
+    )
+    return _listed(keys, scores, order(scores))
 
 
-def _zscores(leg: Ranked, floor: float | None, missing: int) -> tuple[dict[Hashable, float], float]:
+# -- standard scores -------------------------------------------------------------------
+
+
+def _zscores(values: np.ndarray, floor: float | None, missing: int) -> tuple[np.ndarray, float]:
     """Standard scores of a leg's hits, and what a key missing from it gets.
 
     With a ``floor`` the leg is complete: the ``missing`` candidates it did not return
     are known to score the floor, and count in the mean and spread like the hits."""
-    if not leg:
-        return {}, 0.0
-    values = [score for _, score in leg]
-    if floor is not None:
-        values += [floor] * missing
-    mean = sum(values) / len(values)
-    sd = (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5
+    extra = missing if floor is not None else 0
+    pad = floor if floor is not None else 0.0
+    count = len(values) + extra
+    mean = (float(values.sum()) + pad * extra) / count
+    sd = ((float(np.square(values - mean).sum()) + extra * (pad - mean) ** 2) / count) ** 0.5
     if sd == 0:
-        return {key: 0.0 for key, _ in leg}, (-1.0 if floor is not None and missing else 0.0)
-    z = {key: (score - mean) / sd for key, score in leg}
-    low = (floor - mean) / sd if floor is not None else min(z.values())
-    return z, min(low, min(z.values()))
+        return np.zeros_like(values), (-1.0 if floor is not None and missing else 0.0)
+    z = (values - mean) / sd
+    lowest = float(z.min())
+    low = (floor - mean) / sd if floor is not None else lowest
+    return z, min(low, lowest)
+
+
+def zscore_scores(
+    values: Sequence[np.ndarray],
+    at: Sequence[np.ndarray],
+    size: int,
+    *,
+    weights: Sequence[float] | None = None,
+    floors: Sequence[float | None] | None = None,
+) -> np.ndarray:
+    """Z-score fused scores of ``size`` keys before the logistic squash (see :func:`zscore`;
+    :func:`logistic` gives the scores it reports)."""
+    weights, floors = _checked(len(values), weights, floors)
+    # Every key starts from every leg's "missing" score; a leg that has it adds the rest.
+    base = 0.0
+    gains: list[tuple[np.ndarray, np.ndarray]] = []
+    for leg, pos, weight, floor in zip(values, at, weights, floors, strict=True):
+        if not len(leg):
+            continue
+        z, low = _zscores(leg, floor, size - len(leg))
+        base += weight * low
+        gains.append((pos, weight * (z - low)))
+    scores = np.full(size, base)
+    for pos, gain in gains:
+        scores[pos] += gain  # a key repeated within a leg counts once (its last score)
+    return scores
+
+
+def logistic(scores: np.ndarray) -> np.ndarray:
+    """Squash to (0, 1), keeping the order."""
+    squashed: np.ndarray = 1.0 / (1.0 + np.exp(-scores))
+    return squashed
 
 
 def zscore(
@@ -118,27 +217,11 @@ def zscore(
     sitting one standard deviation either side of their mean. SciFact train nDCG@10
     0.7457 vs 0.7425 for min-max (bench/quality.py --sweep).
     """
-    weights = weights or [1.0 / len(legs)] * len(legs)
-    floors = floors or [None] * len(legs)
-    if len(weights) != len(legs) or len(floors) != len(legs):
-        raise ValueError("one weight and one floor per leg")
-    order: dict[Hashable, int] = {}
-    for leg in legs:
-        for key, _ in leg:
-            order.setdefault(key, len(order))
-    # Every key starts from every leg's "missing" score; a leg that has it adds the rest.
-    base = 0.0
-    gains: list[tuple[float, dict[Hashable, float], float]] = []
-    for leg, weight, floor in zip(legs, weights, floors, strict=True):
-        z, low = _zscores(leg, floor, len(order) - len(leg))
-        base += weight * low
-        gains.append((weight, z, low))
-    scores: dict[Hashable, float] = dict.fromkeys(order, base)
-    for weight, z, low in gains:
-        for key, value in z.items():
-            scores[key] += weight * (value - low)
-    ranked = sorted(scores, key=lambda key: (-scores[key], order[key]))
-    return [Fused(key, 1.0 / (1.0 + math.exp(-scores[key]))) for key in ranked]
+    keys, at = positions(legs)
+    scores = zscore_scores(
+        [_values(leg) for leg in legs], at, len(keys), weights=weights, floors=floors
+    )
+    return _listed(keys, logistic(scores), order(scores))
 
 
 def ranks(leg: Ranked) -> dict[Hashable, tuple[int, float]]:

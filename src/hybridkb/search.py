@@ -2,7 +2,8 @@
 
 Backends only rank; this module embeds the query once per model, asks each
 collection for its legs, fuses them with ``hybridkb.fusion`` and dresses the
-winners as :class:`Hit` records.
+winners as :class:`Hit` records. A hybrid search runs its keyword legs in a helper
+thread beside its vector legs (``legs.py``), and holds the candidates as arrays.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from .analysis import analyze_query
 from .embedders import Embedder
 from .errors import ConfigError
 from .filters import Filter, parse_filter
+from .legs import HELPER, Key, Leg, union
 from .limits import MAX_K, MAX_QUERY_CHARS
 from .rerank import Reranker, rerank_hits
 from .settings import Settings
@@ -25,8 +27,7 @@ from .storage.base import CollectionRecord, Storage, document_node_id
 from .types import SEARCH_MODES, Hit
 
 MODES = SEARCH_MODES
-
-Key = tuple[int, int]  # (collection id, chunk key)
+__all__ = ["MODES", "Key", "Target", "feedback_leg", "hits_for", "run_search", "search_by_vector"]
 
 
 @dataclass
@@ -49,23 +50,35 @@ def check_query(query: str, k: int, mode: str) -> None:
         raise ConfigError(f"mode: unknown mode {mode!r}; use one of {', '.join(MODES)}")
 
 
-def _merge(lists: list[list[tuple[Key, float]]], limit: int) -> list[tuple[Key, float]]:
-    merged = [item for leg in lists for item in leg]
-    merged.sort(key=lambda kv: (-kv[1], kv[0]))
-    return merged[:limit]
+@dataclass(frozen=True)
+class Fusion:
+    """Two legs fused: every candidate once (``cids``, ``keys``, in order of first
+    appearance, keyword leg first), its fused ``scores``, the ranking (positions, best
+    first) and where each leg's entries sit among the candidates."""
+
+    cids: np.ndarray
+    keys: np.ndarray
+    scores: np.ndarray
+    ranking: np.ndarray
+    kw_at: np.ndarray
+    vec_at: np.ndarray
 
 
-def _fuse(
-    kw: list[tuple[Key, float]], vec: list[tuple[Key, float]], depth: int, settings: Settings
-) -> list[fusion.Fused]:
+def _fuse(kw: Leg, vec: Leg, depth: int, settings: Settings) -> Fusion:
+    cids, keys, (kw_at, vec_at) = union(kw, vec)
+    at, n = (kw_at, vec_at), len(keys)
     if settings.fusion == "rrf":
-        return fusion.rrf([kw, vec], k=settings.rrf_k)
+        scores, best_rank = fusion.rrf_scores(at, n, k=settings.rrf_k)
+        return Fusion(cids, keys, scores, fusion.order(scores, best_rank), kw_at, vec_at)
     # A keyword leg shorter than the depth holds every match: non-matches score 0, so in
     # a small collection the best keyword hit does not sink a near-tied second one.
-    floor = 0.0 if len(kw) < depth else None
+    floors = [0.0 if len(kw) < depth else None, None]
+    values = (kw.scores, vec.scores)
     if settings.fusion == "weighted":
-        return fusion.weighted([kw, vec], floors=[floor, None])
-    return fusion.zscore([kw, vec], floors=[floor, None])
+        scores = fusion.weighted_scores(values, at, n, floors=floors)
+        return Fusion(cids, keys, scores, fusion.order(scores), kw_at, vec_at)
+    raw = fusion.zscore_scores(values, at, n, floors=floors)
+    return Fusion(cids, keys, fusion.logistic(raw), fusion.order(raw), kw_at, vec_at)
 
 
 def feedback_leg(
@@ -87,34 +100,98 @@ def feedback_leg(
     Re-scoring the candidates rather than searching again gave the same quality
     (SciFact train nDCG@10 0.7506 vs 0.7505) at a fraction of the cost; 0.4 was
     chosen on train (0.2: 0.7483, 0.6: 0.7496; more feedback chunks did worse)."""
+    pairs = list(dict.fromkeys(key for key, _ in candidates))
+    cids = np.fromiter((cid for cid, _ in pairs), np.int64, len(pairs))
+    keys = np.fromiter((key for _, key in pairs), np.int64, len(pairs))
+    at = {key: i for i, key in enumerate(pairs)}
+    ranking = np.fromiter((at[cast(Key, f.key)] for f in best if cast(Key, f.key) in at), np.intp)
+    moved = _feedback(storage, targets, qvecs, cids, keys, ranking, weight, depth, chunks)
+    return moved.pairs()
+
+
+def _feedback(
+    storage: Storage,
+    targets: Sequence[Target],
+    qvecs: Mapping[str, np.ndarray],
+    cids: np.ndarray,
+    keys: np.ndarray,
+    ranking: np.ndarray,
+    weight: float,
+    depth: int,
+    chunks: int = 1,
+) -> Leg:
+    """:func:`feedback_leg` on arrays: candidates ``(cids, keys)``, ``ranking`` the
+    positions of the first pass's fused ranking, best first."""
     by_id = {t.coll.id: t.coll for t in targets}
-    wanted: dict[int, list[int]] = {}
-    for (cid, key), _ in candidates:
-        wanted.setdefault(cid, []).append(key)
-    units: dict[Key, np.ndarray] = {}
-    for cid, keys in wanted.items():
-        keys = list(dict.fromkeys(keys))
-        rows = np.asarray(storage.vector_directions(by_id[cid], keys), dtype=np.float32)
-        norms = np.linalg.norm(rows, axis=1)
-        for key, row, norm in zip(keys, rows, norms, strict=True):
-            if norm > 0:  # a chunk deleted since its leg was ranked
-                units[(cid, key)] = row / norm
-    moved: dict[str, np.ndarray] = {}
-    for model, query in qvecs.items():
-        raw = np.asarray(query, dtype=np.float32)
+    scores = np.full(len(keys), -np.inf, np.float32)
+    live = np.zeros(len(keys), dtype=bool)
+    # Per model: (positions, rows, norms) of its collections' candidates. Rows are not
+    # normalised (a cosine is the dot product over the norm): one matrix per collection.
+    parts: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
+    for cid in sorted(set(cids.tolist())):
+        at = np.flatnonzero(cids == cid)
+        coll = by_id[cid]
+        rows = np.asarray(storage.vector_directions(coll, keys[at].tolist()), dtype=np.float32)
+        norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))
+        ok = norms > 0  # a chunk deleted since its leg was ranked has a zero row
+        live[at[ok]] = True
+        parts.setdefault(coll.model, []).append((at[ok], rows[ok], norms[ok]))
+    for model, found in parts.items():
+        raw = np.asarray(qvecs[model], dtype=np.float32)
         q: np.ndarray = raw / np.float32(max(float(np.linalg.norm(raw)), 1e-12))
-        tops = [
-            units[k]
-            for k in (cast(Key, f.key) for f in best)
-            if k in units and by_id[k[0]].model == model
-        ][:chunks]
+        tops = _best_rows(found, ranking, len(keys), chunks)
         if tops:
             shifted = q + np.float32(weight) * np.mean(tops, axis=0, dtype=np.float32)
             q = shifted / np.float32(max(float(np.linalg.norm(shifted)), 1e-12))
-        moved[model] = q
-    scored = [(key, float(unit @ moved[by_id[key[0]].model])) for key, unit in units.items()]
-    scored.sort(key=lambda kv: (-kv[1], kv[0]))
-    return scored[:depth]
+        for at, rows, norms in found:
+            scores[at] = (rows @ q) / norms
+    kept = np.flatnonzero(live)
+    best = kept[np.lexsort((keys[kept], cids[kept], -scores[kept]))[:depth]]
+    return Leg(cids[best], keys[best], scores[best].astype(np.float64))
+
+
+def _best_rows(
+    found: list[tuple[np.ndarray, np.ndarray, np.ndarray]], ranking: np.ndarray, n: int, chunks: int
+) -> list[np.ndarray]:
+    """Unit rows of the first ``chunks`` candidates of ``ranking`` among ``found``."""
+    part = np.full(n, -1, np.intp)
+    row = np.zeros(n, np.intp)
+    for i, (at, _, _) in enumerate(found):
+        part[at], row[at] = i, np.arange(len(at))
+    tops: list[np.ndarray] = []
+    for pos in ranking.tolist():
+        if part[pos] >= 0:
+            _, rows, norms = found[part[pos]]
+            tops.append(rows[row[pos]] / norms[row[pos]])
+            if len(tops) == chunks:
+                break
+    return tops
+
+
+def _vector_legs(
+    storage: Storage,
+    targets: Sequence[Target],
+    query: str,
+    mode: str,
+    depth: int,
+    flt: Filter | None,
+) -> tuple[dict[str, np.ndarray], list[Leg]]:
+    """The query embedded once per model, and the vector (or filter) leg of each target."""
+    qvecs: dict[str, np.ndarray] = {}
+    legs: list[Leg] = []
+    if mode == "keyword":
+        return qvecs, legs
+    for t in targets:
+        if t.coll.model not in qvecs:
+            qvecs[t.coll.model] = t.embedder.embed_query(query)
+        qvec = qvecs[t.coll.model]
+        if mode == "filter":
+            terms = analyze_query(query, t.languages)
+            found = storage.filter_search(t.coll, terms, qvec, depth, flt)
+        else:
+            found = storage.vector_search(t.coll, qvec, depth, flt)
+        legs.append(Leg.of(t.coll.id, found))
+    return qvecs, legs
 
 
 def run_search(
@@ -138,49 +215,84 @@ def run_search(
     if reranker is not None:
         k = max(k, settings.rerank_depth)
     depth = max(settings.candidates, k) if mode == "hybrid" else k
-    qvecs: dict[str, np.ndarray] = {}
-    keyword_legs: list[list[tuple[Key, float]]] = []
-    vector_legs: list[list[tuple[Key, float]]] = []
-    for t in targets:
-        if mode != "keyword" and t.coll.model not in qvecs:
-            qvecs[t.coll.model] = t.embedder.embed_query(query)
-        terms = analyze_query(query, t.languages) if mode != "vector" else []
-        cid = t.coll.id
-        if mode in ("hybrid", "keyword"):
-            keyword_legs.append(
-                [((cid, key), s) for key, s in storage.keyword_search(t.coll, terms, depth, flt)]
+
+    def keyword_legs() -> list[Leg]:
+        return [
+            Leg.of(
+                t.coll.id,
+                storage.keyword_search(t.coll, analyze_query(query, t.languages), depth, flt),
             )
-        if mode in ("hybrid", "vector"):
-            vector_legs.append(
-                [
-                    ((cid, key), s)
-                    for key, s in storage.vector_search(t.coll, qvecs[t.coll.model], depth, flt)
-                ]
-            )
-        if mode == "filter":
-            vector_legs.append(
-                [
-                    ((cid, key), s)
-                    for key, s in storage.filter_search(
-                        t.coll, terms, qvecs[t.coll.model], depth, flt
-                    )
-                ]
-            )
-    kw = _merge(keyword_legs, depth)
-    vec = _merge(vector_legs, depth)
-    if mode == "hybrid":
-        fused = _fuse(kw, vec, depth, settings)
-        if settings.vector_feedback > 0 and fused:
-            vec = feedback_leg(
-                storage, targets, qvecs, [*kw, *vec], fused, settings.vector_feedback, depth
-            )
-            fused = _fuse(kw, vec, depth, settings)
-        ranked: list[tuple[Any, float]] = [(f.key, f.score) for f in fused[:k]]
+            for t in targets
+        ]
+
+    # A hybrid search runs its keyword legs (query analysis included) in the helper
+    # thread while this one embeds the query and searches the vectors: the vector index
+    # releases the GIL, so the two legs overlap on two cores.
+    pending = HELPER.start(keyword_legs) if mode == "hybrid" else None
+    try:
+        qvecs, vector_legs = _vector_legs(storage, targets, query, mode, depth, flt)
+    except BaseException:
+        if pending is not None:
+            pending.wait()  # no leg outlives its search; this error is the one raised
+        raise
+    if pending is not None:
+        kw = Leg.merged(pending.result(), depth)
     else:
-        ranked = list((kw if mode == "keyword" else vec)[:k])
-    kw_ranks, vec_ranks = fusion.ranks(kw), fusion.ranks(vec)
+        kw = Leg.merged(keyword_legs() if mode == "keyword" else [], depth)
+    vec = Leg.merged(vector_legs, depth)
+    if mode == "hybrid":
+        ranked, kw_ranks, vec_ranks = _hybrid(storage, targets, qvecs, kw, vec, k, depth, settings)
+    else:
+        leg = kw if mode == "keyword" else vec
+        ranked = leg.pairs(range(min(k, len(leg))))
+        only = {key: (rank, score) for rank, (key, score) in enumerate(ranked, start=1)}
+        kw_ranks, vec_ranks = (only, {}) if mode == "keyword" else ({}, only)
     hits = hits_for(storage, targets, ranked, kw_ranks, vec_ranks, mode)
     return hits if reranker is None else rerank_hits(reranker, query, hits, wanted)
+
+
+Ranks = dict[Any, tuple[int, float]]
+
+
+def _hybrid(
+    storage: Storage,
+    targets: Sequence[Target],
+    qvecs: Mapping[str, np.ndarray],
+    kw: Leg,
+    vec: Leg,
+    k: int,
+    depth: int,
+    settings: Settings,
+) -> tuple[list[tuple[Key, float]], Ranks, Ranks]:
+    """The fused top ``k`` (after vector feedback), and each leg's ranks of them."""
+    fused = _fuse(kw, vec, depth, settings)
+    if settings.vector_feedback > 0 and len(fused.keys):
+        vec = _feedback(
+            storage, targets, qvecs, fused.cids, fused.keys, fused.ranking,
+            settings.vector_feedback, depth,
+        )  # fmt: skip
+        fused = _fuse(kw, vec, depth, settings)
+    top = fused.ranking[:k]
+    ranked = list(
+        zip(
+            zip(fused.cids[top].tolist(), fused.keys[top].tolist(), strict=True),
+            fused.scores[top].tolist(),
+            strict=True,
+        )
+    )
+    return ranked, _ranks_of(kw, fused.kw_at, top), _ranks_of(vec, fused.vec_at, top)
+
+
+def _ranks_of(leg: Leg, at: np.ndarray, top: np.ndarray) -> Ranks:
+    """(1-based rank in ``leg``, score) of the candidates at positions ``top``."""
+    rank = np.full(int(at.max(initial=-1)) + 1 if len(at) else 0, -1, np.intp)
+    rank[at[::-1]] = np.arange(len(at))[::-1]  # a repeated key keeps its first rank
+    found: Ranks = {}
+    for pos in top.tolist():
+        r = int(rank[pos]) if pos < len(rank) else -1
+        if r >= 0:
+            found[(int(leg.cids[r]), int(leg.keys[r]))] = (r + 1, float(leg.scores[r]))
+    return found
 
 
 def hits_for(

@@ -135,13 +135,23 @@ class FlatRows:
     """Compact rows in insertion order plus a sorted key index for lookups.
 
     A Python dict would cost ~100 bytes per key, a quarter of an int8 row, so
-    lookups bisect a sorted key array instead; it is bounded by the HNSW
-    threshold, so its O(n) inserts stay well under a millisecond.
+    lookups bisect a sorted key array instead. Its inserts are O(n) (16 bytes a row
+    moved: ~1 ms at 100k rows, ~15 ms at 1M on a 2-core EPYC), small beside embedding
+    what is added; the first write after a snapshot load also copies the mapped rows.
     """
 
-    def __init__(self, rows: np.ndarray, inv_norms: np.ndarray, keys: np.ndarray) -> None:
+    def __init__(
+        self,
+        rows: np.ndarray,
+        inv_norms: np.ndarray,
+        keys: np.ndarray,
+        lookup: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> None:
         self.rows, self.inv_norms, self.keys = rows, inv_norms, keys
         self.n = len(keys)
+        if lookup is not None:  # (sorted keys, their rows) as saved: no sort at load
+            self.sorted_keys, self.sorted_rows = lookup
+            return
         order = np.argsort(keys, kind="stable")
         self.sorted_keys = np.asarray(keys[order], dtype=np.int64)
         self.sorted_rows = order.astype(np.int64)
@@ -226,3 +236,38 @@ def top_per_query(
     k = min(k, len(rows))
     top = np.argpartition(-sims, k - 1, axis=0)[:k].T
     return top.astype(np.int64), np.take_along_axis(sims.T, top, axis=1).astype(np.float32)
+
+
+# -- the graph's copies -----------------------------------------------------------------
+# The HNSW graph keeps its own copy of every row. Cosine over int8 costs usearch's
+# kernels ~4x an int8 dot product on AVX2, so the graph searches by inner product over
+# copies scaled to one norm (whose order is the cosine's up to rounding), and the
+# candidates it finds are re-scored with the rows above (scaled per row to their peak:
+# finer steps than one norm for all rows allows). On 100k SciFact-like rows, beam 512,
+# AVX2: search CPU -30 %, recall@10 against exact float32 0.9853 for the cosine graph
+# and for this one (0.9797 without the re-scoring).
+
+
+def graph_scale(inv_norms: np.ndarray) -> float:
+    """The norm of the graph's int8 copies: the smallest row norm, so that no copy of a
+    row present now clips (a later row with a sharper peak clips a little: its copy only
+    guides the search, its score comes from its own row)."""
+    norms = 1.0 / inv_norms[inv_norms > 0]
+    return float(norms.min()) if len(norms) else 127.0
+
+
+def graph_rows(
+    enc: np.ndarray, inv_norms: np.ndarray, quantization: str, scale: float
+) -> np.ndarray:
+    """The graph's copies of compact rows: int8 scaled to norm ``scale``, float32 unit
+    rows (inner product = cosine), sign bits as they are."""
+    if quantization == "b1":
+        return enc
+    if quantization == "f32":
+        return np.asarray(enc * inv_norms[:, None], dtype=np.float32)
+    out = np.empty(enc.shape, np.int8)
+    for start in range(0, len(enc), _ENCODE_BATCH):
+        part = slice(start, start + _ENCODE_BATCH)
+        factor = (np.float32(scale) * inv_norms[part])[:, None]
+        out[part] = np.clip(np.rint(enc[part] * factor), -127, 127)
+    return out

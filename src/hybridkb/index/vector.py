@@ -11,11 +11,14 @@ Two layouts, chosen by size (figures from ``bench/vector.py``):
   exactly with SIMD int8 dot products: no build, exact filters, ~0.15 ms at 5k
   rows. Past ~20k rows (8 MB at 384-d) the scan leaves the core's cache and, on
   a shared machine, slows ~20x (0.6 ms at 20k, 14 ms at 50k under load).
-* **hnsw** (above the threshold): a usearch HNSW graph over the same compact
-  vectors, updated incrementally. Filters scan the permitted rows exactly when
-  they are few, and otherwise search the graph with growing oversampling, falling
-  back to the exact scan, so a filter never starves the result. The graph's
-  links cost ~10 % of float32 on top of the int8 vectors (~35-38 % in all).
+* **hnsw** (above the threshold): the same matrix plus a usearch HNSW graph over
+  copies of its rows scaled to one norm and searched by inner product (cheaper
+  than cosine, same order up to rounding; ``compact.graph_rows``), updated
+  incrementally. The graph's candidates are re-scored with the matrix's rows, so
+  scores are the same cosines as the flat layout's. Filters scan the permitted rows
+  exactly when they are few, and otherwise search the graph with growing
+  oversampling, falling back to the exact scan, so a filter never starves the
+  result. Matrix and graph are ~60 % of float32 at 384-d (the graph alone ~35 %).
 
 Vectors are stored compactly (``quantization``): ``"i8"`` (per-row scaled int8,
 27 % of float32 with keys and norms, the default: on SciFact its nDCG@10 is
@@ -33,10 +36,10 @@ exactly from then on, with a warning.
 A lock serialises every call, so one index can serve several threads (the background
 check takes it in short holds).
 
-One class holds both layouts and their persistence (~760 lines, over our usual size:
-the layouts share every entry point); the compact vectors and exact scans live in
-``compact.py``, the recall self-check's measures in ``recall.py`` and the file
-framing in ``fileheader.py``.
+One class holds both layouts and their persistence (over our usual size: the layouts
+share every entry point); the compact rows and exact scans live in ``compact.py``,
+the graph in ``hnsw.py``, the recall self-check's measures in ``recall.py`` and the
+file framing in ``fileheader.py``.
 """
 
 from __future__ import annotations
@@ -56,8 +59,6 @@ from typing import Any, cast
 # hybridkb process has it (pyarrow would too, but a search does not otherwise need it).
 import duckdb  # noqa: F401
 import numpy as np
-from usearch.compiled import MetricKind, ScalarKind
-from usearch.index import Index
 
 from .compact import (
     NUMPY_DTYPE,
@@ -66,12 +67,15 @@ from .compact import (
     Hit,
     cosines,
     encode,
+    graph_rows,
+    graph_scale,
     inverse_norms,
     prefer_scan,
     ranked,
     scan,
 )
 from .fileheader import read_sections, write_sections
+from .hnsw import Graph, MetricKind, ScalarKind
 from .recall import (
     AUDIT_QUERIES,
     AUDIT_REGROWTH,
@@ -115,11 +119,18 @@ def expansion_search_for(rows: int) -> int:
 _QUANTIZATIONS = ("f32", "i8", "b1")
 _USEARCH_DTYPE = {"f32": ScalarKind.F32, "i8": ScalarKind.I8, "b1": ScalarKind.B1}
 _MAGIC = b"HKBVIDX\x01"
-_FORMAT_VERSION = 1
+# 2: the graph holds copies scaled to one norm (inner product) beside the matrix of
+# rows; a version 1 flat file reads as it is, a version 1 graph is rebuilt.
+_FORMAT_VERSION = 2
 # A graph search wider than this is slower than scanning the permitted rows.
 _MAX_OVERSAMPLED = 20_000
-# Rows fetched from the graph per exact-scan batch, bounding temporary memory.
+# Rows per batch when the graph is built or checked, bounding temporary memory.
 _SCAN_BATCH = 65_536
+# Graph candidates re-scored with the matrix's rows: twice the count asked, at least
+# 100 (the copies' coarser steps reorder close neighbours; 100 recovered recall@10 in
+# full on the 100k bench set, see compact.py).
+RESCORE_FACTOR = 2
+RESCORE_MIN = 100
 
 
 def default_candidates(k: int, quantization: str) -> int:
@@ -169,11 +180,13 @@ class VectorIndex:
         # usearch counts b1 dimensions in bits of whole bytes; the zero pad bits never differ.
         self._usearch_ndim = self._width * 8 if quantization == "b1" else self.dim
         self._dtype = NUMPY_DTYPE[quantization]
-        self._flat: FlatRows | None = FlatRows(
+        # The compact rows (both layouts) and, above the threshold, the graph over copies.
+        self._rows = FlatRows(
             np.empty((0, self._width), self._dtype), np.empty(0, np.float32), np.empty(0, np.int64)
         )
-        self._hnsw: Index | None = None
+        self._hnsw: Graph | None = None
         self._hnsw_mapped: np.ndarray | None = None  # the file bytes a viewed graph lives in
+        self._graph_scale = 0.0  # the norm of the graph's int8 copies (graph_scale)
         self._lock = threading.RLock()
         # Set by the recall self-check (recall.py): the beam multiplier that reached the
         # target on this machine, the recall measured (on the last check, and on the
@@ -190,32 +203,28 @@ class VectorIndex:
     # -- size and membership -------------------------------------------------------
 
     def __len__(self) -> int:
-        if self._flat is not None:
-            return self._flat.n
-        return len(cast(Index, self._hnsw))
+        return self._rows.n
 
     def __contains__(self, key: object) -> bool:
         if not isinstance(key, (int, np.integer)) or key < 0:
             return False
         with self._lock:
-            if self._flat is not None:
-                return bool(self._flat.lookup(np.array([key], np.int64))[0] >= 0)
-            return bool(cast(Index, self._hnsw).contains(int(key)))
+            return bool(self._rows.lookup(np.array([key], np.int64))[0] >= 0)
 
     @property
     def layout(self) -> str:
         """``"flat"`` (exact scan) or ``"hnsw"`` (graph)."""
-        return "flat" if self._flat is not None else "hnsw"
+        return "flat" if self._hnsw is None else "hnsw"
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by the search representation (compact vectors, norms, keys, graph)."""
-        if self._flat is not None:
-            f = self._flat
-            return sum(
-                a.nbytes for a in (f.rows, f.inv_norms, f.keys, f.sorted_keys, f.sorted_rows)
-            )
-        return int(cast(Index, self._hnsw).memory_usage)
+        """Bytes held by the search representation (compact rows, norms, keys, graph; a
+        graph served from its mapped file counts the file's bytes)."""
+        f = self._rows
+        own = sum(a.nbytes for a in (f.rows, f.inv_norms, f.keys, f.sorted_keys, f.sorted_rows))
+        if self._hnsw_mapped is not None:
+            return own + self._hnsw_mapped.nbytes
+        return own + (self._hnsw.memory_usage if self._hnsw is not None else 0)
 
     # -- writes ----------------------------------------------------------------------
 
@@ -244,19 +253,19 @@ class VectorIndex:
         # Keep the last occurrence of a key repeated within the batch.
         keys, first_from_end = np.unique(keys[::-1], return_index=True)
         enc = encode(vectors[len(vectors) - 1 - first_from_end], self.quantization)
+        inv = inverse_norms(enc)
         with self._lock:
-            if self._flat is not None:
-                self._flat.put(keys, enc, inverse_norms(enc))
-                if self._flat.n > self.hnsw_threshold and not self.exact_only:
-                    self._build_hnsw()
-                return
-            index = self._writable_hnsw()
-            ukeys = keys.view(np.uint64)
-            present = np.asarray(index.contains(ukeys), dtype=bool)
-            if present.any():
-                index.remove(ukeys[present])
-            # Thread start-up costs more than a small batch takes to insert.
-            index.add(ukeys, enc, threads=0 if len(keys) > 256 else 1)
+            if self._hnsw is not None:
+                graph = self._writable_hnsw()
+                present = graph.contains(keys)
+                if present.any():
+                    graph.remove(keys[present])
+                copies = graph_rows(enc, inv, self.quantization, self._graph_scale)
+                # Thread start-up costs more than a small batch takes to insert.
+                graph.add(keys, copies, threads=0 if len(keys) > 256 else 1)
+            self._rows.put(keys, enc, inv)
+            if self._hnsw is None and self._rows.n > self.hnsw_threshold and not self.exact_only:
+                self._build_hnsw()
 
     def remove(self, keys: Iterable[int]) -> None:
         """Delete keys; unknown keys are ignored.
@@ -272,48 +281,49 @@ class VectorIndex:
         if not len(arr):
             return
         with self._lock:
-            if self._flat is not None:
-                self._flat.delete(arr)
-                return
-            index = self._writable_hnsw()
-            ukeys = arr.view(np.uint64)
-            present = np.asarray(index.contains(ukeys), dtype=bool)
-            if present.any():
-                # usearch marks the node deleted and reuses its slot on a later add.
-                index.remove(ukeys[present])
+            self._rows.delete(arr)
+            if self._hnsw is not None:
+                graph = self._writable_hnsw()
+                present = graph.contains(arr)
+                if present.any():
+                    # usearch marks the node deleted and reuses its slot on a later add.
+                    graph.remove(arr[present])
 
     def _build_hnsw(self) -> None:
-        flat = cast(FlatRows, self._flat)
-        index = self._new_hnsw()
+        rows = self._rows
+        n = rows.n
+        self._graph_scale = graph_scale(rows.inv_norms[:n]) if self.quantization == "i8" else 1.0
+        graph = self._new_hnsw()
         # Small graphs are built on one thread: as fast at this size, and the same graph
         # every time (a multi-threaded build depends on scheduling).
-        threads = 1 if flat.n <= SINGLE_THREAD_BUILD_ROWS else 0
-        index.add(flat.keys[: flat.n].view(np.uint64), flat.rows[: flat.n], threads=threads)
-        self._hnsw, self._flat = index, None
-        self.built_on = build_environment(str(index.hardware_acceleration))
+        threads = 1 if n <= SINGLE_THREAD_BUILD_ROWS else 0
+        for start in range(0, n, _SCAN_BATCH):  # copies made a batch at a time
+            part = slice(start, min(n, start + _SCAN_BATCH))
+            copies = graph_rows(
+                rows.rows[part], rows.inv_norms[part], self.quantization, self._graph_scale
+            )
+            graph.add(rows.keys[part], copies, threads=threads)
+        self._hnsw = graph
+        self.built_on = build_environment(graph.hardware_acceleration)
         self.verify_recall()
 
     # -- recall self-check (recall.py) -------------------------------------------------
 
-    def _graph_batches(
-        self, graph: Index | None = None, batch: int = _SCAN_BATCH
-    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """(keys, compact rows) of every stored vector of the graph, in batches; the lock
-        is held per batch, so a background check lets searches through in between."""
-        index = cast(Index, graph if graph is not None else self._hnsw)
-        with self._lock:
-            keys = np.asarray(index.keys).view(np.int64).copy()
-        for start in range(0, len(keys), batch):
+    def _row_batches(self, batch: int = _SCAN_BATCH) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(keys, compact rows) of every stored row, in batches copied under the lock,
+        which is held per batch, so a background check lets searches through in between."""
+        start = 0
+        while True:
             with self._lock:
-                part = keys[start : start + batch]
-                part = part[np.asarray(index.contains(part.view(np.uint64)), dtype=bool)]
-                if not len(part):
-                    continue
-                got = index.get(part.view(np.uint64), dtype=_USEARCH_DTYPE[self.quantization])
-            rows = np.stack(cast(tuple[np.ndarray, ...], got)).reshape(len(part), self._width)
-            yield part, rows.view(self._dtype)
+                rows = self._rows
+                if start >= rows.n:
+                    return
+                part = slice(start, min(rows.n, start + batch))
+                found = rows.keys[part].copy(), rows.rows[part].copy()
+            yield found
+            start += batch
 
-    def _checkable(self) -> Index | None:
+    def _checkable(self) -> Graph | None:
         if self._hnsw is None or len(self._hnsw) < 4 * RECALL_K or self.quantization == "b1":
             return None  # flat (exact), too small to measure, or re-ranked sign bits
         return self._hnsw
@@ -329,7 +339,7 @@ class VectorIndex:
             graph = self._checkable()
             if graph is None:
                 return None
-            rows = next(self._graph_batches(graph))[1]
+            rows = next(self._row_batches())[1]
             sets = {
                 "sample": encode(sample_queries(rows.astype(np.float32), seed), self.quantization)
             }
@@ -372,7 +382,7 @@ class VectorIndex:
                 "verified_recall": self.verified_recall,
                 "served_recall": self.served_recall,
                 "queries_seen": self._log.seen,
-                "kernel": None if graph is None else str(graph.hardware_acceleration),
+                "kernel": None if graph is None else graph.hardware_acceleration,
                 "built_on": self.built_on,
             }
 
@@ -387,23 +397,26 @@ class VectorIndex:
     def _start_audit(self) -> None:
         self._audit_thread = in_background(self.audit, "hybridkb-vector-recall-audit")
 
-    def _check(self, graph: Index, sets: dict[str, np.ndarray], *, start: int) -> float:
+    def _check(self, graph: Graph, sets: dict[str, np.ndarray], *, start: int) -> float:
         """Run :func:`~hybridkb.index.recall.check` on ``graph`` with beam factors from
         ``start``, then apply the outcome unless the graph was replaced meanwhile."""
         n = len(graph)
         # One pass over the stored rows for every set, in short lock holds so that a
         # background check lets searches through.
         every = np.concatenate(list(sets.values()))
-        batches = self._graph_batches(graph, _SCAN_BATCH // 8)
-        truth = exact_neighbours(batches, every, self.quantization, self.dim)
+        truth = exact_neighbours(
+            self._row_batches(_SCAN_BATCH // 8), every, self.quantization, self.dim
+        )
         ends = np.cumsum([len(queries) for queries in sets.values()])
         exact = dict(zip(sets, np.split(np.array(truth, dtype=object), ends[:-1]), strict=True))
 
         def search(q: np.ndarray, factor: int) -> list[int]:
+            # As a search is served: the graph's candidates re-scored with the rows.
             with self._lock:
-                graph.expansion_search = expansion_search_for(n) * factor  # type: ignore[misc]
-                found = graph.search(q, RECALL_K)
-            return [int(k) for k in np.asarray(found.keys).view(np.int64)]
+                graph.expansion_search = expansion_search_for(n) * factor
+                keys, _ = graph.search(q, _rescored_count(RECALL_K))
+                found, _ = self._rescore(q, keys, RECALL_K)
+            return [int(k) for k in found]
 
         outcome = check(
             search,
@@ -433,36 +446,27 @@ class VectorIndex:
             return outcome.recall
 
     def _to_exact_scan(self) -> None:
-        """Replace the graph by the flat layout (exact scan) and keep it so."""
-        parts = list(self._graph_batches())
-        keys = np.concatenate([k for k, _ in parts]) if parts else np.empty(0, np.int64)
-        rows = (
-            np.concatenate([r for _, r in parts])
-            if parts
-            else np.empty((0, self._width), self._dtype)
-        )
-        self._flat = FlatRows(rows.copy(), inverse_norms(rows), keys.copy())
+        """Drop the graph for the flat layout (exact scan) and keep it so."""
         self._hnsw, self._hnsw_mapped = None, None
         self.exact_only = True
 
-    def _new_hnsw(self) -> Index:
-        metric = MetricKind.Hamming if self.quantization == "b1" else MetricKind.Cos
-        return Index(
+    def _new_hnsw(self) -> Graph:
+        return Graph(
             ndim=self._usearch_ndim,
-            metric=metric,
+            metric=MetricKind.Hamming if self.quantization == "b1" else MetricKind.IP,
             dtype=_USEARCH_DTYPE[self.quantization],
             connectivity=HNSW_CONNECTIVITY,
             expansion_add=HNSW_EXPANSION_ADD,
             expansion_search=HNSW_EXPANSION_SEARCH,
         )
 
-    def _writable_hnsw(self) -> Index:
+    def _writable_hnsw(self) -> Graph:
         """The graph, copied out of its memory-mapped file on the first write."""
         if self._hnsw_mapped is not None:
             owned = self._new_hnsw()
             owned.load(self._hnsw_mapped.data)
             self._hnsw, self._hnsw_mapped = owned, None
-        return cast(Index, self._hnsw)
+        return cast(Graph, self._hnsw)
 
     # -- search ----------------------------------------------------------------------
 
@@ -514,12 +518,8 @@ class VectorIndex:
                 keys, scores = self._search_allowed(q_enc, pool, allowed)
             else:
                 self._log.record(q_enc)  # the self-check's sample of real queries
-                if self._flat is not None:
-                    f = self._flat
-                    rows, scores = scan(
-                        f.rows[: f.n], f.inv_norms[: f.n], q_enc, pool, self.quantization, self.dim
-                    )
-                    keys = f.keys[rows]
+                if self._hnsw is None:
+                    keys, scores = self._scan_all(q_enc, pool)
                 else:
                     keys, scores = self._search_graph(q_enc, pool, None)
                     if self._audit_due():
@@ -535,18 +535,10 @@ class VectorIndex:
             return None
         keys = np.asarray(keys, dtype=np.int64).reshape(-1)
         with self._lock:
-            if self._flat is not None:
-                rows = self._flat.lookup(keys)
-                if (rows < 0).any():
-                    return None
-                found = self._flat.rows[rows]
-            else:
-                index = cast(Index, self._hnsw)
-                if not np.asarray(index.contains(keys.view(np.uint64)), dtype=bool).all():
-                    return None
-                got = index.get(keys.view(np.uint64), dtype=_USEARCH_DTYPE[self.quantization])
-                found = np.stack(cast(tuple[np.ndarray, ...], got)).reshape(len(keys), self._width)
-                found = found.view(self._dtype)
+            at = self._rows.lookup(keys)
+            if (at < 0).any():
+                return None
+            found = self._rows.rows[at]
         return np.asarray(found, dtype=np.float32)
 
     def _exact_scores(
@@ -560,6 +552,24 @@ class VectorIndex:
             )
         return cast(np.ndarray, (full @ q) * inverse_norms(full) * inverse_norms(q[None])[0])
 
+    def _scan_all(self, q_enc: np.ndarray, pool: int) -> tuple[np.ndarray, np.ndarray]:
+        f = self._rows
+        rows, scores = scan(
+            f.rows[: f.n], f.inv_norms[: f.n], q_enc, pool, self.quantization, self.dim
+        )
+        return f.keys[rows], scores
+
+    def _rescore(
+        self, q_enc: np.ndarray, keys: np.ndarray, count: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The best ``count`` of ``keys`` (found by the graph) by cosine with their rows."""
+        f = self._rows
+        at = f.lookup(keys)
+        live = at >= 0  # the graph and the rows hold the same keys; guard anyway
+        keys, at = keys[live], at[live]
+        found, scores = scan(f.rows[at], f.inv_norms[at], q_enc, count, self.quantization, self.dim)
+        return keys[found], scores
+
     def _search_allowed(
         self, q_enc: np.ndarray, pool: int, allowed: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -569,19 +579,17 @@ class VectorIndex:
             allowed = np.unique(allowed)
         if len(allowed) and allowed[0] < 0:
             allowed = allowed[allowed >= 0]
-        if self._flat is not None:
-            return self._scan_flat_allowed(q_enc, pool, allowed)
-        index = cast(Index, self._hnsw)
-        if prefer_scan(len(allowed), min(pool, len(allowed)), len(index)):
-            live = allowed[index.contains(allowed.view(np.uint64))] if len(allowed) else allowed
-            return self._scan_keys(q_enc, pool, live)
+        if self._hnsw is None or prefer_scan(
+            len(allowed), min(pool, len(allowed)), len(self._hnsw)
+        ):
+            return self._scan_allowed(q_enc, pool, allowed)
         return self._search_graph(q_enc, pool, allowed)
 
-    def _scan_flat_allowed(
+    def _scan_allowed(
         self, q_enc: np.ndarray, pool: int, allowed: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        f = self._flat
-        assert f is not None
+        """Exact scan of the permitted rows (keys absent from the index are skipped)."""
+        f = self._rows
         rows = f.lookup(allowed)
         rows = rows[rows >= 0]
         if len(rows) * 4 <= f.n:
@@ -602,64 +610,37 @@ class VectorIndex:
     def _search_graph(
         self, q_enc: np.ndarray, pool: int, allowed: np.ndarray | None
     ) -> tuple[np.ndarray, np.ndarray]:
-        """Graph search, oversampled for a filter, falling back to an exact scan.
+        """Graph search, oversampled for a filter, its candidates re-scored with the rows;
+        falling back to an exact scan.
 
         ``allowed`` is a sorted array of permitted keys (some may be absent), or None.
         """
-        index = cast(Index, self._hnsw)
-        n = len(index)
+        graph = cast(Graph, self._hnsw)
+        n = len(graph)
         want = min(pool, n)
         if want == 0:
             return np.empty(0, np.int64), np.empty(0, np.float32)
         beam = expansion_search_for(n) * self.beam_factor
-        if index.expansion_search != beam:
-            index.expansion_search = beam  # type: ignore[misc]  # usearch has the setter
+        if graph.expansion_search != beam:
+            graph.expansion_search = beam
+        wide = _rescored_count(want)
         # Expect |allowed| / n of the graph's hits to pass the filter; ask for more.
-        count = want if allowed is None else math.ceil(OVERSAMPLE * want * n / max(len(allowed), 1))
-        while count <= max(_MAX_OVERSAMPLED, want):
-            found = index.search(q_enc, min(count, n))
-            keys = np.asarray(found.keys).view(np.int64)
-            scores = self._graph_scores(np.asarray(found.distances))
+        count = wide if allowed is None else math.ceil(OVERSAMPLE * want * n / max(len(allowed), 1))
+        while count <= max(_MAX_OVERSAMPLED, wide):
+            keys, _ = graph.search(q_enc, min(count, n))
             if allowed is not None:
                 at = np.minimum(np.searchsorted(allowed, keys), len(allowed) - 1)
-                ok = allowed[at] == keys
-                keys, scores = keys[ok], scores[ok]
+                keys = keys[allowed[at] == keys]
             if len(keys) >= want:
-                return keys[:want], scores[:want]
+                return self._rescore(q_enc, keys, want)
             if count >= n:
                 break
             count *= 4
         # Removals can leave nodes unreachable, a filter may hold absent keys, and a
         # very selective one needs a huge beam: the exact scan is right in all cases.
         if allowed is None:
-            live = np.sort(np.asarray(index.keys).view(np.int64))
-        else:
-            live = allowed[index.contains(allowed.view(np.uint64))]
-        return self._scan_keys(q_enc, pool, live)
-
-    def _scan_keys(
-        self, q_enc: np.ndarray, pool: int, keys: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Exact scan over the graph's stored vectors for ``keys`` (all present)."""
-        index = cast(Index, self._hnsw)
-        best_keys, best_scores = np.empty(0, np.int64), np.empty(0, np.float32)
-        for start in range(0, len(keys), _SCAN_BATCH):
-            batch = keys[start : start + _SCAN_BATCH]
-            got = index.get(batch.view(np.uint64), dtype=_USEARCH_DTYPE[self.quantization])
-            rows = np.stack(cast(tuple[np.ndarray, ...], got)).reshape(len(batch), self._width)
-            rows = rows.view(self._dtype)
-            found, scores = scan(rows, None, q_enc, pool, self.quantization, self.dim)
-            best_keys = np.concatenate([best_keys, batch[found]])
-            best_scores = np.concatenate([best_scores, scores])
-            if len(best_keys) > pool:
-                top = np.argpartition(-best_scores, pool - 1)[:pool]
-                best_keys, best_scores = best_keys[top], best_scores[top]
-        return best_keys, best_scores
-
-    def _graph_scores(self, distances: np.ndarray) -> np.ndarray:
-        if self.quantization == "b1":
-            return (1.0 - 2.0 * distances / self.dim).astype(np.float32)
-        return (1.0 - distances).astype(np.float32)
+            return self._scan_all(q_enc, pool)
+        return self._scan_allowed(q_enc, pool, allowed)
 
     # -- persistence -------------------------------------------------------------------
 
@@ -671,17 +652,16 @@ class VectorIndex:
         """
         path = Path(path)
         with self._lock:
-            if self._flat is not None:
-                f = self._flat
-                sections = {
-                    "keys": f.keys[: f.n].tobytes(),
-                    "rows": f.rows[: f.n].tobytes(),
-                    "inv_norms": f.inv_norms[: f.n].tobytes(),
-                }
-            else:
-                saved = cast(Index, self._hnsw).save()
-                assert saved is not None  # save() without a path returns the bytes
-                sections = {"hnsw": bytes(saved)}
+            f = self._rows
+            sections = {
+                "keys": f.keys[: f.n].tobytes(),
+                "rows": f.rows[: f.n].tobytes(),
+                "inv_norms": f.inv_norms[: f.n].tobytes(),
+                "sorted_keys": f.sorted_keys.tobytes(),
+                "sorted_rows": f.sorted_rows.tobytes(),
+            }
+            if self._hnsw is not None:
+                sections["hnsw"] = self._hnsw.save()
             header: dict[str, Any] = {
                 "version": _FORMAT_VERSION,
                 "dim": self.dim,
@@ -694,6 +674,7 @@ class VectorIndex:
                 "audited_rows": self._audited_rows,
                 "built_on": self.built_on,
                 "layout": self.layout,
+                "graph_scale": self._graph_scale,
                 "count": len(self),
             }
         write_sections(path, _MAGIC, header, sections)
@@ -718,8 +699,9 @@ class VectorIndex:
         path = Path(path)
         try:
             header, blobs = read_sections(path, _MAGIC, "vector index", mmap=mmap)
-            if header["version"] != _FORMAT_VERSION:
-                raise ValueError(f"unsupported format version {header['version']!r}")
+            version = header["version"]
+            if version not in (1, _FORMAT_VERSION) or (version == 1 and header["layout"] != "flat"):
+                raise ValueError(f"unsupported format version {version!r} ({header['layout']})")
             index = cls(
                 int(header["dim"]),
                 quantization=header["quantization"],
@@ -740,17 +722,24 @@ class VectorIndex:
 
     def _restore(self, header: dict[str, Any], blobs: dict[str, np.ndarray], mmap: bool) -> None:
         count = int(header["count"])
-        if header["layout"] == "flat":
-            keys = blobs["keys"].view(np.int64)
-            inv_norms = blobs["inv_norms"].view(np.float32)
-            rows = blobs["rows"].view(self._dtype)
-            if not len(keys) == len(inv_norms) == count or len(rows) != count * self._width:
+        # Plain ndarray views of the maps: indexing a np.memmap runs Python on every call.
+        blobs = {name: np.asarray(blob) for name, blob in blobs.items()}
+        keys = blobs["keys"].view(np.int64)
+        inv_norms = blobs["inv_norms"].view(np.float32)
+        rows = blobs["rows"].view(self._dtype)
+        if not len(keys) == len(inv_norms) == count or len(rows) != count * self._width:
+            raise ValueError("section sizes do not match the row count")
+        lookup = None
+        if "sorted_keys" in blobs:
+            lookup = blobs["sorted_keys"].view(np.int64), blobs["sorted_rows"].view(np.int64)
+            if not len(lookup[0]) == len(lookup[1]) == count:
                 raise ValueError("section sizes do not match the row count")
-            self._flat = FlatRows(rows.reshape(count, self._width), inv_norms, keys)
-            self.exact_only = bool(header.get("exact_only", False))
-            self.verified_recall = header.get("verified_recall")
+        self._rows = FlatRows(rows.reshape(count, self._width), inv_norms, keys, lookup)
+        self.exact_only = bool(header.get("exact_only", False))
+        self.verified_recall = header.get("verified_recall")
+        self.built_on = header.get("built_on")
+        if header["layout"] == "flat":
             self.served_recall = header.get("served_recall")
-            self.built_on = header.get("built_on")
             return
         graph = self._new_hnsw()
         if mmap:
@@ -760,11 +749,10 @@ class VectorIndex:
             graph.load(blobs["hnsw"].data)
         if len(graph) != count or graph.ndim != self._usearch_ndim:
             raise ValueError("graph does not match the header")
-        self._flat, self._hnsw = None, graph
+        self._hnsw = graph
+        self._graph_scale = float(header["graph_scale"])
         self.beam_factor = int(header.get("beam_factor") or 1)
-        self.verified_recall = header.get("verified_recall")
-        self.built_on = header.get("built_on")
-        here = build_environment(str(graph.hardware_acceleration))
+        here = build_environment(graph.hardware_acceleration)
         if self.built_on != here:
             # Built on another CPU or usearch: its recall here is unknown until measured
             # (on the sample now, on the queries served once there are enough of them).
@@ -775,3 +763,8 @@ class VectorIndex:
         else:
             self.served_recall = header.get("served_recall")
             self._audited_rows = int(header.get("audited_rows") or 0)
+
+
+def _rescored_count(want: int) -> int:
+    """Graph candidates to re-score for the best ``want``."""
+    return max(RESCORE_FACTOR * want, RESCORE_MIN)

@@ -1,0 +1,163 @@
+"""The hybrid search path: its keyword legs run in a helper thread beside the vector
+legs and the candidates are fused as arrays; none of it may change a result."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import hybridkb
+from hybridkb import fusion, legs
+from hybridkb.analysis import analyze_query
+from hybridkb.errors import BackendError
+from hybridkb.search import Target, feedback_leg
+from hybridkb.storage.base import chunk_key
+
+TEXTS = {
+    "Tax": [
+        "Straight-line depreciation spreads the cost of equipment over its useful life.",
+        "Invoices are kept for seven years; depreciation schedules for the life of the asset.",
+        "Capital gains on shares are taxed when the shares are sold.",
+        "Depreciation of a car used for business is limited each year.",
+    ],
+    "HR": [
+        "Annual leave accrues monthly and carries over for one year.",
+        "Sick leave needs a note from a doctor after two days.",
+        "Equipment bought for home offices is depreciated over three years.",
+    ],
+}
+QUERIES = ["depreciation of equipment", "leave", "shares sold", "doctor note", "zebra"]
+
+
+@pytest.fixture
+def filled(tmp_path: Path) -> Path:
+    db = tmp_path / "kb.duckdb"
+    with hybridkb.connect(db, model="fake") as kb:
+        for name, texts in TEXTS.items():
+            kb.create_collection(name).add_texts(texts)
+    return db
+
+
+def _inline(monkeypatch: pytest.MonkeyPatch) -> None:
+    def run_here(fn: Any) -> legs.Pending[Any]:
+        job: legs.Pending[Any] = legs.Pending(fn)
+        job.run()
+        return job
+
+    monkeypatch.setattr(legs.HELPER, "start", run_here)
+
+
+def _every_search(kb: hybridkb.KnowledgeBase) -> list[Any]:
+    return [
+        [h.to_dict() for h in kb.search(q, k=k, mode=mode, collections=names)]
+        for q in QUERIES
+        for mode in ("hybrid", "keyword", "vector", "filter")
+        for k in (1, 3, 10)
+        for names in (["Tax"], ["Tax", "HR"])
+    ]
+
+
+@pytest.mark.parametrize("fusion_kind", ["zscore", "weighted", "rrf"])
+def test_legs_side_by_side_give_exactly_the_hits_of_legs_in_turn(
+    filled: Path, monkeypatch: pytest.MonkeyPatch, fusion_kind: str
+) -> None:
+    with hybridkb.connect(filled, model="fake", fusion=fusion_kind) as kb:
+        side_by_side = _every_search(kb)
+        _inline(monkeypatch)
+        in_turn = _every_search(kb)
+    assert side_by_side == in_turn
+    assert any(len(hits) > 1 for hits in side_by_side)
+
+
+def test_a_hybrid_search_runs_its_keyword_legs_in_the_helper_thread(
+    filled: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with hybridkb.connect(filled, model="fake") as kb:
+        threads: list[str] = []
+        real = kb.storage.keyword_search
+
+        def spy(*args: Any) -> Any:
+            threads.append(threading.current_thread().name)
+            return real(*args)
+
+        monkeypatch.setattr(kb.storage, "keyword_search", spy)
+        kb.search("depreciation", collections=["Tax", "HR"])
+        kb.search("depreciation", mode="keyword", collections=["Tax"])
+    assert threads == ["hybridkb-search-leg"] * 2 + [threading.current_thread().name]
+
+
+def test_an_error_in_either_leg_reaches_the_caller(
+    filled: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with hybridkb.connect(filled, model="fake") as kb:
+        real_keyword, real_vector = kb.storage.keyword_search, kb.storage.vector_search
+        finished: list[str] = []
+
+        def keyword_fails(*args: Any) -> Any:
+            raise BackendError("keyword leg failed")
+
+        def slow_keyword(*args: Any) -> Any:
+            threading.Event().wait(0.05)
+            finished.append("keyword")
+            return real_keyword(*args)
+
+        def vector_fails(*args: Any) -> Any:
+            raise BackendError("vector leg failed")
+
+        monkeypatch.setattr(kb.storage, "keyword_search", keyword_fails)
+        with pytest.raises(BackendError, match="keyword leg failed"):
+            kb.search("depreciation", collections=["Tax"])
+        monkeypatch.setattr(kb.storage, "keyword_search", slow_keyword)
+        monkeypatch.setattr(kb.storage, "vector_search", vector_fails)
+        with pytest.raises(BackendError, match="vector leg failed"):
+            kb.search("depreciation", collections=["Tax"])
+        assert finished == ["keyword"]  # waited for: no leg outlives its search
+        monkeypatch.setattr(kb.storage, "vector_search", real_vector)
+        assert kb.search("depreciation", collections=["Tax"])  # the helper serves on
+
+
+def test_hybrid_hits_are_the_pure_fusion_of_the_legs(filled: Path) -> None:
+    """The array path gives what fusion.zscore and feedback_leg give on the legs."""
+    with hybridkb.connect(filled, model="fake") as kb:
+        record = kb.record("Tax")
+        target = kb._target(record)
+        storage, settings = kb.storage, kb.settings
+        for query in QUERIES[:4]:
+            depth = settings.candidates
+            terms = analyze_query(query, target.languages)
+            qvec = target.embedder.embed_query(query)
+            kw = [
+                ((record.id, k), s) for k, s in storage.keyword_search(record, terms, depth, None)
+            ]
+            vec = [((record.id, k), s) for k, s in storage.vector_search(record, qvec, depth, None)]
+            floors = [0.0 if len(kw) < depth else None, None]
+            first = fusion.zscore([kw, vec], floors=floors)
+            moved = feedback_leg(
+                storage, [target], {record.model: qvec}, [*kw, *vec], first,
+                settings.vector_feedback, depth,
+            )  # fmt: skip
+            want = fusion.zscore([kw, moved], floors=floors)[:10]
+            hits = kb.search(query, k=10, collections=["Tax"])
+            assert [h.score for h in hits] == pytest.approx([f.score for f in want], abs=1e-9)
+            got_keys = [chunk_key(h.chunk_id) for h in hits]
+            assert got_keys == [key for (_, key), _ in (f for f in want)]
+            vector_of = dict(moved)
+            for hit in hits:
+                key = (record.id, chunk_key(hit.chunk_id))
+                assert hit.scores["vector"] == pytest.approx(vector_of[key], abs=1e-6)
+
+
+def test_feedback_leg_takes_the_fused_list_as_before(filled: Path) -> None:
+    with hybridkb.connect(filled, model="fake") as kb:
+        record = kb.record("Tax")
+        target = Target(record, kb.embedder_for(record), ["en"])
+        qvec = target.embedder.embed_query("depreciation")
+        vec = [((record.id, k), s) for k, s in kb.storage.vector_search(record, qvec, 10, None)]
+        best = [fusion.Fused(vec[1][0], 1.0)]  # any fused list: its first entry moves the query
+        moved = feedback_leg(kb.storage, [target], {record.model: qvec}, vec, best, 0.4, 10)
+        assert sorted(k for k, _ in moved) == sorted(k for k, _ in vec)
+        assert [s for _, s in moved] == sorted((s for _, s in moved), reverse=True)
+        assert moved[0][0] == vec[1][0]  # the chunk the query moved towards now leads
