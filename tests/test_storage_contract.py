@@ -526,6 +526,17 @@ class StorageContract:
         assert storage.read_only is False
         assert caps.name in ("duckdb", "postgres")
 
+    def test_prepare_loads_ahead_and_changes_no_answer(
+        self, empty_kb: hybridkb.KnowledgeBase
+    ) -> None:
+        coll = empty_kb.create_collection("P")
+        empty_kb.storage.prepare(coll.record)  # empty: nothing to load, no error
+        coll.add_texts(["harbour fees rise", "the lease runs ten years"], ids=["a", "b"])
+        before = [(h.chunk_id, h.score) for h in coll.search("harbour lease", k=2)]
+        empty_kb.storage.prepare(coll.record)
+        empty_kb.storage.prepare(coll.record)  # twice: still one set of indexes
+        assert [(h.chunk_id, h.score) for h in coll.search("harbour lease", k=2)] == before
+
     def test_list_workspaces_names_those_with_collections(
         self, empty_kb: hybridkb.KnowledgeBase
     ) -> None:
@@ -647,6 +658,7 @@ class TestClientContract(StorageContract):
             "test_export_tables_have_the_declared_schemas",
             "test_failed_write_leaves_nothing",
             "test_list_workspaces_names_those_with_collections",
+            "test_prepare_loads_ahead_and_changes_no_answer",
             "test_storage_returns_ranked_pairs",
             "test_streamed_document_replaces_in_one_write",
             "test_transaction_commits_or_rolls_back",

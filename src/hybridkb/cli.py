@@ -333,7 +333,7 @@ def search(
     kb = state.kb(write=False)
     collections = None if name == "*" else [name]
     if not kb.is_client and (mode or kb.settings.default_mode) != "keyword":
-        kb.load_models_in_background(collections)  # overlaps the cold CLI's model load
+        kb.prepare_search(collections)  # model and indexes load while the search starts
     hits = kb.search(query, k=k, mode=mode, where=where, collections=collections, rerank=rerank)
     if as_json:
         emit_json({"results": [h.to_dict() for h in hits]})

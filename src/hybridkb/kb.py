@@ -175,10 +175,11 @@ class KnowledgeBase:
             recipe=recipe,
         )
 
-    def load_models_in_background(self, collections: Iterable[str] | None = None) -> None:
-        """Start loading the embedding models of ``collections`` (default: all) in a
-        thread, so a one-shot search overlaps the model load (~0.3 s) with opening the
-        indexes and the keyword leg; the search waits for the load it needs."""
+    def prepare_search(self, collections: Iterable[str] | None = None) -> None:
+        """Start loading what searching ``collections`` (default: all) needs, in two
+        threads: the embedding models and the derived indexes. A one-shot search (the
+        CLI's) then overlaps the model load (~0.2 s) with the index load (~0.15 s at
+        100k chunks) and its own work; each search waits only for what it uses."""
         if collections is None:
             records = self.storage.list_collections(self.workspace)
         else:
@@ -188,14 +189,22 @@ class KnowledgeBase:
                 if r is not None
             ]
 
-        def load() -> None:
+        def load_models() -> None:
             for record in records:
                 try:
                     self.embedder_for(record)
                 except KBError:
                     pass  # the search itself reports it
 
-        threading.Thread(target=load, name="hybridkb-model-load", daemon=True).start()
+        def load_indexes() -> None:
+            for record in records:
+                try:
+                    self.storage.prepare(record)
+                except KBError:
+                    pass  # as above
+
+        for name, target in (("model", load_models), ("indexes", load_indexes)):
+            threading.Thread(target=target, name=f"hybridkb-{name}-load", daemon=True).start()
 
     def embedder_for(self, coll: CollectionRecord) -> Embedder:
         """The collection's own model (the catalog is the authority), checked against its dim."""

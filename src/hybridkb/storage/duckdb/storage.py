@@ -383,6 +383,9 @@ class DuckDBStorage:
         idx = self.derived.indexes_for(coll)
         return idx.keyword.search(list(terms), k, allowed=self.derived.allowed(coll, where))
 
+    def prepare(self, coll: CollectionRecord) -> None:
+        self.derived.indexes_for(coll)  # the snapshot, or a build from the tables
+
     def vector_search(
         self, coll: CollectionRecord, query: np.ndarray, k: int, where: Filter | None
     ) -> Ranked:

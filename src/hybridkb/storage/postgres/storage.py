@@ -490,6 +490,9 @@ class PostgresStorage:
     def stats_many(self, colls: Sequence[CollectionRecord]) -> dict[int, CollectionStats]:
         return {c.id: self.stats(c) for c in colls}
 
+    def prepare(self, coll: CollectionRecord) -> None:
+        return None  # the indexes live in the server; nothing to load here
+
     def stats(self, coll: CollectionRecord) -> CollectionStats:
         t = self.tables(coll)
         rows = self._query(
