@@ -25,14 +25,16 @@ from hybridkb.analysis import analyze
 from hybridkb.storage.duckdb.rows import timestamp
 
 # Modules a search must not import: torch and LangChain are for other front ends and
-# the one-off export; pydantic-settings, pyarrow, pytz, the graph, the wire client and
-# ingest (the loaders, the files it opens, the embedding cache in SQLite) only cost
-# start-up time there.
+# the one-off export; pydantic (settings are a plain class, see settings.py),
+# pydantic-settings, pyarrow, pytz, the graph, the wire client and ingest (the loaders,
+# the files it opens, the embedding cache in SQLite) only cost start-up time there.
 OFF_THE_SEARCH_PATH = [
     "torch",
     "sentence_transformers",
     "transformers",
     "langchain_core",
+    "pydantic",
+    "pydantic_core",
     "pydantic_settings",
     "pytz",
     "hybridkb.graph",
@@ -145,6 +147,15 @@ def test_importing_the_command_line_starts_neither_numpy_nor_pydantic() -> None:
         "print(json.dumps({'loaded': [m for m in ('numpy', 'pydantic') if m in sys.modules]}))"
     )
     assert found == {"loaded": []}
+
+
+def test_reading_settings_does_not_start_pydantic() -> None:
+    found = imported_by(
+        "import json, sys; from hybridkb.settings import load_settings; "
+        "s = load_settings(chunk_size='500'); "
+        "print(json.dumps({'size': s.chunk_size, 'pydantic': 'pydantic' in sys.modules}))"
+    )
+    assert found == {"size": 500, "pydantic": False}
 
 
 def test_the_program_tunes_its_process_and_a_caller_keeps_its_own() -> None:

@@ -7,13 +7,20 @@ and runs each test in its own tmp_path, so a `.env` written here is the only one
 from __future__ import annotations
 
 import os
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
 import hybridkb
 from hybridkb.errors import ConfigError
-from hybridkb.settings import DEFAULT_MODEL, Settings, load_settings, with_overrides
+from hybridkb.settings import (
+    DEFAULT_MODEL,
+    Settings,
+    environment_values,
+    load_settings,
+    with_overrides,
+)
 
 
 def write_env(folder: Path, text: str) -> None:
@@ -192,3 +199,325 @@ def test_public_shape() -> None:
     assert dumped["model"] == "fake"
     assert set(dumped) == set(Settings.model_fields)
     assert Settings.model_validate(dumped) == s
+
+
+# -- how values are read: every coercion rule and every refusal ------------------------
+#
+# These pin the rules pydantic's lax mode applied when Settings was a pydantic model,
+# so the plain class that replaced it reads every value the same way.
+
+ENV_FIX = r"; fix it in the environment or \.env$"
+ARG_FIX = r"; fix it in the environment, \.env or the argument$"
+
+
+@pytest.mark.parametrize(
+    ("field", "text", "expected"),
+    [
+        # whole numbers: surrounding space, a sign, single underscores, a zero fraction
+        ("chunk_size", "500", 500),
+        ("default_k", " 7 ", 7),
+        ("chunk_overlap", " 10\t", 10),
+        ("chunk_size", "+500", 500),
+        ("chunk_size", "00500", 500),
+        ("chunk_size", "5_00", 500),
+        ("chunk_size", "500.0", 500),
+        ("chunk_size", "500.00", 500),
+        ("chunk_overlap", "-0", 0),
+        ("embed_batch_size", "-3", -3),  # no bounds: any whole number
+        ("rrf_k", "0", 0),
+        ("rerank_depth", "1000", 1000),  # bounds are inclusive
+        ("row_cache_mb", "0", 0),
+        # numbers: what float() reads, in ASCII
+        ("vector_feedback", "0.25", 0.25),
+        ("vector_feedback", " .5 ", 0.5),
+        ("vector_feedback", "1.", 1.0),
+        ("vector_feedback", "2", 2.0),
+        ("vector_feedback", "1e-1", 0.1),
+        ("vector_feedback", "+1.5", 1.5),
+        ("lock_timeout", "0", 0.0),
+        ("lock_timeout", "inf", float("inf")),
+        ("lock_timeout", "Infinity", float("inf")),
+        ("lock_timeout", "1e400", float("inf")),
+        # flags: these words in any case, and nothing else
+        *[("ocr", word, True) for word in ("true", "True", "TRUE", "1", "yes", "on", "y", "t")],
+        *[("serve", word, False) for word in ("false", "0", "no", "NO", "off", "Off", "n", "f")],
+        # choices: exactly as written
+        ("fusion", "rrf", "rrf"),
+        ("embedding_backend", "onnx-int8", "onnx-int8"),
+        ("default_mode", "keyword", "keyword"),
+        ("chunk_strategy", "size", "size"),
+        ("serve_transport", "tcp", "tcp"),
+        # text: kept as it is, spaces and all; only the optional ones read "" as unset
+        ("workspace", " x ", " x "),
+        ("workspace", "", ""),
+        ("reranker", " ", " "),
+        ("pdf_password", "", None),
+        # paths: the cache folder is expanded, not resolved
+        ("cache_dir", "~/x", Path.home() / "x"),
+        ("cache_dir", "", Path()),
+        ("allowed_paths", "", []),
+        ("allowed_paths", " ", []),
+        ("allowed_paths", "[]", []),
+        ("allowed_paths", '["~"]', [Path.home().resolve()]),
+    ],
+)
+def test_environment_text_is_coerced(
+    field: str, text: str, expected: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(f"HYBRIDKB_{field.upper()}", text)
+    value = getattr(load_settings(), field)
+    assert value == expected
+    assert type(value) is type(expected)
+
+
+@pytest.mark.parametrize(
+    ("field", "text"),
+    [
+        *[
+            ("chunk_size", text)
+            for text in ("lots", "", "500.5", "500.", "5e2", "0x1F4", "1__000", "_1000", "500 0")
+        ],
+        ("chunk_size", "١٢٣٤"),  # digits of other scripts are not read
+        ("chunk_size", "99"),  # below the bound
+        ("chunk_overlap", "-1"),
+        ("default_k", "0"),
+        ("candidates", "0"),
+        ("rerank_depth", "0"),
+        ("rerank_depth", "1001"),
+        ("row_cache_mb", "-1"),
+        *[
+            ("vector_feedback", text)
+            for text in ("abc", "", "0x1", "0,5", "1.2.3", "２", "2.0001", "-0.1")
+        ],
+        *[("vector_feedback", text) for text in ("nan", "NaN", "inf", "-inf")],
+        ("lock_timeout", "nan"),
+        ("lock_timeout", "-1"),
+        *[("ocr", text) for text in ("", "2", "maybe", "1.0", "00", " true ", "\ttrue", "True ")],
+        ("fusion", "RRF"),
+        ("fusion", " rrf"),
+        ("fusion", "median"),
+        ("embedding_backend", "ONNX"),
+        ("default_mode", "Hybrid"),
+        ("chunk_strategy", "SIZE"),
+        ("serve_transport", "udp"),
+        ("allowed_paths", "["),
+        ("allowed_paths", "[1]"),
+        ("allowed_paths", "[null]"),
+        ("allowed_paths", '["a"] x'),
+        ("allowed_paths", "[]]"),
+    ],
+)
+def test_bad_environment_text_is_refused(
+    field: str, text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(f"HYBRIDKB_{field.upper()}", text)
+    with pytest.raises(ConfigError, match=rf"^HYBRIDKB_{field.upper()}: .+{ENV_FIX}") as info:
+        load_settings()
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("embed_batch_size", 5.0, 5),
+        ("embed_batch_size", True, 1),
+        ("embed_batch_size", Decimal("5"), 5),
+        ("chunk_size", b" 500 ", 500),
+        ("chunk_size", 10**30, 10**30),
+        ("vector_feedback", 1, 1.0),
+        ("vector_feedback", True, 1.0),
+        ("vector_feedback", Decimal("0.5"), 0.5),
+        ("vector_feedback", b"0.5", 0.5),
+        ("ocr", 1, True),
+        ("ocr", 0, False),
+        ("ocr", 1.0, True),
+        ("ocr", 0.0, False),
+        ("ocr", b"yes", True),
+        ("workspace", b"caf\xc3\xa9", "café"),
+        ("workspace", bytearray(b"ba"), "ba"),
+        ("reranker", b"", ""),  # only the text "" reads as unset
+        ("cache_dir", Path("~/y"), Path.home() / "y"),
+        ("allowed_paths", ["a", Path("b")], lambda: [Path("a").resolve(), Path("b").resolve()]),
+        ("allowed_paths", ("~",), [Path.home().resolve()]),
+        ("allowed_paths", {"a"}, lambda: [Path("a").resolve()]),
+        ("allowed_paths", frozenset({"a"}), lambda: [Path("a").resolve()]),
+        ("allowed_paths", [""], lambda: [Path.cwd().resolve()]),
+        (
+            "allowed_paths",
+            f"a{os.pathsep}[x]",
+            lambda: [Path("a").resolve(), Path("[x]").resolve()],
+        ),
+    ],
+)
+def test_argument_values_are_coerced(field: str, value: object, expected: object) -> None:
+    if callable(expected):  # relative paths resolve against the test's working folder
+        expected = expected()
+    got = getattr(with_overrides(Settings(model="fake"), **{field: value}), field)
+    assert got == expected
+    assert type(got) is type(expected)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("chunk_size", 500.5),
+        ("chunk_size", float("nan")),
+        ("chunk_size", float("inf")),
+        ("chunk_size", Decimal("500.5")),
+        ("chunk_size", True),  # 1, below the bound
+        ("chunk_size", "5" * 5000),
+        ("ocr", 2),
+        ("ocr", 0.5),
+        ("ocr", b"  yes"),
+        ("workspace", 5),
+        ("workspace", 5.0),
+        ("workspace", True),
+        ("db", Path("x")),
+        ("workspace", b"\xff"),
+        ("reranker", 5),
+        ("pdf_password", 0),
+        ("fusion", b"rrf"),
+        ("fusion", 1),
+        ("cache_dir", 5),
+        ("cache_dir", b"/tmp"),
+        ("allowed_paths", 5),
+        ("allowed_paths", {"a": 1}),
+        ("allowed_paths", [5]),
+        ("allowed_paths", [b"a"]),
+        ("allowed_paths", ["\x00"]),
+        ("allowed_paths", "a\x00"),
+    ],
+)
+def test_bad_argument_values_are_refused(field: str, value: object) -> None:
+    with pytest.raises(ConfigError, match=rf"^HYBRIDKB_{field.upper()}: .+{ARG_FIX}") as info:
+        with_overrides(Settings(model="fake"), **{field: value})
+    assert "\n" not in str(info.value)
+
+
+def test_defaults_go_through_the_rules_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HYBRIDKB_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", "~/xdg")
+    s = load_settings()
+    assert s.cache_dir == Path.home() / "xdg" / "hybridkb"  # expanded
+    assert s.allowed_paths == [Path.cwd().resolve()]  # resolved
+
+
+def test_overlap_is_checked_against_the_size_in_effect(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_settings(chunk_size=200, chunk_overlap=199).chunk_overlap == 199
+    monkeypatch.setenv("HYBRIDKB_CHUNK_OVERLAP", "1000")  # the default size is 1000
+    with pytest.raises(ConfigError, match=rf"^HYBRIDKB_CHUNK_OVERLAP: .*chunk_size.*{ENV_FIX}"):
+        load_settings()
+    assert load_settings(chunk_size=1001).chunk_overlap == 1000
+    with pytest.raises(ConfigError, match=rf"^HYBRIDKB_CHUNK_OVERLAP: .*chunk_size.*{ARG_FIX}"):
+        with_overrides(load_settings(chunk_size=1001), chunk_size=1000)
+
+
+def test_the_first_bad_field_in_field_order_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HYBRIDKB_DEFAULT_K", "0")
+    monkeypatch.setenv("HYBRIDKB_CHUNK_SIZE", "x")
+    monkeypatch.setenv("HYBRIDKB_CHUNK_OVERLAP", "5000")
+    with pytest.raises(ConfigError, match="^HYBRIDKB_CHUNK_SIZE: "):
+        load_settings()
+
+
+def test_settings_made_directly_raise_config_errors_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    # (pydantic raised its ValidationError here, which no front end renders.)
+    with pytest.raises(ConfigError, match=rf"^HYBRIDKB_CHUNK_SIZE: .+{ENV_FIX}"):
+        Settings(chunk_size=5)
+    monkeypatch.setenv("HYBRIDKB_DEFAULT_K", "0")
+    with pytest.raises(ConfigError, match=rf"^HYBRIDKB_DEFAULT_K: .+{ENV_FIX}"):
+        Settings()
+    monkeypatch.delenv("HYBRIDKB_DEFAULT_K")
+    assert with_overrides(Settings(), reranker=None).reranker is None  # None: no override
+    assert Settings(reranker=None).reranker is None
+    with pytest.raises(ConfigError, match=rf"^HYBRIDKB_WORKSPACE: .+{ARG_FIX}"):
+        Settings.model_validate({**Settings().model_dump(), "workspace": None})
+
+
+def test_model_validate_fills_the_rest_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HYBRIDKB_DB", "env.duckdb")
+    s = Settings.model_validate({"workspace": "w", "not_a_field": 1})
+    assert (s.workspace, s.db) == ("w", "env.duckdb")
+
+
+def test_environment_values_are_the_known_names_as_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_env(tmp_path, "HYBRIDKB_WORKSPACE=dotenv\nHYBRIDKB_DB=dotenv.duckdb\nHYBRIDKB_NOPE=1\n")
+    monkeypatch.setenv("hybridkb_db", "env.duckdb")
+    monkeypatch.setenv("HYBRIDKB_", "x")
+    assert environment_values() == {
+        "workspace": "dotenv",
+        "db": "env.duckdb",
+        "cache_dir": os.environ["HYBRIDKB_CACHE_DIR"],
+    }
+
+
+def test_dump_is_a_copy_and_equality_is_by_value() -> None:
+    s = Settings(model="fake")
+    dumped = s.model_dump()
+    dumped["allowed_paths"].append(Path("/elsewhere"))
+    assert s.allowed_paths == [Path.cwd().resolve()]
+    assert s == Settings(model="fake") and s != Settings(model="other")
+    assert s != dumped
+    assert with_overrides(s) == s and with_overrides(s) is not s
+    with pytest.raises(TypeError):
+        hash(s)
+
+
+def test_every_field_is_described_with_its_default() -> None:
+    plain = Settings()
+    for name, info in Settings.model_fields.items():
+        assert info.description is None or isinstance(info.description, str)
+        if name not in ("allowed_paths", "cache_dir"):  # made per call
+            assert getattr(plain, name) == info.default, name
+
+
+@pytest.mark.parametrize(
+    ("variable", "text", "problem"),
+    [
+        ("HYBRIDKB_CHUNK_SIZE", "50", "must be a whole number >= 100, got '50'"),
+        ("HYBRIDKB_RERANK_DEPTH", "lots", "must be a whole number from 1 to 1000, got 'lots'"),
+        ("HYBRIDKB_VECTOR_FEEDBACK", "nan", "must be a number from 0 to 2, got 'nan'"),
+        ("HYBRIDKB_LOCK_TIMEOUT", "soon", "must be a number >= 0, got 'soon'"),
+        ("HYBRIDKB_OCR", "maybe", "must be true or false (or 1/0, yes/no, on/off), got 'maybe'"),
+        ("HYBRIDKB_FUSION", "median", "must be one of 'zscore', 'weighted', 'rrf', got 'median'"),
+        ("HYBRIDKB_ALLOWED_PATHS", "[", "not a JSON list of folders (Expecting value: "),
+        ("HYBRIDKB_ALLOWED_PATHS", "[1]", "each folder must be a path, got 1"),
+        ("HYBRIDKB_CHUNK_OVERLAP", "1000", "must be smaller than chunk_size (1000), got 1000"),
+    ],
+)
+def test_messages_say_what_is_wrong_and_what_was_given(
+    variable: str, text: str, problem: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(variable, text)
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert str(info.value).startswith(f"{variable}: {problem}")
+    assert str(info.value).endswith("; fix it in the environment or .env")
+
+
+def test_a_long_value_is_shortened_in_the_message() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_settings(workspace=["x" * 500])
+    assert len(str(info.value)) < 150
+
+
+def test_a_home_folder_that_cannot_be_found_is_a_config_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # (pydantic let the RuntimeError of expanduser() through.)
+    monkeypatch.setenv("HYBRIDKB_CACHE_DIR", "~no-such-user-hybridkb/cache")
+    with pytest.raises(ConfigError, match=r"^HYBRIDKB_CACHE_DIR: cannot expand '~no-such-user"):
+        load_settings()
+    with pytest.raises(ConfigError, match=r"^HYBRIDKB_ALLOWED_PATHS: cannot expand"):
+        load_settings(allowed_paths=["~no-such-user-hybridkb"])
+
+
+def test_the_pdf_password_is_not_shown(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HYBRIDKB_PDF_PASSWORD", "hunter2")
+    settings = Settings()
+    assert settings.pdf_password == "hunter2"
+    assert "hunter2" not in repr(settings) and "hunter2" not in str(settings)

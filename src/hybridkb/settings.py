@@ -1,37 +1,287 @@
 """Settings from the environment and `.env`, prefix ``HYBRIDKB_`` (see .env.example).
 
-The environment and `.env` are read here with python-dotenv, not by pydantic-settings:
-importing pydantic-settings costs ~0.25 s (it imports asyncio, ssl, concurrent.futures,
-importlib.metadata and its cloud providers at module load), a quarter of the 1 s a cold
-``hybridkb search`` may take. The rules are the ones it applied:
+``Settings`` is a plain dataclass that reads its values itself, not a pydantic model:
+importing pydantic (pydantic_core, its schema machinery, typing_extensions, decimal,
+zoneinfo: 56 modules) and building the model class took 0.15-0.23 s of every cold
+``hybridkb search``; this module now takes ~3 ms there. A cold search of 100k chunks
+on a 2-core EPYC went from 1.03 to 0.85 s median (10 interleaved runs, load ~1). The
+environment and `.env` are read with python-dotenv, not by pydantic-settings, which
+cost ~0.25 s more (asyncio, ssl and cloud providers at module load). The rules are the
+ones pydantic-settings and pydantic's lax mode applied:
 
 - a variable ``HYBRIDKB_<FIELD>`` sets ``<field>``; names are case-insensitive, and
   ``HYBRIDKB_*`` names that are no field are ignored;
 - `.env` is read from the current working directory (not its parents) when settings
   are made; a line without a value sets nothing;
-- arguments beat the environment, which beats `.env`, which beats the defaults;
-- values are text that the fields' types and validators parse (``"500"``, ``"false"``);
-  ``HYBRIDKB_ALLOWED_PATHS`` is a JSON list or folders separated by ``os.pathsep``.
+- arguments beat the environment, which beats `.env`, which beats the defaults, and
+  the defaults are read by the same rules (the working folder of allowed_paths is
+  resolved);
+- values are text that each field reads by its kind, and the same Python values an
+  argument may pass:
+
+  - whole numbers: ASCII digits with optional surrounding space, sign and single
+    underscores, or a fraction of zeros (``" 500 "``, ``"5_00"``, ``"500.0"``); a
+    float or Decimal without a fraction; within the field's bounds;
+  - numbers: what ``float()`` reads in ASCII (``".5"``, ``"1e-1"``, ``"inf"``), an
+    int or Decimal; within the field's bounds, which NaN never is;
+  - flags: ``true/false``, ``1/0``, ``yes/no``, ``on/off``, ``t/f``, ``y/n`` in any
+    case and without spaces, a bool, or the number 1 or 0;
+  - choices: one of the listed words exactly; text: kept as it is, and the optional
+    ones (``reranker``, ``pdf_password``) read ``""`` as unset; text may come as UTF-8
+    bytes;
+  - paths: ``cache_dir`` is expanded (``~``); ``HYBRIDKB_ALLOWED_PATHS`` is a JSON list
+    or folders separated by ``os.pathsep`` (an argument may pass any collection of
+    paths), each expanded and resolved;
+- ``chunk_overlap`` must be smaller than ``chunk_size``;
+- a value that does not read raises ConfigError naming the variable, e.g.
+  ``HYBRIDKB_CHUNK_SIZE: must be a whole number >= 100, got '50'; fix it in the
+  environment or .env``; the first bad field in field order is named.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import numbers
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
+from .errors import ConfigError
 from .types import SearchMode
 
 ChunkStrategy = Literal["paragraph", "page", "size"]
 Fusion = Literal["zscore", "weighted", "rrf"]
+EmbeddingBackend = Literal["auto", "onnx", "onnx-int8", "torch"]
+ServeTransport = Literal["auto", "unix", "tcp"]
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 ENV_PREFIX = "HYBRIDKB_"
 ENV_FILE = ".env"
+
+Reader = Callable[[object], object]
+
+
+# -- reading one value -----------------------------------------------------------------
+
+
+class _Invalid(ValueError):
+    """A value its field cannot read; the message says what is wrong with it."""
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _as_text(value: object) -> str | None:
+    """``value`` as str when it is text or UTF-8 bytes, else None."""
+    if isinstance(value, str):
+        return str(value)  # a plain str, also for a subclass
+    if isinstance(value, bytes):
+        try:
+            return value.decode()
+        except UnicodeDecodeError:
+            return None
+    return None
+
+
+def _bounds(ge: float | None, le: float | None) -> str:
+    if ge is not None and le is not None:
+        return f" from {ge} to {le}"
+    if ge is not None:
+        return f" >= {ge}"
+    return "" if le is None else f" <= {le}"
+
+
+def _to_int(value: object) -> int | None:
+    if isinstance(value, int):  # bool too: True is 1
+        return int(value)
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) and value.is_integer() else None
+    text = _as_text(value)
+    if text is not None:
+        text = text.strip()
+        if not text.isascii():  # int() would read other scripts' digits
+            return None
+        whole, dot, fraction = text.partition(".")
+        if dot and fraction and not fraction.strip("0"):
+            text = whole  # "500.0"
+        try:
+            return int(text)
+        except ValueError:  # also past int()'s 4300 digits
+            return None
+    if isinstance(value, numbers.Number):  # Decimal, Fraction
+        try:
+            number = int(value)  # type: ignore[call-overload]
+        except (TypeError, ValueError, OverflowError):
+            return None
+        return number if number == value else None
+    return None
+
+
+def _to_float(value: object) -> float | None:
+    text = _as_text(value)
+    if text is not None:
+        text = text.strip()
+        if not text.isascii():
+            return None
+        value = text
+    elif not isinstance(value, numbers.Number):
+        return None
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+def _whole(ge: int | None = None, le: int | None = None) -> Reader:
+    def read(value: object) -> int:
+        number = _to_int(value)
+        if number is None or (ge is not None and number < ge) or (le is not None and number > le):
+            raise _Invalid(f"must be a whole number{_bounds(ge, le)}, got {_shown(value)}")
+        return number
+
+    return read
+
+
+def _number(ge: float | None = None, le: float | None = None) -> Reader:
+    def read(value: object) -> float:
+        number = _to_float(value)
+        # Written as "not >=" so that NaN, which compares false, is out of bounds.
+        if (
+            number is None
+            or (ge is not None and not number >= ge)
+            or (le is not None and not number <= le)
+        ):
+            raise _Invalid(f"must be a number{_bounds(ge, le)}, got {_shown(value)}")
+        return number
+
+    return read
+
+
+_TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
+_FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
+
+
+def _flag(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = _as_text(value)
+    if text is not None:
+        if text.lower() in _TRUE:
+            return True
+        if text.lower() in _FALSE:
+            return False
+    elif (number := _to_int(value)) in (0, 1):  # 1, 0.0, Decimal(1)
+        return number == 1
+    raise _Invalid(f"must be true or false (or 1/0, yes/no, on/off), got {_shown(value)}")
+
+
+def _one_of(kind: object) -> Reader:
+    choices: tuple[str, ...] = get_args(kind)
+
+    def read(value: object) -> str:
+        if isinstance(value, str) and value in choices:
+            return choices[choices.index(value)]
+        listed = ", ".join(repr(c) for c in choices)
+        raise _Invalid(f"must be one of {listed}, got {_shown(value)}")
+
+    return read
+
+
+def _text(value: object) -> str:
+    text = _as_text(bytes(value) if isinstance(value, bytearray) else value)
+    if text is None:
+        raise _Invalid(f"must be text, got {_shown(value)}")
+    return text
+
+
+def _text_or_unset(value: object) -> str | None:
+    return None if value is None or value == "" else _text(value)
+
+
+def _path(value: object, wanted: str = "must be a path") -> Path:
+    if isinstance(value, (str, os.PathLike)):
+        try:
+            return Path(value)
+        except TypeError:  # a PathLike of bytes
+            pass
+    raise _Invalid(f"{wanted}, got {_shown(value)}")
+
+
+def _expanded(path: Path) -> Path:
+    try:
+        return path.expanduser()
+    except RuntimeError as exc:  # "~someone" with no such user, or no home folder
+        raise _Invalid(f"cannot expand {_shown(str(path))}: {exc}") from exc
+
+
+def _expanded_path(value: object) -> Path:
+    return _expanded(_path(value))
+
+
+def _folders(value: object) -> list[Path]:
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise _Invalid(f"not a JSON list of folders ({exc})") from exc
+        else:
+            value = [p for p in text.split(os.pathsep) if p.strip()]
+    if isinstance(value, (bytes, bytearray, Mapping)) or not isinstance(value, Iterable):
+        raise _Invalid(
+            f"must be a JSON list or folders separated by {os.pathsep!r}, got {_shown(value)}"
+        )
+    folders = []
+    for item in value:
+        folder = _expanded(_path(item, "each folder must be a path"))
+        try:
+            folders.append(folder.resolve())
+        except (OSError, RuntimeError, ValueError) as exc:  # a NUL, a symlink loop
+            raise _Invalid(f"cannot resolve {_shown(str(folder))}: {exc}") from exc
+    return folders
+
+
+# -- the fields --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One setting as ``Settings.model_fields`` lists it.
+
+    Attributes:
+        default: the value when nothing sets it (``dataclasses.MISSING`` when
+            ``default_factory`` makes it per call).
+        default_factory: makes the default, or None.
+        description: what it is for, where the name does not say.
+        read: turns a value from the environment, `.env` or an argument into the
+            field's value, or raises ``_Invalid``.
+    """
+
+    default: object
+    default_factory: Callable[[], object] | None
+    description: str | None
+    read: Reader
+
+    def initial(self) -> object:
+        return self.default if self.default_factory is None else self.default_factory()
+
+
+def _option(
+    default: object = MISSING,
+    read: Reader = _text,
+    description: str | None = None,
+    *,
+    factory: Callable[[], object] | None = None,
+    secret: bool = False,
+) -> Any:
+    # A secret is left out of repr(): settings end up in logs and tracebacks.
+    return field(metadata={"option": Option(default, factory, description, read)}, repr=not secret)
 
 
 def _default_cache_dir() -> Path:
@@ -39,7 +289,128 @@ def _default_cache_dir() -> Path:
     return Path(base) / "hybridkb"
 
 
-def _by_field(variables: Mapping[str, str | None], fields: Mapping[str, object]) -> dict[str, str]:
+@dataclass(init=False, slots=True)  # equality and repr by field; __init__ reads them
+class Settings:
+    """Every knob hybridkb reads. Arguments passed in code override these.
+
+    ``Settings(...)`` fills what its arguments leave out from the environment and
+    `.env` and ignores names that are no field (see the module docstring).
+
+    Raises:
+        ConfigError: a value that does not read, naming its ``HYBRIDKB_*`` variable.
+    """
+
+    model_fields: ClassVar[Mapping[str, Option]]  # name -> Option, in field order
+
+    db: str = _option("hybridkb.duckdb", _text, "DuckDB file path, ':memory:' or postgresql:// URL")
+    workspace: str = _option("default")
+    model: str = _option(
+        DEFAULT_MODEL,
+        _text,
+        "Embedding model for new collections: the packaged all-MiniLM-L6-v2, "
+        "any sentence-transformers name or path, or 'fake' (deterministic, for tests)",
+    )
+    device: str = _option("auto", _text, "auto | cpu | cuda | mps")
+    embedding_backend: EmbeddingBackend = _option(
+        "auto",
+        _one_of(EmbeddingBackend),
+        "auto: ONNX Runtime, int8 only where measured faster and equivalent on "
+        "this CPU; onnx: float32; onnx-int8: int8 always; torch: sentence-transformers",
+    )
+    embed_batch_size: int = _option(32, _whole())
+    chunk_strategy: ChunkStrategy = _option("paragraph", _one_of(ChunkStrategy))
+    chunk_size: int = _option(1000, _whole(ge=100), "characters; MiniLM reads ~256 word pieces")
+    chunk_overlap: int = _option(150, _whole(ge=0))
+    language: str = _option("auto", _text, "'auto' detects per document; or an ISO 639-1 code")
+    default_k: int = _option(5, _whole(ge=1))
+    default_mode: SearchMode = _option("hybrid", _one_of(SearchMode))
+    # Chosen on SciFact train (bench/quality.py --sweep, section before each chunk's
+    # text, no feedback): z-score 0.7457, min-max ("weighted") 0.7425, RRF 0.7345.
+    fusion: Fusion = _option("zscore", _one_of(Fusion))
+    rrf_k: int = _option(60, _whole())
+    candidates: int = _option(100, _whole(ge=1), "per-leg candidate depth before fusion")
+    vector_feedback: float = _option(
+        0.4,
+        _number(ge=0, le=2),
+        "hybrid: move the query vector this far towards the best first-pass "
+        "chunk and re-score both legs' candidates with it (Rocchio feedback); 0 = off",
+    )
+    reranker: str | None = _option(
+        None,
+        _text_or_unset,
+        "folder (or cached id) of a sentence-transformers cross-encoder that "
+        "re-scores the fused top of every search; unset = no reranking",
+    )
+    rerank_depth: int = _option(30, _whole(ge=1, le=1000), "fused hits the reranker re-scores")
+    pdf_password: str | None = _option(None, _text_or_unset, secret=True)
+    ocr: bool = _option(True, _flag, "read PDF pages without a text layer by OCR (extra ocr)")
+    allowed_paths: list[Path] = _option(read=_folders, factory=lambda: [Path.cwd()])
+    cache_dir: Path = _option(read=_expanded_path, factory=_default_cache_dir)
+    lock_timeout: float = _option(10.0, _number(ge=0), "seconds to wait for another writer")
+    serve: bool = _option(
+        True, _flag, "the process holding a DuckDB file serves it to other processes"
+    )
+    serve_transport: ServeTransport = _option(
+        "auto",
+        _one_of(ServeTransport),
+        "how the holding process serves others: a Unix socket, or a 127.0.0.1 "
+        "port with a token (auto: Unix sockets where the platform has them, else tcp)",
+    )
+    row_cache_mb: int = _option(
+        256,
+        _whole(ge=0),
+        "chunk rows kept in memory for fast hits (embedded DuckDB only); 0 = off",
+    )
+    enable_sql_tool: bool = _option(False, _flag)
+    search_token_budget: int = _option(2000, _whole())
+    listing_token_budget: int = _option(1000, _whole())
+
+    def __init__(self, /, **values: object) -> None:
+        self._read({**environment_values(), **values}, "the environment or .env")
+
+    @classmethod
+    def model_validate(cls, data: Mapping[str, object]) -> Settings:
+        """Settings from ``data`` (by field name), the rest from the environment and `.env`.
+
+        Raises:
+            ConfigError: a value that does not read.
+        """
+        made = cls.__new__(cls)
+        made._read({**environment_values(), **data}, "the environment, .env or the argument")
+        return made
+
+    def model_dump(self) -> dict[str, Any]:
+        """Every field by name (lists copied)."""
+        dumped = {name: getattr(self, name) for name in Settings.model_fields}
+        dumped["allowed_paths"] = list(self.allowed_paths)
+        return dumped
+
+    def _read(self, values: Mapping[str, object], fix: str) -> None:
+        for name, option in Settings.model_fields.items():
+            try:
+                value = option.read(values[name] if name in values else option.initial())
+            except _Invalid as exc:
+                raise _config_error(name, str(exc), fix) from exc
+            setattr(self, name, value)
+        if self.chunk_overlap >= self.chunk_size:
+            raise _config_error(
+                "chunk_overlap",
+                f"must be smaller than chunk_size ({self.chunk_size}), got {self.chunk_overlap}",
+                fix,
+            )
+
+
+Settings.model_fields = {f.name: f.metadata["option"] for f in fields(Settings)}
+
+
+def _config_error(name: str, problem: str, fix: str) -> ConfigError:
+    return ConfigError(f"{ENV_PREFIX}{name.upper()}: {problem}; fix it in {fix}")
+
+
+# -- the environment and `.env` ----------------------------------------------------------
+
+
+def _by_field(variables: Mapping[str, str | None]) -> dict[str, str]:
     """The HYBRIDKB_* entries of ``variables`` that name a field, keyed by field name."""
     found: dict[str, str] = {}
     for name, value in variables.items():
@@ -47,145 +418,32 @@ def _by_field(variables: Mapping[str, str | None], fields: Mapping[str, object])
             continue
         if name[: len(ENV_PREFIX)].upper() != ENV_PREFIX:
             continue
-        field = name[len(ENV_PREFIX) :].lower()
-        if field in fields:
-            found[field] = value
+        key = name[len(ENV_PREFIX) :].lower()
+        if key in Settings.model_fields:
+            found[key] = value
     return found
 
 
 def environment_values() -> dict[str, str]:
     """Field values (as text) from ./.env, overridden by those of the environment."""
-    fields = Settings.model_fields
     values: dict[str, str] = {}
     env_file = Path(ENV_FILE)
     # A named pipe counts too, as it did for pydantic-settings (secret managers mount one).
     if env_file.is_file() or env_file.is_fifo():
         from dotenv import dotenv_values  # only when there is a file to read
 
-        values.update(_by_field(dotenv_values(env_file, encoding="utf-8"), fields))
-    values.update(_by_field(os.environ, fields))
+        values.update(_by_field(dotenv_values(env_file, encoding="utf-8")))
+    values.update(_by_field(os.environ))
     return values
 
 
-class Settings(BaseModel):
-    """Every knob hybridkb reads. Arguments passed in code override these.
-
-    ``Settings(...)`` fills what its arguments leave out from the environment and
-    `.env` (see the module docstring), as a pydantic-settings class would.
-    """
-
-    # validate_default: the defaults go through the validators too (the working folder
-    # of allowed_paths is resolved), as pydantic-settings did; unknown arguments are ignored.
-    model_config = ConfigDict(extra="ignore", validate_default=True)
-
-    db: str = Field(
-        "hybridkb.duckdb", description="DuckDB file path, ':memory:' or postgresql:// URL"
-    )
-    workspace: str = "default"
-    model: str = Field(
-        DEFAULT_MODEL,
-        description="Embedding model for new collections: the packaged all-MiniLM-L6-v2, "
-        "any sentence-transformers name or path, or 'fake' (deterministic, for tests)",
-    )
-    device: str = Field("auto", description="auto | cpu | cuda | mps")
-    embedding_backend: Literal["auto", "onnx", "onnx-int8", "torch"] = Field(
-        "auto",
-        description="auto: ONNX Runtime, int8 only where measured faster and equivalent on "
-        "this CPU; onnx: float32; onnx-int8: int8 always; torch: sentence-transformers",
-    )
-    embed_batch_size: int = 32
-    chunk_strategy: ChunkStrategy = "paragraph"
-    chunk_size: int = Field(1000, ge=100, description="characters; MiniLM reads ~256 word pieces")
-    chunk_overlap: int = Field(150, ge=0)
-    language: str = Field("auto", description="'auto' detects per document; or an ISO 639-1 code")
-    default_k: int = Field(5, ge=1)
-    default_mode: SearchMode = "hybrid"
-    # Chosen on SciFact train (bench/quality.py --sweep, section before each chunk's
-    # text, no feedback): z-score 0.7457, min-max ("weighted") 0.7425, RRF 0.7345.
-    fusion: Fusion = "zscore"
-    rrf_k: int = 60
-    candidates: int = Field(100, ge=1, description="per-leg candidate depth before fusion")
-    vector_feedback: float = Field(
-        0.4,
-        ge=0,
-        le=2,
-        description="hybrid: move the query vector this far towards the best first-pass "
-        "chunk and re-score both legs' candidates with it (Rocchio feedback); 0 = off",
-    )
-    reranker: str | None = Field(
-        None,
-        description="folder (or cached id) of a sentence-transformers cross-encoder that "
-        "re-scores the fused top of every search; unset = no reranking",
-    )
-    rerank_depth: int = Field(30, ge=1, le=1000, description="fused hits the reranker re-scores")
-    pdf_password: str | None = None
-    ocr: bool = Field(True, description="read PDF pages without a text layer by OCR (extra ocr)")
-    allowed_paths: list[Path] = Field(default_factory=lambda: [Path.cwd()])
-    cache_dir: Path = Field(default_factory=_default_cache_dir)
-    lock_timeout: float = Field(10.0, ge=0, description="seconds to wait for another writer")
-    serve: bool = Field(
-        True, description="the process holding a DuckDB file serves it to other processes"
-    )
-    serve_transport: Literal["auto", "unix", "tcp"] = Field(
-        "auto",
-        description="how the holding process serves others: a Unix socket, or a 127.0.0.1 "
-        "port with a token (auto: Unix sockets where the platform has them, else tcp)",
-    )
-    row_cache_mb: int = Field(
-        256,
-        ge=0,
-        description="chunk rows kept in memory for fast hits (embedded DuckDB only); 0 = off",
-    )
-    enable_sql_tool: bool = False
-    search_token_budget: int = 2000
-    listing_token_budget: int = 1000
-
-    def __init__(self, /, **values: Any) -> None:
-        # model_validate comes through here too (pydantic calls a custom __init__), as it
-        # did for pydantic-settings; with_overrides passes every field, so nothing changes.
-        super().__init__(**{**environment_values(), **values})
-
-    @field_validator("allowed_paths", mode="before")
-    @classmethod
-    def _split_paths(cls, value: object) -> object:
-        # Accept a JSON list or folders separated by the OS path separator (: or ;).
-        if isinstance(value, str):
-            text = value.strip()
-            if text.startswith("["):
-                return json.loads(text)
-            return [p for p in text.split(os.pathsep) if p.strip()]
-        return value
-
-    @field_validator("allowed_paths")
-    @classmethod
-    def _resolve_paths(cls, value: list[Path]) -> list[Path]:
-        return [Path(p).expanduser().resolve() for p in value]
-
-    @field_validator("cache_dir")
-    @classmethod
-    def _expand_cache(cls, value: Path) -> Path:
-        return Path(value).expanduser()
-
-    @field_validator("pdf_password", "reranker", mode="before")
-    @classmethod
-    def _blank_is_none(cls, value: object) -> object:
-        return None if value == "" else value
-
-    @field_validator("chunk_overlap")
-    @classmethod
-    def _overlap_below_size(cls, value: int, info) -> int:  # type: ignore[no-untyped-def]
-        size = info.data.get("chunk_size", 1000)
-        if value >= size:
-            raise ValueError(f"chunk_overlap ({value}) must be smaller than chunk_size ({size})")
-        return value
+# -- overrides ---------------------------------------------------------------------------
 
 
 def _check_names(overrides: dict[str, object]) -> None:
     for name in overrides:
         if name not in Settings.model_fields:
             import difflib
-
-            from .errors import ConfigError
 
             known = sorted(Settings.model_fields)
             close = difflib.get_close_matches(name, known, n=1)
@@ -195,52 +453,24 @@ def _check_names(overrides: dict[str, object]) -> None:
             )
 
 
-def _validated(data: dict[str, object]) -> Settings:
-    from pydantic import ValidationError
-
-    from .errors import ConfigError
-
-    try:
-        # data holds every field, so what __init__ reads from the environment changes nothing.
-        return Settings.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = str(first["loc"][0]) if first.get("loc") else "?"
-        raise ConfigError(
-            f"HYBRIDKB_{field.upper()}: {first.get('msg', 'invalid value')}; "
-            "fix it in the environment, .env or the argument"
-        ) from exc
-
-
 def load_settings(**overrides: object) -> Settings:
     """Settings from env/.env with explicit overrides (None values are ignored).
 
     Raises:
-        ConfigError: an unknown option name, or a value that does not validate.
+        ConfigError: an unknown option name, or a value that does not read.
     """
-    from pydantic import ValidationError
-
-    from .errors import ConfigError
-
     _check_names(overrides)
-    clean = {k: v for k, v in overrides.items() if v is not None}
-    try:
-        return Settings(**clean)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = str(first["loc"][0]) if first.get("loc") else "?"
-        raise ConfigError(
-            f"HYBRIDKB_{field.upper()}: {first.get('msg', 'invalid value')}; fix it in the environment or .env"
-        ) from exc
+    return Settings(**{k: v for k, v in overrides.items() if v is not None})
 
 
 def with_overrides(settings: Settings, **overrides: object) -> Settings:
-    """A copy of ``settings`` with ``overrides`` applied and validated like the environment.
+    """A copy of ``settings`` with ``overrides`` applied and read like the environment.
 
     Raises:
-        ConfigError: an unknown option name, or a value that does not validate.
+        ConfigError: an unknown option name, or a value that does not read.
     """
     _check_names(overrides)
     data = settings.model_dump()
     data.update({k: v for k, v in overrides.items() if v is not None})
-    return _validated(data)
+    # data holds every field, so what model_validate reads from the environment changes nothing.
+    return Settings.model_validate(data)
