@@ -15,17 +15,19 @@ from hybridkb.errors import DatabaseLocked
 
 HOLD = """
 import sys, time, hybridkb
-kb = hybridkb.connect(sys.argv[1], model="fake")
+kb = hybridkb.connect(sys.argv[1], model="fake", read_only=sys.argv[3:] == ["read-only"])
 print("holding", flush=True)
 time.sleep(float(sys.argv[2]))
 kb.close()
 """
 
 
-def _hold(db: Path, seconds: float) -> subprocess.Popen[bytes]:
+def _hold(db: Path, seconds: float, *mode: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     proc = subprocess.Popen(
-        [sys.executable, "-c", HOLD, str(db), str(seconds)], stdout=subprocess.PIPE, env=env
+        [sys.executable, "-c", HOLD, str(db), str(seconds), *mode],
+        stdout=subprocess.PIPE,
+        env=env,
     )
     assert proc.stdout is not None and proc.stdout.readline().startswith(b"holding")
     return proc
@@ -44,6 +46,23 @@ def test_second_writer_fails_after_timeout_naming_the_holder(tmp_path: Path) -> 
         assert (
             f"process {proc.pid}" in message and "MCP server" in message and "kb.duckdb" in message
         )
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_writer_held_off_by_a_reader_is_told_how_long_it_waited_in_all(
+    tmp_path: Path,
+) -> None:
+    """A read-only holder serves nobody, so the writer polls for an owner until the lock
+    timeout; the error reports that whole wait, not one poll's."""
+    db = tmp_path / "kb.duckdb"
+    hybridkb.connect(db, model="fake").close()
+    proc = _hold(db, 30, "read-only")
+    try:
+        with pytest.raises(DatabaseLocked, match=r"\(waited 1\.5s\)") as err:
+            hybridkb.connect(db, model="fake", lock_timeout=1.5)
+        assert f"process {proc.pid}" in str(err.value)
     finally:
         proc.kill()
         proc.wait()

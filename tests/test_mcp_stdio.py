@@ -207,3 +207,40 @@ def test_cancelled_calls_are_never_answered_and_unstarted_ones_never_run(tmp_pat
     assert rest == []
     with hybridkb.connect(db, model="fake") as kb:
         assert kb.collection_names() == ["Later"]
+
+
+def test_a_read_only_server_serves_the_writers_it_would_otherwise_lock_out(
+    tmp_path: Path,
+) -> None:
+    """A long-lived ``mcp --read-only`` holding the file read-only would make every
+    ``hybridkb add`` wait out the lock for the server's whole life: it holds the file
+    for writing instead and serves the writers, while its own tools stay read-only."""
+    db = tmp_path / "kb.duckdb"
+    with hybridkb.connect(db, model="fake") as kb:
+        kb.create_collection("notes").add_texts(["Tax depreciation of office equipment."])
+    s = Session(tmp_path, db, "--read-only")
+    s.request(1, "initialize", INIT)
+    s.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    names = {t["name"] for t in s.request(2, "tools/list", {})["result"]["tools"]}
+    assert "search_kb" in names and "add_kb_documents" not in names
+    text, is_error = s.call(3, "search_kb", {"query": "depreciation"})
+    assert not is_error and "depreciation" in text
+    text, is_error = s.call(4, "add_kb_documents", {"collection_name": "notes", "documents": "x"})
+    assert is_error
+
+    (tmp_path / "vitamins.txt").write_text("Vitamin D and the risk of tuberculosis.")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HYBRIDKB_")}
+    env.update(HYBRIDKB_MODEL="fake", HYBRIDKB_LOCK_TIMEOUT="0.5", HF_HUB_OFFLINE="1")
+    added = subprocess.run(
+        [sys.executable, str(HARNESS), "--db", str(db), "add", "notes", "vitamins.txt"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    text, is_error = s.call(5, "search_kb", {"query": "tuberculosis vitamin"})
+    assert not is_error and "vitamins.txt" in text
+    with hybridkb.connect(db, model="fake") as script:
+        assert script.is_client
+        script.collection("notes").add_texts(["A note from a script."])
+    text, is_error = s.call(6, "search_kb", {"query": "note from a script"})
+    assert not is_error and "A note from a script" in text
+    assert s.close() == []

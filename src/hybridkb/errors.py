@@ -103,6 +103,26 @@ class BackendError(KBError):
 
 class DatabaseLocked(BackendError):
     code = "database_locked"
+    path: str | None = None  # set by held_by: the file, and who held it
+    holder: str | None = None
+
+    @classmethod
+    def held_by(cls, path: str, holder: str, waited: float) -> DatabaseLocked:
+        """The file at ``path`` stayed locked by ``holder`` for ``waited`` seconds."""
+        locked = cls(
+            f"{path}: the knowledge base is in use by {holder}; wait for it to finish, "
+            "send requests through the process that holds it (e.g. the MCP server), "
+            f"or raise HYBRIDKB_LOCK_TIMEOUT (waited {waited:g}s)"
+        )
+        locked.path, locked.holder = path, holder
+        return locked
+
+    def after(self, waited: float) -> DatabaseLocked:
+        """The same error for a caller that polled: it says how long the caller waited
+        in all, not one poll's wait."""
+        if self.path is None or self.holder is None:
+            return self
+        return DatabaseLocked.held_by(self.path, self.holder, waited)
 
 
 def attempt_import(module: str, extra: str):  # type: ignore[no-untyped-def]

@@ -137,9 +137,11 @@ def serve(
         http_port: Serve streamable HTTP at ``http://{host}:{port}/mcp`` instead of stdio.
         host: HTTP bind address; 127.0.0.1 keeps it on this machine.
         workspace: Serve this workspace.
-        read_only: Leave out the tools that write (and open the database read-only).
+        read_only: Leave out the tools that write. A DuckDB file is still held for writing
+            where this user may write it, so that the server serves the processes that
+            write (opening.server_opens_read_only).
     """
-    from .opening import connect
+    from .opening import connect, server_opens_read_only
     from .settings import load_settings
 
     if http_port is None:
@@ -156,15 +158,20 @@ def serve(
             )
         else:
             settings = kb if kb is not None else load_settings()
+            opens_read_only = read_only and server_opens_read_only(settings)
             serve_stdio(
-                lambda: connect(settings=settings, read_only=read_only),
+                lambda: connect(settings=settings, read_only=opens_read_only),
                 sql_tool=settings.enable_sql_tool,
                 workspace=workspace,
                 read_only=read_only,
             )
         return
     owned = not isinstance(kb, KnowledgeBase)
-    base = kb if isinstance(kb, KnowledgeBase) else connect(settings=kb, read_only=read_only)
+    if isinstance(kb, KnowledgeBase):
+        base = kb
+    else:
+        settings = kb if kb is not None else load_settings()
+        base = connect(settings=settings, read_only=read_only and server_opens_read_only(settings))
     try:
         if not base.is_client:  # a client of another process's knowledge base embeds nothing
             # Load the default model now, in the background, rather than inside the first

@@ -8,6 +8,7 @@ URLs open directly, as before.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from .settings import Settings, load_settings, with_overrides
 from .storage import open_storage
 from .storage.urls import is_postgres_url
 
-__all__ = ["connect", "duckdb_file"]
+__all__ = ["connect", "duckdb_file", "server_opens_read_only"]
 
 _POLL_SECONDS = 0.2
 
@@ -31,6 +32,24 @@ def duckdb_file(url: str) -> str | None:
     if not path or path == ":memory:":
         return None
     return str(Path(path).expanduser())
+
+
+def server_opens_read_only(settings: Settings) -> bool:
+    """Whether a long-lived read-only server (``hybridkb mcp --read-only``) must open its
+    knowledge base read-only.
+
+    A DuckDB file held read-only for a server's whole life locks every writer out (a
+    terminal's ``hybridkb add`` would wait out the lock while the assistant runs); held
+    for writing, the server serves those writers like any owner, and only its own tools
+    are read-only. So it opens for writing wherever this user may write the file and its
+    folder (DuckDB writes a WAL beside it); Postgres and ``:memory:`` have no one to serve.
+    """
+    path = duckdb_file(settings.db)
+    if path is None or not settings.serve:
+        return True
+    file = Path(path)
+    folder_writable = os.access(file.parent, os.W_OK)
+    return not (folder_writable and (not file.exists() or os.access(file, os.W_OK)))
 
 
 def connect(
@@ -79,11 +98,11 @@ def connect(
             return RemoteKnowledgeBase(base, path, endpoint, read_only=read_only)
         try:
             kb = _open(base, path, read_only=read_only, lock_timeout=_POLL_SECONDS)
-        except DatabaseLocked:
+        except DatabaseLocked as locked:
             # Held, with no endpoint yet (the owner is starting, or does not serve): ask
             # again until the lock timeout, as a plain open would have waited.
             if time.monotonic() > deadline:
-                raise
+                raise locked.after(base.lock_timeout) from None
             continue
         if not read_only:
             from .serve.client import serve_owned

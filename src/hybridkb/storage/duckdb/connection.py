@@ -48,11 +48,7 @@ def open_duckdb(path: str, *, read_only: bool, lock_timeout: float) -> duckdb.Du
             if time.monotonic() >= deadline:
                 holder = lock_holder(text)
                 who = f"process {holder[1]} ({holder[0]})" if holder else "another process"
-                raise DatabaseLocked(
-                    f"{path}: the knowledge base is in use by {who}; wait for it to finish, "
-                    "send requests through the process that holds it (e.g. the MCP server), "
-                    f"or raise HYBRIDKB_LOCK_TIMEOUT (waited {lock_timeout:g}s)"
-                ) from exc
+                raise DatabaseLocked.held_by(path, who, lock_timeout) from exc
             time.sleep(delay)
             delay = min(delay * 2, 0.5)
         except duckdb.Error as exc:
