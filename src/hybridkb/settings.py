@@ -35,7 +35,8 @@ ones pydantic-settings and pydantic's lax mode applied:
 - ``chunk_overlap`` must be smaller than ``chunk_size``;
 - a value that does not read raises ConfigError naming the variable, e.g.
   ``HYBRIDKB_CHUNK_SIZE: must be a whole number >= 100, got '50'; fix it in the
-  environment or .env``; the first bad field in field order is named.
+  environment or .env`` (``...; fix the argument chunk_size`` for a value passed in);
+  the first bad field in field order is named.
 """
 
 from __future__ import annotations
@@ -366,7 +367,7 @@ class Settings:
     listing_token_budget: int = _option(1000, _whole())
 
     def __init__(self, /, **values: object) -> None:
-        self._read({**environment_values(), **values}, "the environment or .env")
+        self._read({**environment_values(), **values}, given=set(values))
 
     @classmethod
     def model_validate(cls, data: Mapping[str, object]) -> Settings:
@@ -375,8 +376,14 @@ class Settings:
         Raises:
             ConfigError: a value that does not read.
         """
+        return cls.read(data, given=set(data))
+
+    @classmethod
+    def read(cls, data: Mapping[str, object], *, given: set[str]) -> Settings:
+        """Settings from ``data``, the rest from the environment and `.env`; an error
+        about a field in ``given`` names that argument, any other the environment."""
         made = cls.__new__(cls)
-        made._read({**environment_values(), **data}, "the environment, .env or the argument")
+        made._read({**environment_values(), **data}, given=given)
         return made
 
     def model_dump(self) -> dict[str, Any]:
@@ -385,18 +392,18 @@ class Settings:
         dumped["allowed_paths"] = list(self.allowed_paths)
         return dumped
 
-    def _read(self, values: Mapping[str, object], fix: str) -> None:
+    def _read(self, values: Mapping[str, object], *, given: set[str]) -> None:
         for name, option in Settings.model_fields.items():
             try:
                 value = option.read(values[name] if name in values else option.initial())
             except _Invalid as exc:
-                raise _config_error(name, str(exc), fix) from exc
+                raise _config_error(name, str(exc), _where_to_fix([name], given)) from exc
             setattr(self, name, value)
         if self.chunk_overlap >= self.chunk_size:
             raise _config_error(
                 "chunk_overlap",
                 f"must be smaller than chunk_size ({self.chunk_size}), got {self.chunk_overlap}",
-                fix,
+                _where_to_fix(["chunk_overlap", "chunk_size"], given),
             )
 
 
@@ -404,7 +411,19 @@ Settings.model_fields = {f.name: f.metadata["option"] for f in fields(Settings)}
 
 
 def _config_error(name: str, problem: str, fix: str) -> ConfigError:
-    return ConfigError(f"{ENV_PREFIX}{name.upper()}: {problem}; fix it in {fix}")
+    return ConfigError(f"{ENV_PREFIX}{name.upper()}: {problem}; {fix}")
+
+
+def _where_to_fix(names: list[str], given: set[str]) -> str:
+    """Where the values of ``names`` came from: the arguments in ``given``, the
+    environment or `.env` for the others."""
+    arguments = [n for n in names if n in given]
+    variables = [f"{ENV_PREFIX}{n.upper()}" for n in names if n not in given]
+    if not variables:
+        return f"fix the argument{'s' if len(arguments) > 1 else ''} {', '.join(arguments)}"
+    if not arguments:
+        return "fix it in the environment or .env"
+    return f"fix the argument {', '.join(arguments)} or {', '.join(variables)} in the environment or .env"
 
 
 # -- the environment and `.env` ----------------------------------------------------------
@@ -471,6 +490,7 @@ def with_overrides(settings: Settings, **overrides: object) -> Settings:
     """
     _check_names(overrides)
     data = settings.model_dump()
-    data.update({k: v for k, v in overrides.items() if v is not None})
-    # data holds every field, so what model_validate reads from the environment changes nothing.
-    return Settings.model_validate(data)
+    changed = {k: v for k, v in overrides.items() if v is not None}
+    data.update(changed)
+    # data holds every field, so what read() takes from the environment changes nothing.
+    return Settings.read(data, given=set(changed))
