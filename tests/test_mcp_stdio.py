@@ -244,3 +244,20 @@ def test_a_read_only_server_serves_the_writers_it_would_otherwise_lock_out(
     text, is_error = s.call(6, "search_kb", {"query": "note from a script"})
     assert not is_error and "A note from a script" in text
     assert s.close() == []
+
+
+def test_a_read_only_server_reads_beside_readers_that_hold_the_file(tmp_path: Path) -> None:
+    """Readers serve nobody: a read-only server that cannot take the file for writing
+    reads beside them rather than failing."""
+    db = tmp_path / "kb.duckdb"
+    with hybridkb.connect(db, model="fake") as kb:
+        kb.create_collection("notes").add_texts(["Tax depreciation of office equipment."])
+    with hybridkb.connect(db, model="fake", read_only=True) as reader:
+        assert not reader.is_client
+        s = Session(tmp_path, db, "--read-only")
+        s.request(1, "initialize", INIT)
+        s.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        text, is_error = s.call(2, "search_kb", {"query": "depreciation"})
+        assert not is_error and "depreciation" in text
+        assert reader.collection("notes").count() == 1
+        assert s.close() == []

@@ -38,7 +38,6 @@ from .render import citation
 from .types import SEARCH_MODES
 
 if TYPE_CHECKING:
-    from .kb import KnowledgeBase
     from .types import CollectionInfo
 
 # -- the group -------------------------------------------------------------------------
@@ -467,20 +466,13 @@ def mcp(state: State, http_port: int | None, host: str, read_only: bool) -> int:
     processes (a terminal, a second assistant, a script) reach the knowledge base
     through it, also when it offers only the tools that read.
     """
-    from .settings import load_settings
-
-    settings = load_settings(db=state.db, workspace=state.workspace)  # ConfigError if bad
-
-    def open_kb() -> KnowledgeBase:
-        from .opening import server_opens_read_only
-
-        return state.kb(write=not (read_only and server_opens_read_only(settings)))
-
     if http_port is None:  # our own stdio server: answers before the tools and model load
         from .mcp_stdio import serve_stdio
+        from .settings import load_settings
 
+        settings = load_settings(db=state.db, workspace=state.workspace)  # ConfigError if bad
         serve_stdio(
-            open_kb,
+            lambda: state.server_kb(read_only=read_only),
             sql_tool=settings.enable_sql_tool,
             read_only=read_only,
             close=False,  # the State closes it
@@ -491,7 +483,7 @@ def mcp(state: State, http_port: int | None, host: str, read_only: bool) -> int:
     attempt_import("mcp", "mcp")
     from .mcp_server import serve
 
-    serve(open_kb(), http_port=http_port, host=host, read_only=read_only)
+    serve(state.server_kb(read_only=read_only), http_port=http_port, host=host, read_only=read_only)
     return EXIT_OK
 
 

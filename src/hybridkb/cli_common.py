@@ -81,6 +81,16 @@ class State:
             self._kb = connect(settings=settings, read_only=read_only)
         return self._kb
 
+    def server_kb(self, *, read_only: bool) -> KnowledgeBase:
+        """The knowledge base of ``hybridkb mcp`` (see opening.connect_server)."""
+        if self._kb is None:
+            from .opening import connect_server
+            from .settings import load_settings
+
+            settings = load_settings(db=self.db, workspace=self.workspace)  # ConfigError if bad
+            self._kb = connect_server(settings, read_only=read_only)
+        return self._kb
+
     def close(self) -> None:
         if self._kb is not None:
             self._kb.close()

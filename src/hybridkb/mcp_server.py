@@ -139,9 +139,9 @@ def serve(
         workspace: Serve this workspace.
         read_only: Leave out the tools that write. A DuckDB file is still held for writing
             where this user may write it, so that the server serves the processes that
-            write (opening.server_opens_read_only).
+            write (opening.connect_server).
     """
-    from .opening import connect, server_opens_read_only
+    from .opening import connect_server
     from .settings import load_settings
 
     if http_port is None:
@@ -158,9 +158,8 @@ def serve(
             )
         else:
             settings = kb if kb is not None else load_settings()
-            opens_read_only = read_only and server_opens_read_only(settings)
             serve_stdio(
-                lambda: connect(settings=settings, read_only=opens_read_only),
+                lambda: connect_server(settings, read_only=read_only),
                 sql_tool=settings.enable_sql_tool,
                 workspace=workspace,
                 read_only=read_only,
@@ -170,8 +169,7 @@ def serve(
     if isinstance(kb, KnowledgeBase):
         base = kb
     else:
-        settings = kb if kb is not None else load_settings()
-        base = connect(settings=settings, read_only=read_only and server_opens_read_only(settings))
+        base = connect_server(kb if kb is not None else load_settings(), read_only=read_only)
     try:
         if not base.is_client:  # a client of another process's knowledge base embeds nothing
             # Load the default model now, in the background, rather than inside the first

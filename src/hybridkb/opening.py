@@ -19,9 +19,10 @@ from .settings import Settings, load_settings, with_overrides
 from .storage import open_storage
 from .storage.urls import is_postgres_url
 
-__all__ = ["connect", "duckdb_file", "server_opens_read_only"]
+__all__ = ["connect", "connect_server", "duckdb_file"]
 
 _POLL_SECONDS = 0.2
+_READERS_WAIT_SECONDS = 2.0
 
 
 def duckdb_file(url: str) -> str | None:
@@ -34,22 +35,37 @@ def duckdb_file(url: str) -> str | None:
     return str(Path(path).expanduser())
 
 
-def server_opens_read_only(settings: Settings) -> bool:
-    """Whether a long-lived read-only server (``hybridkb mcp --read-only``) must open its
-    knowledge base read-only.
+def connect_server(settings: Settings, *, read_only: bool) -> KnowledgeBase:
+    """The knowledge base of a long-lived server (``hybridkb mcp``), which offers only
+    the tools that read when ``read_only``.
 
-    A DuckDB file held read-only for a server's whole life locks every writer out (a
-    terminal's ``hybridkb add`` would wait out the lock while the assistant runs); held
-    for writing, the server serves those writers like any owner, and only its own tools
-    are read-only. So it opens for writing wherever this user may write the file and its
-    folder (DuckDB writes a WAL beside it); Postgres and ``:memory:`` have no one to serve.
+    A DuckDB file held read-only for a server's whole life would lock every writer out
+    (a terminal's ``hybridkb add`` would wait out the lock while the assistant runs), so
+    a read-only server holds the file for writing wherever this user may write it, and
+    serves those writers like any owner; only its tools are read-only. If readers hold
+    the file (a read-only opener serves nobody), it reads beside them instead.
     """
+    if not read_only:
+        return connect(settings=settings)
+    if not _may_write(settings):
+        return connect(settings=settings, read_only=True)
+    try:
+        # Readers never serve, so waiting the whole lock timeout for them is no use; a
+        # short wait still lets a starting owner publish its endpoint, or a search end.
+        waited = min(settings.lock_timeout, _READERS_WAIT_SECONDS)
+        return connect(settings=with_overrides(settings, lock_timeout=waited))
+    except DatabaseLocked:
+        return connect(settings=settings, read_only=True)
+
+
+def _may_write(settings: Settings) -> bool:
+    """A DuckDB file (or its folder, for a new one) this user may write; DuckDB writes a
+    WAL beside it. Postgres and ``:memory:`` have no one to serve."""
     path = duckdb_file(settings.db)
     if path is None or not settings.serve:
-        return True
+        return False
     file = Path(path)
-    folder_writable = os.access(file.parent, os.W_OK)
-    return not (folder_writable and (not file.exists() or os.access(file, os.W_OK)))
+    return os.access(file.parent, os.W_OK) and (not file.exists() or os.access(file, os.W_OK))
 
 
 def connect(
