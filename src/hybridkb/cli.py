@@ -468,12 +468,10 @@ def mcp(state: State, http_port: int | None, host: str, read_only: bool) -> int:
     """
     if http_port is None:  # our own stdio server: answers before the tools and model load
         from .mcp_stdio import serve_stdio
-        from .settings import load_settings
 
-        settings = load_settings(db=state.db, workspace=state.workspace)  # ConfigError if bad
         serve_stdio(
             lambda: state.server_kb(read_only=read_only),
-            sql_tool=settings.enable_sql_tool,
+            sql_tool=state.settings().enable_sql_tool,  # ConfigError now if a value is bad
             read_only=read_only,
             close=False,  # the State closes it
         )

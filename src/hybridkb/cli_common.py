@@ -16,6 +16,7 @@ from .limits import MAX_DOCUMENTS_CHARS, parse_json
 
 if TYPE_CHECKING:
     from .kb import KnowledgeBase
+    from .settings import Settings
 
 EXIT_OK = 0
 EXIT_ERROR = 1  # an operation failed, or partly failed (add: a file; delete: an id)
@@ -71,12 +72,18 @@ class State:
         self.workspace = workspace
         self._kb: KnowledgeBase | None = None
 
+    def settings(self) -> Settings:
+        """Settings from the environment and `.env` with the global options (ConfigError
+        if a value does not read)."""
+        from .settings import load_settings
+
+        return load_settings(db=self.db, workspace=self.workspace)
+
     def kb(self, *, write: bool = True) -> KnowledgeBase:
         if self._kb is None:
             from .opening import connect
-            from .settings import load_settings
 
-            settings = load_settings(db=self.db, workspace=self.workspace)  # ConfigError if bad
+            settings = self.settings()
             read_only = not write and existing_duckdb_file(settings.db)
             self._kb = connect(settings=settings, read_only=read_only)
         return self._kb
@@ -85,10 +92,8 @@ class State:
         """The knowledge base of ``hybridkb mcp`` (see opening.connect_server)."""
         if self._kb is None:
             from .opening import connect_server
-            from .settings import load_settings
 
-            settings = load_settings(db=self.db, workspace=self.workspace)  # ConfigError if bad
-            self._kb = connect_server(settings, read_only=read_only)
+            self._kb = connect_server(self.settings(), read_only=read_only)
         return self._kb
 
     def close(self) -> None:

@@ -53,7 +53,7 @@ def connect_server(settings: Settings, *, read_only: bool) -> KnowledgeBase:
         # Readers never serve, so waiting the whole lock timeout for them is no use; a
         # short wait still lets a starting owner publish its endpoint, or a search end.
         waited = min(settings.lock_timeout, _READERS_WAIT_SECONDS)
-        return connect(settings=with_overrides(settings, lock_timeout=waited))
+        return connect(settings=settings, lock_timeout=waited)
     except DatabaseLocked:
         return connect(settings=settings, read_only=True)
 
