@@ -54,6 +54,7 @@ class Engine:
         self.read_only = read_only
         self.persistent = path != ":memory:"
         self.con = open_duckdb(path, read_only=read_only, lock_timeout=lock_timeout)
+        self.settle()
         self.lock = threading.RLock()
         self.closed = False
         self.hooks: list[WriteHook] = []
@@ -74,7 +75,20 @@ class Engine:
             if between is not None:
                 between()
             self.con = open_duckdb(self.path, read_only=self.read_only, lock_timeout=0)
+            self.settle()
             self.forget_catalog()
+
+    def settle(self) -> None:
+        """Write what a dead writer left in the WAL into the file, through bound indexes.
+
+        Opening replays the WAL into the key indexes lazily; if nothing touches them
+        before the checkpoint DuckDB 1.5.5 runs at close, that checkpoint writes them
+        without the replayed rows (duckdb/duckdb#23848), and the next delete of those
+        rows fails FATAL and invalidates the database. An explicit CHECKPOINT binds every
+        index first; on a file that was closed cleanly it costs ~0.5 ms.
+        """
+        if self.persistent and not self.read_only:
+            self.con.execute("CHECKPOINT")
 
     def close(self) -> None:
         with self.lock:

@@ -23,10 +23,18 @@ from ..base import CollectionHealth, CollectionRecord, Finding
 from .engine import Engine
 from .memory import Derived
 from .rows import bump_generation, delete_rows, key_list_sql
-from .schema import index_vector_keys, table_names
+from .schema import (
+    index_vector_keys,
+    key_index_misses,
+    missing_key_indexes,
+    rebuild_key_indexes,
+    table_names,
+)
 from .stream import drop_stale_stages, stale_stages
 
 GRAPH_NODES = "hybridkb_graph_nodes"
+# Rows per key-indexed table looked up through its index by doctor (newest and random).
+KEY_INDEX_SAMPLE = 512
 GRAPH_EDGES = "hybridkb_graph_edges"
 
 
@@ -71,6 +79,9 @@ def check_collection(
             " WHERE list_bool_or(list_transform(v.embedding, x -> x IS NULL OR isnan(x) OR isinf(x)))"
             " OR list_sum(list_transform(v.embedding, x -> coalesce(x * x, 0))) < 1e-12"
         )
+        stale_keys = missing_key_indexes(con, coll.id) + key_index_misses(
+            con, coll.id, KEY_INDEX_SAMPLE
+        )
         graph_orphans = 0
         if _table_exists(con, GRAPH_NODES):
             graph_orphans = int(
@@ -92,6 +103,12 @@ def check_collection(
             + ("" if not bad_docs else "; re-add them after repair"),
         ),
         Finding("graph_orphans", graph_orphans, "graph nodes from documents that no longer exist"),
+        Finding(
+            "key_indexes",
+            stale_keys,
+            "key indexes missing, or rows they do not find (a delete of such rows would"
+            " invalidate the database; repair builds the indexes again)",
+        ),
     ]
     index_problem = _check_indexes(engine, derived, coll)
     health.findings.append(
@@ -107,7 +124,11 @@ def check_collection(
         )
     )
     if repair and not health.ok:
-        if any(f.count for f in health.findings if f.check != "staged_leftovers"):
+        if stale_keys:
+            rebuild_indexes(engine, coll)
+        if any(
+            f.count for f in health.findings if f.check not in ("staged_leftovers", "key_indexes")
+        ):
             _repair(engine, derived, coll, orphan_chunks, orphan_vectors, bad_docs, graph_orphans)
         drop_stale_stages(engine, coll.id)
         for f in health.findings:
@@ -175,6 +196,14 @@ def _repair(
 
     engine.transaction(fix)
     invalidate_indexes(engine, derived, coll)
+
+
+def rebuild_indexes(engine: Engine, coll: CollectionRecord) -> None:
+    """Build the key indexes again and write them to the file at once."""
+    with engine.lock:
+        rebuild_key_indexes(engine.con, coll.id)
+        # Not left in the WAL: DuckDB 1.5.5 has failed to replay index DDL (duckdb#22044).
+        engine.con.execute("CHECKPOINT")
 
 
 def invalidate_indexes(engine: Engine, derived: Derived, coll: CollectionRecord) -> None:

@@ -83,6 +83,63 @@ def index_vector_keys(con: duckdb.DuckDBPyConnection, collection_id: int) -> Non
     con.execute(f"CREATE INDEX IF NOT EXISTS {t['vectors']}_key ON {t['vectors']} (key)")
 
 
+# The tables whose ``key`` column has an explicit index (primary-key and unique
+# constraints are bound eagerly by DuckDB and were not hit by duckdb/duckdb#23848).
+KEY_INDEXED = ("chunks", "vectors")
+
+
+def rebuild_key_indexes(con: duckdb.DuckDBPyConnection, collection_id: int) -> None:
+    """Drop and build the key indexes again from their tables (repairs a stale index).
+
+    Each statement commits on its own: DuckDB 1.5.5 aborts the process ("pure virtual
+    method called") when a stale index is dropped and made again in one transaction. A
+    kill between the two leaves an index missing, which doctor reports and repairs.
+    """
+    t = table_names(collection_id)
+    for kind in KEY_INDEXED:
+        con.execute(f"DROP INDEX IF EXISTS {t[kind]}_key")
+    _index_chunk_keys(con, collection_id)
+    index_vector_keys(con, collection_id)
+
+
+def missing_key_indexes(con: duckdb.DuckDBPyConnection, collection_id: int) -> int:
+    """How many of the collection's key indexes do not exist."""
+    t = table_names(collection_id)
+    wanted = [f"{t[kind]}_key" for kind in KEY_INDEXED]
+    found = con.execute(
+        "SELECT count(*) FROM duckdb_indexes() WHERE index_name IN (?, ?)", wanted
+    ).fetchone()
+    return len(wanted) - int(found[0] if found else 0)
+
+
+def key_index_misses(con: duckdb.DuckDBPyConnection, collection_id: int, sample: int) -> int:
+    """Rows of the key-indexed tables that a lookup through the index does not find.
+
+    Checks the newest ``sample`` rows of each table (the rows a dead writer's WAL
+    replayed, which a stale index lacks) and ``sample`` more drawn at random. A lookup
+    by equality on a constant goes through the index; the keys are our own integers.
+    """
+    misses = 0
+    for kind in KEY_INDEXED:
+        table = table_names(collection_id)[kind]
+        keys = {
+            int(r[0])
+            for r in con.execute(
+                f"SELECT key FROM {table} ORDER BY rowid DESC LIMIT {int(sample)}"
+            ).fetchall()
+        }
+        keys |= {
+            int(r[0])
+            for r in con.execute(
+                f"SELECT key FROM {table} USING SAMPLE reservoir({int(sample)} ROWS)"
+            ).fetchall()
+        }
+        for key in keys:
+            found = con.execute(f"SELECT count(*) FROM {table} WHERE key = {key}").fetchone()
+            misses += int(not found or not found[0])
+    return misses
+
+
 def drop_collection_tables(con: duckdb.DuckDBPyConnection, collection_id: int) -> None:
     for name in table_names(collection_id).values():
         con.execute(f"DROP TABLE IF EXISTS {name}")
@@ -122,17 +179,27 @@ def _m4_embedding_recipe(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("ALTER TABLE hybridkb_collections ADD COLUMN IF NOT EXISTS embedding JSON")
 
 
+def _m5_rebuild_key_indexes(con: duckdb.DuckDBPyConnection) -> None:
+    # Files written before the checkpoint at open (Engine.settle) may hold key indexes
+    # that lost rows replayed from a dead writer's WAL; building them again repairs them.
+    for (cid,) in con.execute("SELECT id FROM hybridkb_collections").fetchall():
+        rebuild_key_indexes(con, int(cid))
+
+
 # Append only: each entry moves the schema one version forward.
 MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [
     _m1_catalog,
     _m2_chunk_key_indexes,
     _m3_vector_key_indexes,
     _m4_embedding_recipe,
+    _m5_rebuild_key_indexes,
 ]
+OWN_COMMITS = {_m5_rebuild_key_indexes}  # index DDL that must not share a transaction
 
 
 def migrate(con: duckdb.DuckDBPyConnection) -> int:
-    """Run pending migrations in one transaction; return the schema version."""
+    """Run pending migrations, each with its version bump in one transaction (but those
+    in OWN_COMMITS, whose statements commit one by one); return the schema version."""
     con.execute("CREATE TABLE IF NOT EXISTS hybridkb_meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
     row = con.execute(
         "SELECT value FROM hybridkb_meta WHERE key = ?", [SCHEMA_VERSION_KEY]
@@ -147,18 +214,23 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
         )
     if version == len(MIGRATIONS):
         return version
-    con.execute("BEGIN TRANSACTION")
-    try:
-        for step in MIGRATIONS[version:]:
+    for number in range(version + 1, len(MIGRATIONS) + 1):
+        step = MIGRATIONS[number - 1]
+        own = step in OWN_COMMITS
+        if not own:
+            con.execute("BEGIN TRANSACTION")
+        try:
             step(con)
-        con.execute(
-            "INSERT OR REPLACE INTO hybridkb_meta VALUES (?, ?)",
-            [SCHEMA_VERSION_KEY, str(len(MIGRATIONS))],
-        )
-        con.execute("COMMIT")
-    except Exception:
-        con.execute("ROLLBACK")
-        raise
+            con.execute(
+                "INSERT OR REPLACE INTO hybridkb_meta VALUES (?, ?)",
+                [SCHEMA_VERSION_KEY, str(number)],
+            )
+            if not own:
+                con.execute("COMMIT")
+        except Exception:
+            if not own:
+                con.execute("ROLLBACK")
+            raise
     # Schema changes go into the file now, not the WAL: DuckDB 1.5.5 fails to replay an
     # ALTER TABLE ... ADD COLUMN from the WAL after a crash ("GetDefaultDatabase with no
     # default database set"), which tests/test_crash.py hit with migration 4.
