@@ -201,16 +201,23 @@ def _size(n: int) -> str:
 
 
 def render_collections(
-    infos: Sequence[CollectionInfo], *, workspace: str, budget_tokens: int
+    infos: Sequence[CollectionInfo], *, workspace: str, budget_tokens: int, stored_in: str = ""
 ) -> Rendered:
+    """The collections of ``workspace``, one line each; ``stored_in`` names the knowledge
+    base (a terminal and an assistant share one only if they name the same file)."""
+    where = f" (stored in {stored_in})" if stored_in else ""
     if not infos:
         return Rendered(
-            f"No collections yet in workspace '{workspace}'. Create one with create_kb_collection.",
+            f"No collections yet in workspace '{workspace}'{where}. "
+            "Create one with create_kb_collection.",
             0,
             0,
             0,
         )
-    header = f"{len(infos)} collection{'s' if len(infos) != 1 else ''} in workspace '{workspace}':"
+    header = (
+        f"{len(infos)} collection{'s' if len(infos) != 1 else ''} in workspace '{workspace}'"
+        f"{where}:"
+    )
     lines = [
         f"- {clip(i.name, 120)}: {_n(i.documents, 'document')}, {_n(i.chunks, 'chunk')}, {_size(i.bytes)}, model {i.embedding_model}, updated {_when(i.updated_at)}"
         for i in infos

@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, get_args
 
 from .errors import ConfigError
+from .locations import default_db
 from .types import SearchMode
 
 ChunkStrategy = Literal["paragraph", "page", "size"]
@@ -303,7 +304,12 @@ class Settings:
 
     model_fields: ClassVar[Mapping[str, Option]]  # name -> Option, in field order
 
-    db: str = _option("hybridkb.duckdb", _text, "DuckDB file path, ':memory:' or postgresql:// URL")
+    db: str = _option(
+        read=_text,
+        factory=default_db,
+        description="DuckDB file path, ':memory:' or postgresql:// URL; default: "
+        "hybridkb.duckdb in the per-user data folder (see hybridkb.locations)",
+    )
     workspace: str = _option("default")
     model: str = _option(
         DEFAULT_MODEL,
