@@ -32,7 +32,7 @@ from .cli_common import (
     parse_json_object,
     pass_state,
 )
-from .cli_maintenance import compact, copy_command, doctor, reembed, setup
+from .cli_maintenance import cache, compact, copy_command, doctor, reembed, setup
 from .errors import KBError
 from .locations import check_db_folder, shown_db
 from .render import citation
@@ -493,7 +493,7 @@ def mcp(state: State, http_port: int | None, host: str, read_only: bool) -> int:
 
 # Commands that live beside their feature; they reach the knowledge base through
 # State.kb(write=...) on the root context.
-for command in (doctor, reembed, compact, copy_command, setup):
+for command in (doctor, reembed, compact, copy_command, setup, cache):
     cli.add_command(command)
 
 

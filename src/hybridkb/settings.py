@@ -353,6 +353,11 @@ class Settings:
     ocr: bool = _option(True, _flag, "read PDF pages without a text layer by OCR (extra ocr)")
     allowed_paths: list[Path] = _option(read=_folders, factory=lambda: [Path.cwd()])
     cache_dir: Path = _option(read=_expanded_path, factory=_default_cache_dir)
+    embed_cache_mb: int = _option(
+        256,
+        _whole(ge=0),
+        "MB the embedding cache in cache_dir may take; the oldest vectors go first; 0 = off",
+    )
     lock_timeout: float = _option(10.0, _number(ge=0), "seconds to wait for another writer")
     serve: bool = _option(
         True, _flag, "the process holding a DuckDB file serves it to other processes"
