@@ -33,8 +33,9 @@ def isolated_env(
     shared_onnx_exports: Path,
     shared_langid_copy: Path,
 ) -> Path:
-    """No HYBRIDKB_* setting leaks in from the machine; .env lives in tmp_path, the cache beside it
-    (all but the ONNX exports and the language model's copy, the same files for every test)."""
+    """No HYBRIDKB_* setting leaks in from the machine; .env lives in tmp_path, the cache and the
+    per-user data folder (the default knowledge base's) beside it (all of the cache but the ONNX
+    exports and the language model's copy, the same files for every test)."""
     for name in list(os.environ):
         if name.startswith("HYBRIDKB_") and name != "HYBRIDKB_TEST_POSTGRES_URL":
             monkeypatch.delenv(name, raising=False)
@@ -45,6 +46,10 @@ def isolated_env(
         if not (cache / name).exists():
             (cache / name).symlink_to(shared, target_is_directory=True)
     monkeypatch.setenv("HYBRIDKB_CACHE_DIR", str(cache))
+    # With no --db or HYBRIDKB_DB the knowledge base lives in the per-user data folder
+    # (platformdirs reads XDG_DATA_HOME on Linux): one per test, beside tmp_path, never
+    # the machine's own ~/.local/share/hybridkb. Not created: first use makes it.
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path.with_name(tmp_path.name + "-data")))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.chdir(tmp_path)
     return tmp_path

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
-from hybridkb.embed_cache import EmbeddingCache, embed_with_cache
-from hybridkb.embedders import FakeEmbedder
+import hybridkb
+from hybridkb.embed_cache import EmbeddingCache, embed_with_cache, stored_bytes, text_hash
+from hybridkb.embedders import FakeEmbedder, cache_key
 
 
 class CountingEmbedder(FakeEmbedder):
@@ -70,3 +71,48 @@ def test_writers_in_many_threads_all_succeed(tmp_path: Path) -> None:
     for t in threads:
         t.join(60)
     assert not errors
+
+
+class WideEmbedder(CountingEmbedder):
+    """384 dims like MiniLM: 1.5 KB a vector."""
+
+    def __init__(self) -> None:
+        FakeEmbedder.__init__(self, 384)
+        self.embedded = 0
+
+
+def test_the_cache_keeps_to_its_bound_and_drops_the_oldest_first(tmp_path: Path) -> None:
+    bound = 256 << 10
+    emb, cache = WideEmbedder(), EmbeddingCache(tmp_path, max_bytes=bound)
+    texts = [f"passage {i}" for i in range(1000)]  # ~1.6 MB of vectors, six times the bound
+    for start in range(0, len(texts), 50):
+        embed_with_cache(emb, texts[start : start + 50], cache)
+        with sqlite3.connect(cache.path) as con:
+            assert stored_bytes(con) <= bound + 50 * 2048  # at most one batch over, then trimmed
+    assert cache.path.stat().st_size < 2 * bound  # a new file gives the room back
+    emb.embedded = 0
+    embed_with_cache(emb, texts[-100:], cache)  # the newest are still there
+    assert emb.embedded == 0
+    embed_with_cache(emb, texts[:100], cache)  # the oldest went first
+    assert emb.embedded == 100
+
+
+def test_a_rewritten_vector_counts_as_new(tmp_path: Path) -> None:
+    bound = 64 << 10
+    emb, cache = WideEmbedder(), EmbeddingCache(tmp_path, max_bytes=bound)
+    embed_with_cache(emb, ["kept"], cache)
+    for start in range(0, 200, 10):
+        cache.put_many(cache_key(emb), [(text_hash("kept"), emb.embed_documents(["kept"])[0])])
+        embed_with_cache(emb, [f"filler {i}" for i in range(start, start + 10)], cache)
+    emb.embedded = 0
+    embed_with_cache(emb, ["kept"], cache)
+    assert emb.embedded == 0
+
+
+def test_zero_turns_the_cache_off(tmp_path: Path) -> None:
+    with hybridkb.connect(tmp_path / "kb.duckdb", model="fake", embed_cache_mb=0) as kb:
+        assert kb.embedding_cache() is None
+        kb.create_collection("Notes").add_texts(["a note"])
+    with hybridkb.connect(tmp_path / "kb.duckdb", model="fake", embed_cache_mb=1) as kb:
+        cache = kb.embedding_cache()
+        assert cache is not None and cache.max_bytes == 1 << 20

@@ -14,6 +14,7 @@ import pytest
 
 import hybridkb
 from hybridkb.errors import ConfigError
+from hybridkb.locations import default_db
 from hybridkb.settings import (
     DEFAULT_MODEL,
     Settings,
@@ -29,7 +30,7 @@ def write_env(folder: Path, text: str) -> None:
 
 def test_defaults_without_environment() -> None:
     s = load_settings()
-    assert s.db == "hybridkb.duckdb"
+    assert s.db == default_db()
     assert s.workspace == "default"
     assert s.model == DEFAULT_MODEL
     assert s.chunk_size == 1000 and s.chunk_overlap == 150
@@ -102,7 +103,7 @@ def test_unknown_names_are_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("HYBRIDKB_TEST_POSTGRES_URL", "postgresql://x/y")
     write_env(tmp_path, "HYBRIDKB_ALSO_UNKNOWN=2\nDB=not-prefixed.duckdb\nOTHER=1\n")
     s = load_settings()
-    assert s.db == "hybridkb.duckdb"
+    assert s.db == default_db()
     assert "not_a_setting" not in s.model_dump()
 
 
@@ -477,7 +478,9 @@ def test_every_field_is_described_with_its_default() -> None:
     plain = Settings()
     for name, info in Settings.model_fields.items():
         assert info.description is None or isinstance(info.description, str)
-        if name not in ("allowed_paths", "cache_dir"):  # made per call
+        if name == "db":  # made per call: the per-user data folder
+            assert plain.db == info.initial() == default_db()
+        elif name not in ("allowed_paths", "cache_dir"):  # made per call
             assert getattr(plain, name) == info.default, name
 
 

@@ -32,8 +32,9 @@ from .cli_common import (
     parse_json_object,
     pass_state,
 )
-from .cli_maintenance import compact, copy_command, doctor, reembed, setup
+from .cli_maintenance import cache, compact, copy_command, doctor, reembed, setup
 from .errors import KBError
+from .locations import check_db_folder, shown_db
 from .render import citation
 from .types import SEARCH_MODES
 
@@ -466,19 +467,24 @@ def mcp(state: State, http_port: int | None, host: str, read_only: bool) -> int:
     processes (a terminal, a second assistant, a script) reach the knowledge base
     through it, also when it offers only the tools that read.
     """
+    settings = state.settings()  # ConfigError now if a value is bad
+    check_db_folder(settings.db)  # a typo in the host's config: one line, before serving
+    if http_port is not None:
+        from .errors import attempt_import
+
+        attempt_import("mcp", "mcp")
+    # stderr is the log an MCP host shows: say which knowledge base this server holds.
+    click.echo(f"hybridkb mcp: knowledge base {shown_db(settings.db)}", err=True)
     if http_port is None:  # our own stdio server: answers before the tools and model load
         from .mcp_stdio import serve_stdio
 
         serve_stdio(
             lambda: state.server_kb(read_only=read_only),
-            sql_tool=state.settings().enable_sql_tool,  # ConfigError now if a value is bad
+            sql_tool=settings.enable_sql_tool,
             read_only=read_only,
             close=False,  # the State closes it
         )
         return EXIT_OK
-    from .errors import attempt_import
-
-    attempt_import("mcp", "mcp")
     from .mcp_server import serve
 
     serve(state.server_kb(read_only=read_only), http_port=http_port, host=host, read_only=read_only)
@@ -487,7 +493,7 @@ def mcp(state: State, http_port: int | None, host: str, read_only: bool) -> int:
 
 # Commands that live beside their feature; they reach the knowledge base through
 # State.kb(write=...) on the root context.
-for command in (doctor, reembed, compact, copy_command, setup):
+for command in (doctor, reembed, compact, copy_command, setup, cache):
     cli.add_command(command)
 
 

@@ -1,4 +1,4 @@
-"""Maintenance commands: doctor, reembed, compact, copy, setup (the root CLI adds them)."""
+"""Maintenance commands: doctor, reembed, compact, copy, setup, cache (the root CLI adds them)."""
 
 from __future__ import annotations
 
@@ -155,4 +155,62 @@ def setup(model: str | None, remeasure: bool, as_json: bool) -> int:
             f"{trial['agreement']}: {verdict}"
         )
     click.echo(f"ready: {embedder.model_id} on {recipe.backend} {recipe.precision}")
+    return EXIT_OK
+
+
+@click.group(
+    epilog=EPILOG,
+    invoke_without_command=True,
+    short_help="Show or clear the cache folder (exported models, embedding cache).",
+)
+@click.pass_context
+def cache(ctx: click.Context) -> int:
+    """Where the cache folder is (HYBRIDKB_CACHE_DIR), what it holds and its size
+    (`hybridkb cache` = `hybridkb cache info`); `hybridkb cache clear` empties it.
+    Everything in it is made again when needed; the knowledge base is not in it."""
+    if ctx.invoked_subcommand is None:
+        return int(ctx.invoke(cache_info))
+    return EXIT_OK
+
+
+@cache.command("info", epilog=EPILOG, short_help="Where the cache is, what it holds, its size.")
+@json_option
+def cache_info(as_json: bool = False) -> int:
+    """Where the cache folder is, what each entry holds, and its size."""
+    from .cache_folder import describe_cache
+    from .render import human_size
+    from .settings import load_settings
+
+    settings = load_settings()
+    report = describe_cache(settings.cache_dir, embed_cache_mb=settings.embed_cache_mb)
+    if as_json:
+        emit_json(report)
+        return EXIT_OK
+    click.echo(f"cache folder: {report['folder']} ({human_size(report['bytes'])})")
+    for entry in report["entries"]:
+        size = human_size(entry["bytes"]) if entry["exists"] else "-"
+        holds = entry["holds"]
+        if entry.get("vectors") is not None:
+            limit = human_size(entry["limit_bytes"]) if entry["limit_bytes"] else "off"
+            holds = f"{entry['vectors']} vectors (limit {limit}); {holds}"
+        click.echo(f"  {entry['name']:<20} {size:>9}  {holds}")
+    click.echo("`hybridkb cache clear` empties it; what is needed is made again.")
+    return EXIT_OK
+
+
+@cache.command("clear", epilog=EPILOG, short_help="Remove what hybridkb keeps in the cache.")
+@json_option
+def cache_clear(as_json: bool) -> int:
+    """Remove the exported models, int8 verdicts, embedding cache and language-model copy
+    from the cache folder (only those: other files there are left alone). The next use
+    prepares the model again (about a minute)."""
+    from .cache_folder import clear_cache
+    from .render import human_size
+    from .settings import load_settings
+
+    report = clear_cache(load_settings().cache_dir)
+    if as_json:
+        emit_json(report)
+    else:
+        click.echo(f"cleared {report['folder']}: {human_size(report['bytes'])} freed")
     return EXIT_OK

@@ -4,11 +4,18 @@ A second ingest or eval over the same texts embeds nothing. SQLite (stdlib) is
 used because several processes may share the cache safely. The cache is only an
 optimisation: when its file is busy beyond the timeout or unreadable, texts are
 embedded afresh and not cached, and the ingest goes on.
+
+The cache is bounded (``HYBRIDKB_EMBED_CACHE_MB``): when what its rows take passes the
+bound, the oldest written rows go, down to 90% of it, so that not every write trims. Rows
+are aged by SQLite's rowid, which a write (``INSERT OR REPLACE``) renews, so the old
+files need no new column. The size is read from the page counts (no scan); files made
+now vacuum incrementally and shrink after a trim, older ones reuse the freed pages.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import sqlite3
 import threading
 from pathlib import Path
@@ -22,19 +29,26 @@ def text_hash(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
+CACHE_FILE = "embeddings.sqlite3"
+TRIM_TO = 0.9  # a trim leaves this share of the bound, so the next writes need none
+
+
 class EmbeddingCache:
     # Seconds to wait for another writer of the cache file before giving up on caching.
     timeout = 30.0
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, max_bytes: int = 256 << 20) -> None:
         directory.mkdir(parents=True, exist_ok=True)
-        self.path = directory / "embeddings.sqlite3"
+        self.path = directory / CACHE_FILE
+        self.max_bytes = max_bytes
         self._local = threading.local()
 
     def _con(self) -> sqlite3.Connection:
         con = getattr(self._local, "con", None)
         if con is None:
             con = sqlite3.connect(self.path, timeout=self.timeout)
+            # Only takes effect in a new, empty file (before its first table).
+            con.execute("PRAGMA auto_vacuum=INCREMENTAL")
             con.execute("PRAGMA journal_mode=WAL")
             con.execute(
                 "CREATE TABLE IF NOT EXISTS emb (model TEXT, hash BLOB, vec BLOB, PRIMARY KEY (model, hash))"
@@ -67,8 +81,33 @@ class EmbeddingCache:
                     "INSERT OR REPLACE INTO emb VALUES (?, ?, ?)",
                     [(model, h, np.asarray(v, dtype=np.float32).tobytes()) for h, v in items],
                 )
+                trimmed = self._trim(con)
+            if trimmed:
+                con.execute("PRAGMA incremental_vacuum")  # a no-op in files made before
         except sqlite3.Error:
             return  # busy or damaged: these vectors are simply not cached
+
+    def _trim(self, con: sqlite3.Connection) -> int:
+        """Drop the oldest rows once the cache takes more than its bound; how many."""
+        used = stored_bytes(con)
+        if used <= self.max_bytes:
+            return 0
+        (rows,) = con.execute("SELECT count(*) FROM emb").fetchone()
+        # Rows take about the same room each: drop the share that brings it to TRIM_TO.
+        drop = max(1, math.ceil(rows * (1 - TRIM_TO * self.max_bytes / used)))
+        con.execute(
+            "DELETE FROM emb WHERE rowid IN (SELECT rowid FROM emb ORDER BY rowid LIMIT ?)",
+            (drop,),
+        )
+        return int(drop)
+
+
+def stored_bytes(con: sqlite3.Connection) -> int:
+    """Bytes the pages in use take (the file less its free pages), without a scan."""
+    pages = con.execute("PRAGMA page_count").fetchone()[0]
+    free = con.execute("PRAGMA freelist_count").fetchone()[0]
+    size = con.execute("PRAGMA page_size").fetchone()[0]
+    return int((pages - free) * size)
 
 
 def embed_with_cache(

@@ -224,13 +224,15 @@ class KnowledgeBase:
         return embedder
 
     def embedding_cache(self) -> EmbeddingCache | None:
-        if self._given:
+        if self._given or self.settings.embed_cache_mb == 0:
             # The cache is keyed by model id, which cannot tell two given models apart.
             return None
         if self._cache is None:
             from .embed_cache import EmbeddingCache
 
-            self._cache = EmbeddingCache(Path(self.settings.cache_dir))
+            self._cache = EmbeddingCache(
+                Path(self.settings.cache_dir), max_bytes=self.settings.embed_cache_mb << 20
+            )
         return self._cache
 
     # -- collections ----------------------------------------------------------------

@@ -191,7 +191,8 @@ def _when(ts: str | None) -> str:
     return ts[:16].replace("T", " ") if ts else "-"
 
 
-def _size(n: int) -> str:
+def human_size(n: int) -> str:
+    """A byte count for people: 512 B, 4.8 MB."""
     value = float(n)
     for unit in ("B", "KB", "MB", "GB"):
         if value < 1024 or unit == "GB":
@@ -201,18 +202,25 @@ def _size(n: int) -> str:
 
 
 def render_collections(
-    infos: Sequence[CollectionInfo], *, workspace: str, budget_tokens: int
+    infos: Sequence[CollectionInfo], *, workspace: str, budget_tokens: int, stored_in: str = ""
 ) -> Rendered:
+    """The collections of ``workspace``, one line each; ``stored_in`` names the knowledge
+    base (a terminal and an assistant share one only if they name the same file)."""
+    where = f" (stored in {stored_in})" if stored_in else ""
     if not infos:
         return Rendered(
-            f"No collections yet in workspace '{workspace}'. Create one with create_kb_collection.",
+            f"No collections yet in workspace '{workspace}'{where}. "
+            "Create one with create_kb_collection.",
             0,
             0,
             0,
         )
-    header = f"{len(infos)} collection{'s' if len(infos) != 1 else ''} in workspace '{workspace}':"
+    header = (
+        f"{len(infos)} collection{'s' if len(infos) != 1 else ''} in workspace '{workspace}'"
+        f"{where}:"
+    )
     lines = [
-        f"- {clip(i.name, 120)}: {_n(i.documents, 'document')}, {_n(i.chunks, 'chunk')}, {_size(i.bytes)}, model {i.embedding_model}, updated {_when(i.updated_at)}"
+        f"- {clip(i.name, 120)}: {_n(i.documents, 'document')}, {_n(i.chunks, 'chunk')}, {human_size(i.bytes)}, model {i.embedding_model}, updated {_when(i.updated_at)}"
         for i in infos
     ]
     return fit_lines(
@@ -230,7 +238,7 @@ def render_description(
     chunking = info.chunking or {}
     header = (
         f"Collection '{clip(info.name, 120)}' (workspace '{info.workspace}'): "
-        f"{_n(info.documents, 'document')}, {_n(info.chunks, 'chunk')}, {_size(info.bytes)}; model {info.embedding_model} ({info.dim} dims); "
+        f"{_n(info.documents, 'document')}, {_n(info.chunks, 'chunk')}, {human_size(info.bytes)}; model {info.embedding_model} ({info.dim} dims); "
         f"chunking {chunking.get('strategy', '?')} size {chunking.get('size', '?')} overlap "
         f"{chunking.get('overlap', '?')}; languages {', '.join(info.languages) or '-'}; created "
         f"{_when(info.created_at)}, updated {_when(info.updated_at)}."

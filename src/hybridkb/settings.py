@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, get_args
 
 from .errors import ConfigError
+from .locations import default_db
 from .types import SearchMode
 
 ChunkStrategy = Literal["paragraph", "page", "size"]
@@ -303,7 +304,12 @@ class Settings:
 
     model_fields: ClassVar[Mapping[str, Option]]  # name -> Option, in field order
 
-    db: str = _option("hybridkb.duckdb", _text, "DuckDB file path, ':memory:' or postgresql:// URL")
+    db: str = _option(
+        read=_text,
+        factory=default_db,
+        description="DuckDB file path, ':memory:' or postgresql:// URL; default: "
+        "hybridkb.duckdb in the per-user data folder (see hybridkb.locations)",
+    )
     workspace: str = _option("default")
     model: str = _option(
         DEFAULT_MODEL,
@@ -347,6 +353,11 @@ class Settings:
     ocr: bool = _option(True, _flag, "read PDF pages without a text layer by OCR (extra ocr)")
     allowed_paths: list[Path] = _option(read=_folders, factory=lambda: [Path.cwd()])
     cache_dir: Path = _option(read=_expanded_path, factory=_default_cache_dir)
+    embed_cache_mb: int = _option(
+        256,
+        _whole(ge=0),
+        "MB the embedding cache in cache_dir may take; the oldest vectors go first; 0 = off",
+    )
     lock_timeout: float = _option(10.0, _number(ge=0), "seconds to wait for another writer")
     serve: bool = _option(
         True, _flag, "the process holding a DuckDB file serves it to other processes"

@@ -36,6 +36,7 @@ from .errors import CollectionNotFound, ConfigError
 from .frontend import check_limit, tool_guard
 from .kb import Collection, KnowledgeBase, check_name
 from .limits import MAX_ITEMS, check_value
+from .locations import shown_db
 from .types import AddReport, DeleteReport
 
 __all__ = [
@@ -206,7 +207,10 @@ class KBToolkit:
     def listing(self) -> Result:
         infos = self.kb.list_collections()
         out = render.render_collections(
-            infos, workspace=self.kb.workspace, budget_tokens=self.kb.settings.listing_token_budget
+            infos,
+            workspace=self.kb.workspace,
+            budget_tokens=self.kb.settings.listing_token_budget,
+            stored_in=shown_db(self.kb.settings.db),
         )
         return out.text, [i.to_dict() for i in infos]
 
@@ -401,7 +405,8 @@ def _build(tk: KBToolkit) -> dict[str, BaseTool]:
     @tool(response_format="content_and_artifact", parse_docstring=True)
     @tool_guard
     def kb_list() -> tuple[str, Any]:
-        """List the knowledge-base collections with their document counts.
+        """List the knowledge-base collections with their document counts, and where the
+        knowledge base is stored.
 
         Use this to find which collections exist before searching, adding or deleting, or when a
         collection name was not found.

@@ -12,6 +12,7 @@ import warnings
 
 from ..errors import MissingDependency, ModelUnavailable, NotExportable
 from .base import Embedder, FakeEmbedder, normalize_rows, validate_vectors
+from .progress import preparation
 from .recipe import Recipe, cache_key, recipe_of
 
 __all__ = [
@@ -62,7 +63,8 @@ def get_embedder(
     with _LOCK:
         found = _CACHE.get(key)
         if found is None:
-            found = _load(model_id, device, backend, batch_size, cache_dir, recipe)
+            with preparation():  # one message and one bar for an export and the int8 trials
+                found = _load(model_id, device, backend, batch_size, cache_dir, recipe)
             _CACHE[key] = found
         return found
 

@@ -45,6 +45,7 @@ from .onnx_model import (
     session,
     spec_text,
 )
+from .progress import preparing
 
 
 @dataclass(frozen=True)
@@ -509,22 +510,7 @@ def ensure_mapped(model: Path) -> Path:
 
 @contextlib.contextmanager
 def export_progress(model_id: str, steps: int) -> Iterator[Callable[[str], None]]:
-    """One line on stderr saying what happens and why it is slow once, then a bar."""
-    print(
-        f"hybridkb: preparing {model_id} for ONNX Runtime (once per model and machine; "
-        "later starts load it in well under a second)",
-        file=sys.stderr,
-        flush=True,
-    )
-    try:
-        from tqdm import tqdm
-    except ImportError:  # pragma: no cover - tqdm comes with sentence-transformers
-        yield lambda _name: None
-        return
-    with tqdm(total=steps, desc="  export", unit="step", file=sys.stderr, leave=False) as bar:
-
-        def step(name: str) -> None:
-            bar.set_postfix_str(name)
-            bar.update(1)
-
+    """One line on stderr saying what happens and why it is slow once, then a bar (one of
+    each for a whole embedder load, see embedders/progress.py)."""
+    with preparing(model_id, steps) as step:
         yield step

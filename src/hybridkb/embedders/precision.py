@@ -25,6 +25,7 @@ import numpy as np
 from ..machine import cpu_flags, cpu_model, cpu_signature
 from .onnx_export import DEFAULT_INT8, REDUCED_INT8, Int8Recipe, export_lock
 from .onnx_model import atomic_write, export_dir, model_folder, read_spec
+from .progress import preparing
 
 MIN_SPEEDUP = 1.2  # int8 loses a little accuracy; below this it is not worth it
 MIN_AGREEMENT = 0.9  # mean share of float32's top-10 that int8 also returns
@@ -204,7 +205,9 @@ def choose_int8(
     with export_lock(path.parent, ".precision.lock"):
         if not remeasure and path.exists():  # another process measured while we waited
             return _read_verdict(path)
-        trials = measure(model_id, cache_dir)
+        with preparing(model_id, 1) as step:  # the exports inside add their steps
+            trials = measure(model_id, cache_dir)
+            step("int8 judged")
         accepted = [t for t in trials if t.accepted]
         chosen = max(accepted, key=lambda t: t.speedup) if accepted else None
         record = {

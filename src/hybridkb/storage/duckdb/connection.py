@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
 
 import duckdb
 
 from ...errors import BackendError, DatabaseLocked, KBError
+from ...locations import ensure_db_folder
 from ..boundary import first_line
 
 LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.+?) \(PID (\d+)\)")
@@ -32,7 +32,7 @@ def is_lock_error(exc: BaseException) -> bool:
 def open_duckdb(path: str, *, read_only: bool, lock_timeout: float) -> duckdb.DuckDBPyConnection:
     """Open a DuckDB file, waiting for another process's lock up to ``lock_timeout``."""
     if path != ":memory:":
-        Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        ensure_db_folder(path)  # the per-user default folder is made; another must exist
     deadline = time.monotonic() + lock_timeout
     delay = 0.05
     while True:
