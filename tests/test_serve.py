@@ -15,7 +15,6 @@ import pytest
 
 import hybridkb
 from hybridkb.errors import (
-    AccessDenied,
     BackendError,
     CollectionNotFound,
     ConfigError,
@@ -100,7 +99,7 @@ def test_a_second_process_is_served_by_the_owner_with_the_same_results(
     assert not endpoint_file(db).exists()
 
 
-def test_read_only_clients_and_the_owners_allowed_folders_hold(
+def test_read_only_clients_hold_and_the_callers_confinement_not_the_owners_applies(
     owner: tuple[Path, subprocess.Popen[str]], tmp_path: Path
 ) -> None:
     db, _ = owner
@@ -110,9 +109,21 @@ def test_read_only_clients_and_the_owners_allowed_folders_hold(
         with pytest.raises(BackendError, match="open read-only"):
             kb.collection("Tax").add_texts(["x"])
         assert kb.collection_names() == ["Tax"]
+    agent_folder = tmp_path / "agent"
+    agent_folder.mkdir()
+    (agent_folder / "inside.txt").write_text("Inside the agent's folder.")
+    beside = tmp_path / "beside.txt"  # inside the owner's allowed folder, not the agent's
+    beside.write_text("Beside the agent's folder.")
+    (agent_folder / "link.txt").symlink_to(beside)
     with hybridkb.connect(db, model="fake") as kb:
-        report = kb.collection("Tax").add([outside])
-        assert report.failed[0].code == "access_denied"  # a client may not widen them
+        tax = kb.collection("Tax")
+        # A person (no confinement) adds any file they can read, the owner's folders or not.
+        assert [f.filename for f in tax.add([outside]).added] == [outside.name]
+        # An agent's folders hold in the owner, never widened to the owner's own.
+        report = tax.add([beside, agent_folder / "link.txt"], allowed_paths=[agent_folder])
+        assert [f.code for f in report.failed] == ["access_denied", "access_denied"]
+        report = tax.add([agent_folder / "inside.txt"], allowed_paths=[agent_folder])
+        assert [f.filename for f in report.added] == ["inside.txt"]
 
 
 NOTES = [
@@ -228,12 +239,9 @@ def test_a_wrong_token_is_refused(
     assert endpoint.transport == transport
     if transport == "tcp":
         assert endpoint.address.startswith("tcp:127.0.0.1:")
-    link = OwnerLink(dataclasses.replace(endpoint, token="0" * 64))
-    try:
-        with pytest.raises(AccessDenied, match="token does not match"):
-            link.call("default", "collection_names", {})
-    finally:
-        link.close()
+    # A client with the wrong token does not believe the owner, and sends it nothing.
+    with pytest.raises(ConnectionError, match="did not prove it holds"):
+        OwnerLink(dataclasses.replace(endpoint, token="0" * 64))
 
 
 def test_a_killed_owner_is_taken_over_without_losing_a_call(

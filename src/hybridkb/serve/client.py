@@ -20,17 +20,25 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
 
-from hybridkb.errors import BackendError, ConfigError, DatabaseLocked
+from hybridkb.errors import (
+    BackendError,
+    CollectionExists,
+    CollectionNotFound,
+    ConfigError,
+    DatabaseLocked,
+    KBError,
+)
 from hybridkb.kb import Collection, KnowledgeBase, check_name
 from hybridkb.serve.codec import MAX_MESSAGE_BYTES, decode, dumps, encode, error_from
 from hybridkb.serve.endpoint import Endpoint, live_endpoint, open_connection, resolve_transport
-from hybridkb.serve.server import GRAPH_METHODS, GRAPH_WRITES, OPERATIONS, OwnerServer
+from hybridkb.serve.server import GRAPH_METHODS, OPERATIONS, OwnerServer, is_write
 from hybridkb.settings import Settings, with_overrides
 from hybridkb.storage import open_storage
 from hybridkb.storage.base import DocumentRecord, Storage
@@ -38,23 +46,46 @@ from hybridkb.types import AddReport, CollectionInfo, DeleteReport, Hit
 
 __all__ = ["OwnerLink", "RemoteCollection", "RemoteGraph", "RemoteKnowledgeBase", "serve_owned"]
 
-_WRITES = frozenset(
-    {"create_collection", "drop_collection", "add", "add_texts", "delete", "reembed", "compact"}
-)
-
-
-def _writes(op: str, args: Mapping[str, Any]) -> bool:
-    if op == "graph":
-        return args.get("method") in GRAPH_WRITES
-    return (
-        op in _WRITES or bool(args.get("create")) or (op == "doctor" and bool(args.get("repair")))
-    )
-
 
 def serve_owned(kb: KnowledgeBase, db_path: str) -> None:
     """Make ``kb`` (which holds ``db_path`` for writing) serve other processes until closed."""
     server = OwnerServer(kb, db_path, resolve_transport(kb.settings.serve_transport))
-    kb.on_close.append(server.close)
+
+    def stop() -> None:
+        if server in _SERVERS:
+            _SERVERS.remove(server)
+        server.close()
+
+    kb.on_close.append(stop)
+    _remove_on_sigterm(server)
+
+
+_SERVERS: list[OwnerServer] = []
+
+
+def _remove_on_sigterm(server: OwnerServer) -> None:
+    """An owner stopped by SIGTERM removes its endpoint file (no client is sent to a
+    dead owner's address). Only where nobody else handles SIGTERM: a program with its
+    own handler (the MCP server) closes its knowledge base there, which does the same."""
+    import signal
+
+    _SERVERS.append(server)
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGTERM"):
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        for each in list(_SERVERS):
+            each.close()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)  # then die of it, as before
+
+    signal.signal(signal.SIGTERM, stop)
+
+
+class _OwnerGone(Exception):
+    """An attempt at the owner failed for want of an owner (not an answer)."""
 
 
 class OwnerLink:
@@ -62,11 +93,11 @@ class OwnerLink:
 
     def __init__(self, endpoint: Endpoint) -> None:
         self.endpoint = endpoint
-        self.sock = open_connection(endpoint)
+        self.sock = open_connection(endpoint)  # both sides proven before anything is sent
         self.reader: BinaryIO = self.sock.makefile("rb")
 
-    def call(self, workspace: str, op: str, args: dict[str, Any]) -> Any:
-        message = {"token": self.endpoint.token, "workspace": workspace, "op": op, "args": args}
+    def call(self, workspace: str, op: str, args: dict[str, Any], request_id: str = "") -> Any:
+        message = {"id": request_id, "workspace": workspace, "op": op, "args": args}
         self.sock.sendall(dumps(message))
         line = self.reader.readline(MAX_MESSAGE_BYTES + 1)
         if not line:
@@ -102,6 +133,7 @@ class RemoteKnowledgeBase(KnowledgeBase):
         self._link: OwnerLink | None = None
         self._local: KnowledgeBase | None = None
         self._lock = threading.Lock()
+        self._sent = False  # the current attempt reached the owner's socket
         self._reranker = None
         # What KnowledgeBase.embedder reads: a model asked for by name loads here.
         self._given = {}
@@ -142,27 +174,59 @@ class RemoteKnowledgeBase(KnowledgeBase):
 
     def call(self, op: str, **args: Any) -> Any:
         """Run ``op`` at the owner (or here, after taking the file over)."""
-        if self.read_only and _writes(op, args):
+        return self.call_settled(op, args)
+
+    def call_settled(
+        self, op: str, args: dict[str, Any], settle: Callable[[Any], Any] | None = None
+    ) -> Any:
+        """Run ``op``; if an attempt was sent and its owner went away before answering
+        (it may have committed it), the re-run's outcome (its result, or the KBError
+        it raised) goes through ``settle``, which says what the call did.
+
+        The same request id goes with every attempt: an owner still alive answers a
+        re-sent write from its memory instead of running it twice.
+        """
+        if self.read_only and is_write(op, args):
             raise BackendError(
                 "the knowledge base is open read-only; open it without read_only=True to add"
             )
+        request_id = uuid.uuid4().hex
+        interrupted = False
         with self._lock:
             deadline = time.monotonic() + max(self.settings.lock_timeout, 1.0)
             while True:
-                if self._local is not None:  # opened with this client's settings and workspace
-                    return OPERATIONS[op](self._local, args)
                 try:
-                    if self._link is None:
-                        self._link = OwnerLink(self._endpoint)
-                    return self._link.call(self.workspace, op, args)
-                except (OSError, ConnectionError, ValueError):
-                    # The owner went away (or answered garbage): find or become the next one.
-                    if self._link is not None:
-                        self._link.close()
-                        self._link = None
+                    if self._local is not None:  # opened with this client's settings
+                        found = OPERATIONS[op](self._local, args)
+                    else:
+                        found = self._remote(op, args, request_id)
+                except _OwnerGone:
+                    interrupted = interrupted or self._sent
                     if time.monotonic() > deadline:
                         raise self._held() from None
                     self._find_owner(deadline)
+                    continue
+                except KBError as exc:
+                    if interrupted and settle is not None:
+                        return settle(exc)
+                    raise
+                return settle(found) if interrupted and settle is not None else found
+
+    def _remote(self, op: str, args: dict[str, Any], request_id: str) -> Any:
+        """One attempt at the owner; _OwnerGone if it went away (``_sent`` says whether
+        the request reached it first)."""
+        self._sent = False
+        try:
+            if self._link is None:
+                self._link = OwnerLink(self._endpoint)
+            self._sent = True
+            return self._link.call(self.workspace, op, args, request_id)
+        except (OSError, ConnectionError, ValueError) as exc:
+            # The owner went away (or answered garbage): find or become the next one.
+            if self._link is not None:
+                self._link.close()
+                self._link = None
+            raise _OwnerGone from exc
 
     def _find_owner(self, deadline: float) -> None:
         while True:
@@ -226,9 +290,17 @@ class RemoteKnowledgeBase(KnowledgeBase):
 
     def create_collection(self, name: str, **options: Any) -> Collection:
         options = {k: v for k, v in options.items() if v is not None}
-        return RemoteCollection(
-            self, str(self.call("create_collection", name=name, options=options))
-        )
+
+        def settle(outcome: Any) -> Any:
+            # The owner that went away created it: this call's own collection, not a clash.
+            if isinstance(outcome, CollectionExists):
+                return check_name(name)
+            if isinstance(outcome, KBError):
+                raise outcome
+            return outcome
+
+        found = self.call_settled("create_collection", {"name": name, "options": options}, settle)
+        return RemoteCollection(self, str(found))
 
     def collection(
         self, name: str, *, create: bool = False, model: str | None = None
@@ -240,7 +312,12 @@ class RemoteKnowledgeBase(KnowledgeBase):
         return RemoteCollection(self, check_name(name))
 
     def drop_collection(self, name: str) -> None:
-        self.call("drop_collection", name=name)
+        def settle(outcome: Any) -> None:
+            # Gone when re-run: the owner that went away dropped it before exiting.
+            if isinstance(outcome, KBError) and not isinstance(outcome, CollectionNotFound):
+                raise outcome
+
+        self.call_settled("drop_collection", {"name": name}, settle)
 
     def search(
         self,
@@ -319,6 +396,10 @@ class RemoteCollection(Collection):
             collection=self.name,
             paths=[_absolute(p) for p in paths],
             metadata=dict(metadata) if metadata is not None else None,
+            # The caller's confinement goes with the paths; the owner never widens it.
+            allowed_paths=None
+            if allowed_paths is None
+            else [os.path.realpath(_absolute(p)) for p in allowed_paths],
         )
         return report
 
@@ -339,7 +420,17 @@ class RemoteCollection(Collection):
 
     def delete(self, document_ids: str | Sequence[str]) -> DeleteReport:
         ids = [document_ids] if isinstance(document_ids, str) else [str(i) for i in document_ids]
-        report: DeleteReport = self.kb.call("delete", collection=self.name, ids=ids)
+
+        def settle(outcome: Any) -> DeleteReport:
+            # Ids missing when re-run were deleted by the owner that went away mid-call
+            # (or, for an id that never existed, are gone all the same).
+            if isinstance(outcome, KBError):
+                raise outcome
+            return DeleteReport(deleted=[*outcome.deleted, *outcome.not_found], not_found=[])
+
+        report: DeleteReport = self.kb.call_settled(
+            "delete", {"collection": self.name, "ids": ids}, settle
+        )
         return report
 
     def get(self, document_id: str) -> DocumentRecord | None:
