@@ -27,6 +27,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from hybridkb.embedders import Embedder
 from hybridkb.errors import (
     BackendError,
     CollectionExists,
@@ -36,12 +37,20 @@ from hybridkb.errors import (
     KBError,
 )
 from hybridkb.kb import Collection, KnowledgeBase, check_name
-from hybridkb.serve.codec import MAX_MESSAGE_BYTES, decode, dumps, encode, error_from
+from hybridkb.serve.codec import (
+    MAX_MESSAGE_BYTES,
+    decode,
+    dumps,
+    encode,
+    error_from,
+    error_payload,
+)
+from hybridkb.serve.embedding import answer_embedding
 from hybridkb.serve.endpoint import Endpoint, live_endpoint, open_connection, resolve_transport
 from hybridkb.serve.server import GRAPH_METHODS, OPERATIONS, OwnerServer, is_write
 from hybridkb.settings import Settings, with_overrides
 from hybridkb.storage import open_storage
-from hybridkb.storage.base import DocumentRecord, Storage
+from hybridkb.storage.base import ChunkRecord, CollectionRecord, DocumentRecord, Storage
 from hybridkb.types import AddReport, CollectionInfo, DeleteReport, Hit
 
 __all__ = ["OwnerLink", "RemoteCollection", "RemoteGraph", "RemoteKnowledgeBase", "serve_owned"]
@@ -96,13 +105,34 @@ class OwnerLink:
         self.sock = open_connection(endpoint)  # both sides proven before anything is sent
         self.reader: BinaryIO = self.sock.makefile("rb")
 
-    def call(self, workspace: str, op: str, args: dict[str, Any], request_id: str = "") -> Any:
-        message = {"id": request_id, "workspace": workspace, "op": op, "args": args}
+    def call(
+        self,
+        workspace: str,
+        op: str,
+        args: dict[str, Any],
+        request_id: str = "",
+        embedders: Mapping[str, Embedder] | None = None,
+    ) -> Any:
+        """Send one request and return its answer, meanwhile answering the owner's
+        questions for this client's own embedders (see serve/embedding.py)."""
+        given = dict(embedders or {})
+        message: dict[str, Any] = {"id": request_id, "workspace": workspace, "op": op}
+        message["args"] = args
+        if given:
+            message["embedders"] = {model_id: e.dim for model_id, e in given.items()}
         self.sock.sendall(dumps(message))
-        line = self.reader.readline(MAX_MESSAGE_BYTES + 1)
-        if not line:
-            raise ConnectionError("the owner closed the connection")
-        answer = json.loads(line)
+        while True:
+            line = self.reader.readline(MAX_MESSAGE_BYTES + 1)
+            if not line:
+                raise ConnectionError("the owner closed the connection")
+            answer = json.loads(line)
+            if "ask" not in answer:
+                break
+            try:
+                reply: dict[str, Any] = {"vectors": answer_embedding(answer["ask"], given)}
+            except Exception as exc:  # noqa: BLE001 - the owner reports it as the call's error
+                reply = {"error": error_payload(exc)}
+            self.sock.sendall(dumps(reply))
         if "error" in answer:
             raise error_from(answer["error"])
         return decode(answer["ok"])
@@ -121,7 +151,13 @@ class RemoteKnowledgeBase(KnowledgeBase):
     is_client = True
 
     def __init__(
-        self, settings: Settings, db_path: str, endpoint: Endpoint, *, read_only: bool = False
+        self,
+        settings: Settings,
+        db_path: str,
+        endpoint: Endpoint,
+        *,
+        read_only: bool = False,
+        embedders: Mapping[str, Embedder] | None = None,
     ) -> None:
         # No storage of its own: KnowledgeBase.__init__ would open the file's graph.
         self.settings = settings
@@ -135,8 +171,8 @@ class RemoteKnowledgeBase(KnowledgeBase):
         self._lock = threading.Lock()
         self._sent = False  # the current attempt reached the owner's socket
         self._reranker = None
-        # What KnowledgeBase.embedder reads: a model asked for by name loads here.
-        self._given = {}
+        # This client's own embedders (with_embedder): the owner asks it for their vectors.
+        self._given = dict(embedders or {})
         self._cache = None
         self._languages = {}
 
@@ -220,7 +256,7 @@ class RemoteKnowledgeBase(KnowledgeBase):
             if self._link is None:
                 self._link = OwnerLink(self._endpoint)
             self._sent = True
-            return self._link.call(self.workspace, op, args, request_id)
+            return self._link.call(self.workspace, op, args, request_id, self._given)
         except (OSError, ConnectionError, ValueError) as exc:
             # The owner went away (or answered garbage): find or become the next one.
             if self._link is not None:
@@ -246,7 +282,7 @@ class RemoteKnowledgeBase(KnowledgeBase):
                     raise self._held() from None
                 time.sleep(0.05)
                 continue
-            local = KnowledgeBase(storage, self.settings)
+            local = KnowledgeBase(storage, self.settings, embedders=self._given)
             if not self.read_only:  # a read-only opener holds no write lock to serve
                 serve_owned(local, self.db_path)
             self._local = local
@@ -265,10 +301,34 @@ class RemoteKnowledgeBase(KnowledgeBase):
             self.db_path,
             self._endpoint,
             read_only=self.read_only,
+            embedders=self._given,
         )
         if self._local is not None:
             other._local = self._local.in_workspace(workspace)
         return other
+
+    def with_embedder(self, embedder: Embedder) -> KnowledgeBase:
+        """The same owner and workspace; collections made through it embed with
+        ``embedder``, which stays in this process (the owner asks it for vectors)."""
+        other = RemoteKnowledgeBase(
+            self.settings,
+            self.db_path,
+            self._endpoint,
+            read_only=self.read_only,
+            embedders={**self._given, embedder.model_id: embedder},
+        )
+        if self._local is not None:
+            other._local = self._local.with_embedder(embedder)
+        return other
+
+    def prepare_search(self, collections: Iterable[str] | None = None) -> None:
+        """Nothing to load here: the owner holds the models and indexes."""
+        if self._local is not None:
+            self._local.prepare_search(collections)
+
+    def record(self, name: str) -> CollectionRecord:
+        found: CollectionRecord = self.call("record", name=name)
+        return found
 
     def with_reranker(self, reranker: Any) -> KnowledgeBase:
         raise ConfigError(
@@ -457,6 +517,13 @@ class RemoteCollection(Collection):
 
     def documents(self, *, limit: int = 100, offset: int = 0) -> list[DocumentRecord]:
         return list(self.kb.call("documents", collection=self.name, limit=limit, offset=offset))
+
+    @property
+    def record(self) -> CollectionRecord:
+        return self.kb.record(self.name)
+
+    def chunks(self, document_id: str) -> list[ChunkRecord]:
+        return list(self.kb.call("chunks", collection=self.name, document_id=document_id))
 
     def count(self) -> int:
         return int(self.kb.call("count", collection=self.name))

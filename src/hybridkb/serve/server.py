@@ -40,7 +40,15 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from hybridkb.serve.codec import MAX_MESSAGE_BYTES, decode, dumps, encode, error_payload
+from hybridkb.serve.codec import (
+    MAX_MESSAGE_BYTES,
+    decode,
+    dumps,
+    encode,
+    error_from,
+    error_payload,
+)
+from hybridkb.serve.embedding import Ask, ClientEmbedder
 from hybridkb.serve.endpoint import (
     Transport,
     new_endpoint,
@@ -170,6 +178,8 @@ OPERATIONS: dict[str, Operation] = {
         limit=int(a.get("limit", 100)), offset=int(a.get("offset", 0))
     ),
     "count": lambda kb, a: kb.collection(a["collection"]).count(),
+    "record": lambda kb, a: kb.record(a["name"]),
+    "chunks": lambda kb, a: kb.collection(a["collection"]).chunks(a["document_id"]),
     "document_text": lambda kb, a: kb.collection(a["collection"]).document_text(
         a["document_id"]
     ),
@@ -284,11 +294,20 @@ class OwnerServer:
                     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 conn.settimeout(IDLE_SECONDS)
                 with conn.makefile("rb") as reader:
+
+                    def ask(question: dict[str, Any]) -> Any:
+                        # A question to the caller mid-call (its own embedder's vectors).
+                        conn.sendall(dumps({"ask": question}))
+                        reply = json.loads(reader.readline(MAX_MESSAGE_BYTES + 1) or b"{}")
+                        if "error" in reply:
+                            raise error_from(reply["error"])
+                        return reply.get("vectors")
+
                     while True:
                         line = reader.readline(MAX_MESSAGE_BYTES + 1)
                         if not line:
                             return
-                        conn.sendall(dumps(self.answer(line)))
+                        conn.sendall(dumps(self.answer(line, ask)))
             except OSError:
                 return  # the client went away, or was silent too long
             finally:
@@ -301,7 +320,7 @@ class OwnerServer:
                 self._workspaces[workspace] = self.kb.in_workspace(workspace)
             return self._workspaces[workspace]
 
-    def answer(self, line: bytes) -> dict[str, Any]:
+    def answer(self, line: bytes, ask: Ask | None = None) -> dict[str, Any]:
         """The answer to one request line of a proven caller."""
         try:
             request = json.loads(line)
@@ -311,7 +330,7 @@ class OwnerServer:
         except Exception as exc:  # noqa: BLE001 - a malformed line is an answer too
             return {"error": error_payload(exc)}
         if not request_id or not is_write(op, args):
-            return self._run(request, op, args)
+            return self._run(request, op, args, ask)
         while True:
             with self._lock:
                 if request_id in self._answers:
@@ -322,7 +341,7 @@ class OwnerServer:
                     break
             running.wait()  # the same write, still running for a connection that broke
         try:
-            found = self._run(request, op, args)
+            found = self._run(request, op, args, ask)
             with self._lock:
                 self._answers[request_id] = found
                 while len(self._answers) > _REMEMBERED_ANSWERS:
@@ -332,7 +351,9 @@ class OwnerServer:
             with self._lock:
                 self._running.pop(request_id).set()
 
-    def _run(self, request: dict[str, Any], op: str, args: dict[str, Any]) -> dict[str, Any]:
+    def _run(
+        self, request: dict[str, Any], op: str, args: dict[str, Any], ask: Ask | None
+    ) -> dict[str, Any]:
         try:
             operation = OPERATIONS.get(op)
             if operation is None:
@@ -340,6 +361,9 @@ class OwnerServer:
 
                 raise ConfigError(f"unknown operation {op!r}")
             kb = self._in(str(request.get("workspace") or self.kb.workspace))
+            for model_id, dim in dict(request.get("embedders") or {}).items():
+                if ask is not None:  # the caller's own models, asked over this connection
+                    kb = kb.with_embedder(ClientEmbedder(str(model_id), int(dim), ask))
             return {"ok": encode(operation(kb, args))}
         except Exception as exc:  # noqa: BLE001 - every failure is an answer, not a dead thread
             return {"error": error_payload(exc)}
