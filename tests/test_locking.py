@@ -12,6 +12,7 @@ import pytest
 
 import hybridkb
 from hybridkb.errors import DatabaseLocked
+from hybridkb.serve.client import RemoteKnowledgeBase
 
 HOLD = """
 import sys, time, hybridkb
@@ -76,7 +77,7 @@ def test_with_serving_on_a_second_writer_is_served_at_once(tmp_path: Path) -> No
         started = time.monotonic()
         with hybridkb.connect(db, model="fake", lock_timeout=20) as kb:
             kb.create_collection("Served")
-            assert kb.is_client and kb.collection_names() == ["Served"]
+            assert isinstance(kb, RemoteKnowledgeBase) and kb.collection_names() == ["Served"]
         assert time.monotonic() - started < 10  # no lock wait
     finally:
         proc.kill()

@@ -17,7 +17,7 @@ from ..errors import ConfigError
 from ..frontend import check_limit, tool_guard
 
 if TYPE_CHECKING:
-    from ..kb import KnowledgeBase
+    from ..api import KnowledgeBaseAPI
     from .model import Node
 
 Result = tuple[str, Any]
@@ -55,17 +55,12 @@ def node_line(node: Node) -> str:
 
 
 class GraphToolkit:
-    def __init__(self, kb: KnowledgeBase) -> None:
+    def __init__(self, kb: KnowledgeBaseAPI) -> None:
         self.kb = kb
 
     @property
     def graph(self) -> Any:
-        found = getattr(self.kb, "graph", None)
-        if found is None:
-            from . import attach_graph
-
-            found = attach_graph(self.kb)
-        return found
+        return self.kb.graph
 
     def neighbors(
         self, node_id: str, edge_types: str = "", direction: str = "both", limit: int = 20
@@ -185,7 +180,7 @@ class GraphToolkit:
 
 
 def make_graph_tools(
-    kb: KnowledgeBase,
+    kb: KnowledgeBaseAPI,
     *,
     workspace: str | None = None,
     read_only: bool = False,

@@ -16,18 +16,15 @@ DatabaseLocked naming the owner.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from pathlib import Path
-from typing import Any, BinaryIO
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from hybridkb.embedders import Embedder
+from hybridkb.api import CollectionAPI, GraphAPI, KnowledgeBaseAPI
+from hybridkb.embedders import Embedder, Recipe
 from hybridkb.errors import (
     BackendError,
     CollectionExists,
@@ -36,22 +33,22 @@ from hybridkb.errors import (
     DatabaseLocked,
     KBError,
 )
-from hybridkb.kb import Collection, KnowledgeBase, check_name
-from hybridkb.serve.codec import (
-    MAX_MESSAGE_BYTES,
-    decode,
-    dumps,
-    encode,
-    error_from,
-    error_payload,
-)
-from hybridkb.serve.embedding import answer_embedding
-from hybridkb.serve.endpoint import Endpoint, live_endpoint, open_connection, resolve_transport
-from hybridkb.serve.server import GRAPH_METHODS, OPERATIONS, OwnerServer, is_write
+from hybridkb.kb import KnowledgeBase, check_name, checked_embedder, load_embedder
+from hybridkb.serve.endpoint import Endpoint, live_endpoint, resolve_transport
+from hybridkb.serve.handles import RemoteCollection, RemoteGraph
+from hybridkb.serve.link import OwnerGone, OwnerLink
+from hybridkb.serve.operations import OPERATIONS, is_write
+from hybridkb.serve.server import OwnerServer
 from hybridkb.settings import Settings, with_overrides
 from hybridkb.storage import open_storage
-from hybridkb.storage.base import ChunkRecord, CollectionRecord, DocumentRecord, Storage
-from hybridkb.types import AddReport, CollectionInfo, DeleteReport, Hit
+from hybridkb.storage.base import CollectionHealth, CollectionRecord, Storage
+from hybridkb.types import CollectionInfo, Hit
+
+if TYPE_CHECKING:
+    from hybridkb.api import CopyProgress
+    from hybridkb.embed_cache import EmbeddingCache
+    from hybridkb.rerank import Reranker
+    from hybridkb.sql_tool import SQLResult
 
 __all__ = ["OwnerLink", "RemoteCollection", "RemoteGraph", "RemoteKnowledgeBase", "serve_owned"]
 
@@ -93,62 +90,9 @@ def _remove_on_sigterm(server: OwnerServer) -> None:
     signal.signal(signal.SIGTERM, stop)
 
 
-class _OwnerGone(Exception):
-    """An attempt at the owner failed for want of an owner (not an answer)."""
-
-
-class OwnerLink:
-    """One connection to the owner, used by one call at a time."""
-
-    def __init__(self, endpoint: Endpoint) -> None:
-        self.endpoint = endpoint
-        self.sock = open_connection(endpoint)  # both sides proven before anything is sent
-        self.reader: BinaryIO = self.sock.makefile("rb")
-
-    def call(
-        self,
-        workspace: str,
-        op: str,
-        args: dict[str, Any],
-        request_id: str = "",
-        embedders: Mapping[str, Embedder] | None = None,
-    ) -> Any:
-        """Send one request and return its answer, meanwhile answering the owner's
-        questions for this client's own embedders (see serve/embedding.py)."""
-        given = dict(embedders or {})
-        message: dict[str, Any] = {"id": request_id, "workspace": workspace, "op": op}
-        message["args"] = args
-        if given:
-            message["embedders"] = {model_id: e.dim for model_id, e in given.items()}
-        self.sock.sendall(dumps(message))
-        while True:
-            line = self.reader.readline(MAX_MESSAGE_BYTES + 1)
-            if not line:
-                raise ConnectionError("the owner closed the connection")
-            answer = json.loads(line)
-            if "ask" not in answer:
-                break
-            try:
-                reply: dict[str, Any] = {"vectors": answer_embedding(answer["ask"], given)}
-            except Exception as exc:  # noqa: BLE001 - the owner reports it as the call's error
-                reply = {"error": error_payload(exc)}
-            self.sock.sendall(dumps(reply))
-        if "error" in answer:
-            raise error_from(answer["error"])
-        return decode(answer["ok"])
-
-    def close(self) -> None:
-        try:
-            self.reader.close()
-            self.sock.close()
-        except OSError:
-            pass
-
-
-class RemoteKnowledgeBase(KnowledgeBase):
-    """A knowledge base whose calls run in the process that holds its DuckDB file."""
-
-    is_client = True
+class RemoteKnowledgeBase:
+    """A knowledge base whose calls run in the process that holds its DuckDB file: the
+    sibling of :class:`hybridkb.kb.KnowledgeBase`, both :class:`~hybridkb.api.KnowledgeBaseAPI`."""
 
     def __init__(
         self,
@@ -159,10 +103,9 @@ class RemoteKnowledgeBase(KnowledgeBase):
         read_only: bool = False,
         embedders: Mapping[str, Embedder] | None = None,
     ) -> None:
-        # No storage of its own: KnowledgeBase.__init__ would open the file's graph.
         self.settings = settings
         self.workspace = check_name(settings.workspace, "workspace")
-        self.on_close = []
+        self.on_close: list[Callable[[], None]] = []
         self.db_path = db_path
         self.read_only = read_only
         self._endpoint = endpoint
@@ -170,11 +113,8 @@ class RemoteKnowledgeBase(KnowledgeBase):
         self._local: KnowledgeBase | None = None
         self._lock = threading.Lock()
         self._sent = False  # the current attempt reached the owner's socket
-        self._reranker = None
         # This client's own embedders (with_embedder): the owner asks it for their vectors.
-        self._given = dict(embedders or {})
-        self._cache = None
-        self._languages = {}
+        self._given: dict[str, Embedder] = dict(embedders or {})
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -196,17 +136,9 @@ class RemoteKnowledgeBase(KnowledgeBase):
             return self._local.storage
         raise self._held()
 
-    @storage.setter
-    def storage(self, value: Storage) -> None:
-        raise AttributeError("a client's storage is the owner's")
-
     @property
-    def graph(self) -> Any:
+    def graph(self) -> RemoteGraph:
         return RemoteGraph(self)
-
-    @graph.setter
-    def graph(self, value: Any) -> None:
-        raise AttributeError("a client's graph is the owner's")
 
     def call(self, op: str, **args: Any) -> Any:
         """Run ``op`` at the owner (or here, after taking the file over)."""
@@ -236,7 +168,7 @@ class RemoteKnowledgeBase(KnowledgeBase):
                         found = OPERATIONS[op](self._local, args)
                     else:
                         found = self._remote(op, args, request_id)
-                except _OwnerGone:
+                except OwnerGone:
                     interrupted = interrupted or self._sent
                     if time.monotonic() > deadline:
                         raise self._held() from None
@@ -249,7 +181,7 @@ class RemoteKnowledgeBase(KnowledgeBase):
                 return settle(found) if interrupted and settle is not None else found
 
     def _remote(self, op: str, args: dict[str, Any], request_id: str) -> Any:
-        """One attempt at the owner; _OwnerGone if it went away (``_sent`` says whether
+        """One attempt at the owner; OwnerGone if it went away (``_sent`` says whether
         the request reached it first)."""
         self._sent = False
         try:
@@ -262,7 +194,7 @@ class RemoteKnowledgeBase(KnowledgeBase):
             if self._link is not None:
                 self._link.close()
                 self._link = None
-            raise _OwnerGone from exc
+            raise OwnerGone from exc
 
     def _find_owner(self, deadline: float) -> None:
         while True:
@@ -289,13 +221,21 @@ class RemoteKnowledgeBase(KnowledgeBase):
             return
 
     def close(self) -> None:
+        while self.on_close:
+            self.on_close.pop()()
         if self._link is not None:
             self._link.close()
             self._link = None
         if self._local is not None:
             self._local.close()
 
-    def in_workspace(self, workspace: str) -> KnowledgeBase:
+    def __enter__(self) -> RemoteKnowledgeBase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def in_workspace(self, workspace: str) -> RemoteKnowledgeBase:
         other = RemoteKnowledgeBase(
             with_overrides(self.settings, workspace=workspace),
             self.db_path,
@@ -307,7 +247,7 @@ class RemoteKnowledgeBase(KnowledgeBase):
             other._local = self._local.in_workspace(workspace)
         return other
 
-    def with_embedder(self, embedder: Embedder) -> KnowledgeBase:
+    def with_embedder(self, embedder: Embedder) -> RemoteKnowledgeBase:
         """The same owner and workspace; collections made through it embed with
         ``embedder``, which stays in this process (the owner asks it for vectors)."""
         other = RemoteKnowledgeBase(
@@ -321,6 +261,23 @@ class RemoteKnowledgeBase(KnowledgeBase):
             other._local = self._local.with_embedder(embedder)
         return other
 
+    # -- models: a client embeds only with its own given embedders (the owner asks) ----
+
+    def embedder(self, model: str, recipe: Recipe | None = None) -> Embedder:
+        return load_embedder(self.settings, self._given, model, recipe)
+
+    def embedder_for(self, coll: CollectionRecord) -> Embedder:
+        return checked_embedder(self.embedder, coll)
+
+    def embedding_cache(self) -> EmbeddingCache | None:
+        return None  # this process embeds nothing to cache: the owner does
+
+    def reranker(self) -> Reranker | None:
+        return None  # the owner reranks, with its own settings
+
+    def warm_up(self) -> None:
+        """Nothing to load: the owner holds the models."""
+
     def prepare_search(self, collections: Iterable[str] | None = None) -> None:
         """Nothing to load here: the owner holds the models and indexes."""
         if self._local is not None:
@@ -330,7 +287,7 @@ class RemoteKnowledgeBase(KnowledgeBase):
         found: CollectionRecord = self.call("record", name=name)
         return found
 
-    def with_reranker(self, reranker: Any) -> KnowledgeBase:
+    def with_reranker(self, reranker: Reranker) -> RemoteKnowledgeBase:
         raise ConfigError(
             f"{self.db_path}: process {self.owner_pid} holds the knowledge base and ranks "
             "for this process with its own settings; set HYBRIDKB_RERANKER where it runs"
@@ -348,8 +305,26 @@ class RemoteKnowledgeBase(KnowledgeBase):
         info: CollectionInfo = self.call("describe", name=name)
         return info
 
-    def create_collection(self, name: str, **options: Any) -> Collection:
-        options = {k: v for k, v in options.items() if v is not None}
+    def create_collection(
+        self,
+        name: str,
+        *,
+        model: str | None = None,
+        chunk_strategy: str | None = None,
+        chunk_size: int | None = None,
+        chunk_overlap: int | None = None,
+        language: str | None = None,
+        exist_ok: bool = False,
+    ) -> RemoteCollection:
+        given = {
+            "model": model,
+            "chunk_strategy": chunk_strategy,
+            "chunk_size": chunk_size,
+            "chunk_overlap": chunk_overlap,
+            "language": language,
+            "exist_ok": exist_ok,
+        }
+        options = {k: v for k, v in given.items() if v is not None}
 
         def settle(outcome: Any) -> Any:
             # The owner that went away created it: this call's own collection, not a clash.
@@ -364,11 +339,11 @@ class RemoteKnowledgeBase(KnowledgeBase):
 
     def collection(
         self, name: str, *, create: bool = False, model: str | None = None
-    ) -> Collection:
+    ) -> RemoteCollection:
         found = self.call("collection", name=name, create=create, model=model)
         return RemoteCollection(self, str(found))
 
-    def __getitem__(self, name: str) -> Collection:
+    def __getitem__(self, name: str) -> RemoteCollection:
         return RemoteCollection(self, check_name(name))
 
     def drop_collection(self, name: str) -> None:
@@ -397,139 +372,42 @@ class RemoteKnowledgeBase(KnowledgeBase):
             )
         )
 
+    # -- maintenance verbs: the owner runs them -------------------------------------------
 
-class RemoteGraph:
-    """The owner's knowledge graph: the same methods, arguments, results and errors as
-    ``hybridkb.graph.Graph`` (those in ``GRAPH_METHODS``), each run in the owner."""
+    def doctor(self, name: str | None = None, *, repair: bool = False) -> list[CollectionHealth]:
+        return list(self.call("doctor", name=name, repair=repair))
 
-    def __init__(self, kb: RemoteKnowledgeBase) -> None:
-        self.kb = kb
+    def reembed(
+        self, name: str, *, model: str | None = None, progress: bool = True
+    ) -> dict[str, Any]:
+        return dict(self.call("reembed", name=name, model=model))  # no bar: the owner embeds
 
-    def __getattr__(self, method: str) -> Any:
-        if method not in GRAPH_METHODS:
-            if method == "add_extractor":
-                raise ConfigError(
-                    f"{self.kb.db_path}: process {self.kb.owner_pid} holds the knowledge "
-                    "base and extracts entities with its own extractors; add yours where it runs"
-                )
-            raise AttributeError(method)
+    def compact(self) -> dict[str, int]:
+        return dict(self.call("compact"))
 
-        def forward(*args: Any, **kwargs: Any) -> Any:
-            if method in ("export_folder", "import_folder") and len(args) > 1:
-                args = (args[0], _absolute(args[1]), *args[2:])  # the owner runs elsewhere
-            if "folder" in kwargs:
-                kwargs["folder"] = _absolute(kwargs["folder"])
-            found = self.kb.call(
-                "graph", method=method, args=encode(list(args)), kwargs=encode(kwargs)
-            )
-            if method == "export_folder":
-                return [Path(p) for p in found]
-            return found
+    def copy_to(
+        self, dst_url: str, *, workspace: str | None = None, progress: CopyProgress | None = None
+    ) -> dict[str, Any]:
+        from hybridkb.copy import absolute_url
 
-        return forward
+        return dict(self.call("copy", to=absolute_url(dst_url), workspace=workspace))
 
-
-def _absolute(path: str | Path) -> str:
-    # The owner runs in another folder: send paths as this process means them.
-    return os.path.abspath(os.path.expanduser(str(path)))
-
-
-class RemoteCollection(Collection):
-    """A collection handle whose calls go through a RemoteKnowledgeBase."""
-
-    kb: RemoteKnowledgeBase
-
-    def __init__(self, kb: RemoteKnowledgeBase, name: str) -> None:
-        super().__init__(kb, name, None)
-
-    def add(
+    def sql(
         self,
-        paths: str | Path | Iterable[str | Path],
+        sql: str,
         *,
-        metadata: Mapping[str, Any] | None = None,
-        allowed_paths: Iterable[str | Path] | None = None,
-    ) -> AddReport:
-        if isinstance(paths, (str, Path)):
-            paths = [paths]
-        report: AddReport = self.kb.call(
-            "add",
-            collection=self.name,
-            paths=[_absolute(p) for p in paths],
-            metadata=dict(metadata) if metadata is not None else None,
-            # The caller's confinement goes with the paths; the owner never widens it.
-            allowed_paths=None
-            if allowed_paths is None
-            else [os.path.realpath(_absolute(p)) for p in allowed_paths],
-        )
-        return report
+        max_rows: int | None = None,
+        timeout: float | None = None,
+        max_bytes: int | None = None,
+    ) -> SQLResult:
+        from hybridkb.sql_tool import sql_from_dict
 
-    def add_texts(
-        self,
-        texts: Sequence[str],
-        metadatas: Sequence[Mapping[str, Any] | None] | None = None,
-        ids: Sequence[str] | None = None,
-    ) -> AddReport:
-        report: AddReport = self.kb.call(
-            "add_texts",
-            collection=self.name,
-            texts=list(texts),
-            metadatas=None if metadatas is None else [dict(m or {}) for m in metadatas],
-            ids=None if ids is None else list(ids),
-        )
-        return report
+        limits = {"max_rows": max_rows, "timeout": timeout, "max_bytes": max_bytes}
+        given = {k: v for k, v in limits.items() if v is not None}
+        return sql_from_dict(self.call("sql", sql=sql, limits=given))
 
-    def delete(self, document_ids: str | Sequence[str]) -> DeleteReport:
-        ids = [document_ids] if isinstance(document_ids, str) else [str(i) for i in document_ids]
 
-        def settle(outcome: Any) -> DeleteReport:
-            # Ids missing when re-run were deleted by the owner that went away mid-call
-            # (or, for an id that never existed, are gone all the same).
-            if isinstance(outcome, KBError):
-                raise outcome
-            return DeleteReport(deleted=[*outcome.deleted, *outcome.not_found], not_found=[])
-
-        report: DeleteReport = self.kb.call_settled(
-            "delete", {"collection": self.name, "ids": ids}, settle
-        )
-        return report
-
-    def get(self, document_id: str) -> DocumentRecord | None:
-        found: DocumentRecord | None = self.kb.call(
-            "get", collection=self.name, document_id=document_id
-        )
-        return found
-
-    def search_by_vector(
-        self,
-        vector: np.ndarray | Sequence[float],
-        *,
-        k: int | None = None,
-        where: Mapping[str, Any] | str | None = None,
-    ) -> list[Hit]:
-        found = self.kb.call(
-            "search_by_vector",
-            collection=self.name,
-            vector=[float(x) for x in np.asarray(vector, dtype=np.float32).ravel()],
-            k=k,
-            where=where,
-        )
-        return list(found)
-
-    def documents(self, *, limit: int = 100, offset: int = 0) -> list[DocumentRecord]:
-        return list(self.kb.call("documents", collection=self.name, limit=limit, offset=offset))
-
-    @property
-    def record(self) -> CollectionRecord:
-        return self.kb.record(self.name)
-
-    def chunks(self, document_id: str) -> list[ChunkRecord]:
-        return list(self.kb.call("chunks", collection=self.name, document_id=document_id))
-
-    def count(self) -> int:
-        return int(self.kb.call("count", collection=self.name))
-
-    def document_text(self, document_id: str) -> str | None:
-        text: str | None = self.kb.call(
-            "document_text", collection=self.name, document_id=document_id
-        )
-        return text
+# mypy checks the two doors against the one declaration (a method missing here fails).
+_checked: type[KnowledgeBaseAPI] = RemoteKnowledgeBase
+_checked_collection: type[CollectionAPI] = RemoteCollection
+_checked_graph: type[GraphAPI] = RemoteGraph

@@ -36,13 +36,13 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hybridkb.kb import KnowledgeBase
 from hybridkb.serve.codec import (
     MAX_MESSAGE_BYTES,
-    decode,
     dumps,
     encode,
     error_from,
@@ -56,8 +56,9 @@ from hybridkb.serve.endpoint import (
     write_endpoint,
 )
 from hybridkb.serve.handshake import owner_handshake
+from hybridkb.serve.operations import OPERATIONS, is_write
 
-__all__ = ["GRAPH_METHODS", "GRAPH_WRITES", "OPERATIONS", "OwnerServer", "is_write"]
+__all__ = ["OPERATIONS", "OwnerServer"]
 
 MAX_UNPROVEN = 32  # connections still in their handshake
 HANDSHAKE_SECONDS = 5.0
@@ -66,131 +67,6 @@ _REMEMBERED_ANSWERS = 512  # writes whose answers a retrying client may ask for 
 _OUT_OF_DESCRIPTORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 Operation = Callable[[Any, dict[str, Any]], Any]
-
-# The Graph methods a client may call, by name (an allow-list: a request naming any
-# other attribute is refused). add_extractor is not here: an extractor is code.
-GRAPH_WRITES = frozenset(
-    {"relate", "unrelate", "add_node", "add_nodes", "add_edges", "remove_node", "set_alias",
-     "rebuild", "import_folder"}
-)  # fmt: skip
-GRAPH_METHODS = GRAPH_WRITES | frozenset(
-    {"node", "has_node", "node_of_chunk", "chunks_of", "neighbors", "traverse", "find_paths",
-     "shortest_path", "subgraph", "search", "stats", "aliases", "export", "export_folder"}
-)  # fmt: skip
-
-
-_WRITES = frozenset(
-    {"create_collection", "drop_collection", "add", "add_texts", "delete", "reembed", "compact"}
-)
-
-
-def is_write(op: str, args: Mapping[str, Any]) -> bool:
-    """Whether the served operation ``op`` with ``args`` changes the store."""
-    if op == "graph":
-        return args.get("method") in GRAPH_WRITES
-    return (
-        op in _WRITES or bool(args.get("create")) or (op == "doctor" and bool(args.get("repair")))
-    )
-
-
-def _add(kb: Any, a: dict[str, Any]) -> Any:
-    # The caller's confinement, never the owner's: None (a person's add) reads any file
-    # this user may read, a list (an agent's folders) is kept exactly.
-    allowed = a.get("allowed_paths")
-    return kb.collection(a["collection"]).add(
-        a["paths"],
-        metadata=a.get("metadata"),
-        allowed_paths=None if allowed is None else [str(p) for p in allowed],
-    )
-
-
-def _graph(kb: Any, a: dict[str, Any]) -> Any:
-    method = str(a.get("method"))
-    if method not in GRAPH_METHODS:
-        from hybridkb.errors import ConfigError
-
-        raise ConfigError(f"graph: {method!r} cannot be called through the owner")
-    return getattr(kb.graph, method)(*decode(a.get("args") or []), **decode(a.get("kwargs") or {}))
-
-
-_SQL_LIMITS = ("max_rows", "timeout", "max_bytes")  # what a caller in the owner may set too
-
-
-def _sql(kb: Any, a: dict[str, Any]) -> Any:
-    from hybridkb.sql_tool import run_sql  # pyarrow: imported when the first query comes
-
-    limits = {k: v for k, v in (a.get("limits") or {}).items() if k in _SQL_LIMITS}
-    return run_sql(kb, a["sql"], **limits).to_dict()
-
-
-def _doctor(kb: Any, a: dict[str, Any]) -> Any:
-    from hybridkb.maintenance import doctor
-
-    return doctor(kb, a.get("name"), repair=bool(a.get("repair")))
-
-
-def _reembed(kb: Any, a: dict[str, Any]) -> Any:
-    from hybridkb.maintenance import reembed
-
-    return reembed(kb, a["name"], model=a.get("model"), progress=False)
-
-
-def _compact(kb: Any, a: dict[str, Any]) -> Any:
-    from hybridkb.maintenance import compact
-
-    return compact(kb)
-
-
-def _copy(kb: Any, a: dict[str, Any]) -> Any:
-    from hybridkb.copy import copy_to
-
-    return copy_to(kb, str(a["to"]), workspace=a.get("workspace"))
-
-
-def _search_by_vector(kb: Any, a: dict[str, Any]) -> Any:
-    import numpy as np
-
-    return kb.collection(a["collection"]).search_by_vector(
-        np.asarray(a["vector"], dtype=np.float32), k=a.get("k"), where=a.get("where")
-    )
-
-
-OPERATIONS: dict[str, Operation] = {
-    "list_collections": lambda kb, a: kb.list_collections(),
-    "collection_names": lambda kb, a: kb.collection_names(),
-    "describe": lambda kb, a: kb.describe(a["name"]),
-    "create_collection": lambda kb, a: kb.create_collection(a["name"], **a.get("options", {})).name,
-    "collection": lambda kb, a: kb.collection(
-        a["name"], create=bool(a.get("create")), model=a.get("model")
-    ).name,
-    "drop_collection": lambda kb, a: kb.drop_collection(a["name"]),
-    "search": lambda kb, a: kb.search(
-        a["query"], k=a.get("k"), mode=a.get("mode"), where=a.get("where"),
-        collections=a.get("collections"), rerank=a.get("rerank"),
-    ),
-    "add": _add,
-    "add_texts": lambda kb, a: kb.collection(a["collection"]).add_texts(
-        a["texts"], a.get("metadatas"), a.get("ids")
-    ),
-    "delete": lambda kb, a: kb.collection(a["collection"]).delete(a["ids"]),
-    "get": lambda kb, a: kb.collection(a["collection"]).get(a["document_id"]),
-    "documents": lambda kb, a: kb.collection(a["collection"]).documents(
-        limit=int(a.get("limit", 100)), offset=int(a.get("offset", 0))
-    ),
-    "count": lambda kb, a: kb.collection(a["collection"]).count(),
-    "record": lambda kb, a: kb.record(a["name"]),
-    "chunks": lambda kb, a: kb.collection(a["collection"]).chunks(a["document_id"]),
-    "document_text": lambda kb, a: kb.collection(a["collection"]).document_text(
-        a["document_id"]
-    ),
-    "graph": _graph,
-    "sql": _sql,
-    "doctor": _doctor,
-    "reembed": _reembed,
-    "compact": _compact,
-    "copy": _copy,
-    "search_by_vector": _search_by_vector,
-}  # fmt: skip
 
 
 def _descriptor_budget() -> int:
@@ -209,11 +85,13 @@ def _descriptor_budget() -> int:
 class OwnerServer:
     """Serve ``kb`` (which holds the DuckDB file at ``db_path``) to other processes."""
 
-    def __init__(self, kb: Any, db_path: str | Path, transport: Transport = "unix") -> None:
+    def __init__(
+        self, kb: KnowledgeBase, db_path: str | Path, transport: Transport = "unix"
+    ) -> None:
         self.kb = kb
         self.db_path = db_path
         self.endpoint, self._sock = new_endpoint(db_path, transport)
-        self._workspaces: dict[str, Any] = {kb.workspace: kb}
+        self._workspaces: dict[str, KnowledgeBase] = {kb.workspace: kb}
         self._lock = threading.Lock()
         self._closed = threading.Event()
         # Connections in their handshake, oldest first: a new one evicts the oldest.
@@ -314,7 +192,7 @@ class OwnerServer:
                 with self._lock:
                     self._proven -= 1
 
-    def _in(self, workspace: str) -> Any:
+    def _in(self, workspace: str) -> KnowledgeBase:
         with self._lock:
             if workspace not in self._workspaces:
                 self._workspaces[workspace] = self.kb.in_workspace(workspace)
