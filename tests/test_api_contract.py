@@ -308,6 +308,12 @@ def test_the_langchain_store_and_retriever(door: Door) -> None:
     assert store.delete(["a"]) and store.get_by_ids(["a"]) == []
 
 
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
 class TestTheLangChainStandardSuiteThroughAnOwner(VectorStoreIntegrationTests):
     """LangChain's own VectorStore suite on the served doors (test_langchain_standard.py
     runs it on a store this process opened)."""

@@ -393,7 +393,7 @@ def _build(tk: KBToolkit) -> dict[str, BaseTool]:
 
         Args:
             query: The question or keywords, e.g. "depreciation of a home office".
-            collection_name: CollectionAPI to search, e.g. "Tax Documents"; empty searches every
+            collection_name: Collection to search, e.g. "Tax Documents"; empty searches every
                 collection (kb_list shows them).
             limit: How many passages to return, 1 to 50 (default 5).
         """

@@ -4,13 +4,14 @@ Every call goes to the owner over its socket, so the client loads no model and n
 index; results, errors and codes are the owner's. If the owner goes away (it
 exited, or was killed), the next call takes the file over: this process opens it,
 starts serving it itself, and runs the call locally; if another client won that
-race, the call goes to the new owner. A call cut off mid-way is sent again:
-adding the same file or text again is recognised by document identity (nothing is
-stored twice), a repeated delete reports the ids as not found.
+race, the call goes to the new owner. A call cut off mid-way is sent again with
+the same request id (see ``call_settled``): a live owner answers it from memory, and
+after a dead owner's commit the create, drop or delete says what it did.
 
-The knowledge graph, the SQL tool, the maintenance verbs (doctor, reembed, compact)
-and copies to another store run in the owner too. What needs the file itself (the
-Storage protocol, an evaluation that builds its own collection) raises
+:class:`RemoteKnowledgeBase` is the sibling of :class:`hybridkb.kb.KnowledgeBase`:
+both implement :class:`hybridkb.api.KnowledgeBaseAPI` (checked by mypy below), and
+hybridkb.serve.operations says where each declared member runs. What needs the file
+itself (``storage``, an evaluation that builds its own collection) raises
 DatabaseLocked naming the owner.
 """
 
