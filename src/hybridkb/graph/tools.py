@@ -8,7 +8,7 @@ the citation of ``render.citation``; a KBError becomes a ToolException.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from langchain_core.tools import BaseTool, tool
 
@@ -17,7 +17,7 @@ from ..errors import ConfigError
 from ..frontend import check_limit, tool_guard
 
 if TYPE_CHECKING:
-    from ..api import KnowledgeBaseAPI
+    from ..settings import Settings
     from .model import Node
 
 Result = tuple[str, Any]
@@ -54,8 +54,20 @@ def node_line(node: Node) -> str:
     return text
 
 
+class ToolHost(Protocol):
+    """What the graph tools need of a knowledge base (any door of hybridkb.api's
+    KnowledgeBaseAPI has it); declared here so that graph/ imports nothing above it."""
+
+    settings: Settings
+    workspace: str
+
+    @property
+    def graph(self) -> Any: ...
+    def in_workspace(self, workspace: str) -> ToolHost: ...
+
+
 class GraphToolkit:
-    def __init__(self, kb: KnowledgeBaseAPI) -> None:
+    def __init__(self, kb: ToolHost) -> None:
         self.kb = kb
 
     @property
@@ -180,7 +192,7 @@ class GraphToolkit:
 
 
 def make_graph_tools(
-    kb: KnowledgeBaseAPI,
+    kb: ToolHost,
     *,
     workspace: str | None = None,
     read_only: bool = False,
