@@ -1,8 +1,8 @@
 """One contract over the public API (hybridkb.api), run at every door: a knowledge base
 this process opened (local DuckDB), and one another process owns, served over a Unix
-socket and over loopback TCP. Each test runs once per door; where an answer may differ
-by door, the test says why. (Postgres runs the storage contract in
-test_storage_contract.py; it is not a door here yet.)
+socket and over loopback TCP, and Postgres (a server this process talks to; marked
+``postgres``). Each test runs once per door; where an answer may differ by door, the
+test says why.
 
 Also: every member of the declaration is served by the owner, answered in the client,
 or refused with a reason, each listed once in hybridkb.serve.operations.
@@ -37,7 +37,7 @@ from hybridkb.serve.operations import (
 )
 from hybridkb.tools import make_tools
 
-DOORS = ["local", "unix", "tcp"]
+DOORS = ["local", "unix", "tcp", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
 class Door:
@@ -50,7 +50,7 @@ class Door:
 
     @property
     def served(self) -> bool:
-        return self.name != "local"
+        return self.name in ("unix", "tcp")
 
 
 @pytest.fixture(scope="module", params=DOORS)
@@ -63,6 +63,19 @@ def door(
     if name == "local":
         with hybridkb.connect(db, model="fake") as kb:
             yield Door(name, kb, folder)
+        return
+    if name == "postgres":  # a server this process talks to directly (no owner)
+        import pg_server
+
+        admin = request.getfixturevalue("pg_admin_url")
+        template = request.getfixturevalue("pg_template")
+        database = f"hkb_contract_{uuid.uuid4().hex[:8]}"
+        url = pg_server.create_database(admin, database, template=template)
+        try:
+            with hybridkb.connect(url, model="fake") as kb:
+                yield Door(name, kb, folder)
+        finally:
+            pg_server.drop_database(admin, database)
         return
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("HYBRIDKB_SERVE_TRANSPORT", name)
@@ -262,6 +275,10 @@ def test_graph_links_queries_and_export(door: Door, coll: CollectionAPI) -> None
 
 def test_maintenance_verbs(door: Door, coll: CollectionAPI) -> None:
     _fill(coll)
+    if door.name == "postgres":  # doctor, reembed and compact are DuckDB's (Postgres has its own)
+        with pytest.raises(ConfigError, match="embedded DuckDB backend"):
+            door.kb.doctor(coll.name)
+        return
     assert [h.collection for h in door.kb.doctor(coll.name)] == [coll.name]
     assert door.kb.reembed(coll.name, progress=False)["chunks"] == 3
     assert isinstance(door.kb.compact(), dict)
@@ -314,12 +331,12 @@ def anyio_backend() -> str:
 
 
 @pytest.mark.anyio
-class TestTheLangChainStandardSuiteThroughAnOwner(VectorStoreIntegrationTests):
-    """LangChain's own VectorStore suite on the served doors (test_langchain_standard.py
-    runs it on a store this process opened)."""
+class TestTheLangChainStandardSuiteAtEveryDoor(VectorStoreIntegrationTests):
+    """LangChain's own VectorStore suite on the served doors and Postgres
+    (test_langchain_standard.py runs it on a DuckDB store this process opened)."""
 
     @pytest.fixture
     def vectorstore(self, door: Door) -> Iterator[VectorStore]:
-        if not door.served:
+        if door.name == "local":
             pytest.skip("the local door runs this suite in test_langchain_standard.py")
         yield HybridKBVectorStore(f"std {uuid.uuid4().hex[:8]}", self.get_embeddings(), kb=door.kb)
