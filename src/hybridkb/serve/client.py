@@ -160,7 +160,7 @@ class RemoteKnowledgeBase:
                 "the knowledge base is open read-only; open it without read_only=True to add"
             )
         request_id = uuid.uuid4().hex
-        interrupted = False
+        sent_to: set[Endpoint] = set()  # owners an attempt reached before its link broke
         with self._lock:
             deadline = time.monotonic() + max(self.settings.lock_timeout, 1.0)
             while True:
@@ -170,16 +170,26 @@ class RemoteKnowledgeBase:
                     else:
                         found = self._remote(op, args, request_id)
                 except OwnerGone:
-                    interrupted = interrupted or self._sent
+                    if self._sent:
+                        sent_to.add(self._endpoint)
                     if time.monotonic() > deadline:
                         raise self._held() from None
                     self._find_owner(deadline)
                     continue
                 except KBError as exc:
-                    if interrupted and settle is not None:
+                    if settle is not None and self._other_owner_may_have_run(sent_to):
                         return settle(exc)
                     raise
-                return settle(found) if interrupted and settle is not None else found
+                if settle is not None and self._other_owner_may_have_run(sent_to):
+                    return settle(found)
+                return found
+
+    def _other_owner_may_have_run(self, sent_to: set[Endpoint]) -> bool:
+        """Whether an owner other than the one that just answered got this request. The
+        same owner (a connection dropped while idle) answers a re-sent write from its
+        memory, so its answer needs no settling."""
+        answered_by = None if self._local is not None else self._endpoint
+        return bool(sent_to - {answered_by})
 
     def _remote(self, op: str, args: dict[str, Any], request_id: str) -> Any:
         """One attempt at the owner; OwnerGone if it went away (``_sent`` says whether
