@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -231,8 +232,10 @@ def test_a_runtime_folder_made_by_someone_else_is_not_used(
     monkeypatch.setenv("HYBRIDKB_SERVE_TRANSPORT", "unix")
     monkeypatch.setenv("HYBRIDKB_MODEL", "fake")
     monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    taken = tmp_path / f"hybridkb-{os.getuid()}"
+    # A short temporary folder of our own (socket paths are limited to ~100 bytes).
+    temp = Path(tempfile.mkdtemp(prefix="hkb-", dir="/tmp" if Path("/tmp").is_dir() else None))
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    taken = temp / f"hybridkb-{os.getuid()}"
     taken.mkdir()
     taken.chmod(0o777)  # another user's (as root: really theirs), open to all
     if os.getuid() == 0:
@@ -247,6 +250,7 @@ def test_a_runtime_folder_made_by_someone_else_is_not_used(
         assert endpoint is not None and Path(endpoint.path).parent != taken
         assert Path(endpoint.path).parent.stat().st_mode & 0o077 == 0
         assert kb.collection("Notes").count() == 1
+    shutil.rmtree(temp, ignore_errors=True)
 
 
 def test_a_symlinked_path_finds_the_owner(
