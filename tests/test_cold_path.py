@@ -196,6 +196,10 @@ def test_every_public_name_is_its_module_s_own() -> None:
     import importlib
 
     assert sorted(hybridkb.EXPORTS) == hybridkb.__all__
+    # The errors a graph call or an export raises, and the API declaration, are public too.
+    assert {"GraphError", "NotExportable", "KnowledgeBaseAPI", "CollectionAPI"} <= set(
+        hybridkb.__all__
+    )
     for name, module in hybridkb.EXPORTS.items():
         assert getattr(hybridkb, name) is getattr(
             importlib.import_module(f"hybridkb.{module}"), name

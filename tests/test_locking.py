@@ -12,6 +12,7 @@ import pytest
 
 import hybridkb
 from hybridkb.errors import DatabaseLocked
+from hybridkb.serve.client import RemoteKnowledgeBase
 
 HOLD = """
 import sys, time, hybridkb
@@ -76,22 +77,29 @@ def test_with_serving_on_a_second_writer_is_served_at_once(tmp_path: Path) -> No
         started = time.monotonic()
         with hybridkb.connect(db, model="fake", lock_timeout=20) as kb:
             kb.create_collection("Served")
-            assert kb.is_client and kb.collection_names() == ["Served"]
+            assert isinstance(kb, RemoteKnowledgeBase) and kb.collection_names() == ["Served"]
         assert time.monotonic() - started < 10  # no lock wait
     finally:
         proc.kill()
         proc.wait()
 
 
-def test_writer_waits_for_the_holder_to_finish(tmp_path: Path) -> None:
+def test_writer_waits_for_the_holder_to_finish(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = tmp_path / "kb.duckdb"
     hybridkb.connect(db, model="fake").close()
+    monkeypatch.setenv("HYBRIDKB_SERVE", "false")  # the holder (inheriting it) serves nobody
     proc = _hold(db, 1.0)
     try:
         with hybridkb.connect(db, model="fake", lock_timeout=20) as kb:
+            # It waited for the lock and holds the file itself: no error, no owner between.
+            assert not isinstance(kb, RemoteKnowledgeBase)
             kb.create_collection("After")
     finally:
-        proc.wait()
+        assert proc.wait(timeout=30) == 0  # the holder finished its own work undisturbed
+    with hybridkb.connect(db, model="fake") as kb:
+        assert kb.collection_names() == ["After"]
 
 
 def test_readers_work_alongside_each_other(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from pdfgen import Page, write_pdf
 import hybridkb
 from hybridkb.mcp_server import build_server, tool_catalog
 from hybridkb.mcp_tools import advertised_tools
+from hybridkb.serve.client import RemoteKnowledgeBase
 from hybridkb.tools import TOOL_NAMES, make_tools
 
 pytestmark = pytest.mark.anyio
@@ -200,12 +201,12 @@ async def test_stdio_server_serves_a_second_server_and_other_processes(tmp_path:
             assert DEPRECIATION in _text(found)
         # A person's script in another terminal sees both servers' writes at once.
         with hybridkb.connect(db, model="fake") as kb:
-            assert kb.is_client and kb.describe("Tax").documents == 2
+            assert isinstance(kb, RemoteKnowledgeBase) and kb.describe("Tax").documents == 2
         # Without serving, the old rule: told who holds the file, not a traceback.
         with pytest.raises(hybridkb.DatabaseLocked, match="MCP server"):
             hybridkb.connect(db, model="fake", lock_timeout=0.3, serve=False)
     with hybridkb.connect(db, model="fake") as kb:  # released when the server stops
-        assert kb.collection_names() == ["Tax"] and not kb.is_client
+        assert kb.collection_names() == ["Tax"] and not isinstance(kb, RemoteKnowledgeBase)
 
 
 async def test_two_assistants_and_a_terminal_interleave_on_one_file(tmp_path: Path) -> None:
@@ -264,7 +265,7 @@ async def test_two_assistants_and_a_terminal_interleave_on_one_file(tmp_path: Pa
                 group.start_soon(run_terminal)
     assert failures == [] and codes == [0, 0, 0]
     with hybridkb.connect(db, model="fake") as kb:  # the servers are gone: the file itself
-        assert not kb.is_client
+        assert not isinstance(kb, RemoteKnowledgeBase)
         # Every write applied once, none lost: 6 notes each, 2 each deleted, 3 files.
         assert kb.describe("Tax").documents == 4 + 4 + 3
         hits = kb.search("beta laptop", k=3, mode="keyword")

@@ -192,9 +192,11 @@ def test_closing_waits_for_a_warm_up_and_frees_the_file(tmp_path: Path, isolated
         keys = _all_keys(kb, "Notes")
         for _ in range(WARM_AFTER_FETCHES):
             kb.storage.fetch_chunks(coll.record, keys[:3])
-    import duckdb
-
-    duckdb.connect(str(db)).close()  # nothing of ours holds the file any more
+    # Another process can take the file's write lock: nothing of ours holds it any more
+    # (in this process DuckDB would share its open instance, which proves nothing).
+    take = "import duckdb, sys; duckdb.connect(sys.argv[1]).close()"
+    done = subprocess.run([sys.executable, "-c", take, str(db)], capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr.decode()
 
 
 @pytest.mark.parametrize("mb", [0, 128])

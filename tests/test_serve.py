@@ -15,7 +15,6 @@ import pytest
 
 import hybridkb
 from hybridkb.errors import (
-    AccessDenied,
     BackendError,
     CollectionNotFound,
     ConfigError,
@@ -77,7 +76,7 @@ def test_a_second_process_is_served_by_the_owner_with_the_same_results(
     db, proc = owner
     (tmp_path / "lease.txt").write_text("The harbour lease runs for ten years.")
     with hybridkb.connect(db, model="fake") as kb:
-        assert isinstance(kb, RemoteKnowledgeBase) and kb.is_client
+        assert isinstance(kb, RemoteKnowledgeBase)
         tax = kb.collection("Tax")
         report = tax.add([tmp_path / "lease.txt"])
         assert [f.filename for f in report.added] == ["lease.txt"]
@@ -96,11 +95,11 @@ def test_a_second_process_is_served_by_the_owner_with_the_same_results(
     stop(proc)
     # The owner saw the client's writes: reopen the file directly.
     with hybridkb.connect(db, model="fake") as kb:
-        assert not kb.is_client and kb.describe("Tax").documents == 1
+        assert not isinstance(kb, RemoteKnowledgeBase) and kb.describe("Tax").documents == 1
     assert not endpoint_file(db).exists()
 
 
-def test_read_only_clients_and_the_owners_allowed_folders_hold(
+def test_read_only_clients_hold_and_the_callers_confinement_not_the_owners_applies(
     owner: tuple[Path, subprocess.Popen[str]], tmp_path: Path
 ) -> None:
     db, _ = owner
@@ -110,9 +109,21 @@ def test_read_only_clients_and_the_owners_allowed_folders_hold(
         with pytest.raises(BackendError, match="open read-only"):
             kb.collection("Tax").add_texts(["x"])
         assert kb.collection_names() == ["Tax"]
+    agent_folder = tmp_path / "agent"
+    agent_folder.mkdir()
+    (agent_folder / "inside.txt").write_text("Inside the agent's folder.")
+    beside = tmp_path / "beside.txt"  # inside the owner's allowed folder, not the agent's
+    beside.write_text("Beside the agent's folder.")
+    (agent_folder / "link.txt").symlink_to(beside)
     with hybridkb.connect(db, model="fake") as kb:
-        report = kb.collection("Tax").add([outside])
-        assert report.failed[0].code == "access_denied"  # a client may not widen them
+        tax = kb.collection("Tax")
+        # A person (no confinement) adds any file they can read, the owner's folders or not.
+        assert [f.filename for f in tax.add([outside]).added] == [outside.name]
+        # An agent's folders hold in the owner, never widened to the owner's own.
+        report = tax.add([beside, agent_folder / "link.txt"], allowed_paths=[agent_folder])
+        assert [f.code for f in report.failed] == ["access_denied", "access_denied"]
+        report = tax.add([agent_folder / "inside.txt"], allowed_paths=[agent_folder])
+        assert [f.filename for f in report.added] == ["inside.txt"]
 
 
 NOTES = [
@@ -182,7 +193,7 @@ def test_graph_sql_and_maintenance_run_in_the_owner_with_the_same_results(
     proc = start_owner_process(db, tmp_path)
     try:
         with hybridkb.connect(db, model="fake") as kb:
-            assert kb.is_client
+            assert isinstance(kb, RemoteKnowledgeBase)
             served = _graph_sql_and_maintenance(kb, tmp_path / "served-export")
             assert (tmp_path / "served-export").is_dir()  # written by the owner, where asked
             with pytest.raises(ConfigError, match="its own extractors"):
@@ -228,12 +239,9 @@ def test_a_wrong_token_is_refused(
     assert endpoint.transport == transport
     if transport == "tcp":
         assert endpoint.address.startswith("tcp:127.0.0.1:")
-    link = OwnerLink(dataclasses.replace(endpoint, token="0" * 64))
-    try:
-        with pytest.raises(AccessDenied, match="token does not match"):
-            link.call("default", "collection_names", {})
-    finally:
-        link.close()
+    # A client with the wrong token does not believe the owner, and sends it nothing.
+    with pytest.raises(ConnectionError, match="did not prove it holds"):
+        OwnerLink(dataclasses.replace(endpoint, token="0" * 64))
 
 
 def test_a_killed_owner_is_taken_over_without_losing_a_call(
@@ -249,11 +257,11 @@ def test_a_killed_owner_is_taken_over_without_losing_a_call(
         assert tax.count() == 2 and live_endpoint(db) is not None  # and serves it now
         third = hybridkb.connect(db, model="fake")
         try:
-            assert third.is_client and third.collection("Tax").count() == 2
+            assert isinstance(third, RemoteKnowledgeBase) and third.collection("Tax").count() == 2
         finally:
             third.close()
     with hybridkb.connect(db, model="fake") as kb:
-        assert not kb.is_client and kb.collection("Tax").count() == 2
+        assert not isinstance(kb, RemoteKnowledgeBase) and kb.collection("Tax").count() == 2
 
 
 def test_cli_commands_go_through_the_owner_with_the_same_exit_codes(
@@ -294,7 +302,7 @@ def _kill_owner_mid_add(tmp_path: Path, rounds: int) -> None:
     for round_ in range(rounds):
         proc = start_owner(db, tmp_path)
         with hybridkb.connect(db, model="fake") as kb:
-            assert kb.is_client
+            assert isinstance(kb, RemoteKnowledgeBase)
             texts = [f"round {round_} note {n} about harbour fees" for n in range(40)]
             ids = [f"r{round_}-{n}" for n in range(40)]
             killer = threading.Timer(rng.uniform(0.0, 0.05), os.kill, (proc.pid, signal.SIGKILL))
@@ -328,7 +336,7 @@ def test_an_endpoint_file_naming_another_host_is_not_followed(
         open_connection(away)
     assert live_endpoint(db) is None
     with hybridkb.connect(db, model="fake") as kb:  # opens the file itself and serves it
-        assert not kb.is_client and live_endpoint(db) != away
+        assert not isinstance(kb, RemoteKnowledgeBase) and live_endpoint(db) != away
     for address in ("file:/etc/passwd", "", "unix"):
         endpoint_file(db).write_text(
             f'{{"pid": {os.getpid()}, "address": "{address}", "token": "x"}}'
@@ -346,7 +354,7 @@ def test_a_read_only_client_takes_over_read_only_and_serves_nobody(
 ) -> None:
     db, proc = owner
     with hybridkb.connect(db, model="fake", read_only=True) as kb:
-        assert kb.is_client and kb.collection_names() == ["Tax"]
+        assert isinstance(kb, RemoteKnowledgeBase) and kb.collection_names() == ["Tax"]
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
         assert kb.collection_names() == ["Tax"]  # read from the file itself now

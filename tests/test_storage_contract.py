@@ -21,6 +21,7 @@ from hybridkb.analysis import analyze
 from hybridkb.errors import CollectionExists, CollectionNotFound, KBError
 from hybridkb.filters import matches, parse_filter
 from hybridkb.index.keyword import KeywordIndex
+from hybridkb.serve.client import RemoteKnowledgeBase
 from hybridkb.storage.base import ChunkRecord, DocumentRecord, WriteEvent, chunk_key, make_chunk_id
 
 MODES = ("hybrid", "vector", "keyword", "filter")
@@ -687,7 +688,7 @@ class TestClientContract(StorageContract):
     @pytest.fixture
     def empty_kb(self, db_url: str) -> Iterator[hybridkb.KnowledgeBase]:
         with hybridkb.connect(db_url, model="fake") as kb:
-            assert kb.is_client  # every call goes to the owner
+            assert isinstance(kb, RemoteKnowledgeBase)  # every call goes to the owner
             yield kb
 
     def test_read_only_store_refuses_writes_with_backend_error(
@@ -696,7 +697,7 @@ class TestClientContract(StorageContract):
         from hybridkb.errors import BackendError
 
         with hybridkb.connect(db_url, model="fake", read_only=True) as ro:
-            assert ro.is_client
+            assert isinstance(ro, RemoteKnowledgeBase)
             with pytest.raises(BackendError, match="read-only"):
                 ro.create_collection("New")
             with pytest.raises(BackendError, match="read-only"):

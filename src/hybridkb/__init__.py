@@ -11,6 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .api import CollectionAPI, GraphAPI, KnowledgeBaseAPI
     from .embedders import Embedder, FakeEmbedder
     from .errors import (
         AccessDenied,
@@ -22,11 +23,13 @@ if TYPE_CHECKING:
         DocumentNotFound,
         EmbeddingMismatch,
         ExtractionError,
+        GraphError,
         IngestError,
         InvalidFilter,
         KBError,
         MissingDependency,
         ModelUnavailable,
+        NotExportable,
         UnsupportedFileType,
     )
     from .kb import Collection, KnowledgeBase
@@ -42,6 +45,7 @@ EXPORTS = {
     "AddReport": "types",
     "BackendError": "errors",
     "Collection": "kb",
+    "CollectionAPI": "api",
     "CollectionExists": "errors",
     "CollectionInfo": "types",
     "CollectionNotFound": "errors",
@@ -53,13 +57,17 @@ EXPORTS = {
     "EmbeddingMismatch": "errors",
     "ExtractionError": "errors",
     "FakeEmbedder": "embedders",
+    "GraphAPI": "api",
+    "GraphError": "errors",
     "Hit": "types",
     "IngestError": "errors",
     "InvalidFilter": "errors",
     "KBError": "errors",
     "KnowledgeBase": "kb",
+    "KnowledgeBaseAPI": "api",
     "MissingDependency": "errors",
     "ModelUnavailable": "errors",
+    "NotExportable": "errors",
     "Settings": "settings",
     "UnsupportedFileType": "errors",
     "connect": "opening",
@@ -71,6 +79,7 @@ __all__ = [
     "AddReport",
     "BackendError",
     "Collection",
+    "CollectionAPI",
     "CollectionExists",
     "CollectionInfo",
     "CollectionNotFound",
@@ -82,13 +91,17 @@ __all__ = [
     "EmbeddingMismatch",
     "ExtractionError",
     "FakeEmbedder",
+    "GraphAPI",
+    "GraphError",
     "Hit",
     "IngestError",
     "InvalidFilter",
     "KBError",
     "KnowledgeBase",
+    "KnowledgeBaseAPI",
     "MissingDependency",
     "ModelUnavailable",
+    "NotExportable",
     "Settings",
     "UnsupportedFileType",
     "connect",

@@ -333,8 +333,9 @@ def search(
     """Search the collection NAME ('*' = every collection) for QUERY."""
     kb = state.kb(write=False)
     collections = None if name == "*" else [name]
-    if not kb.is_client and (mode or kb.settings.default_mode) != "keyword":
-        kb.prepare_search(collections)  # model and indexes load while the search starts
+    if (mode or kb.settings.default_mode) != "keyword":
+        # Model and indexes load while the search starts (an owner's client loads none).
+        kb.prepare_search(collections)
     hits = kb.search(query, k=k, mode=mode, where=where, collections=collections, rerank=rerank)
     if as_json:
         emit_json({"results": [h.to_dict() for h in hits]})

@@ -15,7 +15,7 @@ from .frontend import to_json
 from .limits import MAX_DOCUMENTS_CHARS, parse_json
 
 if TYPE_CHECKING:
-    from .kb import KnowledgeBase
+    from .api import KnowledgeBaseAPI
     from .settings import Settings
 
 EXIT_OK = 0
@@ -70,7 +70,7 @@ class State:
     def __init__(self, db: str | None, workspace: str | None) -> None:
         self.db = db
         self.workspace = workspace
-        self._kb: KnowledgeBase | None = None
+        self._kb: KnowledgeBaseAPI | None = None
 
     def settings(self) -> Settings:
         """Settings from the environment and `.env` with the global options (ConfigError
@@ -79,7 +79,7 @@ class State:
 
         return load_settings(db=self.db, workspace=self.workspace)
 
-    def kb(self, *, write: bool = True) -> KnowledgeBase:
+    def kb(self, *, write: bool = True) -> KnowledgeBaseAPI:
         if self._kb is None:
             from .opening import connect
 
@@ -88,7 +88,7 @@ class State:
             self._kb = connect(settings=settings, read_only=read_only)
         return self._kb
 
-    def server_kb(self, *, read_only: bool) -> KnowledgeBase:
+    def server_kb(self, *, read_only: bool) -> KnowledgeBaseAPI:
         """The knowledge base of ``hybridkb mcp`` (see opening.connect_server)."""
         if self._kb is None:
             from .opening import connect_server

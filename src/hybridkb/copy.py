@@ -39,6 +39,7 @@ from .storage.base import (
 from .storage.urls import is_postgres_url
 
 if TYPE_CHECKING:
+    from .api import KnowledgeBaseAPI
     from .kb import KnowledgeBase
 
 Progress = Callable[[str, int, int], None]  # (collection name, documents done, total)
@@ -82,22 +83,31 @@ def copy_kb(
 
 
 def copy_to(
+    kb: KnowledgeBaseAPI,
+    dst_url: str,
+    *,
+    workspace: str | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """:func:`copy_kb` from an open knowledge base: ``kb.copy_to``. On a client of the
+    process that holds the file (hybridkb.serve) that process copies it (``progress``
+    is then not called).
+
+    Raises:
+        CollectionExists, BackendError: as :func:`copy_kb`.
+    """
+    return kb.copy_to(dst_url, workspace=workspace, progress=progress)
+
+
+def copy_here(
     kb: KnowledgeBase,
     dst_url: str,
     *,
     workspace: str | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """:func:`copy_kb` from an open knowledge base. On a client of the process that holds
-    the file (hybridkb.serve) that process copies it (``progress`` is then not called).
-
-    Raises:
-        CollectionExists, BackendError: as :func:`copy_kb`.
-    """
-    if kb.is_client:
-        found: dict[str, Any] = kb.call("copy", to=_absolute(dst_url), workspace=workspace)
-        return found
-    if _absolute(dst_url) == _absolute(kb.settings.db):
+    """:func:`copy_to` in the process that opened the store."""
+    if absolute_url(dst_url) == absolute_url(kb.settings.db):
         raise ConfigError("copy: source and destination are the same store; name another one")
     dst = open_storage(dst_url)
     try:
@@ -106,8 +116,8 @@ def copy_to(
         dst.close()
 
 
-def _absolute(url: str) -> str:
-    # A DuckDB file as an absolute path (the owner runs in another folder); URLs as given.
+def absolute_url(url: str) -> str:
+    """A DuckDB file as an absolute path (the owner runs in another folder); URLs as given."""
     if is_postgres_url(url) or url in (":memory:", "duckdb://:memory:"):
         return url
     return os.path.realpath(os.path.expanduser(url.removeprefix("duckdb://")))

@@ -27,11 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import ConfigError
+from .errors import ConfigError, DatabaseLocked
 from .machine import cpu_flags, cpu_model
 from .search import MODES, Target, run_search
 
 if TYPE_CHECKING:
+    from .api import KnowledgeBaseAPI
     from .kb import Collection, KnowledgeBase
     from .storage.base import CollectionRecord
 
@@ -322,7 +323,7 @@ def _percentile(values: Sequence[float], q: float) -> float:
 
 
 def run_eval(
-    kb: KnowledgeBase,
+    kb: KnowledgeBaseAPI,
     folder: str | Path,
     *,
     mode: str = "hybrid",
@@ -345,6 +346,13 @@ def run_eval(
         ``p95_ms`` plus ``collection``, ``split``, ``documents``, ``reused``, ``load``,
         ``load_seconds``, ``embed_seconds``, ``mean_ms``, ``missing_queries``.
     """
+    from .kb import KnowledgeBase
+
+    if not isinstance(kb, KnowledgeBase):
+        raise DatabaseLocked(
+            "eval builds its own collection and needs the file itself; another process "
+            "holds it and serves it: run eval when that process has exited"
+        )
     if mode not in MODES:
         raise ConfigError(f"mode: unknown mode {mode!r}; use one of {', '.join(MODES)}")
     if not isinstance(k_docs, int) or isinstance(k_docs, bool) or not 100 <= k_docs <= 3000:

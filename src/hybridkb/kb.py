@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .api import CollectionAPI, KnowledgeBaseAPI
 from .embedders import Embedder, Recipe, get_embedder, recipe_of
 from .errors import (
     BackendError,
@@ -43,9 +44,12 @@ from .types import AddReport, CollectionInfo, DeleteReport, Hit
 if TYPE_CHECKING:
     # Imported where they are used: ingest (the loaders, chunking, the files it opens)
     # and the embedding cache (SQLite) are for adds, and a cold CLI search paid for them.
+    from .api import CopyProgress
     from .embed_cache import EmbeddingCache
     from .graph import Graph
     from .ingest import IngestContext
+    from .sql_tool import SQLResult
+    from .storage.base import CollectionHealth
 
 
 def check_name(name: str, what: str = "collection name") -> str:
@@ -62,12 +66,48 @@ def check_name(name: str, what: str = "collection name") -> str:
     return clean
 
 
-class KnowledgeBase:
-    """A workspace of named collections in one store."""
+def load_embedder(
+    settings: Settings, given: Mapping[str, Embedder], model: str, recipe: Recipe | None
+) -> Embedder:
+    """The embedder for ``model``: one given by the caller, else loaded as the settings
+    say (with ``recipe``, the one an existing collection's vectors were made with)."""
+    found = given.get(model)
+    if found is not None:
+        return found
+    return get_embedder(
+        model,
+        device=settings.device,
+        backend=settings.embedding_backend,
+        batch_size=settings.embed_batch_size,
+        cache_dir=str(settings.cache_dir),
+        recipe=recipe,
+    )
 
-    # True for a client of the process that holds the file (hybridkb.serve): it embeds
-    # nothing itself, so front ends need not load a model for it.
-    is_client = False
+
+def checked_embedder(
+    load: Callable[[str, Recipe | None], Embedder], coll: CollectionRecord
+) -> Embedder:
+    """The collection's own model loaded by ``load`` (the catalog is the authority),
+    checked against its dimension."""
+    try:
+        embedder = load(coll.model, Recipe.from_dict(coll.recipe))
+    except ModelUnavailable as exc:
+        raise ModelUnavailable(
+            f"collection {coll.name!r} was embedded with {coll.model!r} ({coll.dim} dims), "
+            f"which cannot be loaded here ({exc}); install that model, or re-embed the "
+            f"collection with `hybridkb reembed {coll.name!r} --model M`"
+        ) from exc
+    if embedder.dim != coll.dim:
+        raise EmbeddingMismatch(
+            f"collection {coll.name!r} has {coll.dim}-dim vectors from {coll.model!r}, but the "
+            f"loaded model gives {embedder.dim}; use the same model or re-embed the collection"
+        )
+    return embedder
+
+
+class KnowledgeBase:
+    """A workspace of named collections in one store (this process opened it): one of
+    the two implementations of :class:`hybridkb.api.KnowledgeBaseAPI`."""
 
     def __init__(
         self,
@@ -87,7 +127,7 @@ class KnowledgeBase:
         self._cache: EmbeddingCache | None = None
         self._languages: dict[tuple[int, int], list[str]] = {}
         self._graph: Graph | None = None
-        if not storage.read_only:
+        if not storage.read_only and storage.capabilities.graph:
             # The graph's write hook must be on the storage before the first write, so a
             # writable knowledge base attaches it now; a read-only one (the CLI's search)
             # waits for the first use of .graph and skips importing the graph (~0.2 s).
@@ -103,11 +143,6 @@ class KnowledgeBase:
 
             self._graph = attach_graph(self)
         return self._graph
-
-    def call(self, op: str, **args: Any) -> Any:
-        """Run a served operation in the process that holds the file: only a client (see
-        ``is_client``) has one; front-end helpers send their work there when it is one."""
-        raise ConfigError(f"{op}: this process holds the knowledge base; call it directly")
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -162,18 +197,7 @@ class KnowledgeBase:
     def embedder(self, model: str, recipe: Recipe | None = None) -> Embedder:
         """The embedder for ``model``: for a new collection (no ``recipe``) as the
         settings say, for an existing one with the recipe its vectors were made with."""
-        given = self._given.get(model)
-        if given is not None:
-            return given
-        s = self.settings
-        return get_embedder(
-            model,
-            device=s.device,
-            backend=s.embedding_backend,
-            batch_size=s.embed_batch_size,
-            cache_dir=str(s.cache_dir),
-            recipe=recipe,
-        )
+        return load_embedder(self.settings, self._given, model, recipe)
 
     def prepare_search(self, collections: Iterable[str] | None = None) -> None:
         """Start loading what searching ``collections`` (default: all) needs, in two
@@ -208,20 +232,11 @@ class KnowledgeBase:
 
     def embedder_for(self, coll: CollectionRecord) -> Embedder:
         """The collection's own model (the catalog is the authority), checked against its dim."""
-        try:
-            embedder = self.embedder(coll.model, Recipe.from_dict(coll.recipe))
-        except ModelUnavailable as exc:
-            raise ModelUnavailable(
-                f"collection {coll.name!r} was embedded with {coll.model!r} ({coll.dim} dims), "
-                f"which cannot be loaded here ({exc}); install that model, or re-embed the "
-                f"collection with `hybridkb reembed {coll.name!r} --model M`"
-            ) from exc
-        if embedder.dim != coll.dim:
-            raise EmbeddingMismatch(
-                f"collection {coll.name!r} has {coll.dim}-dim vectors from {coll.model!r}, but the "
-                f"loaded model gives {embedder.dim}; use the same model or re-embed the collection"
-            )
-        return embedder
+        return checked_embedder(self.embedder, coll)
+
+    def warm_up(self) -> None:
+        """Load the default model now, rather than inside the first call that needs it."""
+        self.embedder(self.settings.model)
 
     def embedding_cache(self) -> EmbeddingCache | None:
         if self._given or self.settings.embed_cache_mb == 0:
@@ -393,6 +408,56 @@ class KnowledgeBase:
             reranker=reranker,
         )
 
+    # -- maintenance verbs (the implementations live in their modules) ----------------
+
+    def doctor(self, name: str | None = None, *, repair: bool = False) -> list[CollectionHealth]:
+        """Check one or every collection of the workspace; ``repair=True`` fixes what it finds."""
+        from .maintenance import doctor_here
+
+        return doctor_here(self, name, repair=repair)
+
+    def reembed(
+        self, name: str, *, model: str | None = None, progress: bool = True
+    ) -> dict[str, Any]:
+        """Re-embed a collection with ``model`` (default: its own) and switch over atomically."""
+        from .maintenance import reembed_here
+
+        return reembed_here(self, name, model=model, progress=progress)
+
+    def compact(self) -> dict[str, int]:
+        """Reclaim space left by deletes and re-ingests."""
+        from .maintenance import compact_here
+
+        return compact_here(self)
+
+    def copy_to(
+        self, dst_url: str, *, workspace: str | None = None, progress: CopyProgress | None = None
+    ) -> dict[str, Any]:
+        """Copy this store (or one workspace) into the store at ``dst_url``."""
+        from .copy import copy_here
+
+        return copy_here(self, dst_url, workspace=workspace, progress=progress)
+
+    def sql(
+        self,
+        sql: str,
+        *,
+        max_rows: int | None = None,
+        timeout: float | None = None,
+        max_bytes: int | None = None,
+    ) -> SQLResult:
+        """Run one checked, read-only SELECT over the workspace views (None: the limits of
+        hybridkb.sql_tool)."""
+        from .sql_tool import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT, sql_here
+
+        return sql_here(
+            self,
+            sql,
+            max_rows=DEFAULT_MAX_ROWS if max_rows is None else max_rows,
+            timeout=DEFAULT_TIMEOUT if timeout is None else timeout,
+            max_bytes=DEFAULT_MAX_BYTES if max_bytes is None else max_bytes,
+        )
+
 
 class Collection:
     """A handle on one collection; resolves its catalog record when first used."""
@@ -558,3 +623,8 @@ class Collection:
 
     def drop(self) -> None:
         self.kb.drop_collection(self.name)
+
+
+# mypy checks this door against the one declaration (serve/client.py checks the other).
+_checked: type[KnowledgeBaseAPI] = KnowledgeBase
+_checked_collection: type[CollectionAPI] = Collection

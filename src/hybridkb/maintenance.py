@@ -1,19 +1,23 @@
 """Maintenance verbs over a knowledge base: doctor, re-embed, compact.
 
 They run where the backend offers them (``Storage.maintenance``); elsewhere they
-refuse with a message saying so. On a client of another process (hybridkb.serve)
-they run in that process, which holds the file.
+refuse with a message saying so. ``doctor(kb, ...)`` is ``kb.doctor(...)``: on a
+client of another process (hybridkb.serve) that process runs it; the ``*_here``
+functions are what a knowledge base that opened the store runs.
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError
 from .ingest import signature
 from .kb import KnowledgeBase, check_name
 from .storage.base import CollectionHealth, Maintenance
+
+if TYPE_CHECKING:
+    from .api import KnowledgeBaseAPI
 
 
 def _maintenance(kb: KnowledgeBase, verb: str) -> Maintenance:
@@ -27,22 +31,37 @@ def _maintenance(kb: KnowledgeBase, verb: str) -> Maintenance:
 
 
 def doctor(
-    kb: KnowledgeBase, name: str | None = None, *, repair: bool = False
+    kb: KnowledgeBaseAPI, name: str | None = None, *, repair: bool = False
 ) -> list[CollectionHealth]:
     """Check one or every collection of the workspace; ``repair=True`` fixes what it finds."""
-    if kb.is_client:
-        return list(kb.call("doctor", name=name, repair=repair))
+    return kb.doctor(name, repair=repair)
+
+
+def reembed(
+    kb: KnowledgeBaseAPI, name: str, *, model: str | None = None, progress: bool = True
+) -> dict[str, Any]:
+    """Re-embed a collection with ``model`` (default: its own) and switch over atomically."""
+    return kb.reembed(name, model=model, progress=progress)
+
+
+def compact(kb: KnowledgeBaseAPI) -> dict[str, int]:
+    """Reclaim space left by deletes and re-ingests."""
+    return kb.compact()
+
+
+def doctor_here(
+    kb: KnowledgeBase, name: str | None = None, *, repair: bool = False
+) -> list[CollectionHealth]:
+    """:func:`doctor` in the process that opened the store."""
     tools = _maintenance(kb, "doctor")
     records = [kb.record(check_name(name))] if name else kb.storage.list_collections(kb.workspace)
     return [tools.check(r, repair=repair) for r in records]
 
 
-def reembed(
+def reembed_here(
     kb: KnowledgeBase, name: str, *, model: str | None = None, progress: bool = True
 ) -> dict[str, Any]:
-    """Re-embed a collection with ``model`` (default: its own) and switch over atomically."""
-    if kb.is_client:  # the owner embeds (with no progress bar here)
-        return dict(kb.call("reembed", name=name, model=model))
+    """:func:`reembed` in the process that opened the store."""
     tools = _maintenance(kb, "reembed")
     record = kb.record(check_name(name))
     embedder = kb.embedder(model or record.model)
@@ -75,8 +94,6 @@ def reembed(
     }
 
 
-def compact(kb: KnowledgeBase) -> dict[str, int]:
-    """Reclaim space left by deletes and re-ingests."""
-    if kb.is_client:
-        return dict(kb.call("compact"))
+def compact_here(kb: KnowledgeBase) -> dict[str, int]:
+    """:func:`compact` in the process that opened the store."""
     return _maintenance(kb, "compact").compact()

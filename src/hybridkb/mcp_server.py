@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .api import KnowledgeBaseAPI
 from .errors import KBError
-from .kb import KnowledgeBase
 from .mcp_tools import INSTRUCTIONS, SERVER_NAME, hints, load_tools, run_tool
 from .settings import Settings
 
@@ -73,7 +73,7 @@ def mcp_function(lc_tool: BaseTool) -> Callable[..., Any]:
 
 
 def build_server(
-    kb: KnowledgeBase,
+    kb: KnowledgeBaseAPI,
     *,
     workspace: str | None = None,
     allowed_paths: Iterable[str | Path] | None = None,
@@ -115,15 +115,15 @@ def tool_catalog(*, read_only: bool = False, sql_tool: bool = True) -> list[dict
     return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in listed]
 
 
-def _warm_up(base: KnowledgeBase) -> None:
+def _warm_up(base: KnowledgeBaseAPI) -> None:
     try:
-        base.embedder(base.settings.model)
+        base.warm_up()  # a client of another process's knowledge base loads nothing
     except KBError as exc:
         print(f"hybridkb mcp: {exc}", file=sys.stderr)
 
 
 def serve(
-    kb: KnowledgeBase | Settings | None = None,
+    kb: KnowledgeBaseAPI | Settings | None = None,
     *,
     http_port: int | None = None,
     host: str = "127.0.0.1",
@@ -147,7 +147,7 @@ def serve(
     if http_port is None:
         from .mcp_stdio import serve_stdio
 
-        if isinstance(kb, KnowledgeBase):
+        if kb is not None and not isinstance(kb, Settings):
             opened = kb
             serve_stdio(
                 lambda: opened,
@@ -165,18 +165,17 @@ def serve(
                 read_only=read_only,
             )
         return
-    owned = not isinstance(kb, KnowledgeBase)
-    if isinstance(kb, KnowledgeBase):
+    owned = kb is None or isinstance(kb, Settings)
+    if kb is not None and not isinstance(kb, Settings):
         base = kb
     else:
         base = connect_server(kb if kb is not None else load_settings(), read_only=read_only)
     try:
-        if not base.is_client:  # a client of another process's knowledge base embeds nothing
-            # Load the default model now, in the background, rather than inside the first
-            # tool call: the handshake and tools/list need no model, and answer meanwhile.
-            threading.Thread(
-                target=_warm_up, args=(base,), name="hybridkb-warm-up", daemon=True
-            ).start()
+        # Load the default model now, in the background, rather than inside the first
+        # tool call: the handshake and tools/list need no model, and answer meanwhile.
+        threading.Thread(
+            target=_warm_up, args=(base,), name="hybridkb-warm-up", daemon=True
+        ).start()
         build_server(base, workspace=workspace, read_only=read_only).run(
             "streamable-http", host=host, port=http_port
         )

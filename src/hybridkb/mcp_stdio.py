@@ -49,7 +49,7 @@ from .render import render_error
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
 
-    from .kb import KnowledgeBase
+    from .api import KnowledgeBaseAPI
 
 __all__ = ["MAX_MESSAGE_BYTES", "PROTOCOL_VERSIONS", "StdioServer", "serve_stdio"]
 
@@ -112,7 +112,7 @@ class StdioServer:
 
     def __init__(
         self,
-        open_kb: Callable[[], KnowledgeBase],
+        open_kb: Callable[[], KnowledgeBaseAPI],
         *,
         sql_tool: bool,
         workspace: str | None = None,
@@ -140,7 +140,7 @@ class StdioServer:
         self._opened = threading.Event()  # the open was tried (the knowledge base may be None)
         self._ready = threading.Event()  # the tools were built, or building them failed
         self._stopping = threading.Event()
-        self._kb: KnowledgeBase | None = None
+        self._kb: KnowledgeBaseAPI | None = None
         self._tools: dict[str, BaseTool] | None = None
         self._load_error = "Error (internal): the tools did not load"
 
@@ -371,10 +371,10 @@ class StdioServer:
         # Then the default model, rather than inside the first search. After the tools, not
         # beside them: both are mostly Python, so together neither is ready sooner.
         kb = self._kb
-        if kb is None or kb.is_client or self._stopping.is_set():
-            return  # a client of another process's knowledge base embeds nothing
+        if kb is None or self._stopping.is_set():
+            return
         try:
-            kb.embedder(kb.settings.model)
+            kb.warm_up()  # a client of another process's knowledge base loads nothing
         except KBError as exc:
             print(f"hybridkb mcp: {exc}", file=sys.stderr)
 
@@ -411,7 +411,7 @@ class StdioServer:
             self._tools = tools
             return tools
 
-    def _build_tools(self, kb: KnowledgeBase) -> list[BaseTool]:
+    def _build_tools(self, kb: KnowledgeBaseAPI) -> list[BaseTool]:
         return load_tools(
             kb,
             workspace=self._workspace,
@@ -452,7 +452,7 @@ class StdioServer:
 
 
 def serve_stdio(
-    open_kb: Callable[[], KnowledgeBase],
+    open_kb: Callable[[], KnowledgeBaseAPI],
     *,
     sql_tool: bool,
     workspace: str | None = None,

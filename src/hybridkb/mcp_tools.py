@@ -25,7 +25,7 @@ from .render import render_error
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
 
-    from .kb import KnowledgeBase
+    from .api import KnowledgeBaseAPI
 
 __all__ = [
     "CATALOG_PATH",
@@ -88,7 +88,7 @@ def advertised_tools(*, read_only: bool, sql_tool: bool) -> list[dict[str, Any]]
 
 
 def load_tools(
-    kb: KnowledgeBase,
+    kb: KnowledgeBaseAPI,
     *,
     workspace: str | None = None,
     allowed_paths: Iterable[str | Path] | None = None,

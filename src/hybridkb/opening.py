@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .api import KnowledgeBaseAPI
 from .errors import DatabaseLocked
 from .kb import KnowledgeBase
 from .settings import Settings, load_settings, with_overrides
@@ -35,7 +36,7 @@ def duckdb_file(url: str) -> str | None:
     return str(Path(path).expanduser())
 
 
-def connect_server(settings: Settings, *, read_only: bool) -> KnowledgeBase:
+def connect_server(settings: Settings, *, read_only: bool) -> KnowledgeBaseAPI:
     """The knowledge base of a long-lived server (``hybridkb mcp``), which offers only
     the tools that read when ``read_only``.
 
@@ -75,7 +76,7 @@ def connect(
     settings: Settings | None = None,
     read_only: bool = False,
     **overrides: Any,
-) -> KnowledgeBase:
+) -> KnowledgeBaseAPI:
     """Open (or create) a knowledge base.
 
     If another process holds the DuckDB file, the knowledge base returned sends every

@@ -39,6 +39,7 @@ import pyarrow as pa
 from .errors import BackendError, ConfigError
 
 if TYPE_CHECKING:
+    from .api import KnowledgeBaseAPI
     from .kb import KnowledgeBase
     from .storage.base import Storage
 
@@ -300,6 +301,31 @@ def _stop_all() -> None:
 
 
 def run_sql(
+    kb: KnowledgeBaseAPI,
+    sql: str,
+    *,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    timeout: float = DEFAULT_TIMEOUT,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> SQLResult:
+    """Run one checked, read-only SELECT over the workspace views of ``kb``
+    (``kb.sql``: on a client of an owner, the owner runs it with the same checks).
+
+    Raises:
+        ConfigError: a refused statement, a SQL error, or too slow (stopped at ``timeout``).
+        BackendError: the engine could not be started or loaded.
+    """
+    return kb.sql(sql, max_rows=max_rows, timeout=timeout, max_bytes=max_bytes)
+
+
+def sql_from_dict(found: dict[str, Any]) -> SQLResult:
+    """A result sent as ``SQLResult.to_dict()`` (by the owner) rebuilt."""
+    return SQLResult(
+        list(found["columns"]), [tuple(r) for r in found["rows"]], found["truncated"], found["sql"]
+    )
+
+
+def sql_here(
     kb: KnowledgeBase,
     sql: str,
     *,
@@ -307,7 +333,7 @@ def run_sql(
     timeout: float = DEFAULT_TIMEOUT,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> SQLResult:
-    """Run one checked, read-only SELECT over the workspace views of ``kb``.
+    """:func:`run_sql` in the process that opened the store.
 
     Raises:
         ConfigError: a refused statement, a SQL error, or too slow (stopped at ``timeout``).
@@ -321,15 +347,6 @@ def run_sql(
         raise refuse(f"{len(sql):,} characters is too long (limit {MAX_SQL_CHARS:,})")
     if "\x00" in sql:
         raise refuse("the statement contains a NUL character")
-    if kb.is_client:  # the process holding the file runs it, with the same checks
-        limits = {"max_rows": max_rows, "timeout": timeout, "max_bytes": max_bytes}
-        found = kb.call("sql", sql=sql, limits=limits)
-        return SQLResult(
-            list(found["columns"]),
-            [tuple(r) for r in found["rows"]],
-            found["truncated"],
-            found["sql"],
-        )
     try:
         answer = engine_for(kb).run(
             kb, sql, max_rows=max_rows, max_bytes=max_bytes, timeout=timeout

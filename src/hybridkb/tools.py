@@ -32,9 +32,10 @@ from pydantic import BeforeValidator, ValidationError
 
 from . import render
 from .agent_input import parse_documents, parse_ids, unquote
+from .api import CollectionAPI, KnowledgeBaseAPI
 from .errors import CollectionNotFound, ConfigError
 from .frontend import check_limit, tool_guard
-from .kb import Collection, KnowledgeBase, check_name
+from .kb import check_name
 from .limits import MAX_ITEMS, check_value
 from .locations import shown_db
 from .types import AddReport, DeleteReport
@@ -103,14 +104,14 @@ class KBToolkit:
 
     def __init__(
         self,
-        kb: KnowledgeBase | Callable[[], KnowledgeBase],
+        kb: KnowledgeBaseAPI | Callable[[], KnowledgeBaseAPI],
         *,
         workspace: str | None = None,
         allowed_paths: Iterable[str | Path] | None = None,
         read_only: bool = False,
     ) -> None:
         self._source = kb
-        self._kb: KnowledgeBase | None = kb if isinstance(kb, KnowledgeBase) else None
+        self._kb: KnowledgeBaseAPI | None = None if callable(kb) else kb
         self._workspace = check_name(workspace, "workspace") if workspace is not None else None
         if self._kb is not None and self._workspace is not None:
             self._kb = self._kb.in_workspace(self._workspace)
@@ -125,7 +126,7 @@ class KBToolkit:
     # -- binding ----------------------------------------------------------------------
 
     @property
-    def kb(self) -> KnowledgeBase:
+    def kb(self) -> KnowledgeBaseAPI:
         if self._kb is None:
             with self._lock:
                 if self._kb is None:
@@ -140,7 +141,7 @@ class KBToolkit:
     def allowed_paths(self) -> list[Path]:
         return self._allowed if self._allowed is not None else list(self.kb.settings.allowed_paths)
 
-    def _resolve_name(self, collection_name: str) -> Collection:
+    def _resolve_name(self, collection_name: str) -> CollectionAPI:
         """The collection a model meant: exact name, else the one case-insensitive match."""
         name = check_name(
             unquote(collection_name) if isinstance(collection_name, str) else collection_name
@@ -296,7 +297,7 @@ class KBToolkit:
 
     # -- helpers ----------------------------------------------------------------------
 
-    def _add_parsed(self, coll: Collection, parsed: Any) -> AddReport:
+    def _add_parsed(self, coll: CollectionAPI, parsed: Any) -> AddReport:
         if parsed.paths:
             return coll.add(parsed.paths, allowed_paths=self.allowed_paths)
         if parsed.records:
@@ -314,7 +315,7 @@ class KBToolkit:
         ).text
 
     @staticmethod
-    def _ids_by_filename(coll: Collection, names: Sequence[str]) -> dict[str, list[str]]:
+    def _ids_by_filename(coll: CollectionAPI, names: Sequence[str]) -> dict[str, list[str]]:
         wanted = {n: n for n in names}
         wanted.update({Path(n).name: n for n in names if Path(n).name})
         found: dict[str, list[str]] = {}
@@ -541,7 +542,7 @@ def toolkit_tools(tk: KBToolkit) -> list[BaseTool]:
 
 
 def make_tools(
-    kb: KnowledgeBase,
+    kb: KnowledgeBaseAPI,
     *,
     workspace: str | None = None,
     allowed_paths: Iterable[str | Path] | None = None,
@@ -571,7 +572,7 @@ def make_tools(
 # -- module-level tools, bound to the settings' knowledge base on first call -------------
 
 
-def _open_default() -> KnowledgeBase:
+def _open_default() -> KnowledgeBaseAPI:
     from .opening import connect
 
     return connect()

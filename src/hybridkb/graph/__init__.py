@@ -98,21 +98,13 @@ def graph_store(storage: Any) -> GraphStore | None:
         return store
 
 
-class UnavailableGraph:
-    """Stands in for the graph on a backend that has no graph tables yet."""
-
-    def __init__(self, backend: str) -> None:
-        self.backend = backend
-
-    def __getattr__(self, name: str) -> Any:
-        raise GraphError(f"the knowledge graph is not available on the {self.backend} backend yet")
-
-
 def attach_graph(kb: Host) -> Graph:
     """Register the graph write hook on ``kb.storage`` (once) and return ``kb``'s Graph."""
     from .api import Graph
 
     store = graph_store(kb.storage)
     if store is None:
-        return UnavailableGraph(kb.storage.capabilities.name)  # type: ignore[return-value]
+        raise GraphError(
+            f"the knowledge graph is not available on the {kb.storage.capabilities.name} backend"
+        )
     return Graph(kb, store)

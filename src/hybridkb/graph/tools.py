@@ -8,7 +8,7 @@ the citation of ``render.citation``; a KBError becomes a ToolException.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from langchain_core.tools import BaseTool, tool
 
@@ -17,7 +17,7 @@ from ..errors import ConfigError
 from ..frontend import check_limit, tool_guard
 
 if TYPE_CHECKING:
-    from ..kb import KnowledgeBase
+    from ..settings import Settings
     from .model import Node
 
 Result = tuple[str, Any]
@@ -54,18 +54,25 @@ def node_line(node: Node) -> str:
     return text
 
 
+class ToolHost(Protocol):
+    """What the graph tools need of a knowledge base (any door of hybridkb.api's
+    KnowledgeBaseAPI has it); declared here so that graph/ imports nothing above it."""
+
+    settings: Settings
+    workspace: str
+
+    @property
+    def graph(self) -> Any: ...
+    def in_workspace(self, workspace: str) -> ToolHost: ...
+
+
 class GraphToolkit:
-    def __init__(self, kb: KnowledgeBase) -> None:
+    def __init__(self, kb: ToolHost) -> None:
         self.kb = kb
 
     @property
     def graph(self) -> Any:
-        found = getattr(self.kb, "graph", None)
-        if found is None:
-            from . import attach_graph
-
-            found = attach_graph(self.kb)
-        return found
+        return self.kb.graph
 
     def neighbors(
         self, node_id: str, edge_types: str = "", direction: str = "both", limit: int = 20
@@ -185,7 +192,7 @@ class GraphToolkit:
 
 
 def make_graph_tools(
-    kb: KnowledgeBase,
+    kb: ToolHost,
     *,
     workspace: str | None = None,
     read_only: bool = False,

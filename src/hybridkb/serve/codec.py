@@ -26,7 +26,13 @@ from hybridkb.graph.model import (
     Subgraph,
     TraverseResult,
 )
-from hybridkb.storage.base import CollectionHealth, DocumentRecord, Finding
+from hybridkb.storage.base import (
+    ChunkRecord,
+    CollectionHealth,
+    CollectionRecord,
+    DocumentRecord,
+    Finding,
+)
 from hybridkb.types import (
     AddReport,
     CollectionInfo,
@@ -44,7 +50,9 @@ _TYPES: dict[str, type[Any]] = {
     cls.__name__: cls
     for cls in (
         AddReport,
+        ChunkRecord,
         CollectionInfo,
+        CollectionRecord,
         DeleteReport,
         DocumentRecord,
         FailedFile,
@@ -74,7 +82,9 @@ _TYPES: dict[str, type[Any]] = {
 # keeps a search answer's encoding well under a millisecond.
 _FLAT = frozenset(
     {
+        "ChunkRecord",
         "CollectionInfo",
+        "CollectionRecord",
         "DeleteReport",
         "DocumentRecord",
         "Edge",

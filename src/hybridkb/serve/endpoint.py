@@ -1,17 +1,23 @@
 """Where an owner listens, and how a client finds it and proves it may call.
 
-The owner writes ``<db>.hkbowner`` beside the database: its pid, its address and a
+The owner writes ``<db>.hkbowner`` beside the database file itself (links resolved, so
+a process opening it through a symlink finds the same owner): its pid, its address, a
 random token, readable only by the user (0600, created with O_EXCL under a temporary
-name, then renamed into place). Every request carries the token; the owner compares
-it in constant time. A user who cannot read the endpoint file cannot call, and a
-stale file (owner gone) is detected by its pid and removed.
+name, then renamed into place). An endpoint whose pid is gone is stale. (Keyed by the
+resolved path, not (st_dev, st_ino): ``compact`` replaces the file under its owner.)
+
+Before anything else crosses a connection, both sides prove they know the token
+without sending it (see :mod:`hybridkb.serve.handshake`): a process squatting on a
+dead owner's port learns nothing and is not believed.
 
 Two transports, one protocol (JSON lines):
 
 - ``unix``: a Unix domain socket in a private folder (``$XDG_RUNTIME_DIR`` or
   ``/tmp/hybridkb-<uid>``, mode 0700; the socket itself 0600). The folder is not the
   database's own because socket paths are limited to ~100 bytes and database folders
-  may be deep or shared. Only this user can even connect.
+  may be deep or shared. Only this user can even connect. If that folder is not
+  this user's private folder (another user made it first), a fresh private folder
+  (``mkdtemp``) is used instead, and one line says so.
 - ``tcp``: 127.0.0.1 on a port the system picks, for Windows (no Unix sockets in
   Python there). Any local user can connect to a loopback port, so the token alone
   keeps them out; on Windows the endpoint file is private through the ACL of the
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import secrets
 import socket
@@ -33,6 +40,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from hybridkb.serve.handshake import client_handshake
 
 __all__ = [
     "TRANSPORTS",
@@ -85,21 +94,49 @@ def resolve_transport(name: str) -> Transport:
 
 
 def endpoint_file(db_path: str | Path) -> Path:
-    return Path(os.path.realpath(Path(db_path).expanduser())).with_name(
-        Path(db_path).name + _SUFFIX
-    )
+    """``<db>.hkbowner`` beside the database file itself: every path to the same file
+    (a symlink, a relative path) names the same endpoint."""
+    real = Path(os.path.realpath(Path(db_path).expanduser()))
+    return real.with_name(real.name + _SUFFIX)
+
+
+_log = logging.getLogger("hybridkb")
+_fallback_dir: Path | None = None
+
+
+def _private(folder: Path) -> bool:
+    try:
+        info = folder.lstat()
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077
 
 
 def _socket_dir() -> Path:
+    """This user's private folder for sockets: ``<runtime or temp>/hybridkb-<uid>``, or a
+    fresh private one where that name is taken by another user or is not private."""
+    global _fallback_dir
     runtime = os.environ.get("XDG_RUNTIME_DIR")
-    base = Path(runtime) if runtime and Path(runtime).is_dir() else Path(tempfile.gettempdir())
+    base = Path(runtime) if runtime and _private(Path(runtime)) else Path(tempfile.gettempdir())
     folder = base / f"hybridkb-{os.getuid()}"
-    folder.mkdir(mode=0o700, exist_ok=True)
-    info = folder.lstat()
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
-        # Someone else made it, or made it readable: never put a socket there.
-        raise PermissionError(f"{folder} is not a private folder of this user")
-    return folder
+    try:
+        folder.mkdir(mode=0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        pass  # judged below, like one that exists
+    if _private(folder):
+        return folder
+    if _fallback_dir is None or not _private(_fallback_dir):
+        # Someone else made it, or made it readable: never put a socket there. The
+        # socket's path is in the endpoint file, so a random folder is found all the same.
+        _fallback_dir = Path(tempfile.mkdtemp(prefix=f"hybridkb-{os.getuid()}-"))
+        _log.warning(
+            "hybridkb: %s is not a private folder of this user; serving from %s instead",
+            folder,
+            _fallback_dir,
+        )
+    return _fallback_dir
 
 
 def new_endpoint(db_path: str | Path, transport: Transport) -> tuple[Endpoint, socket.socket]:
@@ -127,8 +164,12 @@ def new_endpoint(db_path: str | Path, transport: Transport) -> tuple[Endpoint, s
     return Endpoint(os.getpid(), f"unix:{path}", token), listener
 
 
+_HANDSHAKE_SECONDS = 30.0  # an owner busy loading a model still answers its handshake at once
+
+
 def open_connection(endpoint: Endpoint, timeout: float | None = None) -> socket.socket:
-    """A connected socket to the owner (OSError if it does not answer)."""
+    """A connected socket to the owner, both sides proven (see handshake.py): OSError if
+    it does not answer, OwnerNotProven (a ConnectionError) if it is not the owner."""
     if endpoint.transport == "tcp":
         host, _, port = endpoint.address.removeprefix("tcp:").rpartition(":")
         if host != _LOOPBACK:  # never follow an endpoint file off this machine
@@ -145,6 +186,12 @@ def open_connection(endpoint: Endpoint, timeout: float | None = None) -> socket.
         except OSError:
             conn.close()
             raise
+    try:
+        conn.settimeout(timeout or _HANDSHAKE_SECONDS)
+        client_handshake(conn, endpoint.token)
+    except BaseException:
+        conn.close()
+        raise
     conn.settimeout(None)
     return conn
 
@@ -154,7 +201,14 @@ def write_endpoint(db_path: str | Path, endpoint: Endpoint) -> None:
     temp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as out:
-        json.dump({"pid": endpoint.pid, "address": endpoint.address, "token": endpoint.token}, out)
+        json.dump(
+            {
+                "pid": endpoint.pid,
+                "address": endpoint.address,
+                "token": endpoint.token,
+            },
+            out,
+        )
     os.replace(temp, target)
 
 
@@ -214,7 +268,9 @@ def live_endpoint(db_path: str | Path) -> Endpoint | None:
     try:
         open_connection(endpoint, timeout=1.0).close()
     except (OSError, ValueError):
-        return None  # alive but not (yet, or any more) listening
+        # Not (yet, or any more) listening, or not proving it holds the token: a process
+        # that took over a dead owner's port is never believed.
+        return None
     return endpoint
 
 

@@ -1,209 +1,253 @@
 """The owner's listener: a thread serving the knowledge base on its endpoint (a Unix
 socket, or a loopback TCP port where there are none: see endpoint.py).
 
-Requests are JSON lines ``{"token", "workspace", "op", "args"}``; answers are
-``{"ok": result}`` or ``{"error": {"type", "message"}}``. Each connection gets a
-thread; the knowledge base is already safe to share between threads (one DuckDB
-connection under a lock). Only the operations in ``OPERATIONS`` can be called.
-A plain accept loop rather than socketserver: closing the socket ends it at once,
-where socketserver's shutdown waits for its polling loop.
+A connection first passes the handshake (handshake.py: both sides prove the token,
+short lines, a deadline); then requests are JSON lines ``{"id", "workspace", "op",
+"args"}`` and answers ``{"ok": result}`` or ``{"error": {"type", "message"}}``. Each
+connection gets a thread; the knowledge base is already safe to share between
+threads (one DuckDB connection under a lock). Only the operations in ``OPERATIONS``
+can be called. A plain accept loop rather than socketserver: closing the socket ends
+it at once, where socketserver's shutdown waits for its polling loop.
 
-Files are sent as paths, never contents: client and owner are the same user on the
-same machine, so the owner opens the file itself, confined to the owner's own
-allowed folders (a client may not widen them; the client checked its own first).
+The accept loop never stops while the owner holds the file: at most
+``MAX_UNPROVEN`` connections may be in their handshake (the oldest is dropped for a
+new one), a handshake has ``HANDSHAKE_SECONDS``, proven connections are bounded by
+the process's descriptor limit and dropped after ``IDLE_SECONDS`` of silence (the
+client reconnects), and running out of descriptors pauses accepting, never ends it.
+
+A write's answer is kept by its request id for a while: a client that lost the
+answer (its connection broke) and sends the same request again gets the first
+answer, not a second run (``CollectionExists`` for its own create).
+
+Files are sent as paths, with the caller's confinement: the owner reads them inside
+the folders the caller passed as ``allowed_paths`` (the agent tools' folders), or
+any file when the caller passed none (a person's ``hybridkb add``), exactly as the
+caller's own process would have. Client and owner are the same user on the same
+machine (the socket folder is private, the token file 0600), so the owner may read
+what the caller may read; its own allowed folders are for its own agent tools.
 """
 
 from __future__ import annotations
 
-import hmac
+import errno
 import json
 import socket
+import sys
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hybridkb.serve.codec import MAX_MESSAGE_BYTES, decode, dumps, encode, error_payload
+from hybridkb.kb import KnowledgeBase
+from hybridkb.serve.codec import (
+    MAX_MESSAGE_BYTES,
+    dumps,
+    encode,
+    error_from,
+    error_payload,
+)
+from hybridkb.serve.embedding import Ask, ClientEmbedder
 from hybridkb.serve.endpoint import (
     Transport,
     new_endpoint,
     remove_endpoint,
     write_endpoint,
 )
+from hybridkb.serve.handshake import owner_handshake
+from hybridkb.serve.operations import OPERATIONS, is_write
 
-__all__ = ["GRAPH_METHODS", "GRAPH_WRITES", "OPERATIONS", "OwnerServer"]
+__all__ = ["OPERATIONS", "OwnerServer"]
+
+MAX_UNPROVEN = 32  # connections still in their handshake
+HANDSHAKE_SECONDS = 5.0
+IDLE_SECONDS = 300.0
+_REMEMBERED_ANSWERS = 512  # writes whose answers a retrying client may ask for again
+_OUT_OF_DESCRIPTORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
 Operation = Callable[[Any, dict[str, Any]], Any]
 
-# The Graph methods a client may call, by name (an allow-list: a request naming any
-# other attribute is refused). add_extractor is not here: an extractor is code.
-GRAPH_WRITES = frozenset(
-    {"relate", "unrelate", "add_node", "add_nodes", "add_edges", "remove_node", "set_alias",
-     "rebuild", "import_folder"}
-)  # fmt: skip
-GRAPH_METHODS = GRAPH_WRITES | frozenset(
-    {"node", "has_node", "node_of_chunk", "chunks_of", "neighbors", "traverse", "find_paths",
-     "shortest_path", "subgraph", "search", "stats", "aliases", "export", "export_folder"}
-)  # fmt: skip
 
+def _descriptor_budget() -> int:
+    """Proven connections this owner keeps at once: half its descriptor limit (the
+    store, the model and the indexes need the rest)."""
+    if sys.platform == "win32":
+        return 256
+    import resource
 
-def _add(kb: Any, a: dict[str, Any]) -> Any:
-    allowed = [str(p) for p in kb.settings.allowed_paths]
-    return kb.collection(a["collection"]).add(
-        a["paths"], metadata=a.get("metadata"), allowed_paths=allowed
-    )
-
-
-def _graph(kb: Any, a: dict[str, Any]) -> Any:
-    method = str(a.get("method"))
-    if method not in GRAPH_METHODS:
-        from hybridkb.errors import ConfigError
-
-        raise ConfigError(f"graph: {method!r} cannot be called through the owner")
-    return getattr(kb.graph, method)(*decode(a.get("args") or []), **decode(a.get("kwargs") or {}))
-
-
-_SQL_LIMITS = ("max_rows", "timeout", "max_bytes")  # what a caller in the owner may set too
-
-
-def _sql(kb: Any, a: dict[str, Any]) -> Any:
-    from hybridkb.sql_tool import run_sql  # pyarrow: imported when the first query comes
-
-    limits = {k: v for k, v in (a.get("limits") or {}).items() if k in _SQL_LIMITS}
-    return run_sql(kb, a["sql"], **limits).to_dict()
-
-
-def _doctor(kb: Any, a: dict[str, Any]) -> Any:
-    from hybridkb.maintenance import doctor
-
-    return doctor(kb, a.get("name"), repair=bool(a.get("repair")))
-
-
-def _reembed(kb: Any, a: dict[str, Any]) -> Any:
-    from hybridkb.maintenance import reembed
-
-    return reembed(kb, a["name"], model=a.get("model"), progress=False)
-
-
-def _compact(kb: Any, a: dict[str, Any]) -> Any:
-    from hybridkb.maintenance import compact
-
-    return compact(kb)
-
-
-def _copy(kb: Any, a: dict[str, Any]) -> Any:
-    from hybridkb.copy import copy_to
-
-    return copy_to(kb, str(a["to"]), workspace=a.get("workspace"))
-
-
-def _search_by_vector(kb: Any, a: dict[str, Any]) -> Any:
-    import numpy as np
-
-    return kb.collection(a["collection"]).search_by_vector(
-        np.asarray(a["vector"], dtype=np.float32), k=a.get("k"), where=a.get("where")
-    )
-
-
-OPERATIONS: dict[str, Operation] = {
-    "list_collections": lambda kb, a: kb.list_collections(),
-    "collection_names": lambda kb, a: kb.collection_names(),
-    "describe": lambda kb, a: kb.describe(a["name"]),
-    "create_collection": lambda kb, a: kb.create_collection(a["name"], **a.get("options", {})).name,
-    "collection": lambda kb, a: kb.collection(
-        a["name"], create=bool(a.get("create")), model=a.get("model")
-    ).name,
-    "drop_collection": lambda kb, a: kb.drop_collection(a["name"]),
-    "search": lambda kb, a: kb.search(
-        a["query"], k=a.get("k"), mode=a.get("mode"), where=a.get("where"),
-        collections=a.get("collections"), rerank=a.get("rerank"),
-    ),
-    "add": _add,
-    "add_texts": lambda kb, a: kb.collection(a["collection"]).add_texts(
-        a["texts"], a.get("metadatas"), a.get("ids")
-    ),
-    "delete": lambda kb, a: kb.collection(a["collection"]).delete(a["ids"]),
-    "get": lambda kb, a: kb.collection(a["collection"]).get(a["document_id"]),
-    "documents": lambda kb, a: kb.collection(a["collection"]).documents(
-        limit=int(a.get("limit", 100)), offset=int(a.get("offset", 0))
-    ),
-    "count": lambda kb, a: kb.collection(a["collection"]).count(),
-    "document_text": lambda kb, a: kb.collection(a["collection"]).document_text(
-        a["document_id"]
-    ),
-    "graph": _graph,
-    "sql": _sql,
-    "doctor": _doctor,
-    "reembed": _reembed,
-    "compact": _compact,
-    "copy": _copy,
-    "search_by_vector": _search_by_vector,
-}  # fmt: skip
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 1024
+    return max(8, min(1024, soft // 2 - MAX_UNPROVEN))
 
 
 class OwnerServer:
     """Serve ``kb`` (which holds the DuckDB file at ``db_path``) to other processes."""
 
-    def __init__(self, kb: Any, db_path: str | Path, transport: Transport = "unix") -> None:
+    def __init__(
+        self, kb: KnowledgeBase, db_path: str | Path, transport: Transport = "unix"
+    ) -> None:
         self.kb = kb
         self.db_path = db_path
         self.endpoint, self._sock = new_endpoint(db_path, transport)
-        self._workspaces: dict[str, Any] = {kb.workspace: kb}
+        self._workspaces: dict[str, KnowledgeBase] = {kb.workspace: kb}
         self._lock = threading.Lock()
+        self._closed = threading.Event()
+        # Connections in their handshake, oldest first: a new one evicts the oldest.
+        self._unproven: OrderedDict[socket.socket, None] = OrderedDict()
+        self._proven = 0
+        self._budget = _descriptor_budget()
+        # Answers of recent writes by request id, and the writes running now.
+        self._answers: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._running: dict[str, threading.Event] = {}
         self._thread = threading.Thread(target=self._accept, name="hybridkb-owner", daemon=True)
         self._thread.start()
         write_endpoint(db_path, self.endpoint)
 
     def _accept(self) -> None:
-        while True:
+        while not self._closed.is_set():
             try:
                 conn, _ = self._sock.accept()
+            except OSError as exc:
+                if self._closed.is_set() or exc.errno in (errno.EBADF, errno.EINVAL):
+                    return  # closed: the owner is shutting down
+                if exc.errno in _OUT_OF_DESCRIPTORS:
+                    self._evict_oldest()  # free one, and let timeouts free more
+                time.sleep(0.05)
+                continue
+            with self._lock:
+                if len(self._unproven) >= MAX_UNPROVEN:
+                    self._evict_oldest_locked()
+                self._unproven[conn] = None
+            try:
+                threading.Thread(
+                    target=self._serve, args=(conn,), name="hybridkb-owner-call", daemon=True
+                ).start()
+            except RuntimeError:  # no thread to spare: this caller retries
+                self._forget(conn)
+                conn.close()
+
+    def _evict_oldest(self) -> None:
+        with self._lock:
+            self._evict_oldest_locked()
+
+    def _evict_oldest_locked(self) -> None:
+        if self._unproven:
+            oldest, _ = self._unproven.popitem(last=False)
+            try:
+                oldest.shutdown(socket.SHUT_RDWR)  # its thread wakes, and closes it
             except OSError:
-                return  # closed: the owner is shutting down
-            if conn.family != getattr(socket, "AF_UNIX", None):
-                # Answers go out at once, not after Nagle's wait (see endpoint.open_connection).
-                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            threading.Thread(
-                target=self._serve, args=(conn,), name="hybridkb-owner-call", daemon=True
-            ).start()
+                pass
+
+    def _forget(self, conn: socket.socket) -> None:
+        with self._lock:
+            self._unproven.pop(conn, None)
+
+    def _prove(self, conn: socket.socket) -> bool:
+        try:
+            conn.settimeout(HANDSHAKE_SECONDS)
+            proven = owner_handshake(conn, self.endpoint.token)
+        except (OSError, ValueError):
+            return False
+        finally:
+            self._forget(conn)
+        if not proven:
+            return False
+        with self._lock:
+            if self._proven >= self._budget:
+                return False  # the caller sees a closed connection and tries again
+            self._proven += 1
+        return True
 
     def _serve(self, conn: socket.socket) -> None:
-        """Answer one client's requests, one JSON line each, until it hangs up."""
-        with conn, conn.makefile("rb") as reader:
-            while True:
-                line = reader.readline(MAX_MESSAGE_BYTES + 1)
-                if not line:
-                    return
-                try:
-                    conn.sendall(dumps(self.answer(line)))
-                except OSError:
-                    return  # the client went away mid-answer
+        """Prove the caller, then answer its requests, one JSON line each, until it
+        hangs up or stays silent for IDLE_SECONDS."""
+        with conn:
+            if not self._prove(conn):
+                return
+            try:
+                if conn.family != getattr(socket, "AF_UNIX", None):
+                    # Answers go out at once, not after Nagle's wait (endpoint.open_connection).
+                    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                conn.settimeout(IDLE_SECONDS)
+                with conn.makefile("rb") as reader:
 
-    def _in(self, workspace: str) -> Any:
+                    def ask(question: dict[str, Any]) -> Any:
+                        # A question to the caller mid-call (its own embedder's vectors).
+                        conn.sendall(dumps({"ask": question}))
+                        reply = json.loads(reader.readline(MAX_MESSAGE_BYTES + 1) or b"{}")
+                        if "error" in reply:
+                            raise error_from(reply["error"])
+                        return reply.get("vectors")
+
+                    while True:
+                        line = reader.readline(MAX_MESSAGE_BYTES + 1)
+                        if not line:
+                            return
+                        conn.sendall(dumps(self.answer(line, ask)))
+            except OSError:
+                return  # the client went away, or was silent too long
+            finally:
+                with self._lock:
+                    self._proven -= 1
+
+    def _in(self, workspace: str) -> KnowledgeBase:
         with self._lock:
             if workspace not in self._workspaces:
                 self._workspaces[workspace] = self.kb.in_workspace(workspace)
             return self._workspaces[workspace]
 
-    def answer(self, line: bytes) -> dict[str, Any]:
+    def answer(self, line: bytes, ask: Ask | None = None) -> dict[str, Any]:
+        """The answer to one request line of a proven caller."""
         try:
             request = json.loads(line)
-            token = str(request.get("token", ""))
-            if not hmac.compare_digest(token.encode(), self.endpoint.token.encode()):
-                from hybridkb.errors import AccessDenied
+            op = str(request.get("op"))
+            args = dict(request.get("args") or {})
+            request_id = str(request.get("id") or "")
+        except Exception as exc:  # noqa: BLE001 - a malformed line is an answer too
+            return {"error": error_payload(exc)}
+        if not request_id or not is_write(op, args):
+            return self._run(request, op, args, ask)
+        while True:
+            with self._lock:
+                if request_id in self._answers:
+                    return self._answers[request_id]  # a retry of a write already run
+                running = self._running.get(request_id)
+                if running is None:
+                    self._running[request_id] = threading.Event()
+                    break
+            running.wait()  # the same write, still running for a connection that broke
+        try:
+            found = self._run(request, op, args, ask)
+            with self._lock:
+                self._answers[request_id] = found
+                while len(self._answers) > _REMEMBERED_ANSWERS:
+                    self._answers.popitem(last=False)
+            return found
+        finally:
+            with self._lock:
+                self._running.pop(request_id).set()
 
-                raise AccessDenied("the token does not match this knowledge base's owner")
-            operation = OPERATIONS.get(str(request.get("op")))
+    def _run(
+        self, request: dict[str, Any], op: str, args: dict[str, Any], ask: Ask | None
+    ) -> dict[str, Any]:
+        try:
+            operation = OPERATIONS.get(op)
             if operation is None:
                 from hybridkb.errors import ConfigError
 
-                raise ConfigError(f"unknown operation {request.get('op')!r}")
+                raise ConfigError(f"unknown operation {op!r}")
             kb = self._in(str(request.get("workspace") or self.kb.workspace))
-            return {"ok": encode(operation(kb, dict(request.get("args") or {})))}
+            for model_id, dim in dict(request.get("embedders") or {}).items():
+                if ask is not None:  # the caller's own models, asked over this connection
+                    kb = kb.with_embedder(ClientEmbedder(str(model_id), int(dim), ask))
+            return {"ok": encode(operation(kb, args))}
         except Exception as exc:  # noqa: BLE001 - every failure is an answer, not a dead thread
             return {"error": error_payload(exc)}
 
     def close(self) -> None:
+        self._closed.set()
         remove_endpoint(self.db_path, self.endpoint)
         try:
             self._sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()

@@ -29,9 +29,8 @@ def open_storage(
         from .postgres import PostgresStorage
 
         return PostgresStorage(url, read_only=read_only)
-    path = url[len("duckdb://") :] if url.startswith("duckdb://") else url
-    if path.startswith("/") and url.startswith("duckdb:///"):
-        path = path  # duckdb:///abs/path -> /abs/path
+    # duckdb:///abs/path -> /abs/path, duckdb://rel/path -> rel/path
+    path = url.removeprefix("duckdb://")
     from .duckdb import DuckDBStorage
 
     if row_cache_mb is None:
