@@ -248,9 +248,10 @@ def pdf_pdfium_rejects() -> bytes:
     return pdf_shared_stream(1, text=False, lines=40).replace(b"/Root", b"/Xoot")
 
 
-def write_lines(path: Path, line: bytes, total_bytes: int) -> Path:
-    """A text file of ``line`` repeated to ``total_bytes``, written in 1 MB pieces."""
+def write_lines(path: Path, line: bytes, total_bytes: int, *, prefix: bytes = b"") -> Path:
+    """A text file of ``prefix`` then ``line`` repeated to ``total_bytes``, in 1 MB pieces."""
     with path.open("wb") as out:
+        out.write(prefix)
         for piece in _repeat(line, total_bytes):
             out.write(piece)
     return path
