@@ -13,7 +13,10 @@ import zipfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from formatgen import Slide, epub_bytes, pptx_bytes, xlsx_bytes
+try:  # tests/ on sys.path (rootdir-relative "prepend" import mode)
+    from formatgen import Slide, epub_bytes, pptx_bytes, xlsx_bytes
+except ImportError:  # tests/ imported as a package, or from bench/
+    from tests.formatgen import Slide, epub_bytes, pptx_bytes, xlsx_bytes
 
 _MB = 1024 * 1024
 _W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
