@@ -65,7 +65,10 @@ def _env(src: Path) -> dict[str, str]:
 def _cpu() -> str:
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("model name"):
-            return line.split(":", 1)[1].strip() + f", {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}"
+            return (
+                line.split(":", 1)[1].strip()
+                + f", {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}"
+            )
     return "unknown CPU"
 
 
@@ -132,7 +135,7 @@ def _large_real_files(work: Path) -> list[Path]:
     log = work / "server-500mb.log"
     line = b"2024-06-01T12:00:00Z INFO request served path=/api/items status=200 ms=12\n"
     with log.open("wb") as out:
-        block = line * (1 << 20 // len(line) + 1)
+        block = line * ((1 << 20) // len(line) + 1)
         while out.tell() < 500 << 20:
             out.write(block)
     return [pdf, xlsx, log]

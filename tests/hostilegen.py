@@ -258,3 +258,22 @@ def write_lines(path: Path, line: bytes, total_bytes: int, *, prefix: bytes = b"
         for piece in _repeat(line, total_bytes):
             out.write(piece)
     return path
+
+
+def docx_with_paragraphs(body_mb: int) -> bytes:
+    """A DOCX whose document.xml is ``body_mb`` MB of one-letter paragraphs: few bytes of
+    text, millions of XML elements (a tree many times the part's size)."""
+    source = zipfile.ZipFile(io.BytesIO(_docx_base()))
+    out = io.BytesIO()
+    paragraph = b"<w:p><w:r><w:t>a</w:t></w:r></w:p>"
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for info in source.infolist():
+            if info.filename != "word/document.xml":
+                archive.writestr(info.filename, source.read(info.filename))
+        _put_stream(
+            archive,
+            "word/document.xml",
+            [f'<w:document xmlns:w="{_W}"><w:body>'.encode(),
+             *_repeat(paragraph, body_mb * _MB), b"</w:body></w:document>"],
+        )  # fmt: skip
+    return out.getvalue()

@@ -17,6 +17,7 @@ from formatgen import epub_bytes, xlsx_bytes
 from hostilegen import (
     docx_with_headers,
     docx_with_image,
+    docx_with_paragraphs,
     epub_big_dat,
     epub_spine_repeated,
     pdf_pdfium_rejects,
@@ -134,8 +135,18 @@ def test_zip_parts_are_charged_whatever_their_name(tmp_path: Path, name: str, ma
 def test_a_chapter_the_spine_repeats_is_charged_each_time(tmp_path: Path) -> None:
     path = _write(tmp_path, "spine.epub", epub_spine_repeated(600, 20))
     _over(path, FileLimits(archive_mb=4), "ARCHIVE_MB")  # 600 reads of ~20 KB
+    _over(path, FileLimits(xml_mb=4), "XML_MB")
     _over(path, FileLimits(text_chars=1_000_000), "TEXT_CHARS")
     assert len(load_file(_write(tmp_path, "once.epub", epub_spine_repeated(1, 20))).blocks) == 1
+
+
+def test_xml_parsed_whole_is_charged_apart_from_media(tmp_path: Path) -> None:
+    # Millions of one-letter paragraphs: a tree ~20x the XML, whatever the text.
+    paragraphs = _write(tmp_path, "paragraphs.docx", docx_with_paragraphs(3))
+    message = _over(paragraphs, FileLimits(xml_mb=2), "XML_MB")
+    assert "word/document.xml" in message
+    # Media is not XML: a 12 MB "image" passes an XML budget of 2 MB.
+    load_file(_write(tmp_path, "image.docx", docx_with_image(12)), limits=FileLimits(xml_mb=2))
 
 
 def test_shared_strings_are_clipped_before_each_cell_is_built(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ import pytest
 from hostilegen import (
     docx_with_headers,
     docx_with_image,
+    docx_with_paragraphs,
     epub_big_dat,
     epub_spine_repeated,
     pdf_pdfium_rejects,
@@ -97,6 +98,12 @@ SMALL = [
         {"HYBRIDKB_MAX_FILE_ARCHIVE_MB": "32"},
     ),
     Crafted(
+        "paragraphs.docx",
+        _bytes(lambda: docx_with_paragraphs(12)),
+        "XML_MB",
+        {"HYBRIDKB_MAX_FILE_XML_MB": "8"},
+    ),
+    Crafted(
         "strings.xlsx",
         _bytes(lambda: xlsx_shared_string_bomb(512, 400, 20)),
         "TEXT_CHARS",
@@ -124,11 +131,12 @@ SMALL = [
 ]
 
 FULL = [
-    Crafted("spine.epub", _bytes(lambda: epub_spine_repeated(600, 2048)), "TEXT_CHARS"),
+    Crafted("spine.epub", _bytes(lambda: epub_spine_repeated(600, 2048)), "XML_MB"),
     Crafted("image.docx", _bytes(lambda: docx_with_image(1200)), "ARCHIVE_MB"),
     Crafted("image.pptx", _bytes(lambda: pptx_with_image(1200)), "ARCHIVE_MB"),
     Crafted("chapter.epub", _bytes(lambda: epub_big_dat(1024)), "ARCHIVE_MB"),
-    Crafted("headers.docx", _bytes(lambda: docx_with_headers(40, 45)), "ARCHIVE_MB"),
+    Crafted("headers.docx", _bytes(lambda: docx_with_headers(40, 45)), "XML_MB"),
+    Crafted("paragraphs.docx", _bytes(lambda: docx_with_paragraphs(48)), "XML_MB"),
     Crafted("strings.xlsx", _bytes(lambda: xlsx_shared_string_bomb(2048, 2000, 20)), "TEXT_CHARS"),
     Crafted("rows.csv", _csv(400), "ROWS"),
 ]

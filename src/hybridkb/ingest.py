@@ -29,6 +29,7 @@ from .files import OpenedFile, open_file
 from .limits import MAX_METADATA_BYTES, check_value
 from .loaders import (
     STREAMED_EXTENSIONS,
+    check_streamed,
     check_supported,
     file_sha256,
     iter_files,
@@ -316,6 +317,7 @@ def prepare_file(ctx: IngestContext, path: Path, metadata: dict[str, Any]) -> Ou
         )
         result = FileResult(doc.filename or "", document_id, 0, [], doc.path)
         if real.suffix.lower() in STREAMED_EXTENSIONS and opened.size > STREAM_BYTES:
+            check_streamed(opened, limits=file_limits(ctx.settings))
             sample = ""
             for block in stream_blocks(opened, limits=file_limits(ctx.settings)):
                 sample += block.text + "\n\n"
@@ -351,6 +353,7 @@ def file_limits(settings: Settings) -> FileLimits:
     """The per-file budgets of ``settings`` (HYBRIDKB_MAX_FILE_*)."""
     return FileLimits(
         archive_mb=settings.max_file_archive_mb,
+        xml_mb=settings.max_file_xml_mb,
         text_chars=settings.max_file_text_chars,
         pages=settings.max_file_pages,
         ocr_pages=settings.max_file_ocr_pages,

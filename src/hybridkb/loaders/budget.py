@@ -6,7 +6,9 @@ chapter 600 times, a 1 MB DOCX holding a zero-filled "image" of a gigabyte, a PD
 missed each of these, so every loader charges a :class:`FileBudget` as it produces:
 
 - uncompressed bytes read from a ZIP (DOCX, PPTX, XLSX, EPUB), every part each time
-  it is opened, whatever its name (see :func:`counting_zip_reads`);
+  it is opened, whatever its name (see :func:`counting_zip_reads`), and apart the XML
+  among them that python-docx, python-pptx and the EPUB reader hold as a tree: one-letter
+  paragraphs make a tree ~20x the XML (20 MB of them took 430 MB);
 - characters of extracted text;
 - pages with a text layer, and pages sent to OCR, separately;
 - bytes of PDF content stream drawn, a stream shared by many pages at each use;
@@ -56,6 +58,7 @@ class FileLimits:
     # bytes object grown by concatenation (twice its size at the end) and python-docx and
     # python-pptx hold every part, so 256 MB keeps the worst file under 1 GB.
     archive_mb: int = 256
+    xml_mb: int = 32  # XML parts parsed into a tree; a 1,000-page DOCX has ~15 MB
     text_chars: int = 50_000_000  # a 1,000-page book is ~3 million
     pages: int = 5_000  # PDF pages whose text layer is read
     ocr_pages: int = 100  # PDF pages read by OCR (~1 s each)
@@ -73,6 +76,7 @@ class FileBudget:
         self.name = name
         self.limits = limits
         self.archive_bytes = 0
+        self.xml_bytes = 0
         self.text_chars = 0
         self.pages = 0
         self.ocr_pages = 0
@@ -107,6 +111,18 @@ class FileBudget:
                 f"uncompressed, limit {self.limits.archive_mb} MB",
             )
         self.check_time()
+
+    def charge_xml(self, part: str, size: int) -> None:
+        """Charge ``size`` bytes of the XML part ``part``, about to be parsed into a tree."""
+        self.xml_bytes += size
+        limit = self.limits.xml_mb * _MB
+        if self.xml_bytes > limit:
+            raise self._over(
+                "XML",
+                "XML_MB",
+                f"parsing {part} brings the XML held as trees to {self.xml_bytes // _MB} MB, "
+                f"limit {self.limits.xml_mb} MB",
+            )
 
     def charge_text(self, chars: int) -> None:
         """Charge ``chars`` characters of extracted text."""
@@ -160,23 +176,30 @@ class FileBudget:
 
 # -- every ZIP part read is charged -----------------------------------------------------------
 
-_active: contextvars.ContextVar[FileBudget | None] = contextvars.ContextVar(
+_active: contextvars.ContextVar[tuple[FileBudget, bool] | None] = contextvars.ContextVar(
     "hybridkb_zip_budget", default=None
 )
+_XML_STARTS = (b"<", b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
 _install_lock = threading.Lock()
 _original_open: Callable[..., IO[bytes]] | None = None
 
 
 def _charged_open(self: zipfile.ZipFile, name: Any, mode: str = "r", *args: Any, **kw: Any) -> Any:
-    budget = _active.get()
-    if budget is not None and mode == "r":
-        info = name if isinstance(name, zipfile.ZipInfo) else self.getinfo(name)
-        # zipfile never yields more than the central directory's file_size for a part
-        # (ZipExtFile stops there), so charging it before the read bounds what the read
-        # can cost, whatever the part claims in its local header or its name says.
-        budget.charge_archive(info.filename, info.file_size)
+    active = _active.get()
     assert _original_open is not None
-    return _original_open(self, name, mode, *args, **kw)
+    if active is None or mode != "r":
+        return _original_open(self, name, mode, *args, **kw)
+    budget, trees = active
+    info = name if isinstance(name, zipfile.ZipInfo) else self.getinfo(name)
+    # zipfile never yields more than the central directory's file_size for a part
+    # (ZipExtFile stops there), so charging it before the read bounds what the read
+    # can cost, whatever the part claims in its local header or its name says.
+    budget.charge_archive(info.filename, info.file_size)
+    opened = _original_open(self, name, mode, *args, **kw)
+    # XML is told by its first bytes, not its name: parts are parsed by content type.
+    if trees and opened.peek(64)[:64].lstrip().startswith(_XML_STARTS):  # type: ignore[attr-defined]
+        budget.charge_xml(info.filename, info.file_size)
+    return opened
 
 
 def _install() -> None:
@@ -195,10 +218,14 @@ def _install() -> None:
 
 
 @contextlib.contextmanager
-def counting_zip_reads(budget: FileBudget) -> Iterator[FileBudget]:
-    """Charge ``budget`` for every ZIP part opened for reading in this thread meanwhile."""
+def counting_zip_reads(budget: FileBudget, *, trees: bool = True) -> Iterator[FileBudget]:
+    """Charge ``budget`` for every ZIP part opened for reading in this thread meanwhile.
+
+    With ``trees``, XML parts are charged to the XML budget too (the reader parses
+    them whole); openpyxl's read-only mode streams its XML, so XLSX passes False.
+    """
     _install()
-    token = _active.set(budget)
+    token = _active.set((budget, trees))
     try:
         yield budget
     finally:
