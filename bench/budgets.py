@@ -13,6 +13,7 @@ Three parts, each run in child processes so peak memory (ru_maxrss) is the file'
   /work/main/src), interleaved runs, median seconds.
 
 Usage: python bench/budgets.py [crafted|real|speed ...] [--baseline-src PATH] [--runs N]
+       [--only spine.epub rows.csv ...]
 """
 
 from __future__ import annotations
@@ -82,12 +83,14 @@ def load_in_child(path: Path) -> dict[str, object]:
     return json.loads(run.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
-def crafted(work: Path) -> None:
+def crafted(work: Path, only: list[str]) -> None:
     from test_hostile_suite import FULL, SMALL
 
     by_name = {c.name: c for c in SMALL}
     by_name.update({c.name: c for c in FULL})  # full sizes where the suite has them
     for case in by_name.values():
+        if only and case.name not in only:
+            continue
         folder = work / case.name / "in"
         folder.mkdir(parents=True)
         (folder / "good.txt").write_text("Lemurs live on Madagascar.\n")
@@ -183,6 +186,7 @@ def main() -> None:
     parser.add_argument("parts", nargs="*", default=["crafted", "real", "speed"])
     parser.add_argument("--baseline-src", type=Path, default=None)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--only", nargs="*", default=[], help="crafted files to run (names)")
     args = parser.parse_args()
     print(_cpu())
     with tempfile.TemporaryDirectory(prefix="hybridkb-budgets-") as tmp:
@@ -191,7 +195,7 @@ def main() -> None:
             work.mkdir()
             print(f"-- {part}")
             if part == "crafted":
-                crafted(work)
+                crafted(work, args.only)
             elif part == "real":
                 real(work)
             elif part == "speed":
