@@ -34,6 +34,7 @@ from .loaders import (
     file_sha256,
     iter_files,
     load_file,
+    parser_failure,
     stream_blocks,
 )
 from .loaders.budget import FileLimits
@@ -121,7 +122,7 @@ class Prepared:
 
 @dataclass
 class Streamed:
-    """A text, Markdown or CSV file too large to hold: chunked, embedded and written window by window.
+    """A text, Markdown or CSV file too large to hold: chunked, embedded, written window by window.
 
     ``source`` stays open until the document is written (read once, from the descriptor
     that was hashed)."""
@@ -317,12 +318,17 @@ def prepare_file(ctx: IngestContext, path: Path, metadata: dict[str, Any]) -> Ou
         )
         result = FileResult(doc.filename or "", document_id, 0, [], doc.path)
         if real.suffix.lower() in STREAMED_EXTENSIONS and opened.size > STREAM_BYTES:
-            check_streamed(opened, limits=file_limits(ctx.settings))
             sample = ""
-            for block in stream_blocks(opened, limits=file_limits(ctx.settings)):
-                sample += block.text + "\n\n"
-                if len(sample) >= 4000:
-                    break
+            try:
+                check_streamed(opened, limits=file_limits(ctx.settings))
+                for block in stream_blocks(opened, limits=file_limits(ctx.settings)):
+                    sample += block.text + "\n\n"
+                    if len(sample) >= 4000:
+                        break
+            except (KBError, OSError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - as load_file: one file fails, not the add
+                raise parser_failure(opened.name, exc) from exc
             doc.language = _language(ctx, sample)
             keep_open = True  # read again, from the start, while it is written
             return Streamed(doc, opened, result)
