@@ -135,7 +135,7 @@ def _large_real_files(work: Path) -> list[Path]:
         sheet.append([f"2024-{n % 12 + 1:02}-01", f"ACC-{n % 97}", f"payment {n}", n * 1.5, n * 3])
     xlsx = work / "ledger-100k-rows.xlsx"
     workbook.save(xlsx)
-    log = work / "server-500mb.log"
+    log = work / "server-500mb-log.txt"
     line = b"2024-06-01T12:00:00Z INFO request served path=/api/items status=200 ms=12\n"
     with log.open("wb") as out:
         block = line * ((1 << 20) // len(line) + 1)
