@@ -172,7 +172,7 @@ def speed(work: Path, baseline: Path | None, runs: int) -> None:
             env["HYBRIDKB_CACHE_DIR"] = str(work / "cache")
             started = time.monotonic()
             subprocess.run(
-                [sys.executable, "-m", "hybridkb", "add", "Docs", str(DOCS)],
+                [sys.executable, "-m", "hybridkb", "add", "--create", "Docs", str(DOCS)],
                 env=env, cwd=work, capture_output=True, check=False, timeout=600,
             )  # fmt: skip
             times[name].append(time.monotonic() - started)
