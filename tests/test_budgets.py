@@ -129,7 +129,7 @@ def test_zip_parts_are_charged_whatever_their_name(tmp_path: Path, name: str, ma
     path = _write(tmp_path, name, make())  # type: ignore[operator]
     message = _over(path, FileLimits(archive_mb=4), "ARCHIVE_MB")
     assert "MB uncompressed, limit 4 MB" in message
-    load_file(path, limits=FileLimits(archive_mb=64))  # within budget it reads
+    load_file(path, limits=FileLimits(archive_mb=64, xml_mb=64))  # within budget it reads
 
 
 def test_a_chapter_the_spine_repeats_is_charged_each_time(tmp_path: Path) -> None:
@@ -181,6 +181,13 @@ def test_pages_sent_to_ocr_are_counted_before_any_is_rendered(tmp_path: Path) ->
     path = _write(tmp_path, "drawings.pdf", pdf_shared_stream(30, text=False))
     message = _over(path, FileLimits(ocr_pages=10), "OCR_PAGES")
     assert "30 pages without a text layer to OCR, limit 10" in message
+
+
+def test_each_block_costs_more_than_its_text(tmp_path: Path) -> None:
+    # A million one-letter paragraphs are a million blocks, not a million characters.
+    path = _write(tmp_path, "tiny.md", b"a\n\n" * 1000)
+    assert "more than 10,000 characters" in _over(path, FileLimits(text_chars=10_000), "TEXT_CHARS")
+    assert len(load_file(path, limits=FileLimits(text_chars=60_000)).blocks) == 1000
 
 
 def test_parsing_time_is_charged_at_every_step() -> None:

@@ -349,7 +349,7 @@ class Settings:
         256, _whole(ge=1), "per file: MB of uncompressed ZIP parts read (DOCX/PPTX/XLSX/EPUB)"
     )
     max_file_xml_mb: int = _option(
-        32, _whole(ge=1), "per file: MB of XML parsed whole (DOCX/PPTX/EPUB parts, each read)"
+        16, _whole(ge=1), "per file: MB of XML parsed whole (DOCX/PPTX/EPUB parts, each read)"
     )
     max_file_text_chars: int = _option(
         50_000_000, _whole(ge=1), "per file: characters of text extracted (streamed files exempt)"

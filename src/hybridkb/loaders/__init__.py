@@ -191,7 +191,9 @@ def load_file(
     source.stream.seek(0)
     budget = FileBudget(source.name, limits or FileLimits())
     try:
-        return loader(source.stream, source.name, LoadOptions(pdf_password, ocr), budget)
+        loaded = loader(source.stream, source.name, LoadOptions(pdf_password, ocr), budget)
+        budget.charge_blocks(len(loaded.blocks))
+        return loaded
     except KBError:
         raise
     except OSError as exc:

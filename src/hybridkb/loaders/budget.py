@@ -42,6 +42,10 @@ __all__ = [
 ]
 
 _MB = 1024 * 1024
+# What a block costs besides its text, in characters of the text budget: a Block and its
+# share of chunking take a few hundred bytes, so a million one-letter paragraphs (a DOCX
+# of 28 MB of XML) must not pass as a million characters (it took DuckDB out of memory).
+BLOCK_CHARS = 50
 
 
 class BudgetExceeded(ExtractionError):
@@ -58,7 +62,9 @@ class FileLimits:
     # bytes object grown by concatenation (twice its size at the end) and python-docx and
     # python-pptx hold every part, so 256 MB keeps the worst file under 1 GB.
     archive_mb: int = 256
-    xml_mb: int = 32  # XML parts parsed into a tree; a 1,000-page DOCX has ~15 MB
+    # XML parts parsed into a tree: 14 MB of one-letter paragraphs peaked at 472 MB in a
+    # whole add, 28 MB took DuckDB out of memory under a 1.5 GB cap.
+    xml_mb: int = 16
     text_chars: int = 50_000_000  # a 1,000-page book is ~3 million
     pages: int = 5_000  # PDF pages whose text layer is read
     ocr_pages: int = 100  # PDF pages read by OCR (~1 s each)
@@ -134,6 +140,10 @@ class FileBudget:
                 f"more than {self.limits.text_chars:,} characters of text",
             )
         self.check_time()
+
+    def charge_blocks(self, count: int) -> None:
+        """Charge ``count`` blocks (paragraphs, rows, cells) at BLOCK_CHARS characters each."""
+        self.charge_text(count * BLOCK_CHARS)
 
     def charge_pages(self, count: int = 1) -> None:
         """Charge ``count`` pages whose text layer is read."""
