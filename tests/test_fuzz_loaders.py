@@ -1,7 +1,9 @@
 """Mutation fuzzing of the loaders: only a KBError may leave ``load_file``, and every call ends.
 
 Seeds are generated here (a text PDF, a compressed and an encrypted PDF, a DOCX,
-Markdown, UTF-16 and legacy-encoded text, HTML, PPTX, XLSX, CSV and EPUB), then mutated with a seeded
+Markdown, UTF-16 and legacy-encoded text, HTML, PPTX, XLSX, CSV and EPUB, and issue 25's
+hostile shapes at small sizes: a repeated EPUB spine, a DOCX "image", a shared-string
+XLSX, a PDF whose pages share one content stream), then mutated with a seeded
 ``random.Random``: byte and bit flips, truncation at a random offset, random and
 "interesting" insertions (PDF keywords, huge integers, long blank runs), duplicated
 and deleted slices, integers swapped for extreme ones, files fed to the wrong
@@ -40,6 +42,12 @@ from hybridkb.types import Block, LoadedFile
 
 try:  # tests/ on sys.path (rootdir-relative "prepend" import mode)
     from formatgen import CSV_TEXT, HTML_PAGE, Slide, epub_bytes, pptx_bytes, repack, xlsx_bytes
+    from hostilegen import (
+        docx_with_image,
+        epub_spine_repeated,
+        pdf_shared_stream,
+        xlsx_shared_string_bomb,
+    )
     from pdfgen import Page, encrypt_pdf, make_pdf
 except ImportError:  # tests/ imported as a package, or from bench/
     from tests.formatgen import (
@@ -50,6 +58,12 @@ except ImportError:  # tests/ imported as a package, or from bench/
         pptx_bytes,
         repack,
         xlsx_bytes,
+    )
+    from tests.hostilegen import (
+        docx_with_image,
+        epub_spine_repeated,
+        pdf_shared_stream,
+        xlsx_shared_string_bomb,
     )
     from tests.pdfgen import Page, encrypt_pdf, make_pdf
 
@@ -155,6 +169,11 @@ def make_seeds() -> dict[str, bytes]:
         "sheet.xlsx": xlsx_bytes({"Costs": [["item", "amount"], ["rent", 1200], ["desk", 90.5]]}),
         "rows.csv": CSV_TEXT.encode("utf-8"),
         "book.epub": epub_bytes([("One", "<h1>Start</h1><p>Text of the first chapter.</p>")]),
+        # Issue 25's shapes, small: repeated references and parts read whatever their name.
+        "spine.epub": epub_spine_repeated(50, 2),
+        "image.docx": docx_with_image(1),
+        "strings.xlsx": xlsx_shared_string_bomb(64, 20, 5),
+        "shared.pdf": pdf_shared_stream(200, text=True, lines=50),
     }
 
 

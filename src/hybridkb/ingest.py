@@ -27,7 +27,17 @@ from .embedders import Embedder
 from .errors import ConfigError, KBError
 from .files import OpenedFile, open_file
 from .limits import MAX_METADATA_BYTES, check_value
-from .loaders import check_supported, file_sha256, iter_files, iter_text_blocks, load_file
+from .loaders import (
+    STREAMED_EXTENSIONS,
+    check_streamed,
+    check_supported,
+    file_sha256,
+    iter_files,
+    load_file,
+    parser_failure,
+    stream_blocks,
+)
+from .loaders.budget import FileLimits
 from .normalize import display_name, normalize_text, printable
 from .settings import Settings
 from .storage.base import (
@@ -112,7 +122,7 @@ class Prepared:
 
 @dataclass
 class Streamed:
-    """A text file too large to hold: chunked, embedded and written window by window.
+    """A text, Markdown or CSV file too large to hold: chunked, embedded, written window by window.
 
     ``source`` stays open until the document is written (read once, from the descriptor
     that was hashed)."""
@@ -124,7 +134,7 @@ class Streamed:
 
 Outcome = Prepared | Streamed | FileResult | FailedFile  # FileResult alone = unchanged
 
-# Plain-text files above this size are streamed in bounded memory.
+# Text, Markdown and CSV files above this size are streamed in bounded memory.
 STREAM_BYTES = 16 * 1024 * 1024
 WINDOW_CHARS = 256 * 1024
 
@@ -207,7 +217,7 @@ def _write_stream(ctx: IngestContext, item: Streamed, report: AddReport) -> None
         # the first: a later window's first line is no title.
         title: str | None = None
         item.source.stream.seek(0)
-        blocks = iter_text_blocks(item.source.stream, name=item.source.name)
+        blocks = stream_blocks(item.source, limits=file_limits(ctx.settings))
         while True:
             block = next(blocks, None)
             if block is not None:
@@ -307,16 +317,27 @@ def prepare_file(ctx: IngestContext, path: Path, metadata: dict[str, Any]) -> Ou
             bytes=opened.size,
         )
         result = FileResult(doc.filename or "", document_id, 0, [], doc.path)
-        if real.suffix.lower() in (".txt", ".text") and opened.size > STREAM_BYTES:
+        if real.suffix.lower() in STREAMED_EXTENSIONS and opened.size > STREAM_BYTES:
             sample = ""
-            for block in iter_text_blocks(opened.stream, name=opened.name):
-                sample += block.text + "\n\n"
-                if len(sample) >= 4000:
-                    break
+            try:
+                check_streamed(opened, limits=file_limits(ctx.settings))
+                for block in stream_blocks(opened, limits=file_limits(ctx.settings)):
+                    sample += block.text + "\n\n"
+                    if len(sample) >= 4000:
+                        break
+            except (KBError, OSError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - as load_file: one file fails, not the add
+                raise parser_failure(opened.name, exc) from exc
             doc.language = _language(ctx, sample)
             keep_open = True  # read again, from the start, while it is written
             return Streamed(doc, opened, result)
-        loaded = load_file(opened, pdf_password=ctx.settings.pdf_password, ocr=ctx.settings.ocr)
+        loaded = load_file(
+            opened,
+            pdf_password=ctx.settings.pdf_password,
+            ocr=ctx.settings.ocr,
+            limits=file_limits(ctx.settings),
+        )
         doc.language = _language(ctx, document_text(loaded.blocks))
         result.warnings = list(loaded.warnings)
         return Prepared(doc, _chunk(ctx, loaded.blocks), result)
@@ -332,6 +353,20 @@ def prepare_file(ctx: IngestContext, path: Path, metadata: dict[str, Any]) -> Ou
     finally:
         if not keep_open:
             opened.close()
+
+
+def file_limits(settings: Settings) -> FileLimits:
+    """The per-file budgets of ``settings`` (HYBRIDKB_MAX_FILE_*)."""
+    return FileLimits(
+        archive_mb=settings.max_file_archive_mb,
+        xml_mb=settings.max_file_xml_mb,
+        text_chars=settings.max_file_text_chars,
+        pages=settings.max_file_pages,
+        ocr_pages=settings.max_file_ocr_pages,
+        pdf_content_mb=settings.max_file_pdf_content_mb,
+        rows=settings.max_file_rows,
+        seconds=settings.max_file_seconds,
+    )
 
 
 def run_pipeline(ctx: IngestContext, jobs: list[Callable[[], Outcome]]) -> AddReport:

@@ -351,6 +351,22 @@ class Settings:
     rerank_depth: int = _option(30, _whole(ge=1, le=1000), "fused hits the reranker re-scores")
     pdf_password: str | None = _option(None, _text_or_unset, secret=True)
     ocr: bool = _option(True, _flag, "read PDF pages without a text layer by OCR (extra ocr)")
+    max_file_archive_mb: int = _option(
+        256, _whole(ge=1), "per file: MB of uncompressed ZIP parts read (DOCX/PPTX/XLSX/EPUB)"
+    )
+    max_file_xml_mb: int = _option(
+        16, _whole(ge=1), "per file: MB of XML parsed whole (DOCX/PPTX/EPUB parts, each read)"
+    )
+    max_file_text_chars: int = _option(
+        50_000_000, _whole(ge=1), "per file: characters of text extracted (streamed files exempt)"
+    )
+    max_file_pages: int = _option(5_000, _whole(ge=1), "per file: PDF pages and slides read")
+    max_file_ocr_pages: int = _option(100, _whole(ge=0), "per file: PDF pages read by OCR")
+    max_file_pdf_content_mb: int = _option(
+        256, _whole(ge=1), "per file: MB of PDF content streams drawn (shared ones at each use)"
+    )
+    max_file_rows: int = _option(1_000_000, _whole(ge=1), "per file: spreadsheet and CSV rows")
+    max_file_seconds: float = _option(300.0, _number(ge=1), "per file: seconds spent parsing")
     allowed_paths: list[Path] = _option(read=_folders, factory=lambda: [Path.cwd()])
     cache_dir: Path = _option(read=_expanded_path, factory=_default_cache_dir)
     embed_cache_mb: int = _option(

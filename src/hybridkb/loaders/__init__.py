@@ -9,25 +9,33 @@ one line, "<file>: <what is wrong>; <the fix>", so front ends can show it as is.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO
 
-from hybridkb.errors import ExtractionError, UnsupportedFileType
+from hybridkb.errors import ExtractionError, KBError, UnsupportedFileType
 from hybridkb.files import OpenedFile, allowed_root, open_file
+from hybridkb.loaders.budget import FileBudget, FileLimits, counting_zip_reads
 from hybridkb.loaders.text import iter_text_blocks
 from hybridkb.normalize import display_name
-from hybridkb.types import FailedFile, LoadedFile, SkippedFile
+from hybridkb.types import Block, FailedFile, LoadedFile, SkippedFile
 
 __all__ = [
+    "STREAMED_EXTENSIONS",
     "SUPPORTED_EXTENSIONS",
+    "FileLimits",
+    "check_streamed",
     "check_supported",
     "file_sha256",
     "iter_files",
     "iter_text_blocks",
     "load_file",
+    "parser_failure",
+    "stream_blocks",
 ]
 
 _HASH_BLOCK = 1 << 20
@@ -41,63 +49,80 @@ class LoadOptions:
     ocr: bool = True
 
 
-def _load_pdf(stream: BinaryIO, name: str, options: LoadOptions) -> LoadedFile:
+Loader = Callable[[BinaryIO, str, LoadOptions, FileBudget], LoadedFile]
+
+
+def _load_pdf(stream: BinaryIO, name: str, options: LoadOptions, budget: FileBudget) -> LoadedFile:
     from hybridkb.loaders.pdf import load_pdf  # pypdf is imported only for PDFs
 
-    return load_pdf(stream, name=name, password=options.pdf_password, ocr=options.ocr)
+    return load_pdf(
+        stream, name=name, password=options.pdf_password, ocr=options.ocr, budget=budget
+    )
 
 
-def _load_docx(stream: BinaryIO, name: str, options: LoadOptions) -> LoadedFile:
+def _load_docx(stream: BinaryIO, name: str, options: LoadOptions, budget: FileBudget) -> LoadedFile:
     from hybridkb.loaders.docx import load_docx
 
-    return load_docx(stream, name=name)
+    with counting_zip_reads(budget):
+        return load_docx(stream, name=name, budget=budget)
 
 
-def _load_markdown(stream: BinaryIO, name: str, options: LoadOptions) -> LoadedFile:
+def _load_markdown(
+    stream: BinaryIO, name: str, options: LoadOptions, budget: FileBudget
+) -> LoadedFile:
     from hybridkb.loaders.text import load_markdown
 
-    return load_markdown(stream, name=name)
+    return load_markdown(stream, name=name, budget=budget)
 
 
-def _load_text(stream: BinaryIO, name: str, options: LoadOptions) -> LoadedFile:
+def _load_text(stream: BinaryIO, name: str, options: LoadOptions, budget: FileBudget) -> LoadedFile:
     from hybridkb.loaders.text import load_text
 
-    return load_text(stream, name=name)
+    return load_text(stream, name=name, budget=budget)
 
 
-def _load_html(stream: BinaryIO, name: str, options: LoadOptions) -> LoadedFile:
+def _load_html(stream: BinaryIO, name: str, options: LoadOptions, budget: FileBudget) -> LoadedFile:
     from hybridkb.loaders.html import load_html
 
+    # Charged before parsing, markup included: lxml holds the whole page as a tree.
+    size = stream.seek(0, os.SEEK_END)
+    stream.seek(0)
+    budget.charge_text(size)
     return load_html(stream, name=name)
 
 
-def _load_pptx(stream: BinaryIO, name: str, options: LoadOptions) -> LoadedFile:
+def _load_pptx(stream: BinaryIO, name: str, options: LoadOptions, budget: FileBudget) -> LoadedFile:
     from hybridkb.loaders.slides import load_pptx
 
-    return LoadedFile(blocks=load_pptx(stream, name=name), file_type="pptx")
+    with counting_zip_reads(budget):
+        blocks = load_pptx(stream, name=name, budget=budget)
+    return LoadedFile(blocks=blocks, file_type="pptx")
 
 
-def _load_xlsx(stream: BinaryIO, name: str, options: LoadOptions) -> LoadedFile:
+def _load_xlsx(stream: BinaryIO, name: str, options: LoadOptions, budget: FileBudget) -> LoadedFile:
     from hybridkb.loaders.sheets import load_xlsx
 
-    blocks, warnings = load_xlsx(stream, name=name)
+    with counting_zip_reads(budget, trees=False):  # openpyxl read-only streams its XML
+        blocks, warnings = load_xlsx(stream, name=name, budget=budget)
     return LoadedFile(blocks=blocks, warnings=warnings, file_type="xlsx")
 
 
-def _load_csv(stream: BinaryIO, name: str, options: LoadOptions) -> LoadedFile:
+def _load_csv(stream: BinaryIO, name: str, options: LoadOptions, budget: FileBudget) -> LoadedFile:
     from hybridkb.loaders.sheets import load_csv
 
-    return LoadedFile(blocks=load_csv(stream, name=name), file_type="csv")
+    return LoadedFile(blocks=load_csv(stream, name=name, budget=budget), file_type="csv")
 
 
-def _load_epub(stream: BinaryIO, name: str, options: LoadOptions) -> LoadedFile:
+def _load_epub(stream: BinaryIO, name: str, options: LoadOptions, budget: FileBudget) -> LoadedFile:
     from hybridkb.loaders.epub import load_epub
 
-    return LoadedFile(blocks=load_epub(stream, name=name), file_type="epub")
+    with counting_zip_reads(budget):
+        blocks = load_epub(stream, name=name, budget=budget)
+    return LoadedFile(blocks=blocks, file_type="epub")
 
 
 # Each loader imports its parser when first used, so `import hybridkb.loaders` stays light.
-_LOADERS: dict[str, Callable[[BinaryIO, str, LoadOptions], LoadedFile]] = {
+_LOADERS: dict[str, Loader] = {
     ".pdf": _load_pdf,
     ".docx": _load_docx,
     ".md": _load_markdown,
@@ -129,7 +154,11 @@ def check_supported(path: Path) -> None:
 
 
 def load_file(
-    source: str | Path | OpenedFile, *, pdf_password: str | None = None, ocr: bool = True
+    source: str | Path | OpenedFile,
+    *,
+    pdf_password: str | None = None,
+    ocr: bool = True,
+    limits: FileLimits | None = None,
 ) -> LoadedFile:
     """Extract the text of one file as blocks, choosing the loader by extension.
 
@@ -139,6 +168,8 @@ def load_file(
             read from its start.
         pdf_password: User password for encrypted PDFs.
         ocr: Read PDF pages without a text layer by OCR, if the OCR extra is installed.
+        limits: What reading the file may cost (default :class:`FileLimits()`); going
+            over raises :class:`~hybridkb.loaders.budget.BudgetExceeded`.
 
     Returns:
         The normalised, non-empty blocks and any warnings (e.g. PDF pages without
@@ -146,23 +177,93 @@ def load_file(
 
     Raises:
         UnsupportedFileType: Any other extension.
-        ExtractionError: The file cannot be read or has no usable text; the
-            message names the file, the problem and the fix.
+        ExtractionError: The file cannot be read, has no usable text or costs more
+            than ``limits``; the message names the file, the problem and the fix. So
+            does any exception the parser raises: one bad file is one failed file.
     """
     if not isinstance(source, OpenedFile):
         path = Path(source)
         check_supported(path)
         with open_file(path) as opened:
-            return load_file(opened, pdf_password=pdf_password, ocr=ocr)
+            return load_file(opened, pdf_password=pdf_password, ocr=ocr, limits=limits)
     check_supported(source.path)
     loader = _LOADERS[source.path.suffix.lower()]
     source.stream.seek(0)
+    budget = FileBudget(source.name, limits or FileLimits())
     try:
-        return loader(source.stream, source.name, LoadOptions(pdf_password, ocr))
+        loaded = loader(source.stream, source.name, LoadOptions(pdf_password, ocr), budget)
+        budget.charge_blocks(len(loaded.blocks))
+        return loaded
+    except KBError:
+        raise
     except OSError as exc:
         raise ExtractionError(
             f"{source.name}: cannot read it ({exc.strerror or exc}); check the file"
         ) from exc
+    except Exception as exc:  # noqa: BLE001 - parsers raise anything on crafted input
+        raise parser_failure(source.name, exc) from exc
+
+
+def parser_failure(name: str, exc: BaseException) -> ExtractionError:
+    """The one-line failure for an exception a parser raised that no loader expected.
+
+    Third-party parsers raise KeyError, RecursionError, MemoryError, PdfiumError,
+    lxml and zipfile errors on crafted files; each becomes this file's failure in the
+    report rather than the end of the folder add.
+    """
+    if isinstance(exc, MemoryError):
+        return ExtractionError(
+            f"{name}: ran out of memory reading it (a crafted or damaged file); "
+            "check the file or lower HYBRIDKB_MAX_FILE_* budgets"
+        )
+    cause = " ".join(str(exc).split())[:80]
+    cause = f"{type(exc).__name__}: {cause}" if cause else type(exc).__name__
+    return ExtractionError(
+        f"{name}: the parser failed ({cause}); the file may be damaged, check it"
+    )
+
+
+# Ingest reads large files of these types block by block while it writes them, never
+# whole (a 500 MB log file, a 400 MB CSV, a 150 MB Markdown file).
+STREAMED_EXTENSIONS = frozenset({".txt", ".text", ".md", ".markdown", ".csv", ".tsv"})
+
+
+def stream_blocks(source: OpenedFile, *, limits: FileLimits | None = None) -> Iterator[Block]:
+    """The blocks of a large text, Markdown or CSV file, read from its start as needed.
+
+    Only one block is held, so the text and time budgets do not apply (a 500 MB log
+    file is read in full); a CSV's rows are still charged to ``limits.rows``.
+
+    Raises:
+        ExtractionError: Binary content, no text, unreadable CSV, or too many rows.
+    """
+    from hybridkb.loaders.sheets import stream_csv
+    from hybridkb.loaders.text import stream_markdown
+
+    suffix = source.path.suffix.lower()
+    source.stream.seek(0)
+    if suffix in (".md", ".markdown"):
+        return stream_markdown(source.stream, name=source.name)
+    if suffix in (".csv", ".tsv"):
+        unbounded = replace(limits or FileLimits(), text_chars=sys.maxsize, seconds=math.inf)
+        budget = FileBudget(source.name, unbounded)
+        return stream_csv(source.stream, name=source.name, budget=budget)
+    return iter_text_blocks(source.stream, name=source.name)
+
+
+def check_streamed(source: OpenedFile, *, limits: FileLimits | None = None) -> None:
+    """Refuse a large CSV over the row budget before any of it is embedded.
+
+    One extra read of the file (csv parses ~50 MB/s) instead of embedding up to a
+    million rows and then throwing them away.
+
+    Raises:
+        ExtractionError: As :func:`stream_blocks` would while reading.
+    """
+    if source.path.suffix.lower() in (".csv", ".tsv"):
+        for _ in stream_blocks(source, limits=limits):
+            pass
+    source.stream.seek(0)
 
 
 def file_sha256(source: str | Path | OpenedFile) -> str:

@@ -23,6 +23,7 @@ from typing import Any, BinaryIO
 
 from hybridkb.errors import ExtractionError
 from hybridkb.loaders.archive import MAX_PART_BYTES, check_zip, invalid
+from hybridkb.loaders.budget import BudgetExceeded, FileBudget, FileLimits
 from hybridkb.loaders.text import HeadingPath
 from hybridkb.normalize import normalize_text
 from hybridkb.types import Block, LoadedFile
@@ -238,12 +239,14 @@ def _extract(document: Any) -> list[Block]:
     return body + _side_blocks(document, levels)
 
 
-def load_docx(stream: BinaryIO, *, name: str) -> LoadedFile:
+def load_docx(stream: BinaryIO, *, name: str, budget: FileBudget | None = None) -> LoadedFile:
     """Extract paragraphs, headings and tables from a .docx file in document order.
 
     Args:
         stream: The opened .docx (seekable, at its start).
         name: The file's name, for messages.
+        budget: Charged for the text; the caller charges the ZIP parts python-docx
+            reads (all of them, media included) with ``counting_zip_reads``.
 
     Returns:
         Blocks of kind "heading", "paragraph", "table" or "text box" with their
@@ -254,6 +257,7 @@ def load_docx(stream: BinaryIO, *, name: str) -> LoadedFile:
         ExtractionError: Not a DOCX (empty, not a ZIP, no word/document.xml, an old
             .doc), a part that would inflate beyond 200 MB, or no text at all.
     """
+    budget = budget or FileBudget(name, FileLimits())
     _check_package(stream, name)
     stream.seek(0)
     import docx  # python-docx; imported here so `import hybridkb.loaders` stays light
@@ -261,11 +265,14 @@ def load_docx(stream: BinaryIO, *, name: str) -> LoadedFile:
     try:
         document = docx.Document(stream)
         blocks = _extract(document)
+    except BudgetExceeded:
+        raise
     except Exception as exc:  # python-docx/lxml raise KeyError, ValueError, XMLSyntaxError...
         text = " ".join(str(exc).split())[:80]
         raise _invalid(
             name, f"{type(exc).__name__}: {text}" if text else type(exc).__name__
         ) from exc
+    budget.charge_text(sum(len(block.text) for block in blocks))
     if not blocks:
         raise ExtractionError(f"{name}: empty document (no text); nothing to add")
     return LoadedFile(blocks=blocks, file_type="docx")

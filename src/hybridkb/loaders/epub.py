@@ -15,6 +15,7 @@ from typing import BinaryIO
 
 from hybridkb.errors import ExtractionError
 from hybridkb.loaders.archive import check_zip, invalid
+from hybridkb.loaders.budget import FileBudget, FileLimits
 from hybridkb.loaders.html import html_blocks, parse_html
 from hybridkb.types import Block
 
@@ -51,12 +52,18 @@ def _spine(archive: zipfile.ZipFile) -> list[str]:
     ]
 
 
-def load_epub(stream: BinaryIO, *, name: str) -> list[Block]:
+def load_epub(stream: BinaryIO, *, name: str, budget: FileBudget | None = None) -> list[Block]:
     """Blocks of every chapter in spine order.
+
+    A chapter the spine lists twice is read twice, as a reader would show it, and
+    charged to ``budget`` each time (its ZIP reads are charged when the caller
+    counts them, see :func:`~hybridkb.loaders.budget.counting_zip_reads`).
 
     Raises:
         ExtractionError: Not an EPUB, broken, DRM-protected, or no text.
+        BudgetExceeded: More text or time than ``budget`` allows.
     """
+    budget = budget or FileBudget(name, FileLimits())
     members = check_zip(stream, name, kind=".epub", required=_CONTAINER)
     if "META-INF/encryption.xml" in members and "META-INF/rights.xml" in members:
         raise ExtractionError(f"{name}: the e-book is DRM-protected; add a DRM-free copy")
@@ -68,7 +75,9 @@ def load_epub(stream: BinaryIO, *, name: str) -> list[Block]:
                     continue  # a spine entry without its file: skip it, keep the book
                 root = parse_html(archive.read(member), name)
                 title = " ".join((root.findtext(".//title") or "").split()) or None
-                blocks += html_blocks(root, section=title)
+                chapter = html_blocks(root, section=title)
+                budget.charge_text(sum(len(block.text) for block in chapter))
+                blocks += chapter
     except ExtractionError:
         raise
     except Exception as exc:  # broken XML, bad ZIP members, missing package document

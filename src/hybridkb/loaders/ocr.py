@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -213,22 +213,33 @@ def ocr_pdf_pages(
     *,
     password: str | None = None,
     long_side: int = TARGET_PIXELS,
+    before_page: Callable[[], None] | None = None,
 ) -> tuple[dict[int, list[str]], dict[int, str]]:
     """OCR the given 1-based pages of a PDF, each rendered ``long_side`` pixels long.
 
+    ``before_page`` is called before each page (the file's time budget is checked
+    there; an exception it raises stops the OCR).
+
     Returns:
         Paragraphs per page that was read, and the cause per page that could not be
-        (a rendering or recognition error), so one bad page loses only itself.
+        (a rendering or recognition error, or PDFium refusing the whole file, which
+        pypdf may have repaired), so one bad page loses only itself.
     """
     import pypdfium2 as pdfium
 
     read: dict[int, list[str]] = {}
     failed: dict[int, str] = {}
     with PDFIUM_LOCK, _engine_lock:
-        document = pdfium.PdfDocument(data, password=password)
+        try:
+            document = pdfium.PdfDocument(data, password=password)
+        except Exception as exc:  # noqa: BLE001 - PdfiumError: pypdf repaired what PDFium cannot
+            cause = f"{type(exc).__name__}: {exc}"[:120]
+            return {}, dict.fromkeys(pages, cause)
         try:
             engine = _get_engine()
             for number in pages:
+                if before_page is not None:
+                    before_page()
                 try:
                     read[number] = _read_page(engine, document[number - 1], long_side)
                 except Exception as exc:  # noqa: BLE001 - a page is lost, not the file

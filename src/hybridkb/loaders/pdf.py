@@ -15,6 +15,7 @@ from typing import Any, BinaryIO
 from pypdf import PasswordType, PdfReader
 
 from hybridkb.errors import ExtractionError
+from hybridkb.loaders.budget import BudgetExceeded, FileBudget, FileLimits
 from hybridkb.loaders.ocr import OCR_INSTALL, ocr_available, ocr_pdf_pages
 from hybridkb.loaders.pdfium import pdfium_texts
 from hybridkb.normalize import normalize_text
@@ -182,6 +183,34 @@ def _may_have_text(page: Any) -> tuple[bool, bool]:
     return size > 64, False
 
 
+def _content_cost(page: Any, seen: set[int]) -> int:
+    """Bytes of content stream a reader parses to draw ``page``, charged each use.
+
+    A stream is charged at its stored length the first time (no decoding: real files
+    stay as fast) and at its decoded length every time another page draws it again, so
+    3,000 pages sharing one stream cost what parsing it 3,000 times costs; pypdf keeps
+    the decoded copy, so the shared stream is decoded once.
+    """
+    contents = page.get("/Contents")
+    if contents is None:
+        return 0
+    target = contents.get_object()
+    refs = list(target) if isinstance(target, list) else [contents]
+    cost = 0
+    for ref in refs:
+        stream = ref.get_object()
+        key = getattr(ref, "idnum", None)
+        if key is not None and key in seen:
+            cost += len(stream.get_data())
+            continue
+        if key is not None:
+            seen.add(key)
+        length = stream.get("/Length", 0) if hasattr(stream, "get") else 0
+        length = length.get_object() if hasattr(length, "get_object") else length
+        cost += int(length) if isinstance(length, int) else 0
+    return cost
+
+
 def _ocr_fix(ocr: bool) -> str:
     if not ocr:
         return "OCR is off: set HYBRIDKB_OCR=true to read scans"
@@ -217,7 +246,12 @@ def _unlock(reader: PdfReader, name: str, password: str | None) -> None:
 
 
 def load_pdf(
-    stream: BinaryIO, *, name: str, password: str | None = None, ocr: bool = True
+    stream: BinaryIO,
+    *,
+    name: str,
+    password: str | None = None,
+    ocr: bool = True,
+    budget: FileBudget | None = None,
 ) -> LoadedFile:
     """Extract the text layer of a PDF as paragraph blocks with 1-based page numbers.
 
@@ -229,6 +263,8 @@ def load_pdf(
         name: The file's name, for messages.
         password: User password for encrypted PDFs (tried after the empty password).
         ocr: Read pages without a text layer by OCR (HYBRIDKB_OCR).
+        budget: Charged for the pages read (text layer and OCR apart) and their text;
+            every page is charged, even pages sharing one content stream.
 
     Returns:
         Blocks of kind "paragraph", each with its page. ``warnings`` lists pages
@@ -237,7 +273,9 @@ def load_pdf(
     Raises:
         ExtractionError: Not a PDF, corrupt or truncated, encrypted without the
             right password, or no page has a text layer.
+        BudgetExceeded: More pages, OCR pages, text or time than ``budget`` allows.
     """
+    budget = budget or FileBudget(name, FileLimits())
     head = stream.read(_HEADER_WINDOW)
     stream.seek(0)
     if not head:
@@ -262,9 +300,16 @@ def load_pdf(
     unreadable: list[int] = []
     first_error: Exception | None = None
     candidates: list[int] = []  # pages that may hold a text layer
+    seen_streams: set[int] = set()
     for number in range(1, page_count + 1):
+        if number % 100 == 0:
+            budget.check_time()
         try:
-            drawn, may_have_text = _may_have_text(reader.pages[number - 1])
+            page = reader.pages[number - 1]
+            budget.charge_content(_content_cost(page, seen_streams))
+            drawn, may_have_text = _may_have_text(page)
+        except BudgetExceeded:
+            raise
         except Exception as exc:  # noqa: BLE001 - one broken page must not lose the others
             unreadable.append(number)
             first_error = first_error or exc
@@ -274,16 +319,21 @@ def load_pdf(
         elif drawn:
             no_text.append(number)  # drawings or images only: a scan
         # else a blank page: nothing to OCR either, so no warning
-    fast = pdfium_texts(stream, candidates, password=password)
+    budget.charge_pages(len(candidates))
+    fast = pdfium_texts(
+        stream, candidates, password=password, on_page=lambda text: budget.charge_text(len(text))
+    )
     for number in candidates:
         raw = fast.get(number, "")
         if not raw.strip():  # PDFium could not read it, or found nothing: pypdf decides
+            budget.check_time()
             try:
                 raw = reader.pages[number - 1].extract_text()
             except Exception as exc:  # noqa: BLE001 - one broken page must not lose the others
                 unreadable.append(number)
                 first_error = first_error or exc
                 continue
+            budget.charge_text(len(raw))
         text = normalize_text(raw)
         if text.strip():
             page_texts[number] = text
@@ -309,9 +359,15 @@ def load_pdf(
             + ", ".join(shown[:3])
             + (f" and {len(shown) - 3} more" if len(shown) > 3 else "")
         )
+    ocr_failure: str | None = None
     if no_text and ocr and ocr_available():
+        budget.charge_ocr_pages(len(no_text))  # before any is rendered: ~1 s a page
         stream.seek(0)
-        read, failed = ocr_pdf_pages(stream.read(), no_text, password=password)
+        read, failed = ocr_pdf_pages(
+            stream.read(), no_text, password=password, before_page=budget.check_time
+        )
+        budget.charge_text(sum(len(p) for paragraphs in read.values() for p in paragraphs))
+        ocr_failure = next(iter(failed.values()), None)
         blocks.extend(
             Block(text=text, page=number, kind="paragraph")
             for number, page_paragraphs in read.items()
@@ -328,6 +384,11 @@ def load_pdf(
             )
         no_text = [number for number in no_text if number not in found]
     if not blocks:
+        if no_text and ocr_failure is not None:
+            raise ExtractionError(
+                f"{name}: no text layer (a scan), and OCR could not read it "
+                f"({' '.join(ocr_failure.split())[:80]}); re-export the PDF"
+            )
         if no_text:
             raise ExtractionError(f"{name}: no text layer (a scan); {_ocr_fix(ocr)}")
         if first_error is not None:

@@ -11,7 +11,7 @@ differs. PDFium is not thread-safe: every call in this package holds ``PDFIUM_LO
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import BinaryIO
 
 __all__ = ["PDFIUM_LOCK", "pdfium_texts"]
@@ -23,9 +23,16 @@ _HYPHENS = str.maketrans({"\ufffe": "\u00ad", "\x02": "\u00ad"})
 
 
 def pdfium_texts(
-    stream: BinaryIO, pages: Sequence[int], *, password: str | None = None
+    stream: BinaryIO,
+    pages: Sequence[int],
+    *,
+    password: str | None = None,
+    on_page: Callable[[str], None] | None = None,
 ) -> dict[int, str]:
     """Text of the given 1-based pages, by PDFium; pages it cannot read are left out.
+
+    ``on_page`` sees each page's text as it is read (the file's budget is charged
+    there, so an exception it raises stops the reading).
 
     Returns an empty dict when pypdfium2 is not installed or cannot open the file.
     """
@@ -52,6 +59,8 @@ def pdfium_texts(
                     page.close()
                 except Exception:  # noqa: BLE001, S112 - this page goes to pypdf
                     continue
+                if on_page is not None:
+                    on_page(texts[number])
         finally:
             document.close()
     stream.seek(0)

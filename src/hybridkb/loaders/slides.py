@@ -13,6 +13,7 @@ from typing import Any, BinaryIO
 
 from hybridkb.errors import ExtractionError
 from hybridkb.loaders.archive import check_zip, invalid
+from hybridkb.loaders.budget import BudgetExceeded, FileBudget, FileLimits
 from hybridkb.loaders.text import MAX_TITLE_CHARS
 from hybridkb.normalize import normalize_text
 from hybridkb.types import Block
@@ -76,22 +77,30 @@ def _slide_blocks(slide: Any, number: int) -> list[Block]:
     return blocks
 
 
-def load_pptx(stream: BinaryIO, *, name: str) -> list[Block]:
+def load_pptx(stream: BinaryIO, *, name: str, budget: FileBudget | None = None) -> list[Block]:
     """Blocks of every slide, slide number as page.
+
+    ``budget`` is charged for each slide (a page) and its text; the caller charges
+    the ZIP parts python-pptx reads with ``counting_zip_reads``.
 
     Raises:
         ExtractionError: Not a PPTX, broken, or no text on any slide.
+        BudgetExceeded: More slides, text or time than ``budget`` allows.
     """
+    budget = budget or FileBudget(name, FileLimits())
     check_zip(stream, name, kind=".pptx", required="ppt/presentation.xml")
     import pptx
 
     try:
         presentation = pptx.Presentation(stream)
-        blocks = [
-            block
-            for number, slide in enumerate(presentation.slides, start=1)
-            for block in _slide_blocks(slide, number)
-        ]
+        blocks: list[Block] = []
+        for number, slide in enumerate(presentation.slides, start=1):
+            budget.charge_pages()
+            slide_blocks = _slide_blocks(slide, number)
+            budget.charge_text(sum(len(block.text) for block in slide_blocks))
+            blocks += slide_blocks
+    except BudgetExceeded:
+        raise
     except Exception as exc:  # python-pptx raises KeyError, ValueError, lxml errors...
         raise invalid(name, ".pptx", f"{type(exc).__name__}: {str(exc)[:80]}") from exc
     if not blocks:

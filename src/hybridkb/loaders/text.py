@@ -10,22 +10,27 @@ from __future__ import annotations
 
 import codecs
 import re
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 from hybridkb.errors import ExtractionError
+from hybridkb.loaders.budget import FileBudget
 from hybridkb.loaders.encoding import SAMPLE_BYTES, decode_bytes, detect_encoding, reject_binary
+from hybridkb.loaders.lines import iter_lines
 from hybridkb.normalize import display_name, normalize_text
 from hybridkb.types import Block, LoadedFile
 
 __all__ = [
     "MAX_TITLE_CHARS",
     "HeadingPath",
+    "iter_markdown_blocks",
     "iter_text_blocks",
     "load_markdown",
     "load_text",
     "markdown_blocks",
+    "stream_markdown",
     "text_blocks",
 ]
 
@@ -41,6 +46,8 @@ _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _THEMATIC_BREAK = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _TABLE_DELIMITER = re.compile(r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*+(\|[ \t]*:?-+:?[ \t]*+)*\|?[ \t]*$")
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
+MAX_BLOCK_CHARS = 1_000_000  # a longer paragraph, fence or table is cut (streamed files)
+_FRONT_MATTER_CHARS = 64 * 1024  # YAML front matter is short; a rule is not its start
 
 
 def text_blocks(text: str) -> list[Block]:
@@ -79,6 +86,7 @@ class _MarkdownState:
         self.blocks: list[Block] = []
         self.headings = HeadingPath()
         self.paragraph: list[str] = []
+        self.paragraph_chars = 0
 
     @property
     def section(self) -> str | None:
@@ -92,7 +100,11 @@ class _MarkdownState:
     def flush(self) -> None:
         if self.paragraph:
             self.emit("\n".join(self.paragraph), "paragraph")
-            self.paragraph = []
+            self.paragraph, self.paragraph_chars = [], 0
+
+    def take_blocks(self) -> list[Block]:
+        blocks, self.blocks = self.blocks, []
+        return blocks
 
     def heading(self, level: int, raw_title: str) -> None:
         self.flush()
@@ -103,21 +115,37 @@ class _MarkdownState:
         self.blocks.append(Block(text=title, section=self.section, kind="heading"))
 
 
-def _fence_end(lines: list[str], start: int, marker: str) -> int:
-    """Index of the line closing the fence opened at ``start`` (len(lines) if unclosed)."""
-    closing = re.compile(rf"^ {{0,3}}{re.escape(marker[0])}{{{len(marker)},}}[ \t]*$")
-    for index in range(start + 1, len(lines)):
-        if closing.match(lines[index]):
-            return index
-    return len(lines)  # CommonMark: an unclosed fence runs to the end of the document
+class _Lookahead:
+    """Lines from an iterator, with a look at the ones ahead (kept until taken)."""
+
+    def __init__(self, lines: Iterator[str]) -> None:
+        self._lines = lines
+        self._ahead: deque[str] = deque()
+
+    def peek(self, offset: int = 0) -> str | None:
+        while len(self._ahead) <= offset:
+            line = next(self._lines, None)
+            if line is None:
+                return None
+            self._ahead.append(line)
+        return self._ahead[offset]
+
+    def take(self) -> str | None:
+        return self._ahead.popleft() if self._ahead else next(self._lines, None)
 
 
-def _front_matter_end(lines: list[str]) -> int | None:
-    if not lines or lines[0].strip() != "---":
+def _front_matter_end(lines: _Lookahead) -> int | None:
+    first = lines.peek()
+    if first is None or first.strip() != "---":
         return None
-    for index in range(1, min(len(lines), 500)):
-        if lines[index].strip() in ("---", "..."):
-            return index
+    seen = 0
+    for offset in range(1, 500):
+        line = lines.peek(offset)
+        if line is None or seen > _FRONT_MATTER_CHARS:  # not front matter: a rule, a table
+            return None
+        if line.strip() in ("---", "..."):
+            return offset
+        seen += len(line)
     return None
 
 
@@ -131,73 +159,126 @@ def markdown_blocks(text: str) -> list[Block]:
         Blocks in document order; ``section`` is the heading path ("A > B") of the
         headings above each block, including a heading block's own title.
     """
-    lines = _LINE_ENDS.sub("\n", text).split("\n")
+    return list(iter_markdown_blocks(iter(_LINE_ENDS.sub("\n", text).split("\n"))))
+
+
+def iter_markdown_blocks(
+    lines: Iterator[str], *, max_block_chars: int = MAX_BLOCK_CHARS
+) -> Iterator[Block]:
+    """Markdown blocks of ``lines`` (without line ends), as they are read.
+
+    The same blocks as :func:`markdown_blocks`, holding only the block being built:
+    a paragraph, fence or table longer than ``max_block_chars`` is handed on in
+    pieces (an unclosed fence runs to the end of a 150 MB file).
+    """
+    ahead = _Lookahead(lines)
     state = _MarkdownState()
-    index = 0
-    if (end := _front_matter_end(lines)) is not None:
+    if (end := _front_matter_end(ahead)) is not None:
         # YAML front matter (title, tags) is worth indexing, but it is not a heading.
-        state.emit("\n".join(lines[1:end]), "paragraph")
-        index = end + 1
-    while index < len(lines):
-        line = lines[index]
+        matter = [ahead.take() or "" for _ in range(end + 1)]
+        state.emit("\n".join(matter[1:end]), "paragraph")
+    while (line := ahead.take()) is not None:
+        yield from state.take_blocks()
         if fence := _FENCE.match(line):
             marker = fence.group(1)
-            if marker[0] == "`" and "`" in fence.group(2):
-                pass  # "```foo```" is inline code, not a fence
-            else:
+            if not (marker[0] == "`" and "`" in fence.group(2)):  # "```foo```" is inline code
                 state.flush()
-                end = _fence_end(lines, index, marker)
-                body = lines[index + 1 : end]
-                if any(b.strip() for b in body):
-                    state.emit("\n".join(lines[index : end + 1]), "code", keep_indent=True)
-                index = end + 1
+                yield from _fence_blocks(state, ahead, line, marker, max_block_chars)
                 continue
         if atx := _ATX.match(line):
             state.heading(len(atx.group(1)), atx.group(2) or "")
         elif state.paragraph and _SETEXT.match(line):
             title = " ".join(state.paragraph)
-            state.paragraph = []
+            state.paragraph, state.paragraph_chars = [], 0
             state.heading(1 if line.strip()[0] == "=" else 2, title)
         elif _THEMATIC_BREAK.match(line):
             state.flush()
-        elif "|" in line and index + 1 < len(lines) and _TABLE_DELIMITER.match(lines[index + 1]):
+        elif "|" in line and _TABLE_DELIMITER.match(ahead.peek() or "x"):
             state.flush()
-            end = index + 2
-            while end < len(lines) and lines[end].strip() and "|" in lines[end]:
-                end += 1
-            state.emit("\n".join(lines[index:end]), "table")
-            index = end
-            continue
+            rows, size = [line, ahead.take() or ""], len(line)
+            while (row := ahead.peek()) is not None and row.strip() and "|" in row:
+                rows.append(ahead.take() or "")
+                size += len(row) + 1
+                if size > max_block_chars:
+                    state.emit("\n".join(rows), "table")
+                    yield from state.take_blocks()
+                    rows, size = [], 0
+            state.emit("\n".join(rows), "table")
         elif not line.strip():
             state.flush()
         else:
             state.paragraph.append(line)
-        index += 1
+            state.paragraph_chars += len(line) + 1
+            if state.paragraph_chars > max_block_chars:
+                state.flush()
     state.flush()
-    return state.blocks
+    yield from state.take_blocks()
 
 
-def load_text(stream: BinaryIO, *, name: str) -> LoadedFile:
+def _fence_blocks(
+    state: _MarkdownState, ahead: _Lookahead, opening: str, marker: str, max_block_chars: int
+) -> Iterator[Block]:
+    """The code block opened by ``opening``, up to its closing fence or the end."""
+    closing = re.compile(rf"^ {{0,3}}{re.escape(marker[0])}{{{len(marker)},}}[ \t]*$")
+    held, size, has_body = [opening], len(opening), False
+    while (line := ahead.take()) is not None:
+        held.append(line)
+        size += len(line) + 1
+        if closing.match(line):
+            break
+        has_body = has_body or bool(line.strip())
+        if size > max_block_chars:  # CommonMark: an unclosed fence runs to the end
+            state.emit("\n".join(held), "code", keep_indent=True)
+            yield from state.take_blocks()
+            held, size = [], 0
+    if has_body and held:
+        state.emit("\n".join(held), "code", keep_indent=True)
+    yield from state.take_blocks()
+
+
+def load_text(stream: BinaryIO, *, name: str, budget: FileBudget | None = None) -> LoadedFile:
     """Load a .txt file as paragraphs separated by blank lines.
 
     Raises:
         ExtractionError: Empty or whitespace-only, or binary content.
+        BudgetExceeded: More text than ``budget`` allows (ingest streams large files).
     """
-    blocks = text_blocks(decode_bytes(stream.read(), name))
+    text = decode_bytes(stream.read(), name)
+    if budget is not None:
+        budget.charge_text(len(text))
+    blocks = text_blocks(text)
     if not blocks:  # only invisible characters
         raise ExtractionError(f"{name}: {_EMPTY}")
     return LoadedFile(blocks=blocks, file_type="txt")
 
 
-def load_markdown(stream: BinaryIO, *, name: str) -> LoadedFile:
-    """Load a Markdown file as heading, paragraph, code and table blocks.
+def stream_markdown(stream: BinaryIO, *, name: str) -> Iterator[Block]:
+    """Markdown blocks of a file of any size, read and decoded as they are needed.
 
     Raises:
         ExtractionError: Empty or whitespace-only, or binary content.
     """
-    blocks = markdown_blocks(decode_bytes(stream.read(), name))
-    if not blocks:
+    lines = (line[:-1] if line.endswith("\n") else line for line in iter_lines(stream, name))
+    yielded = False
+    for block in iter_markdown_blocks(lines):
+        yielded = True
+        yield block
+    if not yielded:
         raise ExtractionError(f"{name}: {_EMPTY}")
+
+
+def load_markdown(stream: BinaryIO, *, name: str, budget: FileBudget | None = None) -> LoadedFile:
+    """Load a Markdown file as heading, paragraph, code and table blocks.
+
+    Raises:
+        ExtractionError: Empty or whitespace-only, or binary content.
+        BudgetExceeded: More text or time than ``budget`` allows.
+    """
+    blocks: list[Block] = []
+    for block in stream_markdown(stream, name=name):
+        if budget is not None:
+            budget.charge_text(len(block.text))
+        blocks.append(block)
     return LoadedFile(blocks=blocks, file_type="md")
 
 
