@@ -34,6 +34,7 @@ from .cli_common import (
 )
 from .cli_maintenance import compact, copy_command, doctor, reembed, setup
 from .errors import KBError
+from .filters import filter_reference
 from .render import citation
 from .types import SEARCH_MODES
 
@@ -294,7 +295,15 @@ def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
     return cut + " …"
 
 
-@cli.command(epilog=EPILOG)
+SEARCH_HELP = f"""Search the collection NAME ('*' = every collection) for QUERY.
+
+\b
+--where takes a JSON filter, e.g. --where '{{"page": {{"$gte": 3}}}}'.
+{filter_reference()}
+"""
+
+
+@cli.command(epilog=EPILOG, help=SEARCH_HELP, short_help="Search a collection.")
 @click.argument("name")
 @click.argument("query")
 @click.option(
@@ -309,7 +318,11 @@ def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
     type=click.Choice(SEARCH_MODES),
     help="hybrid (BM25 + vector, fused), vector, keyword, or filter (keyword-filtered, vector-ranked).",
 )
-@click.option("--where", metavar="JSON", help='Metadata filter, e.g. \'{"year": {"$gte": 2020}}\'.')
+@click.option(
+    "--where",
+    metavar="JSON",
+    help='Filter on built-in or metadata fields (see above), e.g. \'{"year": {"$gte": 2020}}\'.',
+)
 @click.option("--full", is_flag=True, help="Print whole chunk texts, not snippets.")
 @click.option(
     "--rerank/--no-rerank",
@@ -329,14 +342,20 @@ def search(
     rerank: bool | None,
     as_json: bool,
 ) -> int:
-    """Search the collection NAME ('*' = every collection) for QUERY."""
     kb = state.kb(write=False)
     collections = None if name == "*" else [name]
     if not kb.is_client and (mode or kb.settings.default_mode) != "keyword":
         kb.prepare_search(collections)  # model and indexes load while the search starts
     hits = kb.search(query, k=k, mode=mode, where=where, collections=collections, rerank=rerank)
+    warnings: list[str] = []
+    if where:
+        from .filter_check import filter_warnings  # the facade: only for filtered searches
+
+        warnings = filter_warnings(kb, where, collections)
+    for warning in warnings:
+        click.echo(f"hybridkb: warning: {warning}", err=True)
     if as_json:
-        emit_json({"results": [h.to_dict() for h in hits]})
+        emit_json({"results": [h.to_dict() for h in hits], "warnings": warnings})
         return EXIT_OK
     if not hits:
         click.echo("no results")
