@@ -33,6 +33,7 @@ from .cli_common import (
     pass_state,
 )
 from .cli_maintenance import compact, copy_command, doctor, reembed, setup
+from .cli_postgres import postgres
 from .errors import KBError
 from .filters import filter_reference
 from .render import citation
@@ -506,7 +507,7 @@ def mcp(state: State, http_port: int | None, host: str, read_only: bool) -> int:
 
 # Commands that live beside their feature; they reach the knowledge base through
 # State.kb(write=...) on the root context.
-for command in (doctor, reembed, compact, copy_command, setup):
+for command in (doctor, reembed, compact, copy_command, setup, postgres):
     cli.add_command(command)
 
 
