@@ -115,21 +115,48 @@ def _hit_at_3(sources: list[tuple[str, bytes]]) -> dict[str, Any]:
                 files.append(path)
             report = coll.add(files)
             assert not report.failed, report.failed
-        hits = {"text": 0, "scan": 0}
-        asked = 0
-        for name, data in sources:
-            for number, page_text in enumerate(_text_layer(data), start=1):
-                for phrase in _phrases(page_text):
-                    asked += 1
-                    for kind in hits:
-                        found = kb.collection(kind).search(phrase, k=3, mode="keyword")
-                        hits[kind] += any(
-                            h.filename == f"{Path(name).stem}.pdf" and h.page == number
-                            for h in found
-                        )
-        rates = {f"hit@3_{kind}": round(n / max(asked, 1), 3) for kind, n in hits.items()}
-        rates["phrases"] = asked
+            # The same distractor pages in both, so that 3 hits are a choice among many.
+            coll.add_texts(_distractors(), ids=None)
+        # 4-word phrases (three per page) and 2-word ones (every other pair: a glued pair
+        # of words is missed there, where a longer phrase still matches on the rest).
+        for length, step in ((4, 0), (2, 2)):
+            hits = {"text": 0, "scan": 0}
+            asked = 0
+            for name, data in sources:
+                for number, page_text in enumerate(_text_layer(data), start=1):
+                    words = _words(page_text)
+                    if step:
+                        phrases = [
+                            " ".join(words[i : i + 2]) for i in range(0, len(words) - 1, step)
+                        ]
+                    else:
+                        phrases = _phrases(page_text, length=length)
+                    for phrase in phrases:
+                        asked += 1
+                        for kind in hits:
+                            found = kb.collection(kind).search(phrase, k=3, mode="keyword")
+                            hits[kind] += any(
+                                h.filename == f"{Path(name).stem}.pdf" and h.page == number
+                                for h in found
+                            )
+            for kind, n in hits.items():
+                rates[f"hit@3_{kind}_{length}w"] = round(n / max(asked, 1), 3)
+            rates[f"phrases_{length}w"] = asked
     return rates
+
+
+def _distractors(limit: int = 60) -> list[str]:
+    """Text pages of every shared PDF (when present), as plain texts."""
+    from pypdf import PdfReader
+
+    texts: list[str] = []
+    for path in sorted(SHARED_PDFS.glob("*.pdf")) if SHARED_PDFS.is_dir() else []:
+        try:
+            pages = PdfReader(path).pages
+            texts += [t for t in (p.extract_text() or "" for p in pages) if len(t) > 200]
+        except Exception:  # noqa: BLE001, S112 - encrypted or broken sample files
+            continue
+    return texts[:limit] or ["nothing"]
 
 
 def _text_layer(data: bytes) -> list[str]:

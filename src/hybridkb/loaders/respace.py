@@ -8,8 +8,11 @@ wheel whose word list, 126k English words by frequency, ships inside it) splits 
 of letters into the most probable words.
 
 Only what is safely a glued run is touched: a run of 5+ ASCII letters, not all
-capitals, that is not itself a word, and whose split has only dictionary words, none a
-single letter but "a" or "I". Letters glued to punctuation (``use,or``,
+capitals, that is not itself a word, and whose split has only common enough words
+(the list also holds fragments such as "rde" or "ida" that would cut a name or a
+foreign word into pieces): a one-letter part must be "a" or "I", a part of 2-3 letters
+among the 300 most frequent words ("of", "can"), of 4-6 letters among the 40,000 most frequent; longer parts
+only need to be in the list ("depreciating" is word 121,539). Letters glued to punctuation (``use,or``,
 ``Commissioner.Travel``) get their space back too. The caller applies it to English
 pages only (other languages' words are not in the list and would be cut into English
 fragments).
@@ -26,7 +29,8 @@ _RUN = re.compile(r"[A-Za-z]{5,}")
 # A comma, semicolon or colon after a letter and before a letter or digit ("Ltd,4"), or
 # a full stop between a word of 2+ letters and a capital: a clause glued to the next.
 _PUNCT = re.compile(r"(?<=[A-Za-z])([,;:])(?=[A-Za-z0-9])|(?<=[A-Za-z]{2})(\.)(?=[A-Z][a-z])")
-_SHORT_WORDS = frozenset({"a", "i"})
+# The most frequent rank a part of 1-3 and of 4-6 letters may have (see above).
+_RANK_SHORT, _RANK_MEDIUM = 300, 40_000
 
 
 def respace_available() -> bool:
@@ -35,21 +39,33 @@ def respace_available() -> bool:
 
 
 @cache
-def _model() -> Any:
+def _model() -> tuple[Any, dict[str, int]]:
+    """wordninja's model and each word's frequency rank (0 = most frequent)."""
     import wordninja
 
-    return wordninja.DEFAULT_LANGUAGE_MODEL
+    model = wordninja.DEFAULT_LANGUAGE_MODEL
+    # Its word list, most frequent first, is only kept as costs (no public accessor).
+    ranked = sorted(model._wordcost, key=model._wordcost.__getitem__)
+    return model, {word: rank for rank, word in enumerate(ranked)}
+
+
+def _common_enough(part: str, ranks: dict[str, int]) -> bool:
+    rank = ranks.get(part.lower())
+    if rank is None:
+        return False
+    if len(part) == 1:
+        return part.lower() in ("a", "i")
+    if len(part) <= 3:
+        return rank < _RANK_SHORT
+    return len(part) > 6 or rank < _RANK_MEDIUM
 
 
 def _split(run: str) -> str:
-    model = _model()
-    known = model._wordcost  # the word list as a dict (wordninja has no public accessor)
-    if run.isupper() or run.lower() in known:
+    model, ranks = _model()
+    if run.isupper() or run.lower() in ranks:
         return run
     parts = model.split(run)
-    if len(parts) < 2 or any(
-        p.lower() not in known or (len(p) == 1 and p.lower() not in _SHORT_WORDS) for p in parts
-    ):
+    if len(parts) < 2 or not all(_common_enough(p, ranks) for p in parts):
         return run
     out, at = [], 0
     for part in parts:  # the run's own letters, in its own case
