@@ -1,4 +1,5 @@
-"""OCR speed (pages/s on this machine) and accuracy (character error rate) on scans.
+"""OCR speed (pages/s on this machine) and accuracy (character and word error rate,
+keyword hit@3) on scans.
 
     .venv/bin/python bench/ocr.py                       # generated pages + shared PDFs
     .venv/bin/python bench/ocr.py --sides 1000 1600 2400  # rendering sizes to compare
@@ -12,6 +13,13 @@ Character error rate: edit distance / characters of the original, whitespace
 collapsed, so a missing space between two words counts as one error. A second
 figure ignores whitespace altogether: PP-OCR's recogniser sometimes glues Latin
 words, which hurts keyword search more than it shows in a plain CER.
+
+Word error rate: word-level edit distance / words of the original (words are runs of
+letters and digits, lower-cased). Keyword hit@3: for each page, three 4-word phrases
+of its text layer (at a quarter, half and three quarters of the page) are searched
+(keyword mode, k=3) in a collection holding every text PDF and in one holding every
+scan, both ingested by `Collection.add` (the scans OCR'd by the loader); a hit is the
+phrase's own page among the top 3. The goal: the scans within 0.05 of the text PDFs.
 """
 
 from __future__ import annotations
@@ -24,6 +32,8 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE] 
 
 import argparse
 import io
+import re
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -42,6 +52,13 @@ GENERATED = [
     "Depreciation schedule\nLaptops are written off over three years under the\n"
     "prime cost method. Desks and chairs are written off over ten years.\n\n"
     "Assets below 300 EUR may be deducted in the year of purchase.",
+    "Effective life of depreciating assets\n"
+    "The effective life of a depreciating asset is how long it can be used by any entity\n"
+    "for a taxable purpose, or for the purpose of producing exempt income, having regard\n"
+    "to the wear and tear you reasonably expect from your expected circumstances of use.\n"
+    "You can choose to self-assess the effective life of an asset or to use the effective\n"
+    "life determined by the Commissioner. Travel expenses for work are claimed per trip,\n"
+    "and records of every journey must be kept for five years after the return is lodged.",
 ]
 
 
@@ -64,6 +81,84 @@ def _cer(expected: str, got: str, *, spaces: bool) -> float:
     return _edit_distance(want, have) / max(len(want), 1)
 
 
+def _words(text: str) -> list[str]:
+    return re.findall(r"[^\W_]+", text.lower())
+
+
+def _wer(expected: str, got: str) -> float:
+    want, have = _words(expected), _words(got)
+    return _edit_distance(want, have) / max(len(want), 1)  # type: ignore[arg-type]
+
+
+def _phrases(text: str, count: int = 3, length: int = 4) -> list[str]:
+    words = _words(text)
+    if len(words) < length:
+        return []
+    starts = {min(len(words) - length, (i + 1) * len(words) // (count + 1)) for i in range(count)}
+    return [" ".join(words[s : s + length]) for s in sorted(starts)]
+
+
+def _hit_at_3(sources: list[tuple[str, bytes]]) -> dict[str, Any]:
+    """Keyword hit@3 of page phrases, text PDFs vs their scans (see the module doc)."""
+    import hybridkb
+
+    rates: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp, hybridkb.connect(":memory:", model="fake") as kb:
+        folder = Path(tmp)
+        for kind in ("text", "scan"):
+            coll = kb.create_collection(kind)
+            files = []
+            for name, data in sources:
+                path = folder / kind / f"{Path(name).stem}.pdf"
+                path.parent.mkdir(exist_ok=True)
+                path.write_bytes(data if kind == "text" else scan_pdf(data, dpi=200))
+                files.append(path)
+            report = coll.add(files)
+            assert not report.failed, report.failed
+            # The same distractor pages in both, so that 3 hits are a choice among many.
+            coll.add_texts(_distractors(), ids=None)
+        # 4-word phrases (three per page) and 2-word ones (every other pair: a glued pair
+        # of words is missed there, where a longer phrase still matches on the rest).
+        for length, step in ((4, 0), (2, 2)):
+            hits = {"text": 0, "scan": 0}
+            asked = 0
+            for name, data in sources:
+                for number, page_text in enumerate(_text_layer(data), start=1):
+                    words = _words(page_text)
+                    if step:
+                        phrases = [
+                            " ".join(words[i : i + 2]) for i in range(0, len(words) - 1, step)
+                        ]
+                    else:
+                        phrases = _phrases(page_text, length=length)
+                    for phrase in phrases:
+                        asked += 1
+                        for kind in hits:
+                            found = kb.collection(kind).search(phrase, k=3, mode="keyword")
+                            hits[kind] += any(
+                                h.filename == f"{Path(name).stem}.pdf" and h.page == number
+                                for h in found
+                            )
+            for kind, n in hits.items():
+                rates[f"hit@3_{kind}_{length}w"] = round(n / max(asked, 1), 3)
+            rates[f"phrases_{length}w"] = asked
+    return rates
+
+
+def _distractors(limit: int = 60) -> list[str]:
+    """Text pages of every shared PDF (when present), as plain texts."""
+    from pypdf import PdfReader
+
+    texts: list[str] = []
+    for path in sorted(SHARED_PDFS.glob("*.pdf")) if SHARED_PDFS.is_dir() else []:
+        try:
+            pages = PdfReader(path).pages
+            texts += [t for t in (p.extract_text() or "" for p in pages) if len(t) > 200]
+        except Exception:  # noqa: BLE001, S112 - encrypted or broken sample files
+            continue
+    return texts[:limit] or ["nothing"]
+
+
 def _text_layer(data: bytes) -> list[str]:
     from pypdf import PdfReader
 
@@ -72,7 +167,7 @@ def _text_layer(data: bytes) -> list[str]:
 
 def _sources(max_pages: int) -> list[tuple[str, bytes]]:
     sources = [("generated", make_pdf([Page(text) for text in GENERATED]))]
-    for name in TEXT_PDFS:
+    for name in TEXT_PDFS if max_pages > 0 else []:
         path = SHARED_PDFS / name
         if path.exists():
             from pypdf import PdfReader, PdfWriter
@@ -91,12 +186,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sides", type=int, nargs="+", default=[TARGET_PIXELS])
     parser.add_argument("--max-pages", type=int, default=2, help="pages per shared PDF")
+    parser.add_argument(
+        "--no-respace",
+        action="store_true",
+        help="leave out the word segmentation of English pages (the figures before it)",
+    )
     args = parser.parse_args()
+    if args.no_respace:
+        import hybridkb.loaders.ocr as ocr_module
+
+        ocr_module.respace_available = lambda: False
     info = machine()
     print(f"machine: {info['cpu']} flags {info['cpu_flags']} load {info.get('loadavg')}")
 
     rows: list[dict[str, Any]] = []
-    for name, data in _sources(args.max_pages):
+    sources = _sources(args.max_pages)
+    for name, data in sources:
         truth = _text_layer(data)
         scanned = scan_pdf(data, dpi=200)
         pages = list(range(1, len(truth) + 1))
@@ -116,11 +221,15 @@ def main() -> None:
                     "s_per_page": round(seconds / len(pages), 2),
                     "cer": round(_cer("\n".join(truth), "\n".join(got), spaces=True), 4),
                     "cer_no_spaces": round(_cer("\n".join(truth), "\n".join(got), spaces=False), 4),
+                    "wer": round(_wer("\n".join(truth), "\n".join(got)), 4),
                 }
             )
             print_rows(rows[-1:], list(rows[-1]))
     print_rows(rows, list(rows[0]), title="OCR on 200 dpi scans")
-    path = write_json("ocr", {"machine": info, "rows": rows}, merge=False)
+    search = _hit_at_3(sources)
+    print(f"keyword hit@3 of page phrases: {search}")
+    result = {"machine": info, "rows": rows, "search": search, "respace": not args.no_respace}
+    path = write_json("ocr" + ("-no-respace" if args.no_respace else ""), result, merge=False)
     print(f"wrote {path}")
 
 

@@ -277,7 +277,8 @@ def filled(run: Run, tmp_path: Path) -> Run:
 
 def test_search_json_has_every_hit_key(filled: Run) -> None:
     data = filled.json("search", "Tax", "laptop consulting business", "--k", "3")
-    assert list(data) == ["results"] and data["results"]
+    assert list(data) == ["results", "warnings"] and data["results"]
+    assert data["warnings"] == []
     for hit in data["results"]:
         assert set(hit) == HIT_KEYS
         assert set(hit["scores"]) == SCORE_KEYS

@@ -160,12 +160,17 @@ def test_add_texts_uses_caller_ids_and_metadata(kb: hybridkb.KnowledgeBase) -> N
         coll.add_texts(["a", "b"], ids=["same", "same"])
 
 
-def test_user_metadata_never_overrides_builtin_fields(
+def test_file_metadata_naming_a_builtin_field_is_refused_with_the_fix(
     kb: hybridkb.KnowledgeBase, tmp_path: Path
 ) -> None:
+    """A value under a built-in name (filename, page, ...) would be stored but never found
+    by a filter or shown by a citation, which read the file's own; it is refused."""
     coll = kb.create_collection("Tax")
     path = write(tmp_path / "tax.txt", TAX)
-    coll.add(path, metadata={"filename": "evil.pdf", "page": 99, "owner": "ann"})
+    with pytest.raises(ConfigError, match=r"'page' is a built-in field.*'doc_page'"):
+        coll.add(path, metadata={"page": 99, "owner": "ann"})
+    assert coll.count() == 0
+    coll.add(path, metadata={"owner": "ann"})
     hit = coll.search("depreciation", k=1)[0]
     assert hit.filename == "tax.txt" and hit.metadata["filename"] == "tax.txt"
     assert hit.metadata["page"] is None and hit.metadata["owner"] == "ann"

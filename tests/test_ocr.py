@@ -4,12 +4,15 @@ on scans the test makes itself (a text PDF rendered to an image-only PDF)."""
 from __future__ import annotations
 
 import difflib
+import importlib.util
+import re
 from pathlib import Path
 
 import pytest
 
 from hybridkb.loaders import load_file
 from hybridkb.loaders.ocr import TextLine, lines_to_paragraphs, ocr_available
+from hybridkb.loaders.respace import respace
 from tests.pdfgen import Page, make_pdf, scan_pdf
 
 needs_ocr = pytest.mark.skipif(not ocr_available(), reason="the ocr extra is not installed")
@@ -112,3 +115,50 @@ def test_a_ragged_right_margin_is_not_a_column() -> None:
     pieces = [_line("a long line of body text here", 10, 25 * n) for n in range(6)]
     pieces += [_line("short", 10, 150)]
     assert lines_to_paragraphs(pieces) == ["\n".join(p.text for p in pieces)]
+
+
+# -- spaces between words ----------------------------------------------------------------
+
+DENSE = (
+    "Effective life of depreciating assets\n"
+    "The effective life of a depreciating asset is how long it can be used by any entity\n"
+    "for a taxable purpose, or for the purpose of producing exempt income, having regard\n"
+    "to the wear and tear you reasonably expect from your expected circumstances of use.\n"
+    "You can choose to self-assess the effective life of an asset or to use the effective\n"
+    "life determined by the Commissioner. Travel expenses for work are claimed per trip."
+)
+needs_word_list = pytest.mark.skipif(
+    importlib.util.find_spec("wordninja") is None,
+    reason="the ocr extra's word list (wordninja) is not installed",
+)
+
+
+@needs_word_list
+def test_respace_splits_glued_english_words_and_leaves_words_names_and_codes() -> None:
+    assert respace("Theeffectivelifeofadepreciatingasset") == (
+        "The effective life of a depreciating asset"
+    )
+    assert respace("Commissioner.Travel expenses, use,or Ltd,4") == (
+        "Commissioner. Travel expenses, use, or Ltd, 4"
+    )
+    kept = "Commissioner INVOICE 2024-117 e.g. U.S. 1,200.00 EUR self-assess v2 C++"
+    assert respace(kept) == kept
+    # Names and foreign words are not cut into the list's fragments ("Hua rde st"); Latin
+    # "sodales" still reads as "so dales", which is why only English pages are respaced.
+    for word in ("Huardest", "Rupia", "ornare", "fames"):
+        assert respace(word) == word
+
+
+@needs_ocr
+@needs_word_list
+def test_a_scanned_page_reads_back_with_spaces_between_words(tmp_path: Path) -> None:
+    """The recogniser glues Latin words at this size ("Theeffectivelifeof..."): a
+    phrase of the page must be found as words, as keyword search needs them."""
+    path = tmp_path / "scan.pdf"
+    path.write_bytes(scan_pdf(make_pdf([Page(DENSE)])))
+    text = " ".join(b.text for b in load_file(path).blocks)
+    words = re.findall(r"[a-z]+", text.lower())
+    wanted = re.findall(r"[a-z]+", DENSE.lower())
+    found = sum(w in set(words) for w in wanted) / len(wanted)
+    assert found > 0.95, text
+    assert "effective life of depreciating assets" in " ".join(words), text  # the title

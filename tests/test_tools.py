@@ -21,9 +21,10 @@ from hybridkb import render
 from hybridkb.tools import TOOL_NAMES, WRITE_TOOLS, make_tools
 from hybridkb.types import AddReport, CollectionInfo, FailedFile, FileResult, Hit
 
+NO_VALUE = "optional, default null"  # a parameter whose default is None (None means required)
 EXPECTED_PARAMS = {
     "create_kb_collection": [("collection_name", None), ("documents", "")],
-    "search_kb": [("query", None), ("collection_name", ""), ("limit", 5)],
+    "search_kb": [("query", None), ("collection_name", ""), ("limit", 5), ("where", NO_VALUE)],
     "kb_list": [],
     "describe_kb_collection": [("collection_name", None)],
     "drop_kb_collection": [("collection_name", None)],
@@ -73,7 +74,8 @@ def test_make_tools_has_the_fixed_names_and_parameters(tools: dict[str, BaseTool
             if default is None:
                 assert param in schema.get("required", []), (name, param)
             else:
-                assert props[param]["default"] == default, (name, param)
+                wanted = None if default == NO_VALUE else default
+                assert props[param]["default"] == wanted, (name, param)
         assert tools[name].response_format == "content_and_artifact"
         assert tools[name].handle_tool_error is True
 

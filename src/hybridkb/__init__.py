@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         NotExportable,
         UnsupportedFileType,
     )
+    from .filter_check import filter_warnings
     from .kb import Collection, KnowledgeBase
     from .opening import connect
     from .settings import Settings
@@ -71,6 +72,7 @@ EXPORTS = {
     "Settings": "settings",
     "UnsupportedFileType": "errors",
     "connect": "opening",
+    "filter_warnings": "filter_check",
 }
 
 # A literal list, so type checkers see what is exported (EXPORTS has the same names).
@@ -105,6 +107,7 @@ __all__ = [
     "Settings",
     "UnsupportedFileType",
     "connect",
+    "filter_warnings",
 ]
 
 

@@ -33,7 +33,9 @@ from .cli_common import (
     pass_state,
 )
 from .cli_maintenance import cache, compact, copy_command, doctor, reembed, setup
+from .cli_postgres import postgres
 from .errors import KBError
+from .filters import filter_reference
 from .locations import check_db_folder, shown_db
 from .render import citation
 from .types import SEARCH_MODES
@@ -295,7 +297,15 @@ def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
     return cut + " …"
 
 
-@cli.command(epilog=EPILOG)
+SEARCH_HELP = f"""Search the collection NAME ('*' = every collection) for QUERY.
+
+\b
+--where takes a JSON filter, e.g. --where '{{"page": {{"$gte": 3}}}}'.
+{filter_reference()}
+"""
+
+
+@cli.command(epilog=EPILOG, help=SEARCH_HELP, short_help="Search a collection.")
 @click.argument("name")
 @click.argument("query")
 @click.option(
@@ -310,7 +320,11 @@ def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
     type=click.Choice(SEARCH_MODES),
     help="hybrid (BM25 + vector, fused), vector, keyword, or filter (keyword-filtered, vector-ranked).",
 )
-@click.option("--where", metavar="JSON", help='Metadata filter, e.g. \'{"year": {"$gte": 2020}}\'.')
+@click.option(
+    "--where",
+    metavar="JSON",
+    help='Filter on built-in or metadata fields (see above), e.g. \'{"year": {"$gte": 2020}}\'.',
+)
 @click.option("--full", is_flag=True, help="Print whole chunk texts, not snippets.")
 @click.option(
     "--rerank/--no-rerank",
@@ -330,15 +344,21 @@ def search(
     rerank: bool | None,
     as_json: bool,
 ) -> int:
-    """Search the collection NAME ('*' = every collection) for QUERY."""
     kb = state.kb(write=False)
     collections = None if name == "*" else [name]
     if (mode or kb.settings.default_mode) != "keyword":
         # Model and indexes load while the search starts (an owner's client loads none).
         kb.prepare_search(collections)
     hits = kb.search(query, k=k, mode=mode, where=where, collections=collections, rerank=rerank)
+    warnings: list[str] = []
+    if where:
+        from .filter_check import filter_warnings  # the facade: only for filtered searches
+
+        warnings = filter_warnings(kb, where, collections)
+    for warning in warnings:
+        click.echo(f"hybridkb: warning: {warning}", err=True)
     if as_json:
-        emit_json({"results": [h.to_dict() for h in hits]})
+        emit_json({"results": [h.to_dict() for h in hits], "warnings": warnings})
         return EXIT_OK
     if not hits:
         click.echo("no results")
@@ -494,7 +514,7 @@ def mcp(state: State, http_port: int | None, host: str, read_only: bool) -> int:
 
 # Commands that live beside their feature; they reach the knowledge base through
 # State.kb(write=...) on the root context.
-for command in (doctor, reembed, compact, copy_command, setup, cache):
+for command in (doctor, reembed, compact, copy_command, setup, cache, postgres):
     cli.add_command(command)
 
 

@@ -39,7 +39,42 @@ BUILTIN_FIELDS: dict[str, str] = {
     "language": "language",
 }
 NUMERIC_FIELDS = {"page", "chunk_index", "char_start", "char_end"}
-_OPS = {"$eq", "$ne", "$in", "$nin", "$gt", "$gte", "$lt", "$lte"}
+
+# The reference people and agents read (`hybridkb search --help`, the README, the
+# search_kb tool): one source, rendered by filter_reference().
+OPERATORS: dict[str, str] = {
+    "$eq": "equals (the same as a bare value)",
+    "$ne": "differs, or the field is missing",
+    "$gt": "greater than (numbers; text compares as text)",
+    "$gte": "greater than or equal",
+    "$lt": "less than",
+    "$lte": "less than or equal",
+    "$in": "equals one of a list",
+    "$nin": "equals none of a list (or the field is missing)",
+}
+COMBINATORS: dict[str, str] = {
+    "$and": "every filter of a list holds (several keys in one object do the same)",
+    "$or": "at least one filter of a list holds",
+}
+FIELDS: dict[str, str] = {
+    "filename": 'the file\'s name, e.g. "2023-return.pdf" (null for texts)',
+    "path": "the file's absolute path",
+    "page": "PDF page, slide or spreadsheet row, from 1 (null where a format has none)",
+    "section": 'heading path, e.g. "Guide > Install"; the sheet name for spreadsheet rows',
+    "language": 'ISO 639-1 code detected per document, e.g. "en"',
+    "added_at": 'when it was added, as text "YYYY-MM-DD HH:MM:SS": compare with a date',
+    "document_id": "the id add and search print",
+    "chunk_id": "one passage's id",
+    "chunk_index": "a passage's position in its document, from 0",
+}
+FILTER_EXAMPLES: tuple[str, ...] = (
+    '{"page": 3}',
+    '{"filename": "2023-return.pdf", "page": {"$gte": 2, "$lte": 4}}',
+    '{"added_at": {"$gte": "2024-01-01", "$lt": "2025-01-01"}}',
+    '{"year": 2024}',
+    '{"$or": [{"tag": "hr"}, {"language": {"$in": ["de", "fr"]}}]}',
+)
+_OPS = set(OPERATORS)
 Scalar = str | int | float | bool | None
 
 
@@ -91,10 +126,40 @@ def _parse(node: Any, at: str) -> Filter:
             items = tuple(_parse(v, f"{at}.{key}[{i}]") for i, v in enumerate(value))
             parts.append(And(items) if key == "$and" else Or(items))
         elif key.startswith("$"):
-            raise InvalidFilter(f"{at}: unknown operator {key!r}; use $and or $or at this level")
+            raise InvalidFilter(
+                f"{at}: unknown operator {key!r}; at this level use $and or $or, and put "
+                f'{", ".join(OPERATORS)} inside a field, e.g. {{"page": {{"$gte": 3}}}}'
+            )
         else:
             parts.extend(_parse_field(key, value, f"{at}.{key}"))
     return parts[0] if len(parts) == 1 else And(tuple(parts))
+
+
+def named_fields(node: Filter | None) -> set[str]:
+    """The field names a parsed filter compares."""
+    if node is None:
+        return set()
+    if isinstance(node, Cmp):
+        return {node.key}
+    return set().union(*(named_fields(n) for n in node.items))
+
+
+def filter_reference(indent: str = "  ") -> str:
+    """The filter reference as plain text (one line per operator, field and example)."""
+    width = max(len(k) for k in (*OPERATORS, *COMBINATORS, *FIELDS)) + 2
+    lines = ['Operators (inside a field: {"page": {"$gte": 3}}):']
+    lines += [f"{indent}{op:<{width}}{text}" for op, text in OPERATORS.items()]
+    lines.append("Combining filters (at the top level):")
+    lines += [f"{indent}{op:<{width}}{text}" for op, text in COMBINATORS.items()]
+    lines.append("Built-in fields (every passage has them):")
+    lines += [f"{indent}{name:<{width}}{text}" for name, text in FIELDS.items()]
+    lines.append(
+        "Any other name is a metadata field, given at add time (add --metadata,"
+        " add_texts(metadatas=...)); a field no document has is reported as a warning."
+    )
+    lines.append("Examples:")
+    lines += [f"{indent}{example}" for example in FILTER_EXAMPLES]
+    return "\n".join(lines)
 
 
 def _check_scalar(value: Any, at: str) -> Scalar:

@@ -415,6 +415,17 @@ def ingest_paths(
 ) -> AddReport:
     """Ingest files and folders; every file gets a line in the report."""
     user_meta = _user_metadata(metadata)
+    shadowing = sorted(RESERVED_KEYS & set(user_meta))
+    if shadowing:
+        # A file's built-in fields come from the file (its name, its pages), and filters
+        # and citations read those: a user value under the same name would be stored but
+        # never found, so it is refused rather than dropped.
+        key = shadowing[0]
+        raise ConfigError(
+            f"metadata: {key!r} is a built-in field every passage of a file has (read from "
+            f'the file), so it cannot be set; filter on it as it is (where={{"{key}": ...}}) '
+            f"or store your value under another name, e.g. 'doc_{key}'"
+        )
     failed: list[FailedFile] = []
     skipped: list[SkippedFile] = []
     jobs: list[Callable[[], Outcome]] = []

@@ -25,7 +25,7 @@ def _maintenance(kb: KnowledgeBase, verb: str) -> Maintenance:
     if found is None:
         raise ConfigError(
             f"{verb}: the {kb.storage.capabilities.name} backend does not offer it; "
-            "it runs on the embedded DuckDB backend"
+            "it runs on the embedded DuckDB and the PostgreSQL backends"
         )
     return found
 

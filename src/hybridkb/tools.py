@@ -33,10 +33,12 @@ from pydantic import BeforeValidator, ValidationError
 from . import render
 from .agent_input import parse_documents, parse_ids, unquote
 from .api import CollectionAPI, KnowledgeBaseAPI
-from .errors import CollectionNotFound, ConfigError
+from .errors import CollectionNotFound, ConfigError, InvalidFilter
+from .filter_check import filter_warnings
+from .filters import parse_filter
 from .frontend import check_limit, tool_guard
 from .kb import check_name
-from .limits import MAX_ITEMS, check_value
+from .limits import MAX_FILTER_CHARS, MAX_ITEMS, check_value, parse_json
 from .locations import shown_db
 from .types import AddReport, DeleteReport
 
@@ -89,6 +91,22 @@ def _as_text(value: Any) -> Any:
 
 
 ListText = Annotated[str, BeforeValidator(_as_text)]
+
+
+def _as_filter(value: Any) -> Any:
+    # Models send the filter as an object or as JSON text; both become an object here,
+    # measured before it is parsed (limits.py), and parse_filter checks the rest.
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        try:
+            return parse_json(value, what="where", max_chars=MAX_FILTER_CHARS, error=InvalidFilter)
+        except InvalidFilter as exc:
+            raise ValueError(str(exc)) from None
+    return value
+
+
+WhereArg = Annotated[dict[str, Any] | None, BeforeValidator(_as_filter)]
 
 
 class KBToolkit:
@@ -170,15 +188,24 @@ class KBToolkit:
             lines.append("Add files or notes with add_kb_documents.")
         return "\n".join(lines), artifact
 
-    def search(self, query: str, collection_name: str = "", limit: int = 5) -> Result:
+    def search(
+        self,
+        query: str,
+        collection_name: str = "",
+        limit: int = 5,
+        where: dict[str, Any] | str | None = None,
+    ) -> Result:
         check_limit(limit, high=MAX_LIMIT)
         if not isinstance(query, str) or not query.strip():
             raise ConfigError("query: empty; pass the question or words to look for")
+        parse_filter(where)  # a bad filter is refused before anything is searched
         name = unquote(collection_name) if isinstance(collection_name, str) else collection_name
+        searched: list[str] | None
         if name:
             coll = self._resolve_name(name)
-            hits = coll.search(query, k=limit)
+            hits = coll.search(query, k=limit, where=where)
             scope = f"'{coll.name}'"
+            searched = [coll.name]
         else:
             names = self.kb.collection_names()
             if not names:
@@ -191,8 +218,9 @@ class KBToolkit:
             # query here; search the rest rather than fail the whole question.
             records = self.kb.list_collections()
             usable = [r.name for r in records if not r.embedding_model.startswith("langchain:")]
-            hits = self.kb.search(query, k=limit, collections=usable) if usable else []
+            hits = self.kb.search(query, k=limit, collections=usable, where=where) if usable else []
             scope = f"all {len(usable)} collection{'s' if len(usable) != 1 else ''}"
+            searched = usable
             skipped = [r.name for r in records if r.embedding_model.startswith("langchain:")]
             if skipped:
                 scope += (
@@ -203,7 +231,9 @@ class KBToolkit:
         out = render.render_hits(
             hits, query=query, budget_tokens=self.kb.settings.search_token_budget, scope=scope
         )
-        return out.text, [h.to_dict() for h in hits]
+        warnings = filter_warnings(self.kb, where, searched) if where else []
+        text = "\n".join([*(f"Warning: {w}" for w in warnings), out.text])
+        return text, [h.to_dict() for h in hits]
 
     def listing(self) -> Result:
         infos = self.kb.list_collections()
@@ -388,7 +418,9 @@ def _build(tk: KBToolkit) -> dict[str, BaseTool]:
 
     @tool(response_format="content_and_artifact", parse_docstring=True)
     @tool_guard
-    def search_kb(query: str, collection_name: str = "", limit: int = 5) -> tuple[str, Any]:
+    def search_kb(
+        query: str, collection_name: str = "", limit: int = 5, where: WhereArg = None
+    ) -> tuple[str, Any]:
         """Search the user's documents and return numbered, cited passages.
 
         Use this to answer questions from the user's files or notes ("what do my tax documents
@@ -400,8 +432,16 @@ def _build(tk: KBToolkit) -> dict[str, BaseTool]:
             collection_name: Collection to search, e.g. "Tax Documents"; empty searches every
                 collection (kb_list shows them).
             limit: How many passages to return, 1 to 50 (default 5).
+            where: Optional filter object; only passages matching it are searched. Fields:
+                filename, page, section, language, added_at ("YYYY-MM-DD HH:MM:SS" text),
+                document_id, or any metadata key given when documents were added (e.g. year,
+                tag). A bare value means equals; operators $eq $ne $gt $gte $lt $lte $in $nin
+                go inside a field, $and/$or at the top. Examples: {"page": 3};
+                {"filename": "2023-return.pdf", "page": {"$gte": 2, "$lte": 4}};
+                {"added_at": {"$gte": "2024-01-01"}}; {"year": 2024};
+                {"$or": [{"tag": "hr"}, {"tag": "policy"}]}.
         """
-        return tk.search(query, collection_name, limit)
+        return tk.search(query, collection_name, limit, where)
 
     @tool(response_format="content_and_artifact", parse_docstring=True)
     @tool_guard

@@ -16,10 +16,12 @@ from __future__ import annotations
 import importlib.util
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from hybridkb.analysis import detect_language
 from hybridkb.loaders.pdfium import PDFIUM_LOCK
+from hybridkb.loaders.respace import respace, respace_available
 
 __all__ = [
     "OCR_INSTALL",
@@ -204,7 +206,18 @@ def _read_page(engine: Any, page: Any, long_side: int) -> list[str]:
         # A lone "?" or "|" is what the recogniser makes of a photo or a rule line.
         if float(score) >= _MIN_SCORE and any(ch.isalnum() for ch in str(text))
     ]
-    return lines_to_paragraphs(pieces)
+    return lines_to_paragraphs(with_spaces(pieces))
+
+
+def with_spaces(pieces: list[TextLine]) -> list[TextLine]:
+    """The pieces of an English page with the spaces the recogniser dropped put back
+    (loaders/respace.py); other pages, or without the word list, as they are
+    (bench/ocr.py: word error rate on the generated scans 0.165 before, 0.013 after)."""
+    if not pieces or not respace_available():
+        return pieces
+    if detect_language(" ".join(p.text for p in pieces)[:4000]) != "en":
+        return pieces
+    return [replace(p, text=respace(p.text)) for p in pieces]
 
 
 def ocr_pdf_pages(

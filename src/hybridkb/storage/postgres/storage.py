@@ -49,6 +49,7 @@ from ..base import (
 from ..boundary import driver_errors
 from .connection import connect, pg_errors, plain_url, prepare, psycopg, translate
 from .graph import PostgresGraphSQL
+from .maintenance import PostgresMaintenance
 from .rows import (
     CHUNK_COLUMNS,
     DOC_COLUMNS,
@@ -93,11 +94,11 @@ class PostgresStorage:
         self.url = plain_url(url)
         self.read_only = read_only
         self.capabilities = Capabilities(
-            name="postgres", concurrent_writers=True, persistent=True, graph=True, maintenance=False
+            name="postgres", concurrent_writers=True, persistent=True, graph=True, maintenance=True
         )
         self.hooks: list[WriteHook] = []
         self.graph_sql: GraphSQL | None = PostgresGraphSQL()
-        self.maintenance: Maintenance | None = None
+        self.maintenance: Maintenance | None = PostgresMaintenance(self)
         self._lock = threading.RLock()
         self._connect_timeout = connect_timeout
         self._ef = 0
