@@ -8,8 +8,8 @@ from typing import cast
 
 import numpy as np
 
-from ..errors import ModelUnavailable
-from .base import normalize_rows
+from ..errors import ModelUnavailable, attempt_import
+from .base import TORCH_EXTRA, normalize_rows
 from .recipe import Recipe
 
 PACKAGED_MODEL = "all-MiniLM-L6-v2"
@@ -49,7 +49,8 @@ class SentenceTransformerEmbedder:
         source = resolve_model_source(model_id)
         if os.path.exists(source):
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        from sentence_transformers import SentenceTransformer
+        sentence_transformers = attempt_import("sentence_transformers", TORCH_EXTRA)
+        SentenceTransformer = sentence_transformers.SentenceTransformer
 
         try:
             self._model = SentenceTransformer(source, device=resolve_device(device))
