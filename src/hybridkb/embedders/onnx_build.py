@@ -182,7 +182,7 @@ def build_model(folder: Path) -> Any:
         inner = gelu(g, linear(g, x, weight, f"{p}intermediate.dense"))
         out = linear(g, inner, weight, f"{p}output.dense")
         x = layer_norm(g, g.op("Add", [out, x], "res"), weight, f"{p}output.LayerNorm", eps)
-    g.nodes.append(g.helper.make_node("Identity", [x], [TOKENS_OUTPUT], name="output"))
+    g.nodes[-1].output[0] = TOKENS_OUTPUT  # the last LayerNormalization is the output
 
     helper, tensor = onnx.helper, onnx.TensorProto
     dims = ["batch", "sequence"]
