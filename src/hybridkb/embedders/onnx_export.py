@@ -176,15 +176,21 @@ def export_fp32(
     }
 
     def write_fused(tmp: Path) -> None:
+        from onnxruntime.transformers.fusion_options import FusionOptions
         from onnxruntime.transformers.optimizer import optimize_model
 
         config = read_json(spec.folder / "config.json")
+        options = FusionOptions("bert")
+        # Symbolic shape inference needs sympy (80 MB, not a dependency); the fused MiniLM
+        # graph is the same without it (same ops, byte-identical weights).
+        options.enable_shape_inference = False
         optimized = optimize_model(
             str(raw),
             model_type="bert",
             num_heads=int(config.get("num_attention_heads", 0)),
             hidden_size=int(config.get("hidden_size", 0)),
             opt_level=0,  # python fusions only: the file must stay hardware-neutral
+            optimization_options=options,
         )
         optimized.save_model_to_file(str(tmp))
         got = pool(session(ort, tmp, 1).run(None, feed(names, ids, mask))[0], mask, spec.pooling)
