@@ -366,10 +366,12 @@ def test_serving_graph_keeps_the_mask_when_stripping_fails(
 ) -> None:
     real = onnx_export.serving_graph
 
-    def no_strip(onnx: object, source: Path, strip_mask: bool, hidden: int) -> object:
+    def no_strip(
+        onnx: object, source: Path, strip_mask: bool, hidden: int, pooling: str = "mean"
+    ) -> object:
         if strip_mask:
             raise RuntimeError("unexpected layout")
-        return real(onnx, source, strip_mask, hidden)
+        return real(onnx, source, strip_mask, hidden, pooling)
 
     monkeypatch.setattr(onnx_export, "serving_graph", no_strip)
     embedder = onnx_mod.OnnxEmbedder(real_model_name, cache_dir=str(tmp_path))
