@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Set up .venv (idempotent), check the code (ruff lint and format, mypy --strict), then run
-# the whole test suite, real model and Postgres included.
+# Set up .venv with the dev extras (idempotent), check the code (ruff lint and format,
+# mypy --strict), then run the whole test suite, real model and Postgres included.
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -m "not model"`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh dev
 echo "== ruff check, ruff format --check, mypy --strict src"
 .venv/bin/ruff check src tests bench
 .venv/bin/ruff format --check src tests bench

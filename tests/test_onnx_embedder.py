@@ -63,10 +63,20 @@ def make_model_folder(
 # -- no model needed ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("pooling", [None, {"pooling_mode": "mean"}])
-def test_mean_pooling_folder_is_accepted(tmp_path: Path, pooling: dict[str, object] | None) -> None:
+@pytest.mark.parametrize(
+    ("pooling", "mode"),
+    [
+        (None, "mean"),
+        ({"pooling_mode": "mean"}, "mean"),
+        ({"pooling_mode_cls_token": True}, "cls"),  # bge
+        ({"pooling_mode": "cls"}, "cls"),
+    ],
+)
+def test_mean_or_cls_pooling_folder_is_accepted(
+    tmp_path: Path, pooling: dict[str, object] | None, mode: str
+) -> None:
     spec = onnx_model.read_spec("m", make_model_folder(tmp_path / "m", pooling=pooling))
-    assert (spec.max_seq_length, spec.do_lower_case) == (128, False)
+    assert (spec.max_seq_length, spec.do_lower_case, spec.pooling) == (128, False, mode)
 
 
 def test_max_seq_length_falls_back_to_tokenizer_capped_by_positions(tmp_path: Path) -> None:
@@ -78,14 +88,14 @@ def test_max_seq_length_falls_back_to_tokenizer_capped_by_positions(tmp_path: Pa
 @pytest.mark.parametrize(
     "pooling",
     [
-        {"pooling_mode_cls_token": True},
+        {"pooling_mode_max_tokens": True},
         {"pooling_mode_mean_tokens": True, "pooling_mode_max_tokens": True},
         {"pooling_mode": "lasttoken"},
     ],
 )
 def test_unsupported_pooling_is_refused(tmp_path: Path, pooling: dict[str, object]) -> None:
     folder = make_model_folder(tmp_path / "m", pooling=pooling)
-    with pytest.raises(ModelUnavailable, match="only mean pooling.*BACKEND=torch"):
+    with pytest.raises(ModelUnavailable, match="only mean or CLS pooling.*BACKEND=torch"):
         onnx_model.read_spec("m", folder)
 
 
@@ -356,10 +366,12 @@ def test_serving_graph_keeps_the_mask_when_stripping_fails(
 ) -> None:
     real = onnx_export.serving_graph
 
-    def no_strip(onnx: object, source: Path, strip_mask: bool, hidden: int) -> object:
+    def no_strip(
+        onnx: object, source: Path, strip_mask: bool, hidden: int, pooling: str = "mean"
+    ) -> object:
         if strip_mask:
             raise RuntimeError("unexpected layout")
-        return real(onnx, source, strip_mask, hidden)
+        return real(onnx, source, strip_mask, hidden, pooling)
 
     monkeypatch.setattr(onnx_export, "serving_graph", no_strip)
     embedder = onnx_mod.OnnxEmbedder(real_model_name, cache_dir=str(tmp_path))

@@ -119,10 +119,10 @@ def copy_command(state: State, dest: str, as_json: bool) -> int:
 @click.option("--remeasure", is_flag=True, help="Measure int8 against float32 again on this CPU.")
 @json_option
 def setup(model: str | None, remeasure: bool, as_json: bool) -> int:
-    """Export the model to ONNX Runtime and measure, on this CPU, whether int8 is faster
-    and top-10-equivalent to float32 (what HYBRIDKB_EMBEDDING_BACKEND=auto then uses).
-    Needs torch once; afterwards no command imports it. Nothing is opened or written
-    but the cache folder."""
+    """Build the model's ONNX Runtime graph and measure, on this CPU, whether int8 is
+    faster and top-10-equivalent to float32 (what HYBRIDKB_EMBEDDING_BACKEND=auto then
+    uses). BERT-family models are built from their own files without torch; others need
+    the sentence-transformers extra once. Nothing is opened or written but the cache folder."""
     from .embedders import get_embedder, recipe_of
     from .embedders.precision import choose_int8, read_record
     from .machine import describe

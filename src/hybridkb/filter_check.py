@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .filters import BUILTIN_FIELDS, named_fields, parse_filter
 from .api import KnowledgeBaseAPI
+from .filters import BUILTIN_FIELDS, named_fields, parse_filter
 
 PAGE = 1000  # documents read per call
 # A collection larger than this is not scanned to its end: a field not seen in the first

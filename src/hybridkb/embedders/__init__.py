@@ -1,17 +1,20 @@
 """Embedders: one interface (`Embedder`), loaded once per process per model and recipe.
 
 ONNX Runtime is the default inference path: it imports in a fraction of torch's time
-and runs 1.7x faster on 2 cores in float32. torch (sentence-transformers) is used to
-export a model once, and serves models that cannot be exported, with a warning.
+and runs 1.7x faster on 2 cores in float32. The graph of a BERT-family model is built
+from its own files without torch (onnx_build.py); torch (sentence-transformers, the
+``sentence-transformers`` extra) exports other models once, and serves models that
+cannot be exported, with a warning.
 """
 
 from __future__ import annotations
 
 import threading
 import warnings
+from importlib.util import find_spec
 
 from ..errors import MissingDependency, ModelUnavailable, NotExportable
-from .base import Embedder, FakeEmbedder, normalize_rows, validate_vectors
+from .base import TORCH_EXTRA, Embedder, FakeEmbedder, normalize_rows, validate_vectors
 from .progress import preparation
 from .recipe import Recipe, cache_key, recipe_of
 
@@ -83,6 +86,13 @@ def _load(
         try:
             return _onnx(model_id, backend if recipe is None else "onnx", batch_size, cache_dir)
         except (NotExportable, MissingDependency) as exc:
+            if find_spec("sentence_transformers") is None:  # torch is an extra: say which
+                if isinstance(exc, MissingDependency):
+                    raise
+                raise MissingDependency(
+                    f"{exc.args[0] if exc.args else exc}; or serve it with torch: "
+                    f"pip install 'hybridkb[{TORCH_EXTRA}]'"
+                ) from exc
             warnings.warn(
                 f"{model_id}: using sentence-transformers (torch), not ONNX Runtime: {exc}",
                 RuntimeWarning,

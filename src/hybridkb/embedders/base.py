@@ -28,6 +28,10 @@ class Embedder(Protocol):
         ...
 
 
+# The extra that brings torch and sentence-transformers (pyproject.toml): for models the
+# torch-free graph builder cannot read, and for HYBRIDKB_EMBEDDING_BACKEND=torch.
+TORCH_EXTRA = "sentence-transformers"
+
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
 

@@ -1,11 +1,11 @@
 """ONNX Runtime embedder: sentence-transformers vectors without torch at inference time.
 
-The model is exported once, offline, into the cache dir (torch and transformers are
-needed for that step only); afterwards this module imports nothing but onnxruntime,
+The model's graph is built once, offline, into the cache dir from its own files (no
+torch; :mod:`.onnx_build`); afterwards this module imports nothing but onnxruntime,
 numpy and the ``tokenizers`` library, which keeps a cold start far below torch's import
-time. The pipeline reproduces sentence-transformers exactly for Transformer -> mean
+time. The pipeline reproduces sentence-transformers for Transformer -> mean or CLS
 Pooling -> (Normalize) models: same fast tokenizer, truncation at the model's
-``max_seq_length``, mean over the tokens, L2 normalisation.
+``max_seq_length``, the same pooling, L2 normalisation.
 
 Texts are only ever batched with texts of the same token count, so no batch has padding:
 the serving graph needs no attention mask and pools inside the graph (see
@@ -14,7 +14,8 @@ the serving graph needs no attention mask and pools inside the graph (see
 Cache layout (one folder per model id and weights hash, so changed weights re-export)::
 
     {cache_dir}/onnx/{model-slug}-{sha256(weights)[:16]}/v{EXPORT_VERSION}/
-        model-raw.onnx       torch.onnx.export of the transformer (fp32, token vectors)
+        model-raw.onnx       the transformer's graph (fp32, token vectors), built by
+                             onnx_build.py (or torch.onnx.export for other models)
         model.onnx           the same graph with BERT fusions (Attention, SkipLayerNorm, ...)
         model-serve.onnx     model.onnx without the attention mask, with plain LayerNorms and
                              mean pooling + L2 normalisation inside: what backend ``onnx`` runs
@@ -24,7 +25,7 @@ Cache layout (one folder per model id and weights hash, so changed weights re-ex
                              side file that ONNX Runtime memory-maps (``ensure_mapped``)
 
 Every file is written to a temporary name and moved into place with ``os.replace``, so a
-reader never sees half a model, and the export is verified against torch before it is kept.
+reader never sees half a model, and each graph is verified against the first before it is kept.
 """
 
 from __future__ import annotations
@@ -43,9 +44,9 @@ from .onnx_export import DEFAULT_INT8, Int8Recipe, ensure_exported, ensure_mappe
 from .onnx_model import (
     feed,
     load_tokenizer,
-    mean_pool,
     model_folder,
     normalize,
+    pool,
     read_spec,
     session,
     spec_text,
@@ -210,7 +211,7 @@ class OnnxEmbedder:
         mask = np.ones_like(ids)
         out = self._session(threads).run(None, feed(self._inputs, ids, mask))[0]
         if out.ndim == 3:  # the plain export returns token vectors
-            return normalize(mean_pool(out, mask))
+            return normalize(pool(out, mask, self._spec.pooling))
         return np.asarray(out, dtype=np.float32)
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:

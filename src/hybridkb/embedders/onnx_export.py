@@ -1,7 +1,8 @@
-"""Exporting a sentence-transformers model to ONNX, once, into the cache folder.
+"""Turning a sentence-transformers model into ONNX graphs, once, into the cache folder.
 
-torch and transformers are needed for this step only (imported inside it); the
-serving graph and its int8 variants are verified against torch before they are kept.
+The first graph is built from the model's own files (:mod:`.onnx_build`, no torch) or, for
+models the builder cannot read, exported by torch (:mod:`.onnx_torch`); the fused and
+serving graphs and their int8 variants are made from it and verified against it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError, KBError, MissingDependency, NotExportable, attempt_import
+from ..errors import ConfigError, KBError, NotExportable, attempt_import
+from .onnx_build import INPUTS as BUILT_INPUTS
+from .onnx_build import unbuildable, write_graph
 from .onnx_model import (
     FUSED_FILE,
     MIN_EXPORT_COSINE,
@@ -38,13 +41,14 @@ from .onnx_model import (
     export_dir,
     feed,
     load_tokenizer,
-    mean_pool,
     model_folder,
+    pool,
     read_json,
     read_spec,
     session,
     spec_text,
 )
+from .onnx_torch import export_with_torch
 from .progress import preparing
 
 
@@ -145,88 +149,52 @@ def export_lock(folder: Path, name: str = ".lock") -> Iterator[None]:
 def export_fp32(
     spec: ModelSpec, folder: Path, model_id: str, step: Callable[[str], None] | None = None
 ) -> dict[str, Any]:
-    """torch.onnx.export the transformer, fuse it for ORT, verify both against torch;
-    ``step`` is told when each of the three graphs is written."""
+    """Write the transformer's graph, fuse it for ORT and make the serving graph, each
+    verified against the first; ``step`` is told when each of the three graphs is written.
+
+    The first graph comes from :mod:`.onnx_build` (no torch) when it reads the model, else
+    from ``torch.onnx.export`` (:mod:`.onnx_torch`, the ``sentence-transformers`` extra),
+    which is also checked against torch itself.
+    """
     step = step or (lambda _name: None)
-    try:
-        import torch
-        from transformers import AutoModel
-    except ImportError as exc:
-        raise MissingDependency(
-            f"exporting {model_id} to ONNX needs torch and transformers (once, then cached); "
-            "run: pip install sentence-transformers"
-        ) from exc
-    import inspect
-    import warnings
-
-    # Eager attention exports the plain MatMul/Softmax pattern ORT's BERT fusion recognises
-    # (the SDPA export was slower and does not fuse).
-    model = AutoModel.from_pretrained(str(spec.folder), attn_implementation="eager")
-    model = model.float().eval()
-    wants_types = "token_type_ids" in inspect.signature(model.forward).parameters
-    names = ["input_ids", "attention_mask"] + (["token_type_ids"] if wants_types else [])
-
-    class Wrapper(torch.nn.Module):
-        def __init__(self, inner: torch.nn.Module) -> None:
-            super().__init__()
-            self.inner = inner
-
-        def forward(self, *args: torch.Tensor) -> torch.Tensor:
-            return self.inner(**dict(zip(names, args, strict=True))).last_hidden_state  # type: ignore[no-any-return]
-
     tokenizer = load_tokenizer(spec)
     ids, mask = encode(tokenizer, [spec_text(t, spec) for t in PROBES], spec.max_seq_length)
-    feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-    with torch.inference_mode():
-        tensors = [torch.from_numpy(feeds[n]) for n in names]
-        reference = mean_pool(
-            model(**dict(zip(names, tensors, strict=True))).last_hidden_state.numpy(), mask
-        )
-
     ort = attempt_import("onnxruntime", "onnx")
     raw = folder / RAW_FILE
-
-    def write_raw(tmp: Path) -> None:
-        dynamic = {n: {0: "batch", 1: "sequence"} for n in [*names, "token_embeddings"]}
-        with warnings.catch_warnings(), torch.no_grad():
-            # TracerWarnings about shape checks are expected; they must not fail under -W error.
-            warnings.simplefilter("ignore")
-            torch.onnx.export(
-                Wrapper(model),
-                tuple(torch.from_numpy(feeds[n][:2, :16].copy()) for n in names),
-                str(tmp),
-                dynamo=False,  # the dynamo exporter needs onnxscript and does not fuse as well
-                input_names=names,
-                output_names=["token_embeddings"],
-                dynamic_axes=dynamic,
-                opset_version=17,
-                do_constant_folding=True,
-            )
-        got = mean_pool(session(ort, tmp, 1).run(None, feed(names, ids, mask))[0], mask)
-        worst = float(cosines(got, reference).min())
-        if worst < MIN_EXPORT_COSINE:
-            raise NotExportable(
-                f"{model_id}: the ONNX export does not reproduce torch (cosine {worst:.4f}); "
-                "use HYBRIDKB_EMBEDDING_BACKEND=torch"
-            )
-
-    atomic_write(raw, write_raw)
+    unreadable = unbuildable(spec.folder)
+    if unreadable:
+        names, reference = export_with_torch(spec, raw, model_id, ids, mask, unreadable)
+    else:
+        atomic_write(raw, lambda tmp: write_graph(spec.folder, tmp))
+        names = list(BUILT_INPUTS)
+        tokens = session(ort, raw, 1).run(None, feed(names, ids, mask))[0]
+        reference = pool(tokens, mask, spec.pooling)
     step("exported")
-    meta: dict[str, Any] = {"inputs": names, "fused": False}
+    meta: dict[str, Any] = {
+        "inputs": names,
+        "fused": False,
+        "graph_from": "torch.onnx.export" if unreadable else "onnx_build",
+    }
 
     def write_fused(tmp: Path) -> None:
+        from onnxruntime.transformers.fusion_options import FusionOptions
         from onnxruntime.transformers.optimizer import optimize_model
 
         config = read_json(spec.folder / "config.json")
+        options = FusionOptions("bert")
+        # Symbolic shape inference needs sympy (80 MB, not a dependency); the fused MiniLM
+        # graph is the same without it (same ops, byte-identical weights).
+        options.enable_shape_inference = False
         optimized = optimize_model(
             str(raw),
             model_type="bert",
             num_heads=int(config.get("num_attention_heads", 0)),
             hidden_size=int(config.get("hidden_size", 0)),
             opt_level=0,  # python fusions only: the file must stay hardware-neutral
+            optimization_options=options,
         )
         optimized.save_model_to_file(str(tmp))
-        got = mean_pool(session(ort, tmp, 1).run(None, feed(names, ids, mask))[0], mask)
+        got = pool(session(ort, tmp, 1).run(None, feed(names, ids, mask))[0], mask, spec.pooling)
         meta["fused_ops"] = {
             k: v for k, v in optimized.get_fused_operator_statistics().items() if v
         }
@@ -256,7 +224,8 @@ def export_fp32(
         onnx = attempt_import("onnx", "onnx")
 
         def build(strip: bool) -> float:
-            onnx.save(serving_graph(onnx, folder / FUSED_FILE, strip, hidden), tmp)
+            graph = serving_graph(onnx, folder / FUSED_FILE, strip, hidden, spec.pooling)
+            onnx.save(graph, tmp)
             return worst(tmp)
 
         errors: list[str] = []
@@ -288,7 +257,9 @@ def export_fp32(
     return meta
 
 
-def serving_graph(onnx: Any, source: Path, strip_mask: bool, hidden: int) -> Any:
+def serving_graph(
+    onnx: Any, source: Path, strip_mask: bool, hidden: int, pooling: str = "mean"
+) -> Any:
     """``source`` rewritten for batches without padding (each measured, bench/embed.py).
 
     Together these made int8 MiniLM 1.38x faster than on the fused graph (bench/embed.py,
@@ -299,9 +270,9 @@ def serving_graph(onnx: Any, source: Path, strip_mask: bool, hidden: int) -> Any
       without padding that is pure overhead (~7%).
     * SkipLayerNormalization becomes Add + LayerNormalization (~20%; see
       DISABLED_ORT_FUSIONS).
-    * Mean pooling and L2 normalisation happen in the graph, so a run returns (batch,
-      hidden) instead of copying every token vector out to numpy (~2%). A plain mean is
-      right because no batch is padded.
+    * Pooling (mean, or the first token for ``pooling="cls"``) and L2 normalisation
+      happen in the graph, so a run returns (batch, hidden) instead of copying every token
+      vector out to numpy (~2%). A plain mean is right because no batch is padded.
     """
     helper, numpy_helper = onnx.helper, onnx.numpy_helper
     model = onnx.load(str(source))
@@ -349,9 +320,14 @@ def serving_graph(onnx: Any, source: Path, strip_mask: bool, hidden: int) -> Any
 
     if opset >= 18:
         graph.initializer.append(numpy_helper.from_array(np.array([1], np.int64), "pool_axis"))
+    if pooling == "cls":
+        graph.initializer.append(numpy_helper.from_array(np.array(0, np.int64), "cls_index"))
+        first = helper.make_node("Gather", [tokens, "cls_index"], ["pooled"], axis=1)
+    else:
+        first = reduce("ReduceMean", tokens, "pooled", 0)
     graph.node.extend(
         [
-            reduce("ReduceMean", tokens, "pooled", 0),
+            first,
             reduce("ReduceL2", "pooled", "pooled_norm", 1),
             # Same floor as torch.nn.functional.normalize, which sentence-transformers uses.
             helper.make_node("Max", ["pooled_norm", "l2_floor"], ["pooled_norm_floor"]),

@@ -50,6 +50,7 @@ class ModelSpec:
     weights: Path
     max_seq_length: int
     do_lower_case: bool
+    pooling: str = "mean"  # or "cls": the first token's vector
 
 
 def default_cache_dir() -> Path:
@@ -85,11 +86,13 @@ def read_json(path: Path) -> dict[str, Any]:
 
 
 def read_spec(model_id: str, folder: Path) -> ModelSpec:
-    """Check the folder is Transformer -> mean Pooling [-> Normalize] and read its limits."""
+    """Check the folder is Transformer -> mean or CLS Pooling [-> Normalize] and read its
+    limits. Vectors are always L2-normalised (search ranks by cosine either way)."""
     modules_file = folder / "modules.json"
     modules: list[dict[str, Any]] = (
         json.loads(modules_file.read_text(encoding="utf-8")) if modules_file.exists() else []
     )
+    pooling = "mean"
     for module in modules:
         kind = str(module.get("type", "")).rsplit(".", 1)[-1]
         if kind in ("Transformer", "Normalize"):
@@ -99,15 +102,18 @@ def read_spec(model_id: str, folder: Path) -> ModelSpec:
                 f"{model_id}: module {kind!r} is not supported by the ONNX backend (only "
                 "Transformer, mean Pooling and Normalize are); use HYBRIDKB_EMBEDDING_BACKEND=torch"
             )
-        pooling = read_json(folder / str(module.get("path", "")) / "config.json")
-        modes = sorted(k for k, v in pooling.items() if k.startswith("pooling_mode") and v is True)
-        if isinstance(pooling.get("pooling_mode"), str):  # newer configs name the mode
-            modes = [f"pooling_mode_{pooling['pooling_mode']}_tokens"]
-        if modes != ["pooling_mode_mean_tokens"]:
+        config = read_json(folder / str(module.get("path", "")) / "config.json")
+        modes = sorted(k for k, v in config.items() if k.startswith("pooling_mode") and v is True)
+        if isinstance(config.get("pooling_mode"), str):  # newer configs name the mode
+            named = str(config["pooling_mode"])
+            known = {"cls": "pooling_mode_cls_token", "mean": "pooling_mode_mean_tokens"}
+            modes = [known.get(named, f"pooling_mode_{named}")]
+        if modes not in (["pooling_mode_mean_tokens"], ["pooling_mode_cls_token"]):
             raise NotExportable(
                 f"{model_id}: pooling {modes or 'unknown'} is not supported by the ONNX backend "
-                "(only mean pooling is); use HYBRIDKB_EMBEDDING_BACKEND=torch"
+                "(only mean or CLS pooling is); use HYBRIDKB_EMBEDDING_BACKEND=torch"
             )
+        pooling = "cls" if modes == ["pooling_mode_cls_token"] else "mean"
     if not (folder / "tokenizer.json").exists():
         raise NotExportable(
             f"{model_id}: no tokenizer.json (fast tokenizer) in {folder}; the ONNX backend "
@@ -131,7 +137,8 @@ def read_spec(model_id: str, folder: Path) -> ModelSpec:
         limit = positions or 512
     if isinstance(positions, int) and positions > 0:
         limit = min(int(limit), positions)
-    return ModelSpec(folder, weights, int(limit), bool(sbert.get("do_lower_case", False)))
+    lower = bool(sbert.get("do_lower_case", False))
+    return ModelSpec(folder, weights, int(limit), lower, pooling)
 
 
 def weights_digest(weights: Path, cache_root: Path) -> str:
@@ -236,3 +243,10 @@ def mean_pool(tokens: np.ndarray, mask: np.ndarray) -> np.ndarray:
     weights = mask[..., None].astype(np.float32)
     summed = np.einsum("bsh,bsk->bh", tokens.astype(np.float32), weights)
     return np.asarray(summed / np.maximum(weights.sum(axis=1), 1e-9), dtype=np.float32)
+
+
+def pool(tokens: np.ndarray, mask: np.ndarray, pooling: str) -> np.ndarray:
+    """One vector per text: the mean over its tokens, or its first token's for ``cls``."""
+    if pooling == "cls":
+        return np.asarray(tokens[:, 0, :], dtype=np.float32)
+    return mean_pool(tokens, mask)

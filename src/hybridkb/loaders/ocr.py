@@ -14,6 +14,7 @@ files on a thread pool, and ONNX Runtime already uses every core for one page.
 from __future__ import annotations
 
 import importlib.util
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -32,7 +33,15 @@ __all__ = [
     "ocr_pdf_pages",
 ]
 
-OCR_INSTALL = "pip install 'hybridkb[ocr]'"
+# The extra's rapidocr-onnxruntime has no wheel for Python 3.13+. Its successor rapidocr 3.x
+# installs there and reads scans offline with the models in its wheel (checked with 3.10 on
+# 3.13.0), but returns another result type: until loaders read it, say so instead of an
+# install line that installs nothing.
+OCR_INSTALL = (
+    "pip install 'hybridkb[ocr]'"
+    if sys.version_info < (3, 13)
+    else "Python 3.12 or older (the ocr extra's rapidocr-onnxruntime does not install on 3.13+)"
+)
 # Long side of the rendered page in pixels (about 120 dpi for A4 or Letter). Measured
 # by bench/ocr.py on 200 dpi scans: 1000 px gave a lower character error rate than
 # 1600 or 2000 (0.6% vs 10% on a LaTeX page: at higher resolution PP-OCR's recogniser
