@@ -34,6 +34,7 @@ from .cli_common import (
 )
 from .cli_maintenance import compact, copy_command, doctor, reembed, setup
 from .errors import KBError
+from .lifecycle import Stopped, stop_on_signals
 from .render import citation
 from .types import SEARCH_MODES
 
@@ -466,6 +467,18 @@ def mcp(state: State, http_port: int | None, host: str, read_only: bool) -> int:
     processes (a terminal, a second assistant, a script) reach the knowledge base
     through it, also when it offers only the tools that read.
     """
+    # SIGTERM (how MCP hosts stop servers) and SIGHUP unwind like Ctrl-C: calls in
+    # progress finish, the knowledge base closes (DuckDB checkpoints, the owner's
+    # endpoint file goes), and main() exits with 128 + the signal.
+    with stop_on_signals():
+        try:
+            _serve_mcp(state, http_port, host, read_only)
+        finally:
+            state.close()  # here, while a second signal is still ignored
+    return EXIT_OK
+
+
+def _serve_mcp(state: State, http_port: int | None, host: str, read_only: bool) -> None:
     if http_port is None:  # our own stdio server: answers before the tools and model load
         from .mcp_stdio import serve_stdio
 
@@ -475,14 +488,13 @@ def mcp(state: State, http_port: int | None, host: str, read_only: bool) -> int:
             read_only=read_only,
             close=False,  # the State closes it
         )
-        return EXIT_OK
+        return
     from .errors import attempt_import
 
     attempt_import("mcp", "mcp")
     from .mcp_server import serve
 
     serve(state.server_kb(read_only=read_only), http_port=http_port, host=host, read_only=read_only)
-    return EXIT_OK
 
 
 # Commands that live beside their feature; they reach the knowledge base through
@@ -536,6 +548,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         fail("interrupted")
         return EXIT_INTERRUPTED
+    except Stopped as stopped:
+        fail(f"stopped by signal {stopped.signum}")
+        return 128 + stopped.signum
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code

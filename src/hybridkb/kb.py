@@ -25,6 +25,7 @@ from .errors import (
     ModelUnavailable,
 )
 from .langid_model import set_cache_folder
+from .lifecycle import EXIT_WAIT_SECONDS, join_background, start_background
 from .limits import MAX_NAME_CHARS
 from .rerank import Reranker, load_reranker
 from .search import Target, run_search, search_by_vector
@@ -94,6 +95,9 @@ class KnowledgeBase:
             self._graph = self.graph
         # Run at close, first: e.g. the owner server of a file other processes call into.
         self.on_close: list[Callable[[], None]] = []
+        # prepare_search's threads: close waits for them (a model still loading in native
+        # code at exit aborts the process; an index load reads the storage being closed).
+        self._loading: list[threading.Thread] = []
 
     @property
     def graph(self) -> Graph:
@@ -112,6 +116,8 @@ class KnowledgeBase:
     # -- lifecycle ------------------------------------------------------------------
 
     def close(self) -> None:
+        join_background(self._loading, EXIT_WAIT_SECONDS)
+        self._loading.clear()
         while self.on_close:
             self.on_close.pop()()
         self.storage.close()
@@ -204,7 +210,7 @@ class KnowledgeBase:
                     pass  # as above
 
         for name, target in (("model", load_models), ("indexes", load_indexes)):
-            threading.Thread(target=target, name=f"hybridkb-{name}-load", daemon=True).start()
+            self._loading.append(start_background(target, f"hybridkb-{name}-load"))
 
     def embedder_for(self, coll: CollectionRecord) -> Embedder:
         """The collection's own model (the catalog is the authority), checked against its dim."""

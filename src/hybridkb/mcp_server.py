@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import KBError
 from .kb import KnowledgeBase
+from .lifecycle import EXIT_WAIT_SECONDS, join_background, start_background
 from .mcp_tools import INSTRUCTIONS, SERVER_NAME, hints, load_tools, run_tool
 from .settings import Settings
 
@@ -170,16 +171,16 @@ def serve(
         base = kb
     else:
         base = connect_server(kb if kb is not None else load_settings(), read_only=read_only)
+    warming: list[threading.Thread] = []
     try:
         if not base.is_client:  # a client of another process's knowledge base embeds nothing
             # Load the default model now, in the background, rather than inside the first
             # tool call: the handshake and tools/list need no model, and answer meanwhile.
-            threading.Thread(
-                target=_warm_up, args=(base,), name="hybridkb-warm-up", daemon=True
-            ).start()
+            warming.append(start_background(lambda: _warm_up(base), "hybridkb-warm-up"))
         build_server(base, workspace=workspace, read_only=read_only).run(
             "streamable-http", host=host, port=http_port
         )
     finally:
+        join_background(warming, EXIT_WAIT_SECONDS)  # a model loading in native code
         if owned:
             base.close()

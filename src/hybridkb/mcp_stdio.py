@@ -42,6 +42,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from . import __version__
 from .errors import KBError
+from .lifecycle import EXIT_WAIT_SECONDS, join_background, start_background
 from .limits import MAX_DOCUMENTS_CHARS, MAX_ID_CHARS, MAX_JSON_DEPTH, json_depth
 from .mcp_tools import INSTRUCTIONS, SERVER_NAME, advertised_tools, load_tools, run_tool
 from .render import render_error
@@ -140,6 +141,7 @@ class StdioServer:
         self._opened = threading.Event()  # the open was tried (the knowledge base may be None)
         self._ready = threading.Event()  # the tools were built, or building them failed
         self._stopping = threading.Event()
+        self._loader: threading.Thread | None = None
         self._kb: KnowledgeBase | None = None
         self._tools: dict[str, BaseTool] | None = None
         self._load_error = "Error (internal): the tools did not load"
@@ -148,9 +150,7 @@ class StdioServer:
 
     def run(self) -> None:
         """Serve until the client closes stdin; calls in progress finish and are answered."""
-        threading.Thread(
-            target=self._load_in_background, name="hybridkb-mcp-load", daemon=True
-        ).start()
+        self._loader = start_background(self._load_in_background, "hybridkb-mcp-load")
         try:
             while line := self._reader.readline(MAX_MESSAGE_BYTES + 1):
                 if len(line) > MAX_MESSAGE_BYTES and not line.endswith(b"\n"):
@@ -176,9 +176,13 @@ class StdioServer:
                 return
 
     def _shut_down(self) -> None:
+        """Finish the calls in progress, wait for the loading thread (a model still loading
+        in native code when the interpreter exits aborts the process), then close."""
         self._stopping.set()
         self._pool.shutdown(wait=True)
-        self._opened.wait()
+        if self._loader is not None and not join_background([self._loader], EXIT_WAIT_SECONDS):
+            print("hybridkb mcp: the model is still loading; exiting anyway", file=sys.stderr)
+        self._opened.wait(EXIT_WAIT_SECONDS)
         if self._close and self._kb is not None:
             self._kb.close()
 

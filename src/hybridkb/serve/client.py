@@ -107,6 +107,7 @@ class RemoteKnowledgeBase(KnowledgeBase):
         self._given = {}
         self._cache = None
         self._languages = {}
+        self._loading = []
 
     # -- plumbing ---------------------------------------------------------------------
 
