@@ -458,9 +458,25 @@ def eval_(state: State, beir_dir: Path, mode: str, split: str, k_docs: int, as_j
     help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio.",
 )  # fmt: skip
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address.")
+@click.option(
+    "--token-file", type=click.Path(path_type=Path, dir_okay=False), metavar="PATH",
+    help="HTTP: file (mode 0600) with the bearer token clients must send; required off "
+    "loopback unless HYBRIDKB_MCP_TOKEN is set.",
+)  # fmt: skip
+@click.option(
+    "--allow-host", "allow_hosts", multiple=True, metavar="NAME",
+    help="HTTP off loopback: a Host name clients may use (repeatable).",
+)  # fmt: skip
 @click.option("--read-only", is_flag=True, help="Offer only the tools that read.")
 @pass_state
-def mcp(state: State, http_port: int | None, host: str, read_only: bool) -> int:
+def mcp(
+    state: State,
+    http_port: int | None,
+    host: str,
+    token_file: Path | None,
+    allow_hosts: tuple[str, ...],
+    read_only: bool,
+) -> int:
     """Serve the knowledge-base tools over MCP (stdio by default) until stopped.
 
     The server holds the database and the model while it runs; with DuckDB other
@@ -472,13 +488,20 @@ def mcp(state: State, http_port: int | None, host: str, read_only: bool) -> int:
     # endpoint file goes), and main() exits with 128 + the signal.
     with stop_on_signals():
         try:
-            _serve_mcp(state, http_port, host, read_only)
+            _serve_mcp(state, http_port, host, read_only, token_file, allow_hosts)
         finally:
             state.close()  # here, while a second signal is still ignored
     return EXIT_OK
 
 
-def _serve_mcp(state: State, http_port: int | None, host: str, read_only: bool) -> None:
+def _serve_mcp(
+    state: State,
+    http_port: int | None,
+    host: str,
+    read_only: bool,
+    token_file: Path | None,
+    allow_hosts: tuple[str, ...],
+) -> None:
     if http_port is None:  # our own stdio server: answers before the tools and model load
         from .mcp_stdio import serve_stdio
 
@@ -492,9 +515,14 @@ def _serve_mcp(state: State, http_port: int | None, host: str, read_only: bool) 
     from .errors import attempt_import
 
     attempt_import("mcp", "mcp")
+    from .mcp_http import read_token
     from .mcp_server import serve
 
-    serve(state.server_kb(read_only=read_only), http_port=http_port, host=host, read_only=read_only)
+    read_token(host, token_file)  # refuse before the knowledge base opens
+    serve(
+        state.server_kb(read_only=read_only), http_port=http_port, host=host,
+        read_only=read_only, token_file=token_file, allow_hosts=allow_hosts,
+    )  # fmt: skip
 
 
 # Commands that live beside their feature; they reach the knowledge base through
