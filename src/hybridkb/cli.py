@@ -494,6 +494,19 @@ def mcp(
     return EXIT_OK
 
 
+def say_allowed(allowed: Sequence[Path]) -> None:
+    """The one stderr line at MCP start saying which files the tools may read."""
+    if allowed:
+        folders = ", ".join(str(p) for p in allowed)
+        click.echo(f"hybridkb mcp: the tools may read files under {folders}", err=True)
+    else:
+        click.echo(
+            "hybridkb mcp: the tools may read no files (started in / or the home folder, "
+            "which are never allowed by default); set HYBRIDKB_ALLOWED_PATHS to the folders",
+            err=True,
+        )
+
+
 def _serve_mcp(
     state: State,
     http_port: int | None,
@@ -502,6 +515,7 @@ def _serve_mcp(
     token_file: Path | None,
     allow_hosts: tuple[str, ...],
 ) -> None:
+    say_allowed(state.settings().allowed_paths)
     if http_port is None:  # our own stdio server: answers before the tools and model load
         from .mcp_stdio import serve_stdio
 

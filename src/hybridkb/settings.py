@@ -285,6 +285,16 @@ def _option(
     return field(metadata={"option": Option(default, factory, description, read)}, repr=not secret)
 
 
+def default_allowed_paths() -> list[Path]:
+    """The working folder, unless it is the root or the home folder itself: a host that
+    starts ``hybridkb mcp`` there would let an agent add almost any file. Then none,
+    until HYBRIDKB_ALLOWED_PATHS names one (naming / or ~ explicitly is allowed)."""
+    here = Path.cwd().resolve()
+    if here == Path(here.anchor) or here == Path.home().resolve():
+        return []
+    return [here]
+
+
 def _default_cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
     return Path(base) / "hybridkb"
@@ -345,7 +355,7 @@ class Settings:
     rerank_depth: int = _option(30, _whole(ge=1, le=1000), "fused hits the reranker re-scores")
     pdf_password: str | None = _option(None, _text_or_unset, secret=True)
     ocr: bool = _option(True, _flag, "read PDF pages without a text layer by OCR (extra ocr)")
-    allowed_paths: list[Path] = _option(read=_folders, factory=lambda: [Path.cwd()])
+    allowed_paths: list[Path] = _option(read=_folders, factory=default_allowed_paths)
     cache_dir: Path = _option(read=_expanded_path, factory=_default_cache_dir)
     lock_timeout: float = _option(10.0, _number(ge=0), "seconds to wait for another writer")
     serve: bool = _option(
