@@ -515,9 +515,10 @@ def _serve_mcp(
     token_file: Path | None,
     allow_hosts: tuple[str, ...],
 ) -> None:
-    say_allowed(state.settings().allowed_paths)
     if http_port is None:  # our own stdio server: answers before the tools and model load
         from .mcp_stdio import serve_stdio
+
+        say_allowed(state.settings().allowed_paths)
 
         serve_stdio(
             lambda: state.server_kb(read_only=read_only),
@@ -533,6 +534,7 @@ def _serve_mcp(
     from .mcp_server import serve
 
     read_token(host, token_file)  # refuse before the knowledge base opens
+    say_allowed(state.settings().allowed_paths)
     serve(
         state.server_kb(read_only=read_only), http_port=http_port, host=host,
         read_only=read_only, token_file=token_file, allow_hosts=allow_hosts,
