@@ -9,6 +9,9 @@ set by an environment variable and off without it:
 - HKB_TEST_BLOCK_DIR=DIR: a kb_list call touches DIR/entered, then waits for
   DIR/release before it runs.
 - HKB_TEST_MAX_MESSAGE_BYTES=N: the longest line the server reads.
+- HKB_TEST_MODEL_LOAD_DIR=DIR: after the tools load, the background thread stands in
+  for a slow model load: it touches DIR/loading, sleeps 0.6 s, then touches DIR/loaded
+  (a process that exits without waiting for it leaves no DIR/loaded).
 
 Usage: python mcp_harness.py --db DB mcp [--read-only]
 """
@@ -70,6 +73,16 @@ def install_hooks() -> None:
             return tools
 
         server._build_tools = blocking_kb_list  # type: ignore[method-assign]
+    if model_dir := os.environ.get("HKB_TEST_MODEL_LOAD_DIR"):
+        load_tools = server._load_in_background
+
+        def slow_model_load(self: Any) -> None:
+            load_tools(self)
+            (Path(model_dir) / "loading").touch()
+            time.sleep(0.6)
+            (Path(model_dir) / "loaded").touch()
+
+        server._load_in_background = slow_model_load  # type: ignore[method-assign]
     if limit := os.environ.get("HKB_TEST_MAX_MESSAGE_BYTES"):
         mcp_stdio.MAX_MESSAGE_BYTES = int(limit)
 

@@ -36,11 +36,13 @@ from .cli_maintenance import cache, compact, copy_command, doctor, reembed, setu
 from .cli_postgres import postgres
 from .errors import KBError
 from .filters import filter_reference
+from .lifecycle import Stopped, stop_on_signals
 from .locations import check_db_folder, shown_db
 from .render import citation
 from .types import SEARCH_MODES
 
 if TYPE_CHECKING:
+    from .api import KnowledgeBaseAPI
     from .types import CollectionInfo
 
 # -- the group -------------------------------------------------------------------------
@@ -479,9 +481,25 @@ def eval_(state: State, beir_dir: Path, mode: str, split: str, k_docs: int, as_j
     help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio.",
 )  # fmt: skip
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address.")
+@click.option(
+    "--token-file", type=click.Path(path_type=Path, dir_okay=False), metavar="PATH",
+    help="HTTP: file (mode 0600) with the bearer token clients must send; required off "
+    "loopback unless HYBRIDKB_MCP_TOKEN is set.",
+)  # fmt: skip
+@click.option(
+    "--allow-host", "allow_hosts", multiple=True, metavar="NAME",
+    help="HTTP off loopback: a Host name clients may use (repeatable).",
+)  # fmt: skip
 @click.option("--read-only", is_flag=True, help="Offer only the tools that read.")
 @pass_state
-def mcp(state: State, http_port: int | None, host: str, read_only: bool) -> int:
+def mcp(
+    state: State,
+    http_port: int | None,
+    host: str,
+    token_file: Path | None,
+    allow_hosts: tuple[str, ...],
+    read_only: bool,
+) -> int:
     """Serve the knowledge-base tools over MCP (stdio by default) until stopped.
 
     The server holds the database and the model while it runs; with DuckDB other
@@ -494,22 +512,50 @@ def mcp(state: State, http_port: int | None, host: str, read_only: bool) -> int:
         from .errors import attempt_import
 
         attempt_import("mcp", "mcp")
-    # stderr is the log an MCP host shows: say which knowledge base this server holds.
+        from .mcp_http import read_token
+
+        read_token(host, token_file)  # refuse before the knowledge base opens
+    # stderr is the log an MCP host shows: which knowledge base, which files the tools read.
     click.echo(f"hybridkb mcp: knowledge base {shown_db(settings.db)}", err=True)
-    if http_port is None:  # our own stdio server: answers before the tools and model load
-        from .mcp_stdio import serve_stdio
+    say_allowed(settings.allowed_paths)
 
-        serve_stdio(
-            lambda: state.server_kb(read_only=read_only),
-            sql_tool=settings.enable_sql_tool,
-            read_only=read_only,
-            close=False,  # the State closes it
-        )
-        return EXIT_OK
-    from .mcp_server import serve
+    def open_kb() -> KnowledgeBaseAPI:
+        return state.server_kb(read_only=read_only)
 
-    serve(state.server_kb(read_only=read_only), http_port=http_port, host=host, read_only=read_only)
+    # SIGTERM (how MCP hosts stop servers) and SIGHUP unwind like Ctrl-C: calls in
+    # progress finish, the knowledge base closes (DuckDB checkpoints, the owner's
+    # endpoint file goes), and main() exits with 128 + the signal.
+    with stop_on_signals():
+        try:
+            if http_port is None:  # our own stdio server: answers before the tools and model load
+                from .mcp_stdio import serve_stdio
+
+                serve_stdio(
+                    open_kb, sql_tool=settings.enable_sql_tool, read_only=read_only, close=False
+                )  # the State closes it
+            else:
+                from .mcp_server import serve
+
+                serve(
+                    open_kb(), http_port=http_port, host=host, read_only=read_only,
+                    token_file=token_file, allow_hosts=allow_hosts,
+                )  # fmt: skip
+        finally:
+            state.close()  # here, while a second signal is still ignored
     return EXIT_OK
+
+
+def say_allowed(allowed: Sequence[Path]) -> None:
+    """The one stderr line at MCP start saying which files the tools may read."""
+    if allowed:
+        folders = ", ".join(str(p) for p in allowed)
+        click.echo(f"hybridkb mcp: the tools may read files under {folders}", err=True)
+    else:
+        click.echo(
+            "hybridkb mcp: the tools may read no files (started in / or the home folder, "
+            "which are never allowed by default); set HYBRIDKB_ALLOWED_PATHS to the folders",
+            err=True,
+        )
 
 
 # Commands that live beside their feature; they reach the knowledge base through
@@ -563,6 +609,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         fail("interrupted")
         return EXIT_INTERRUPTED
+    except Stopped as stopped:
+        fail(f"stopped by signal {stopped.signum}")
+        return 128 + stopped.signum
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code

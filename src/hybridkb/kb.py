@@ -26,7 +26,8 @@ from .errors import (
     ModelUnavailable,
 )
 from .langid_model import set_cache_folder
-from .limits import MAX_NAME_CHARS
+from .lifecycle import EXIT_WAIT_SECONDS, join_background, start_background
+from .limits import MAX_NAME_CHARS, check_text
 from .rerank import Reranker, load_reranker
 from .search import Target, run_search, search_by_vector
 from .settings import Settings, with_overrides
@@ -56,6 +57,7 @@ def check_name(name: str, what: str = "collection name") -> str:
     """Display names are free text; only blank, over-long or control characters are refused."""
     if not isinstance(name, str):
         raise ConfigError(f"{what}: expected text, got {type(name).__name__}")
+    check_text(name, what)
     clean = unicodedata.normalize("NFC", name).strip()
     if not clean:
         raise ConfigError(f"{what}: empty; give it a name such as 'Tax Documents'")
@@ -134,6 +136,9 @@ class KnowledgeBase:
             self._graph = self.graph
         # Run at close, first: e.g. the owner server of a file other processes call into.
         self.on_close: list[Callable[[], None]] = []
+        # prepare_search's threads: close waits for them (a model still loading in native
+        # code at exit aborts the process; an index load reads the storage being closed).
+        self._loading: list[threading.Thread] = []
 
     @property
     def graph(self) -> Graph:
@@ -147,6 +152,8 @@ class KnowledgeBase:
     # -- lifecycle ------------------------------------------------------------------
 
     def close(self) -> None:
+        join_background(self._loading, EXIT_WAIT_SECONDS)
+        self._loading.clear()
         while self.on_close:
             self.on_close.pop()()
         self.storage.close()
@@ -228,7 +235,7 @@ class KnowledgeBase:
                     pass  # as above
 
         for name, target in (("model", load_models), ("indexes", load_indexes)):
-            threading.Thread(target=target, name=f"hybridkb-{name}-load", daemon=True).start()
+            self._loading.append(start_background(target, f"hybridkb-{name}-load"))
 
     def embedder_for(self, coll: CollectionRecord) -> Embedder:
         """The collection's own model (the catalog is the authority), checked against its dim."""
@@ -387,6 +394,8 @@ class KnowledgeBase:
         """
         if rerank is not None and not isinstance(rerank, bool):
             raise ConfigError(f"rerank: expected true, false or nothing, got {rerank!r}")
+        check_text(query, "query")
+        check_text(where, "where")
         reranker = None if rerank is False else self.reranker()
         if rerank and reranker is None:
             raise ConfigError(
@@ -512,6 +521,7 @@ class Collection:
         """
         if isinstance(paths, (str, Path)):
             paths = [paths]
+        check_text(metadata, "metadata")  # paths may hold surrogates: undecodable file names
         allowed = (
             [Path(os.path.realpath(Path(p).expanduser())) for p in allowed_paths]
             if allowed_paths is not None
@@ -530,6 +540,9 @@ class Collection:
         """Add raw texts as documents (ids default to a hash of the text)."""
         from .ingest import ingest_texts
 
+        check_text(texts, "texts")
+        check_text(metadatas, "metadatas")
+        check_text(ids, "ids")
         return ingest_texts(self._context(), texts, metadatas, ids)
 
     def search(
@@ -550,6 +563,7 @@ class Collection:
         if isinstance(document_ids, str):
             document_ids = [document_ids]
         ids = [str(i) for i in document_ids]
+        check_text(ids, "document ids")
         deleted = self.kb.storage.delete_documents(self.record, ids)
         gone = set(deleted)
         return DeleteReport(
@@ -557,6 +571,7 @@ class Collection:
         )
 
     def get(self, document_id: str) -> DocumentRecord | None:
+        check_text(document_id, "document id")
         return self.kb.storage.get_document(self.record, document_id)
 
     def chunks(self, document_id: str) -> list[ChunkRecord]:

@@ -149,3 +149,32 @@ def within_depth(value: Any, max_depth: int = MAX_JSON_DEPTH) -> bool:
                 return False
             stack.extend((child, depth + 1) for child in item)
     return True
+
+
+def check_text(value: object, what: str) -> None:
+    """Refuse strings that are not text: a lone surrogate (``'\\ud800'``) in ``value`` or in
+    any string nested in its lists and dicts (keys too). No database, wire or terminal
+    takes one: DuckDB fails to bind it, JSON and UTF-8 cannot carry it.
+
+    Raises:
+        ConfigError: naming ``what`` and where the surrogate is.
+    """
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if item.isascii():
+                continue
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                code = ord(item[exc.start])
+                raise ConfigError(
+                    f"{what}: contains U+{code:04X} at character {exc.start}, a lone surrogate "
+                    "that is not text; send valid Unicode (UTF-8)"
+                ) from None
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)

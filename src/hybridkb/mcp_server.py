@@ -16,6 +16,7 @@ process to open the file serves it to every other hybridkb process.
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
 from collections.abc import Callable, Iterable
@@ -24,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from .api import KnowledgeBaseAPI
 from .errors import KBError
+from .lifecycle import EXIT_WAIT_SECONDS, join_background, start_background
+from .mcp_http import TokenGate, allowed_hosts, is_loopback, read_token
 from .mcp_tools import INSTRUCTIONS, SERVER_NAME, hints, load_tools, run_tool
 from .settings import Settings
 
@@ -122,6 +125,36 @@ def _warm_up(base: KnowledgeBaseAPI) -> None:
         print(f"hybridkb mcp: {exc}", file=sys.stderr)
 
 
+def _serve_http(
+    server: Any, *, host: str, port: int, token: str | None, allow_hosts: Iterable[str]
+) -> None:
+    import uvicorn
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    security = None  # loopback: the SDK's own Host/Origin allow-list of loopback names
+    if not is_loopback(host):
+        hosts = allowed_hosts(host, allow_hosts)
+        origins = [f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")]
+        security = TransportSecuritySettings(allowed_hosts=hosts, allowed_origins=origins)
+    app: Any = server.streamable_http_app(transport_security=security, host=host)
+    if token is not None:
+        app = TokenGate(app, token)
+    where = f"http://{host}:{port}/mcp" + (" (bearer token required)" if token else "")
+    print(f"hybridkb mcp: serving {where}", file=sys.stderr)
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again for the
+    # caller's handler (lifecycle.stop_on_signals); SIGHUP is made to take the same path.
+    hangup = getattr(signal, "SIGHUP", None)
+    if threading.current_thread() is not threading.main_thread():
+        hangup = None  # signals are the main thread's to handle
+    previous = signal.signal(hangup, server.handle_exit) if hangup is not None else None
+    try:
+        server.run()
+    finally:
+        if hangup is not None:
+            signal.signal(hangup, previous)
+
+
 def serve(
     kb: KnowledgeBaseAPI | Settings | None = None,
     *,
@@ -129,6 +162,8 @@ def serve(
     host: str = "127.0.0.1",
     workspace: str | None = None,
     read_only: bool = False,
+    token_file: Path | None = None,
+    allow_hosts: Iterable[str] = (),
 ) -> None:
     """Serve the tools until the client disconnects (stdio) or the process is stopped (HTTP).
 
@@ -140,6 +175,12 @@ def serve(
         read_only: Leave out the tools that write. A DuckDB file is still held for writing
             where this user may write it, so that the server serves the processes that
             write (opening.connect_server).
+        token_file: HTTP: a file (mode 0600) holding the bearer token clients must send
+            (else ``HYBRIDKB_MCP_TOKEN``); required when ``host`` is not loopback.
+        allow_hosts: HTTP off loopback: more Host names clients may use (see mcp_http).
+
+    Raises:
+        ConfigError: ``host`` is not loopback and no token is set (checked first).
     """
     from .opening import connect_server
     from .settings import load_settings
@@ -165,20 +206,22 @@ def serve(
                 read_only=read_only,
             )
         return
+    token = read_token(host, token_file)  # before anything opens: refuse in one line
     owned = kb is None or isinstance(kb, Settings)
     if kb is not None and not isinstance(kb, Settings):
         base = kb
     else:
         base = connect_server(kb if kb is not None else load_settings(), read_only=read_only)
+    warming: list[threading.Thread] = []
     try:
         # Load the default model now, in the background, rather than inside the first
         # tool call: the handshake and tools/list need no model, and answer meanwhile.
-        threading.Thread(
-            target=_warm_up, args=(base,), name="hybridkb-warm-up", daemon=True
-        ).start()
-        build_server(base, workspace=workspace, read_only=read_only).run(
-            "streamable-http", host=host, port=http_port
-        )
+        warming.append(start_background(lambda: _warm_up(base), "hybridkb-warm-up"))
+        _serve_http(
+            build_server(base, workspace=workspace, read_only=read_only),
+            host=host, port=http_port, token=token, allow_hosts=allow_hosts,
+        )  # fmt: skip
     finally:
+        join_background(warming, EXIT_WAIT_SECONDS)  # a model loading in native code
         if owned:
             base.close()

@@ -42,6 +42,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from . import __version__
 from .errors import KBError
+from .lifecycle import EXIT_WAIT_SECONDS, join_background, start_background
 from .limits import MAX_DOCUMENTS_CHARS, MAX_ID_CHARS, MAX_JSON_DEPTH, json_depth
 from .mcp_tools import INSTRUCTIONS, SERVER_NAME, advertised_tools, load_tools, run_tool
 from .render import render_error
@@ -60,6 +61,10 @@ MAX_MESSAGE_BYTES = 8 * MAX_DOCUMENTS_CHARS
 MAX_MESSAGE_DEPTH = MAX_JSON_DEPTH + 3
 MAX_PENDING_CALLS = 32  # running or waiting; more are refused until some answer
 CALL_WORKERS = 8
+# query_kb_sql calls that may hold call threads at once (a workspace's worker runs one
+# query at a time anyway): 16 slow queries must not leave a search waiting for a thread.
+MAX_SQL_CALLS = 2
+SQL_TOOL = "query_kb_sql"
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -135,11 +140,13 @@ class StdioServer:
         self._out_closed = False
         self._calls: dict[RequestId, _Call] = {}
         self._calls_lock = threading.Lock()
+        self._sql_calls = 0  # running or waiting, under _calls_lock
         self._pool = ThreadPoolExecutor(CALL_WORKERS, thread_name_prefix="hybridkb-mcp-call")
         self._load_lock = threading.Lock()
         self._opened = threading.Event()  # the open was tried (the knowledge base may be None)
         self._ready = threading.Event()  # the tools were built, or building them failed
         self._stopping = threading.Event()
+        self._loader: threading.Thread | None = None
         self._kb: KnowledgeBaseAPI | None = None
         self._tools: dict[str, BaseTool] | None = None
         self._load_error = "Error (internal): the tools did not load"
@@ -148,9 +155,7 @@ class StdioServer:
 
     def run(self) -> None:
         """Serve until the client closes stdin; calls in progress finish and are answered."""
-        threading.Thread(
-            target=self._load_in_background, name="hybridkb-mcp-load", daemon=True
-        ).start()
+        self._loader = start_background(self._load_in_background, "hybridkb-mcp-load")
         try:
             while line := self._reader.readline(MAX_MESSAGE_BYTES + 1):
                 if len(line) > MAX_MESSAGE_BYTES and not line.endswith(b"\n"):
@@ -176,9 +181,13 @@ class StdioServer:
                 return
 
     def _shut_down(self) -> None:
+        """Finish the calls in progress, wait for the loading thread (a model still loading
+        in native code when the interpreter exits aborts the process), then close."""
         self._stopping.set()
         self._pool.shutdown(wait=True)
-        self._opened.wait()
+        if self._loader is not None and not join_background([self._loader], EXIT_WAIT_SECONDS):
+            print("hybridkb mcp: the model is still loading; exiting anyway", file=sys.stderr)
+        self._opened.wait(EXIT_WAIT_SECONDS)
         if self._close and self._kb is not None:
             self._kb.close()
 
@@ -312,11 +321,14 @@ class StdioServer:
             )
             return
         key = _key(ident)
+        sql = name == SQL_TOOL
         with self._calls_lock:
             busy = len(self._calls) >= MAX_PENDING_CALLS
             taken = key in self._calls
-            if not busy and not taken:
+            sql_busy = sql and self._sql_calls >= MAX_SQL_CALLS
+            if not busy and not taken and not sql_busy:
                 self._calls[key] = _Call()
+                self._sql_calls += sql
         if taken:
             reason = f"request id {ident!r} is already in use by a call in progress"
             self._error(ident, INVALID_REQUEST, "Invalid Request", reason)
@@ -324,6 +336,12 @@ class StdioServer:
             text = (
                 f"Error (busy): {MAX_PENDING_CALLS} tool calls are already in progress; "
                 "wait for their answers and call again"
+            )
+            self._call_result(ident, text, True)
+        elif sql_busy:
+            text = (
+                f"Error (busy): {MAX_SQL_CALLS} {SQL_TOOL} calls are already running; wait for "
+                "their answers and query again"
             )
             self._call_result(ident, text, True)
         else:
@@ -343,6 +361,7 @@ class StdioServer:
             is_error = True
         with self._calls_lock:
             call = self._calls.pop(key, None)
+            self._sql_calls -= name == SQL_TOOL
         if call is not None and not call.cancelled:
             self._call_result(ident, text, is_error)
 

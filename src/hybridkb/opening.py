@@ -18,7 +18,7 @@ from .errors import DatabaseLocked
 from .kb import KnowledgeBase
 from .settings import Settings, load_settings, with_overrides
 from .storage import open_storage
-from .storage.urls import is_postgres_url
+from .storage.urls import check_store_url, is_postgres_url
 
 __all__ = ["connect", "connect_server", "duckdb_file"]
 
@@ -99,6 +99,7 @@ def connect(
         base = with_overrides(settings, **overrides) if overrides else settings
     if db is not None or workspace is not None:
         base = with_overrides(base, db=None if db is None else str(db), workspace=workspace)
+    check_store_url(base.db)  # before the endpoint lookup makes anything
     path = duckdb_file(base.db)
     if path is None or not base.serve:
         return _open(base, base.db, read_only=read_only, lock_timeout=base.lock_timeout)

@@ -286,6 +286,16 @@ def _option(
     return field(metadata={"option": Option(default, factory, description, read)}, repr=not secret)
 
 
+def default_allowed_paths() -> list[Path]:
+    """The working folder, unless it is the root or the home folder itself: a host that
+    starts ``hybridkb mcp`` there would let an agent add almost any file. Then none,
+    until HYBRIDKB_ALLOWED_PATHS names one (naming / or ~ explicitly is allowed)."""
+    here = Path.cwd().resolve()
+    if here == Path(here.anchor) or here == Path.home().resolve():
+        return []
+    return [here]
+
+
 def _default_cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
     return Path(base) / "hybridkb"
@@ -367,7 +377,7 @@ class Settings:
     )
     max_file_rows: int = _option(1_000_000, _whole(ge=1), "per file: spreadsheet and CSV rows")
     max_file_seconds: float = _option(300.0, _number(ge=1), "per file: seconds spent parsing")
-    allowed_paths: list[Path] = _option(read=_folders, factory=lambda: [Path.cwd()])
+    allowed_paths: list[Path] = _option(read=_folders, factory=default_allowed_paths)
     cache_dir: Path = _option(read=_expanded_path, factory=_default_cache_dir)
     embed_cache_mb: int = _option(
         256,

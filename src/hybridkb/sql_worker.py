@@ -11,6 +11,14 @@ functions, and functions from :data:`ALLOWED_FUNCTIONS`; anything else is refuse
 before it is bound. The parent kills this process when a query overruns its time
 limit, since a query may compute without ever checking for interruption.
 
+It runs with two arguments from its parent: a private folder (mode 0700, made by
+the parent with ``tempfile.mkdtemp``) that is DuckDB's ``temp_directory`` (an
+in-memory DuckDB otherwise spills into ``.tmp`` under the working folder, shared by
+every worker started there), and an address-space limit it sets on itself before
+importing duckdb (``RLIMIT_AS``: DuckDB's ``memory_limit`` does not count every
+allocation, and a query reached 3-4 GB under it). When its parent goes away it
+removes the folder itself; when it is killed, the parent does.
+
 Protocol (both directions): a 4-byte big-endian length, a JSON header, then for
 ``load`` that many bytes of Arrow IPC stream per table (lengths in the header).
 """
@@ -19,6 +27,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import struct
 import sys
 from collections.abc import Iterator
@@ -218,7 +227,7 @@ def jsonable(v: Any) -> Any:
 class Engine:
     """The in-memory DuckDB of this process, holding one workspace's tables at a time."""
 
-    def __init__(self, memory_limit: str) -> None:
+    def __init__(self, memory_limit: str, spill_dir: str, max_spill: str) -> None:
         import duckdb
 
         self.duckdb = duckdb
@@ -232,11 +241,14 @@ class Engine:
                 "allow_unsigned_extensions": False,
                 "threads": 1,
                 "memory_limit": memory_limit,
+                "temp_directory": spill_dir,
+                "max_temp_directory_size": max_spill,
             },
         )
         # Its progress bar would print on stdout, which is the protocol channel.
         self.con.execute("SET enable_progress_bar = false")
         self.key: str | None = None
+        self.locked = False
 
     def load(self, key: str, tables: dict[str, bytes]) -> None:
         import pyarrow as pa
@@ -258,8 +270,11 @@ class Engine:
         return row[0]
 
     def lock(self) -> None:
-        # After loading: nothing the SQL does may change a setting again.
-        self.con.execute("SET lock_configuration = true")
+        # After loading: nothing the SQL does may change a setting again. Once: setting
+        # it again is itself a change, refused ("the configuration has been locked").
+        if not self.locked:
+            self.con.execute("SET lock_configuration = true")
+            self.locked = True
 
     def query(self, sql: str, max_rows: int, max_bytes: int) -> dict[str, Any]:
         duckdb = self.duckdb
@@ -306,7 +321,27 @@ class Engine:
         }
 
 
-def main() -> int:
+def limit_address_space(limit: int) -> None:
+    """Let the OS refuse allocations past ``limit`` bytes (an allocation DuckDB does not
+    count against its memory_limit then fails as out of memory)."""
+    try:
+        import resource
+    except ImportError:  # not on this OS: DuckDB's memory_limit alone
+        return
+    if limit > 0:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def main(argv: list[str]) -> int:
+    spill_dir, address_space = argv[0], int(argv[1])
+    limit_address_space(address_space)
+    try:
+        return serve(spill_dir)
+    finally:
+        shutil.rmtree(spill_dir, ignore_errors=True)  # the parent went away
+
+
+def serve(spill_dir: str) -> int:
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     engine: Engine | None = None
     while True:
@@ -317,7 +352,9 @@ def main() -> int:
         try:
             if header["op"] == "load":
                 if engine is None:
-                    engine = Engine(str(header["memory_limit"]))
+                    engine = Engine(
+                        str(header["memory_limit"]), spill_dir, str(header["max_spill"])
+                    )
                 parts, at = {}, 0
                 for name, size in zip(TABLES, header["sizes"], strict=True):
                     parts[name] = body[at : at + size]
@@ -345,4 +382,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))

@@ -137,7 +137,13 @@ def decode(value: Any) -> Any:
 
 
 def dumps(message: dict[str, Any]) -> bytes:
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    try:
+        return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+    except UnicodeEncodeError:
+        # A lone surrogate (in a request, or an undecodable file name in an answer) goes
+        # escaped: the other side gets the same string and its checks answer for it; a
+        # request that cannot be sent must not look like an owner that went away.
+        return json.dumps(message, separators=(",", ":")).encode() + b"\n"
 
 
 def error_payload(exc: BaseException) -> dict[str, str]:

@@ -4,7 +4,7 @@ embedded DuckDB; ``postgresql://...`` is PostgreSQL + pgvector."""
 from __future__ import annotations
 
 from .base import Capabilities, ChunkRecord, CollectionRecord, DocumentRecord, Storage
-from .urls import is_postgres_url, redact_url
+from .urls import check_store_url, is_postgres_url, redact_url
 
 __all__ = [
     "Capabilities",
@@ -25,6 +25,7 @@ def open_storage(
     lock_timeout: float = 10.0,
     row_cache_mb: int | None = None,
 ) -> Storage:
+    check_store_url(url)
     if is_postgres_url(url):
         from .postgres import PostgresStorage
 

@@ -16,6 +16,10 @@ from ...errors import BackendError, DatabaseLocked, KBError
 from ...locations import ensure_db_folder
 from ..boundary import first_line
 
+# Never download or load an extension behind our back: a URL such as sqlite:///x.db or a
+# query naming an extension's function would fetch it from the network at run time.
+NO_EXTENSIONS = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+
 LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.+?) \(PID (\d+)\)")
 
 
@@ -37,7 +41,7 @@ def open_duckdb(path: str, *, read_only: bool, lock_timeout: float) -> duckdb.Du
     delay = 0.05
     while True:
         try:
-            con = duckdb.connect(path, read_only=read_only)
+            con = duckdb.connect(path, read_only=read_only, config=dict(NO_EXTENSIONS))
             # Its progress bar would land on stdout, inside the CLI's JSON.
             con.execute("SET enable_progress_bar = false")
             return con

@@ -1,0 +1,99 @@
+"""How a hybridkb process ends: background threads it waits for, and stop signals.
+
+A daemon thread still inside native code (ONNX Runtime loading a model, DuckDB
+reading an index) when the interpreter finalises can kill the process: C++ static
+destructors run under it and abort with "terminate called without an active
+exception" (SIGABRT, rc 134), and a writer that aborts leaves its last writes in
+the WAL. So every background thread hybridkb starts is started here, and every
+exit path waits for them (:func:`join_background`, and at exit for the rest),
+for a bounded time: the longest is a first model load (~45 s to prepare ONNX on
+a busy 2-core machine).
+
+Long-lived processes (``hybridkb mcp``) are stopped by MCP hosts with SIGTERM, and
+by a closed terminal with SIGHUP. :func:`stop_on_signals` turns both into
+:class:`Stopped`, raised in the main thread like KeyboardInterrupt, so the same
+``finally`` blocks run: calls in progress finish, the knowledge base closes
+(DuckDB checkpoints) and the owner's endpoint file is removed; the CLI then exits
+with 128 + the signal's number.
+"""
+
+from __future__ import annotations
+
+import atexit
+import signal
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+__all__ = [
+    "EXIT_WAIT_SECONDS",
+    "STOP_SIGNALS",
+    "Stopped",
+    "join_background",
+    "start_background",
+    "stop_on_signals",
+]
+
+EXIT_WAIT_SECONDS = 120.0
+STOP_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+
+_RUNNING: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+
+
+class Stopped(BaseException):
+    """The process was asked to stop (SIGTERM, SIGHUP): unwind as for KeyboardInterrupt."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by signal {signum}")
+        self.signum = signum
+
+
+def start_background(target: Callable[[], object], name: str) -> threading.Thread:
+    """Start ``target`` in a daemon thread the process waits for before it exits."""
+    thread = threading.Thread(target=target, name=name, daemon=True)
+    _RUNNING.add(thread)
+    thread.start()
+    return thread
+
+
+def join_background(threads: Iterable[threading.Thread], timeout: float) -> bool:
+    """Wait for ``threads`` (at most ``timeout`` seconds in all); True if all ended."""
+    deadline = time.monotonic() + timeout
+    for thread in threads:
+        if thread is not threading.current_thread():
+            thread.join(max(0.0, deadline - time.monotonic()))
+    return not any(t.is_alive() for t in threads if t is not threading.current_thread())
+
+
+@atexit.register
+def _wait_for_background() -> None:
+    # atexit runs before the interpreter finalises and before C++ destructors run.
+    join_background(list(_RUNNING), EXIT_WAIT_SECONDS)
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP raise :class:`Stopped` in the main thread
+    (once: a second signal while stopping is ignored, so the clean-up is not cut short)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stopping = False
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        nonlocal stopping
+        if not stopping:
+            stopping = True
+            raise Stopped(signum)
+
+    previous = {signum: signal.signal(signum, stop) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
