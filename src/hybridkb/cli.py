@@ -33,6 +33,7 @@ from .cli_common import (
     pass_state,
 )
 from .cli_maintenance import compact, copy_command, doctor, reembed, setup
+from .cli_sync import sources, sync
 from .errors import KBError
 from .render import citation
 from .types import SEARCH_MODES
@@ -487,7 +488,7 @@ def mcp(state: State, http_port: int | None, host: str, read_only: bool) -> int:
 
 # Commands that live beside their feature; they reach the knowledge base through
 # State.kb(write=...) on the root context.
-for command in (doctor, reembed, compact, copy_command, setup):
+for command in (doctor, reembed, compact, copy_command, setup, sync, sources):
     cli.add_command(command)
 
 

@@ -34,7 +34,7 @@ from hybridkb.serve.server import GRAPH_METHODS, GRAPH_WRITES, OPERATIONS, Owner
 from hybridkb.settings import Settings, with_overrides
 from hybridkb.storage import open_storage
 from hybridkb.storage.base import DocumentRecord, Storage
-from hybridkb.types import AddReport, CollectionInfo, DeleteReport, Hit
+from hybridkb.types import AddReport, CollectionInfo, DeleteReport, Hit, SyncReport
 
 __all__ = ["OwnerLink", "RemoteCollection", "RemoteGraph", "RemoteKnowledgeBase", "serve_owned"]
 
@@ -375,3 +375,15 @@ class RemoteCollection(Collection):
             "document_text", collection=self.name, document_id=document_id
         )
         return text
+
+    def sync(
+        self, *, dry_run: bool = False, allowed_paths: Iterable[str | Path] | None = None
+    ) -> SyncReport:
+        # The owner syncs inside its own allowed folders (a client may not widen them).
+        return SyncReport.from_dict(self.kb.call("sync", collection=self.name, dry_run=dry_run))
+
+    def remove_source(self, path: str | Path) -> DeleteReport:
+        report: DeleteReport = self.kb.call(
+            "remove_source", collection=self.name, path=_absolute(path)
+        )
+        return report

@@ -54,6 +54,13 @@ def _add(kb: Any, a: dict[str, Any]) -> Any:
     )
 
 
+def _sync(kb: Any, a: dict[str, Any]) -> Any:
+    # Confined like _add; sent as a plain dict (SyncReport.from_dict rebuilds it).
+    allowed = [str(p) for p in kb.settings.allowed_paths]
+    coll = kb.collection(a["collection"])
+    return coll.sync(dry_run=bool(a.get("dry_run")), allowed_paths=allowed).to_dict()
+
+
 def _graph(kb: Any, a: dict[str, Any]) -> Any:
     method = str(a.get("method"))
     if method not in GRAPH_METHODS:
@@ -138,6 +145,8 @@ OPERATIONS: dict[str, Operation] = {
     "compact": _compact,
     "copy": _copy,
     "search_by_vector": _search_by_vector,
+    "sync": _sync,
+    "remove_source": lambda kb, a: kb.collection(a["collection"]).remove_source(a["path"]),
 }  # fmt: skip
 
 
