@@ -288,3 +288,23 @@ def test_cli_sync_and_sources(
     assert code == 2 and "not a source" in err and "Traceback" not in err
     for command in ("sync", "sources"):
         assert run(command, "--help")[0] == 0
+
+
+def test_agent_tool_syncs_inside_the_allowed_folders(
+    kb: hybridkb.KnowledgeBase, folder: Path, tmp_path: Path
+) -> None:
+    from hybridkb.tools import make_tools
+
+    tools = {t.name: t for t in make_tools(kb, allowed_paths=[tmp_path])}
+    kb.create_collection("Tax Documents").add(folder)
+    (folder / "notes.txt").unlink()
+    (folder / "new.md").write_text("Otters file their taxes late.", "utf-8")
+    text = tools["sync_kb_collection"].invoke({"collection_name": "tax documents"})
+    assert "'Tax Documents' in step with its folders: added 1, removed 1, unchanged 2" in text
+    assert "- removed notes.txt" in text
+    again = tools["sync_kb_collection"].invoke({"collection_name": ""})
+    assert "unchanged 3" in again
+    narrow = {t.name: t for t in make_tools(kb, allowed_paths=[tmp_path / "elsewhere"])}
+    refused = narrow["sync_kb_collection"].invoke({"collection_name": "Tax Documents"})
+    assert "failed 1" in refused and "outside the folders" in refused
+    assert kb.collection("Tax Documents").count() == 3
