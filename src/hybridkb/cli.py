@@ -11,7 +11,7 @@ import gc
 import importlib
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,12 +33,13 @@ from .cli_common import (
     pass_state,
 )
 from .cli_maintenance import compact, copy_command, doctor, reembed, setup
-from .cli_sync import sources, sync
+from .cli_sync import sources, sync, watch
 from .errors import KBError
 from .render import citation
 from .types import SEARCH_MODES
 
 if TYPE_CHECKING:
+    from .kb import KnowledgeBase
     from .types import CollectionInfo
 
 # -- the group -------------------------------------------------------------------------
@@ -459,19 +460,34 @@ def eval_(state: State, beir_dir: Path, mode: str, split: str, k_docs: int, as_j
 )  # fmt: skip
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address.")
 @click.option("--read-only", is_flag=True, help="Offer only the tools that read.")
+@click.option(
+    "--watch", "watch_files", is_flag=True,
+    help="Keep every collection in step with its folders while serving (see `hybridkb watch`).",
+)  # fmt: skip
 @pass_state
-def mcp(state: State, http_port: int | None, host: str, read_only: bool) -> int:
+def mcp(state: State, http_port: int | None, host: str, read_only: bool, watch_files: bool) -> int:
     """Serve the knowledge-base tools over MCP (stdio by default) until stopped.
 
     The server holds the database and the model while it runs; with DuckDB other
     processes (a terminal, a second assistant, a script) reach the knowledge base
-    through it, also when it offers only the tools that read.
+    through it, also when it offers only the tools that read. With --watch it also
+    follows the collections' folders, so every client searches what is on disk now.
     """
+
+    def server_kb() -> KnowledgeBase:
+        return state.server_kb(read_only=read_only)
+
+    open_kb: Callable[[], KnowledgeBase] = server_kb
+    if watch_files:
+        from .cli_sync import stop_on_sigterm, watch_in_background
+
+        open_kb = watch_in_background(server_kb)
+        stop_on_sigterm()
     if http_port is None:  # our own stdio server: answers before the tools and model load
         from .mcp_stdio import serve_stdio
 
         serve_stdio(
-            lambda: state.server_kb(read_only=read_only),
+            open_kb,
             sql_tool=state.settings().enable_sql_tool,  # ConfigError now if a value is bad
             read_only=read_only,
             close=False,  # the State closes it
@@ -482,13 +498,13 @@ def mcp(state: State, http_port: int | None, host: str, read_only: bool) -> int:
     attempt_import("mcp", "mcp")
     from .mcp_server import serve
 
-    serve(state.server_kb(read_only=read_only), http_port=http_port, host=host, read_only=read_only)
+    serve(open_kb(), http_port=http_port, host=host, read_only=read_only)
     return EXIT_OK
 
 
 # Commands that live beside their feature; they reach the knowledge base through
 # State.kb(write=...) on the root context.
-for command in (doctor, reembed, compact, copy_command, setup, sync, sources):
+for command in (doctor, reembed, compact, copy_command, setup, sync, sources, watch):
     cli.add_command(command)
 
 

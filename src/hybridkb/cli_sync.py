@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
@@ -20,6 +21,7 @@ from .cli_common import (
 if TYPE_CHECKING:
     from .kb import KnowledgeBase
     from .types import SyncReport
+    from .watch import Watcher, WatchOptions
 
 
 def collections_named(kb: KnowledgeBase, names: tuple[str, ...]) -> list[str]:
@@ -105,3 +107,117 @@ def sources(state: State, name: str, remove: str | None, as_json: bool) -> int:
         if not listed:
             click.echo(f"{name!r} has no sources yet; `hybridkb add` a folder to it")
     return EXIT_OK
+
+
+def run_watcher(kb: KnowledgeBase, names: tuple[str, ...], options: WatchOptions) -> Watcher:
+    """A watcher for ``names`` (checked now) that prints what each sync changed."""
+    from .watch import Watcher
+
+    def report(r: SyncReport) -> None:
+        if r.changed or r.failed:
+            echo_sync_report(r)
+
+    def problem(message: str) -> None:
+        click.echo(f"hybridkb watch: {one_line(message)}", err=True)
+
+    return Watcher(
+        kb, collections_named(kb, names), options=options, on_report=report, on_problem=problem
+    )
+
+
+@click.command(epilog=EPILOG, short_help="Keep collections in step with their folders, live.")
+@click.argument("names", metavar="[COLLECTION]...", nargs=-1)
+@click.option(
+    "--quiet-ms",
+    type=click.IntRange(50, 60_000),
+    default=500,
+    show_default=True,
+    help="Apply changes once the folders are quiet this long.",
+)
+@click.option(
+    "--max-wait-ms",
+    type=click.IntRange(100, 600_000),
+    default=5000,
+    show_default=True,
+    help="Apply changes at the latest this long after the first one (a long burst).",
+)
+@click.option(
+    "--resync-seconds",
+    type=click.FloatRange(1, 86_400),
+    default=300,
+    show_default=True,
+    help="Full sync this often, for changes no event reported.",
+)
+@pass_state
+def watch(
+    state: State, names: tuple[str, ...], quiet_ms: int, max_wait_ms: int, resync_seconds: float
+) -> int:
+    """Sync each COLLECTION (default: all) now, then follow changes to its folders as they
+    happen until stopped (Ctrl-C or SIGTERM).
+
+    While it runs it holds the knowledge base and serves it to other processes, so a
+    search from a terminal or an assistant sees each change once it is applied.
+    """
+    import signal
+
+    from .errors import attempt_import
+    from .watch import WatchOptions
+
+    attempt_import("watchfiles", "watch")  # before the knowledge base is opened
+    options = WatchOptions(
+        quiet_ms=quiet_ms, max_wait_ms=max(max_wait_ms, quiet_ms), resync_seconds=resync_seconds
+    )
+    watcher = run_watcher(state.kb(), names, options)
+    previous = signal.signal(signal.SIGTERM, lambda *_: watcher.stop.set())
+    try:
+        click.echo(f"watching {', '.join(repr(n) for n in watcher.collections()) or 'nothing'}")
+        watcher.run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    click.echo("stopped watching")
+    return EXIT_OK
+
+
+def watch_in_background(open_kb: Callable[[], KnowledgeBase]) -> Callable[[], KnowledgeBase]:
+    """``open_kb`` that also starts a watcher of every collection on the knowledge base
+    it opens (once), in a thread; closing the knowledge base stops and joins it first.
+    For ``hybridkb mcp --watch``: the server holds the file, so its clients see changes."""
+    import threading
+
+    from .errors import attempt_import
+    from .watch import Watcher
+
+    attempt_import("watchfiles", "watch")
+    started: list[Watcher] = []
+
+    def problem(message: str) -> None:
+        click.echo(f"hybridkb watch: {one_line(message)}", err=True)
+
+    def opened() -> KnowledgeBase:
+        kb = open_kb()
+        if not started:
+            watcher = Watcher(kb, on_problem=problem)
+            thread = threading.Thread(target=watcher.run, name="hybridkb-watch", daemon=True)
+
+            def stop() -> None:
+                watcher.stop.set()
+                thread.join(timeout=60)
+
+            kb.on_close.append(stop)
+            started.append(watcher)
+            thread.start()
+        return kb
+
+    return opened
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM ends the command as Ctrl-C does, so the knowledge base is closed."""
+    import signal
+
+    def interrupt(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)

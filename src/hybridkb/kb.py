@@ -469,7 +469,11 @@ class Collection:
         return report
 
     def sync(
-        self, *, dry_run: bool = False, allowed_paths: Iterable[str | Path] | None = None
+        self,
+        *,
+        dry_run: bool = False,
+        allowed_paths: Iterable[str | Path] | None = None,
+        busy: Iterable[str] = (),
     ) -> SyncReport:
         """Bring the collection in step with its sources (the folders and files it was
         added from): new files added, changed ones re-read, vanished ones removed,
@@ -479,6 +483,8 @@ class Collection:
         Args:
             dry_run: Report what would change, change nothing.
             allowed_paths: Sync only sources inside these folders (the agent tools').
+            busy: Resolved paths of files still being written (the watcher's): left as
+                they are this time, neither read nor removed.
         """
         from .sync import sync_collection
 
@@ -491,6 +497,7 @@ class Collection:
             context=self._context,
             allowed=allowed,
             dry_run=dry_run,
+            busy=frozenset(busy),
         )
 
     def remove_source(self, path: str | Path) -> DeleteReport:

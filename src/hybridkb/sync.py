@@ -22,7 +22,7 @@ converges on the next run.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -144,8 +144,10 @@ def plan_sync(
     coll: CollectionRecord,
     sources: Sequence[SourceRecord],
     allowed: Sequence[Path] | None,
+    busy: Collection[str] = (),
 ) -> Plan:
-    """Compare the sources on disk with what is stored: a stat walk, no file opened."""
+    """Compare the sources on disk with what is stored: a stat walk, no file opened.
+    Files in ``busy`` (still being written) are left as they are, reported as skipped."""
     plan = Plan(report=SyncReport(coll.name))
     report = plan.report
     docs = plan.docs = stored_documents(storage, coll)
@@ -180,6 +182,11 @@ def plan_sync(
             if doc_id in seen:
                 continue
             seen.add(doc_id)
+            if str(item) in busy:
+                report.skipped.append(
+                    SkippedFile(item.name, "still changing; read once it settles", str(item))
+                )
+                continue
             found = Seen(item, doc_id, st.st_size, st.st_mtime_ns, source)
             doc = docs.get(doc_id)
             state = states.get(doc_id)
@@ -302,6 +309,7 @@ def sync_collection(
     context: Callable[[Sequence[Path]], IngestContext],
     allowed: Sequence[Path] | None,
     dry_run: bool = False,
+    busy: Collection[str] = (),
 ) -> SyncReport:
     """Bring ``coll`` in step with its sources (see the module docstring).
 
@@ -312,9 +320,10 @@ def sync_collection(
             folders; called only when there is something to read (it loads the model).
         allowed: Resolved folders the caller may read (the agent tools'); None: any.
         dry_run: Report what would change and change nothing (no file is opened).
+        busy: Resolved paths of files still being written: left as they are this time.
     """
     sources = storage.list_sources(coll)
-    plan = plan_sync(storage, coll, sources, allowed)
+    plan = plan_sync(storage, coll, sources, allowed, busy)
     report = plan.report
     if dry_run:
         report.dry_run = True

@@ -377,10 +377,15 @@ class RemoteCollection(Collection):
         return text
 
     def sync(
-        self, *, dry_run: bool = False, allowed_paths: Iterable[str | Path] | None = None
+        self,
+        *,
+        dry_run: bool = False,
+        allowed_paths: Iterable[str | Path] | None = None,
+        busy: Iterable[str] = (),
     ) -> SyncReport:
         # The owner syncs inside its own allowed folders (a client may not widen them).
-        return SyncReport.from_dict(self.kb.call("sync", collection=self.name, dry_run=dry_run))
+        found = self.kb.call("sync", collection=self.name, dry_run=dry_run, busy=list(busy))
+        return SyncReport.from_dict(found)
 
     def remove_source(self, path: str | Path) -> DeleteReport:
         report: DeleteReport = self.kb.call(

@@ -58,7 +58,8 @@ def _sync(kb: Any, a: dict[str, Any]) -> Any:
     # Confined like _add; sent as a plain dict (SyncReport.from_dict rebuilds it).
     allowed = [str(p) for p in kb.settings.allowed_paths]
     coll = kb.collection(a["collection"])
-    return coll.sync(dry_run=bool(a.get("dry_run")), allowed_paths=allowed).to_dict()
+    busy = [str(p) for p in a.get("busy") or []]
+    return coll.sync(dry_run=bool(a.get("dry_run")), allowed_paths=allowed, busy=busy).to_dict()
 
 
 def _graph(kb: Any, a: dict[str, Any]) -> Any:
