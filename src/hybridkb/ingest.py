@@ -76,7 +76,7 @@ class IngestContext:
     observed: dict[str, FileState] = field(default_factory=dict)
 
 
-def document_id_for_path(path: Path) -> str:
+def document_id_for_path(path: str | Path) -> str:
     """A file's document id: stable for (collection, resolved absolute path)."""
     return hashlib.blake2b(str(path).encode("utf-8", "surrogateescape"), digest_size=8).hexdigest()
 

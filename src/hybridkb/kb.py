@@ -325,10 +325,7 @@ class KnowledgeBase:
     def describe(self, name: str) -> CollectionInfo:
         record = self.record(check_name(name))
         info = self._info(record, self.storage.stats(record))
-        info.sources = [
-            {"path": src.path, "recursive": src.recursive, "types": src.types}
-            for src in self.storage.list_sources(record)
-        ]
+        info.sources = Collection(self, record.name, record).sources()
         return info
 
     @staticmethod
@@ -531,7 +528,10 @@ class Collection:
 
     def sources(self) -> list[dict[str, Any]]:
         """The folders and files the collection was added from."""
-        return self.describe().sources
+        return [
+            {"path": src.path, "recursive": src.recursive, "types": src.types}
+            for src in self.kb.storage.list_sources(self.record)
+        ]
 
     def add_texts(
         self,

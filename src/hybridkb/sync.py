@@ -22,7 +22,7 @@ converges on the next run.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -32,8 +32,9 @@ from .chunking import contextual_text
 from .errors import KBError
 from .files import allowed_root, open_file, resolve
 from .ingest import IngestContext, document_id_for_path, ingest_files, signature
-from .loaders import file_sha256, iter_files
+from .loaders import file_sha256
 from .normalize import display_name, printable
+from .statwalk import inside, stat_walk
 from .storage.base import (
     ChunkRecord,
     CollectionRecord,
@@ -85,7 +86,7 @@ def in_source(path: str, source: SourceRecord) -> bool:
 class Seen:
     """A file found by the walk, with its stat."""
 
-    path: Path
+    path: str  # resolved
     document_id: str
     size: int
     mtime_ns: int
@@ -114,31 +115,6 @@ def stored_documents(storage: Storage, coll: CollectionRecord) -> dict[str, Docu
         offset += PAGE
 
 
-def _walk(
-    source: SourceRecord, allowed: Sequence[Path] | None
-) -> Iterator[Path | FailedFile | SkippedFile]:
-    root = Path(source.path)
-    if allowed is not None and allowed_root(root, allowed) is None:
-        name = display_name(root)
-        yield FailedFile(
-            name,
-            f"{name}: outside the folders this tool may read; it was not synced",
-            "access_denied",
-            source.path,
-        )
-        return
-    # Confined to the source itself: a link inside it that leads elsewhere is reported,
-    # never followed (and never opened later: reads are confined the same way).
-    for item in iter_files([root], within=[root]):
-        if isinstance(item, Path):
-            if not source.recursive and item.parent != root and item != root:
-                continue
-            if source.types is not None and item != root:
-                if item.suffix.lower() not in source.types:
-                    continue
-        yield item
-
-
 def plan_sync(
     storage: Storage,
     coll: CollectionRecord,
@@ -165,7 +141,19 @@ def plan_sync(
                 )
             )
             continue
-        for item in _walk(source, allowed):
+        if allowed is not None and allowed_root(Path(source.path), allowed) is None:
+            name = display_name(source.path)
+            report.failed.append(
+                FailedFile(
+                    name,
+                    f"{name}: outside the folders this tool may read; it was not synced",
+                    "access_denied",
+                    source.path,
+                )
+            )
+            protected.append(source.path)
+            continue
+        for item in stat_walk(source.path, recursive=source.recursive, types=source.types):
             if isinstance(item, FailedFile):
                 report.failed.append(item)
                 if item.path:
@@ -174,20 +162,17 @@ def plan_sync(
             if isinstance(item, SkippedFile):
                 report.skipped.append(item)
                 continue
-            try:
-                st = item.stat()
-            except OSError:
-                continue  # gone since it was listed: treated as gone
-            doc_id = document_id_for_path(item)
+            path, st = item
+            doc_id = document_id_for_path(path)
             if doc_id in seen:
                 continue
             seen.add(doc_id)
-            if str(item) in busy:
+            if path in busy:
                 report.skipped.append(
-                    SkippedFile(item.name, "still changing; read once it settles", str(item))
+                    SkippedFile(display_name(path), "still changing; read once it settles", path)
                 )
                 continue
-            found = Seen(item, doc_id, st.st_size, st.st_mtime_ns, source)
+            found = Seen(path, doc_id, st.st_size, st.st_mtime_ns, source)
             doc = docs.get(doc_id)
             state = states.get(doc_id)
             if doc is None:
@@ -200,7 +185,7 @@ def plan_sync(
                 and doc.signature == sig
             ):
                 report.unchanged.append(
-                    FileResult(display_name(item), doc_id, doc.chunk_count, [], doc.path)
+                    FileResult(doc.filename or "", doc_id, doc.chunk_count, [], doc.path)
                 )
             else:
                 plan.changed.append(found)
@@ -208,7 +193,7 @@ def plan_sync(
         path = doc.path or ""
         if doc_id in seen or not any(in_source(path, s) for s in sources):
             continue
-        if any(path == p or path.startswith(p.rstrip(os.sep) + os.sep) for p in protected):
+        if any(inside(path, p) for p in protected):
             continue
         plan.vanished[doc_id] = doc
     _find_moves(plan, sig, allowed)
@@ -226,7 +211,7 @@ def _find_moves(plan: Plan, sig: str, allowed: Sequence[Path] | None) -> None:
     still_new = []
     for found in plan.new:
         candidates = by_size.get(found.size, [])
-        content_hash = _hash(found.path, allowed) if candidates else None
+        content_hash = _hash(Path(found.path), allowed) if candidates else None
         match = next((d for d in candidates if d.content_hash == content_hash), None)
         if match is None or content_hash is None:
             still_new.append(found)
@@ -245,61 +230,74 @@ def _hash(path: Path, allowed: Sequence[Path] | None) -> str | None:
         return None  # the add that follows reports it
 
 
-def move_document(
-    storage: Storage, coll: CollectionRecord, old: DocumentRecord, found: Seen, content_hash: str
-) -> DocumentRecord | None:
-    """Re-key ``old`` to ``found``'s path, reusing its chunks and vectors (no embedding).
+def move_documents(
+    storage: Storage, coll: CollectionRecord, moves: Sequence[tuple[DocumentRecord, Seen, str]]
+) -> list[tuple[DocumentRecord, Seen]]:
+    """Re-key each vanished document to its file's new path, reusing its chunks and
+    vectors (no embedding); return the moves done.
 
-    The new document is written before the old one is deleted, so a crash in between
-    leaves both, and the next sync removes the old one. None if ``old``'s rows are not
-    all there (the file is then added afresh).
+    The new documents are written (one transaction) before the old ones are deleted, so
+    a crash in between leaves both and the next sync removes the old ones. A document
+    whose rows are not all there is left out (its file is then added afresh).
     """
-    keys = [
-        chunk_key(make_chunk_id(coll.id, old.document_id, old.content_hash, i))
-        for i in range(old.chunk_count)
-    ]
-    chunks = storage.fetch_chunks(coll, keys)
-    if len(chunks) != len(keys):
-        return None
-    vectors = storage.fetch_vectors(coll, keys)
-    path = printable(str(found.path))
-    doc = replace(
-        old,
-        document_id=found.document_id,
-        path=path,
-        filename=display_name(found.path),
-        added_at=None,
-    )
-    records = []
-    for i, key in enumerate(keys):
-        c = chunks[key]
-        chunk_id = make_chunk_id(coll.id, doc.document_id, content_hash, i)
-        records.append(
-            ChunkRecord(
-                key=chunk_key(chunk_id),
-                chunk_id=chunk_id,
-                document_id=doc.document_id,
-                chunk_index=i,
-                text=c.text,
-                page=c.page,
-                section=c.section,
-                char_start=c.char_start,
-                char_end=c.char_end,
-                content_hash=c.content_hash,
-                language=c.language,
-                terms=analyze(contextual_text(c.section, c.text), c.language),
-                metadata=doc.metadata,
-                filename=doc.filename,
-                path=doc.path,
-            )
+    items, done, states = [], [], []
+    keys_of = {
+        old.document_id: [
+            chunk_key(make_chunk_id(coll.id, old.document_id, old.content_hash, i))
+            for i in range(old.chunk_count)
+        ]
+        for old, _, _ in moves
+    }
+    wanted = [k for keys in keys_of.values() for k in keys]
+    chunks = storage.fetch_chunks(coll, wanted)
+    vectors = storage.fetch_vectors(coll, wanted)
+    row_of = {k: i for i, k in enumerate(wanted)}
+    for old, found, content_hash in moves:
+        keys = keys_of[old.document_id]
+        if any(k not in chunks for k in keys):
+            continue
+        path = printable(found.path)
+        doc = replace(
+            old,
+            document_id=found.document_id,
+            path=path,
+            filename=display_name(found.path),
+            added_at=None,
         )
-    storage.put_documents(coll, [PutItem(doc, records, vectors)])
-    storage.delete_documents(coll, [old.document_id])
-    storage.put_file_states(
-        coll, [FileState(doc.document_id, path, found.size, found.mtime_ns, content_hash)]
+        records = [_rekeyed(coll, doc, chunks[k], i, content_hash) for i, k in enumerate(keys)]
+        items.append(PutItem(doc, records, vectors[[row_of[k] for k in keys]]))
+        states.append(FileState(doc.document_id, path, found.size, found.mtime_ns, content_hash))
+        done.append((old, found))
+    if items:
+        storage.put_documents(coll, items)
+        old_ids = [old.document_id for old, _ in done]
+        storage.delete_documents(coll, old_ids)
+        storage.put_file_states(coll, states)
+        storage.delete_file_states(coll, old_ids)
+    return done
+
+
+def _rekeyed(
+    coll: CollectionRecord, doc: DocumentRecord, c: ChunkRecord, index: int, content_hash: str
+) -> ChunkRecord:
+    chunk_id = make_chunk_id(coll.id, doc.document_id, content_hash, index)
+    return ChunkRecord(
+        key=chunk_key(chunk_id),
+        chunk_id=chunk_id,
+        document_id=doc.document_id,
+        chunk_index=index,
+        text=c.text,
+        page=c.page,
+        section=c.section,
+        char_start=c.char_start,
+        char_end=c.char_end,
+        content_hash=c.content_hash,
+        language=c.language,
+        terms=analyze(contextual_text(c.section, c.text), c.language),
+        metadata=doc.metadata,
+        filename=doc.filename,
+        path=doc.path,
     )
-    storage.delete_file_states(coll, [old.document_id])
-    return doc
 
 
 def sync_collection(
@@ -332,12 +330,13 @@ def sync_collection(
         report.moved = [_moved(old, s) for old, s, _ in plan.moves]
         report.removed = [_removed(d) for d in plan.vanished.values()]
         return report
-    for old, found, content_hash in plan.moves:
-        if move_document(storage, coll, old, found, content_hash) is None:
+    moved = move_documents(storage, coll, plan.moves) if plan.moves else []
+    report.moved = [_moved(old, found) for old, found in moved]
+    done = {old.document_id for old, _ in moved}
+    for old, found, _ in plan.moves:
+        if old.document_id not in done:  # its rows were incomplete: read the file afresh
             plan.new.append(found)
             plan.vanished[old.document_id] = old
-        else:
-            report.moved.append(_moved(old, found))
     if plan.vanished:
         gone = storage.delete_documents(coll, list(plan.vanished))
         storage.delete_file_states(coll, list(plan.vanished))
@@ -348,9 +347,9 @@ def sync_collection(
         ctx = context(confined)
         # A changed file keeps its document's metadata; a new one gets its source's.
         files = [
-            (s.path, dict(plan.docs[s.document_id].metadata))
+            (Path(s.path), dict(plan.docs[s.document_id].metadata))
             if s.document_id in plan.docs
-            else (s.path, dict(s.source.metadata))
+            else (Path(s.path), dict(s.source.metadata))
             for s in to_read
         ]
         result = ingest_files(ctx, files)
@@ -363,7 +362,7 @@ def sync_collection(
 
 
 def _pending(seen: Seen) -> FileResult:
-    return FileResult(display_name(seen.path), seen.document_id, 0, [], printable(str(seen.path)))
+    return FileResult(display_name(seen.path), seen.document_id, 0, [], printable(seen.path))
 
 
 def _moved(old: DocumentRecord, seen: Seen) -> MovedFile:
@@ -371,7 +370,7 @@ def _moved(old: DocumentRecord, seen: Seen) -> MovedFile:
         display_name(seen.path),
         seen.document_id,
         old.document_id,
-        printable(str(seen.path)),
+        printable(seen.path),
         old.path,
     )
 

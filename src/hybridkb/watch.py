@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .types import SyncReport
 
 Report = Callable[["SyncReport"], None]
+RECHECK_SECONDS = 5.0  # how often a quiet watcher looks for new sources or folders
 Problem = Callable[[str], None]
 
 
@@ -127,18 +128,21 @@ class Watcher:
             self.on_report(report)
 
     def run(self) -> None:
-        """Sync everything, then follow events until ``stop`` is set."""
+        """Follow events until ``stop`` is set; sync everything once each watch has begun
+        (at start and after re-watching a changed set of folders), so no change made
+        before the watch or between two watches is missed."""
         watchfiles = attempt_import("watchfiles", "watch")
         o = self.options
-        self.sync(self.collections())
-        last_full = time.monotonic()
         pending: set[str] = set()  # files that were still changing: look again
         while not self.stop.is_set():
             roots = self.roots()
             folders = _watched(p for paths in roots.values() for p in paths)
             if not folders:
-                self.stop.wait(1.0)  # nothing to watch yet: look for new sources now and then
+                self.sync(self.collections())  # e.g. every source deleted: their documents go
+                self.stop.wait(RECHECK_SECONDS)  # nothing to watch: look for sources again
                 continue
+            last_full = None  # the first batch of a new watch runs a full sync
+            last_check = time.monotonic()
             try:
                 batches = watchfiles.watch(
                     *folders,
@@ -154,29 +158,34 @@ class Watcher:
                 for changes in batches:
                     if self.stop.is_set():
                         return
+                    now = time.monotonic()
                     paths = {path for _, path in changes} | pending
-                    due = time.monotonic() - last_full >= o.resync_seconds
-                    if due:
-                        touched = list(roots)
-                    else:
-                        touched = [
+                    due = last_full is None or now - last_full >= o.resync_seconds
+                    touched = (
+                        list(roots)
+                        if due
+                        else [
                             n
                             for n, ps in roots.items()
                             if any(_covers(r, p) for r in ps for p in paths)
                         ]
+                    )
                     if touched:
                         pending = still_changing(paths, o.settle_ms)
                         self.sync(touched, busy=pending)
                         if due:
-                            last_full = time.monotonic()
-                    if (
-                        self.roots() != roots
-                        or _watched(p for ps in roots.values() for p in ps) != folders
-                    ):
-                        break  # sources or folders changed: watch the new set
+                            last_full = now
+                    # Sources added or removed, a folder deleted or come back: watch anew.
+                    # Looked at after changes, and every few seconds when quiet (a query
+                    # a second cost the idle watcher ~5% of a core).
+                    if changes or now - last_check >= RECHECK_SECONDS:
+                        last_check = now
+                        new_roots = self.roots()
+                        new_folders = _watched(p for ps in new_roots.values() for p in ps)
+                        if new_roots != roots or new_folders != folders:
+                            break
             except (OSError, RuntimeError) as exc:
-                # A watched folder vanished or became unreadable under the watcher: say so,
-                # catch up with a sync, and watch again what is there now.
-                self.on_problem(f"watching stopped ({exc}); syncing and watching again")
-                self.sync(self.collections())
+                # A watched folder vanished or became unreadable under the watcher: say so
+                # and watch again what is there now (the new watch begins with a sync).
+                self.on_problem(f"watching stopped ({exc}); watching again")
                 self.stop.wait(0.5)

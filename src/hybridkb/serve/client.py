@@ -387,6 +387,9 @@ class RemoteCollection(Collection):
         found = self.kb.call("sync", collection=self.name, dry_run=dry_run, busy=list(busy))
         return SyncReport.from_dict(found)
 
+    def sources(self) -> list[dict[str, Any]]:
+        return list(self.kb.call("describe", name=self.name).sources)
+
     def remove_source(self, path: str | Path) -> DeleteReport:
         report: DeleteReport = self.kb.call(
             "remove_source", collection=self.name, path=_absolute(path)
