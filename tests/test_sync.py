@@ -308,3 +308,21 @@ def test_agent_tool_syncs_inside_the_allowed_folders(
     refused = narrow["sync_kb_collection"].invoke({"collection_name": "Tax Documents"})
     assert "failed 1" in refused and "outside the folders" in refused
     assert kb.collection("Tax Documents").count() == 3
+
+
+def test_sync_of_some_paths_looks_only_there(kb: hybridkb.KnowledgeBase, folder: Path) -> None:
+    coll = kb.create_collection("Tax Documents")
+    coll.add(folder)
+    (folder / "notes.txt").unlink()  # outside the paths given: not looked at
+    write(folder / "new.md", "Otters in the new file.")
+    (folder / "sub" / "draft.md").rename(folder / "draft-moved.md")
+    write(folder / ".hidden" / "x.md", "Hidden otters.")
+    scope = [str(folder.resolve() / n) for n in ("new.md", "sub", "draft-moved.md", ".hidden")]
+    report = coll.sync(paths=scope)
+    c = report.counts()
+    assert (c["added"], c["moved"], c["removed"]) == (1, 1, 0), c
+    assert "notes.txt" in files_of(coll)
+    # A path holding the whole source (its parent: the folder was deleted) walks it all.
+    assert [f.filename for f in coll.sync(paths=[str(folder.parent.resolve())]).removed] == [
+        "notes.txt"
+    ]

@@ -471,6 +471,7 @@ class Collection:
         dry_run: bool = False,
         allowed_paths: Iterable[str | Path] | None = None,
         busy: Iterable[str] = (),
+        paths: Iterable[str] | None = None,
     ) -> SyncReport:
         """Bring the collection in step with its sources (the folders and files it was
         added from): new files added, changed ones re-read, vanished ones removed,
@@ -482,6 +483,8 @@ class Collection:
             allowed_paths: Sync only sources inside these folders (the agent tools').
             busy: Resolved paths of files still being written (the watcher's): left as
                 they are this time, neither read nor removed.
+            paths: Look only at these files and folders (the watcher's events, as
+                absolute paths); None walks every source.
         """
         from .sync import sync_collection
 
@@ -495,6 +498,7 @@ class Collection:
             allowed=allowed,
             dry_run=dry_run,
             busy=frozenset(busy),
+            scope=None if paths is None else frozenset(paths),
         )
 
     def remove_source(self, path: str | Path) -> DeleteReport:

@@ -22,7 +22,7 @@ converges on the next run.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -32,9 +32,9 @@ from .chunking import contextual_text
 from .errors import KBError
 from .files import allowed_root, open_file, resolve
 from .ingest import IngestContext, document_id_for_path, ingest_files, signature
-from .loaders import file_sha256
+from .loaders import SUPPORTED_EXTENSIONS, file_sha256
 from .normalize import display_name, printable
-from .statwalk import inside, stat_walk
+from .statwalk import Found, inside, stat_walk
 from .storage.base import (
     ChunkRecord,
     CollectionRecord,
@@ -115,15 +115,36 @@ def stored_documents(storage: Storage, coll: CollectionRecord) -> dict[str, Docu
         offset += PAGE
 
 
+def _starts(source: SourceRecord, scope: Collection[str] | None) -> list[str]:
+    """Where to walk ``source``: all of it, or the paths of ``scope`` inside it (a
+    watcher's events); a path holding the source itself means all of it."""
+    if scope is None or not source.recursive:
+        return [source.path]
+    if any(inside(source.path, p) for p in scope):
+        return [source.path]
+    root = source.path.rstrip(os.sep) + os.sep
+    return [
+        p
+        for p in scope
+        if p.startswith(root)
+        and not any(part.startswith(".") for part in p[len(root) :].split(os.sep))
+    ]
+
+
 def plan_sync(
     storage: Storage,
     coll: CollectionRecord,
     sources: Sequence[SourceRecord],
     allowed: Sequence[Path] | None,
     busy: Collection[str] = (),
+    scope: Collection[str] | None = None,
 ) -> Plan:
     """Compare the sources on disk with what is stored: a stat walk, no file opened.
-    Files in ``busy`` (still being written) are left as they are, reported as skipped."""
+
+    Files in ``busy`` (still being written) are left as they are, reported as skipped.
+    With ``scope`` (resolved paths, e.g. a watcher's events) only those files and
+    folders are looked at, and only documents under them can be found gone.
+    """
     plan = Plan(report=SyncReport(coll.name))
     report = plan.report
     docs = plan.docs = stored_documents(storage, coll)
@@ -131,16 +152,8 @@ def plan_sync(
     sig = signature(coll)
     seen: set[str] = set()
     protected: list[str] = []  # paths that could not be looked at: keep their documents
+    looked: list[tuple[SourceRecord, str]] = []  # (source, where it was walked)
     for source in sources:
-        if not os.path.lexists(source.path):
-            report.skipped.append(
-                SkippedFile(
-                    display_name(Path(source.path)),
-                    "no longer exists; its documents were removed",
-                    source.path,
-                )
-            )
-            continue
         if allowed is not None and allowed_root(Path(source.path), allowed) is None:
             name = display_name(source.path)
             report.failed.append(
@@ -153,51 +166,79 @@ def plan_sync(
             )
             protected.append(source.path)
             continue
-        for item in stat_walk(source.path, recursive=source.recursive, types=source.types):
-            if isinstance(item, FailedFile):
-                report.failed.append(item)
-                if item.path:
-                    protected.append(item.path)
-                continue
-            if isinstance(item, SkippedFile):
-                report.skipped.append(item)
-                continue
-            path, st = item
-            doc_id = document_id_for_path(path)
-            if doc_id in seen:
-                continue
-            seen.add(doc_id)
-            if path in busy:
-                report.skipped.append(
-                    SkippedFile(display_name(path), "still changing; read once it settles", path)
-                )
-                continue
-            found = Seen(path, doc_id, st.st_size, st.st_mtime_ns, source)
-            doc = docs.get(doc_id)
-            state = states.get(doc_id)
-            if doc is None:
-                plan.new.append(found)
-            elif (
-                state is not None
-                and state.size == found.size
-                and state.mtime_ns == found.mtime_ns
-                and state.content_hash == doc.content_hash
-                and doc.signature == sig
-            ):
-                report.unchanged.append(
-                    FileResult(doc.filename or "", doc_id, doc.chunk_count, [], doc.path)
-                )
-            else:
-                plan.changed.append(found)
+        for start in _starts(source, scope):
+            looked.append((source, start))
+            for item in _walk(source, start):
+                if isinstance(item, FailedFile):
+                    report.failed.append(item)
+                    if item.path:
+                        protected.append(item.path)
+                    continue
+                if isinstance(item, SkippedFile):
+                    report.skipped.append(item)
+                    continue
+                path, st = item
+                doc_id = document_id_for_path(path)
+                if doc_id in seen:
+                    continue
+                seen.add(doc_id)
+                if path in busy:
+                    report.skipped.append(
+                        SkippedFile(
+                            display_name(path), "still changing; read once it settles", path
+                        )
+                    )
+                    continue
+                found = Seen(path, doc_id, st.st_size, st.st_mtime_ns, source)
+                doc = docs.get(doc_id)
+                state = states.get(doc_id)
+                if doc is None:
+                    plan.new.append(found)
+                elif (
+                    state is not None
+                    and state.size == found.size
+                    and state.mtime_ns == found.mtime_ns
+                    and state.content_hash == doc.content_hash
+                    and doc.signature == sig
+                ):
+                    report.unchanged.append(
+                        FileResult(doc.filename or "", doc_id, doc.chunk_count, [], doc.path)
+                    )
+                else:
+                    plan.changed.append(found)
     for doc_id, doc in docs.items():
         path = doc.path or ""
-        if doc_id in seen or not any(in_source(path, s) for s in sources):
+        if doc_id in seen or any(inside(path, p) for p in protected):
             continue
-        if any(inside(path, p) for p in protected):
-            continue
-        plan.vanished[doc_id] = doc
+        if any(in_source(path, src) and inside(path, start) for src, start in looked):
+            plan.vanished[doc_id] = doc
     _find_moves(plan, sig, allowed)
     return plan
+
+
+def _walk(source: SourceRecord, start: str) -> Iterator[Found | FailedFile | SkippedFile]:
+    """``stat_walk`` of ``start`` inside ``source``, saying when the source is gone."""
+    if not os.path.lexists(start):
+        if start == source.path:
+            reason = "no longer exists; its documents were removed"
+            yield SkippedFile(display_name(start), reason, start)
+        return  # a path of the scope that is gone: its documents are found gone
+    if start != source.path:
+        real = os.path.realpath(start)
+        if not inside(real, source.path):
+            yield FailedFile(
+                display_name(start),
+                f"{display_name(start)}: links outside the folder being synced; not followed",
+                "access_denied",
+                start,
+            )
+            return
+        if os.path.isfile(real) and Path(real).suffix.lower() not in (
+            source.types or SUPPORTED_EXTENSIONS
+        ):
+            return  # a file of another type: nothing to say on every event
+        start = real
+    yield from stat_walk(start, recursive=source.recursive, types=source.types)
 
 
 def _find_moves(plan: Plan, sig: str, allowed: Sequence[Path] | None) -> None:
@@ -308,6 +349,7 @@ def sync_collection(
     allowed: Sequence[Path] | None,
     dry_run: bool = False,
     busy: Collection[str] = (),
+    scope: Collection[str] | None = None,
 ) -> SyncReport:
     """Bring ``coll`` in step with its sources (see the module docstring).
 
@@ -319,9 +361,11 @@ def sync_collection(
         allowed: Resolved folders the caller may read (the agent tools'); None: any.
         dry_run: Report what would change and change nothing (no file is opened).
         busy: Resolved paths of files still being written: left as they are this time.
+        scope: Look only at these paths (files or folders; a watcher's events); None:
+            walk every source.
     """
     sources = storage.list_sources(coll)
-    plan = plan_sync(storage, coll, sources, allowed, busy)
+    plan = plan_sync(storage, coll, sources, allowed, busy, scope)
     report = plan.report
     if dry_run:
         report.dry_run = True

@@ -382,9 +382,16 @@ class RemoteCollection(Collection):
         dry_run: bool = False,
         allowed_paths: Iterable[str | Path] | None = None,
         busy: Iterable[str] = (),
+        paths: Iterable[str] | None = None,
     ) -> SyncReport:
         # The owner syncs inside its own allowed folders (a client may not widen them).
-        found = self.kb.call("sync", collection=self.name, dry_run=dry_run, busy=list(busy))
+        found = self.kb.call(
+            "sync",
+            collection=self.name,
+            dry_run=dry_run,
+            busy=list(busy),
+            paths=None if paths is None else list(paths),
+        )
         return SyncReport.from_dict(found)
 
     def sources(self) -> list[dict[str, Any]]:

@@ -59,7 +59,9 @@ def _sync(kb: Any, a: dict[str, Any]) -> Any:
     allowed = [str(p) for p in kb.settings.allowed_paths]
     coll = kb.collection(a["collection"])
     busy = [str(p) for p in a.get("busy") or []]
-    return coll.sync(dry_run=bool(a.get("dry_run")), allowed_paths=allowed, busy=busy).to_dict()
+    paths = None if a.get("paths") is None else [str(p) for p in a["paths"]]
+    dry_run = bool(a.get("dry_run"))
+    return coll.sync(dry_run=dry_run, allowed_paths=allowed, busy=busy, paths=paths).to_dict()
 
 
 def _graph(kb: Any, a: dict[str, Any]) -> Any:
