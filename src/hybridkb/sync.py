@@ -147,8 +147,18 @@ def plan_sync(
     """
     plan = Plan(report=SyncReport(coll.name))
     report = plan.report
-    docs = plan.docs = stored_documents(storage, coll)
     states = storage.file_states(coll)
+    # A whole sync reads every document at once; a scoped one (a watcher's few events
+    # among 10k files) only those it meets, by id.
+    docs = plan.docs = stored_documents(storage, coll) if scope is None else {}
+
+    def stored(doc_id: str) -> DocumentRecord | None:
+        if scope is not None and doc_id not in docs:
+            doc = storage.get_document(coll, doc_id)
+            if doc is not None and doc.source == "file" and doc.path:
+                docs[doc_id] = doc
+        return docs.get(doc_id)
+
     sig = signature(coll)
     seen: set[str] = set()
     protected: list[str] = []  # paths that could not be looked at: keep their documents
@@ -190,7 +200,7 @@ def plan_sync(
                     )
                     continue
                 found = Seen(path, doc_id, st.st_size, st.st_mtime_ns, source)
-                doc = docs.get(doc_id)
+                doc = stored(doc_id)
                 state = states.get(doc_id)
                 if doc is None:
                     plan.new.append(found)
@@ -206,6 +216,10 @@ def plan_sync(
                     )
                 else:
                     plan.changed.append(found)
+    if scope is not None:  # the documents that may be gone: those recorded under the scope
+        for state in states.values():
+            if any(inside(state.path, start) for _, start in looked):
+                stored(state.document_id)
     for doc_id, doc in docs.items():
         path = doc.path or ""
         if doc_id in seen or any(inside(path, p) for p in protected):
