@@ -227,12 +227,20 @@ def bench_sync(work: Path, count: int) -> dict[str, Any]:
     return out
 
 
-def bench_watch(work: Path, rounds: int = 10, idle_s: float = 20.0) -> dict[str, Any]:
+def bench_watch(
+    work: Path,
+    rounds: int = 10,
+    idle_s: float = 20.0,
+    *,
+    db: str = "kb.duckdb",
+    collection: str = "Bench",
+    model: str = "fake",
+) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HYBRIDKB_")}
     env.update(
         {
-            "HYBRIDKB_DB": str(work / "kb.duckdb"),
-            "HYBRIDKB_MODEL": "fake",
+            "HYBRIDKB_DB": str(work / db),
+            "HYBRIDKB_MODEL": model,
             "HYBRIDKB_CACHE_DIR": str(work / "cache"),
             "PYTHONPATH": str(Path(hybridkb.__file__).parents[1]),
         }
@@ -247,23 +255,23 @@ def bench_watch(work: Path, rounds: int = 10, idle_s: float = 20.0) -> dict[str,
     assert proc.stdout is not None
     first = proc.stdout.readline()
     assert first.startswith("watching"), first
-    out: dict[str, Any] = {"embedder": "fake"}
+    out: dict[str, Any] = {"embedder": model}
     try:
         deadline = time.monotonic() + 60
         kb = None
         while kb is None or not kb.is_client:
             if kb is not None:
                 kb.close()
-            kb = hybridkb.connect(work / "kb.duckdb", model="fake", cache_dir=work / "cache")
+            kb = hybridkb.connect(work / db, model=model, cache_dir=work / "cache")
             if time.monotonic() > deadline:
                 raise RuntimeError("the watcher never served the file")
-        coll = kb.collection("Bench")
+        coll = kb.collection(collection)
         time.sleep(2)  # the watcher's first sync (a stat walk) is done by now
         page = " ".join(WORDS) * 12  # ~ one page
         latencies = []
         for n in range(rounds):
             token = "zqsaved" + "".join(chr(97 + int(c)) for c in f"{n:03d}") + "zq"
-            path = work / "docs" / "d00" / f"saved-{n}.md"
+            path = work / ("docs" if collection == "Bench" else "real-watch") / f"saved-{n}.md"
             start = time.perf_counter()
             path.write_text(f"# Saved {n}\n\n{page} {token}\n", "utf-8")
             while not coll.search(token, mode="keyword", k=1):
@@ -271,15 +279,19 @@ def bench_watch(work: Path, rounds: int = 10, idle_s: float = 20.0) -> dict[str,
                     raise RuntimeError("a saved file never became searchable")
                 time.sleep(0.05)
             latencies.append(time.perf_counter() - start)
+        if model != "fake":  # the first save loads the model in the watcher
+            out["first_save_s"] = round(latencies.pop(0), 3)
         out["save_to_searchable_s"] = {
             "p50": round(statistics.median(latencies), 3),
             "p95": round(pct(latencies, 95), 3),
             "max": round(max(latencies), 3),
-            "rounds": rounds,
+            "rounds": len(latencies),
             "goal": "p50 < 2 s (with the real model)",
         }
         print(f"watch latency: {out['save_to_searchable_s']}")
         kb.close()
+        if idle_s <= 0:
+            return out
         time.sleep(1)
         cpu0, t0 = cpu_seconds(proc.pid), time.monotonic()
         time.sleep(idle_s)
@@ -299,6 +311,17 @@ def bench_watch(work: Path, rounds: int = 10, idle_s: float = 20.0) -> dict[str,
             proc.kill()
         out["watcher_exit_code_on_sigterm"] = proc.returncode
     return out
+
+
+def bench_watch_real_model(work: Path, rounds: int = 6) -> dict[str, Any]:
+    """Save -> searchable with the real model, on a small folder (the walk is not what
+    is measured here; the 10k figure above is)."""
+    folder = work / "real-watch"
+    generate(folder, 50, seed=3)
+    with hybridkb.connect(work / "real-watch.duckdb", cache_dir=work / "cache") as kb:
+        model = kb.settings.model
+        kb.create_collection("RealWatch").add(folder)
+    return bench_watch(work, rounds, 0, db="real-watch.duckdb", collection="RealWatch", model=model)
 
 
 def bench_real_docs(work: Path) -> dict[str, Any]:
@@ -325,12 +348,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--real-docs", action="store_true")
+    parser.add_argument("--only-real-watch", action="store_true", help="just the real-model watch")
     parser.add_argument("--idle-seconds", type=float, default=20.0)
     args = parser.parse_args()
     print(describe())
     results: dict[str, Any] = {"machine": machine()}
     with tempfile.TemporaryDirectory(prefix="hkb-sync-bench-") as tmp:
         work = Path(tmp)
+        if args.only_real_watch:
+            results["watch_real_model"] = bench_watch_real_model(work)
+            print(f"wrote {write_json('sync', results)}")
+            return
         results["sync"] = bench_sync(work, args.files)
         results["watch"] = bench_watch(work, idle_s=args.idle_seconds)
         if args.real_docs:

@@ -15,6 +15,7 @@ from hybridkb import files, ingest, sync
 from hybridkb.cli import main
 from hybridkb.embedders.base import FakeEmbedder
 from hybridkb.errors import ConfigError
+from hybridkb.storage.base import document_node_id
 
 
 class CountingEmbedder(FakeEmbedder):
@@ -97,6 +98,8 @@ def test_sync_adds_updates_removes_and_moves(kb: hybridkb.KnowledgeBase, folder:
     kb = kb.with_embedder(counting)
     coll = kb.create_collection("Tax Documents")
     coll.add(folder)
+    cid = coll.record.id
+    assert all(kb.graph.has_node(document_node_id(cid, d.document_id)) for d in coll.documents())
     write(folder / "new.md", "# New\n\nA fresh invoice for the walrus sanctuary.")
     write(folder / "notes.txt", "Depreciation of the orchard tractor over nine years, revised.")
     touch_later(folder / "notes.txt")
@@ -119,6 +122,10 @@ def test_sync_adds_updates_removes_and_moves(kb: hybridkb.KnowledgeBase, folder:
     # Only the new and the changed file were embedded; the renamed one reused its vectors.
     new_chunks = sum(f.chunks for f in report.added + report.updated)
     assert counting.texts - before == new_chunks
+    # The graph follows: the removed file's document node is gone, the renamed one's is there.
+    assert not kb.graph.has_node(document_node_id(cid, report.removed[0].document_id))
+    assert not kb.graph.has_node(document_node_id(cid, report.moved[0].previous_id))
+    assert kb.graph.has_node(document_node_id(cid, report.moved[0].document_id))
     moved = coll.get(report.moved[0].document_id)
     assert moved is not None and moved.path == str((folder / "sub" / "invoice-2025.md").resolve())
     assert coll.document_text(moved.document_id) is not None
