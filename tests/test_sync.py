@@ -289,6 +289,8 @@ def test_cli_sync_and_sources(
     assert code == 0 and "2 unchanged" in out
     code, out, _ = run("sources", "Tax Documents")
     assert code == 0 and str(folder.resolve()) in out
+    code, out, _ = run("describe", "Tax Documents", "--json")
+    assert json.loads(out)["sources"][0]["path"] == str(folder.resolve())
     code, out, _ = run("sources", "Tax Documents", "--remove", str(folder))
     assert code == 0 and "2 documents" in out
     code, out, err = run("sources", "Tax Documents", "--remove", str(folder))
@@ -333,3 +335,31 @@ def test_sync_of_some_paths_looks_only_there(kb: hybridkb.KnowledgeBase, folder:
     assert [f.filename for f in coll.sync(paths=[str(folder.parent.resolve())]).removed] == [
         "notes.txt"
     ]
+
+
+class Killed(BaseException):
+    """Stands for the process dying mid-sync (not an error anything would catch)."""
+
+
+@pytest.mark.parametrize("step", ["put_documents", "delete_documents", "put_file_states"])
+def test_a_sync_killed_midway_converges_on_the_next(
+    kb: hybridkb.KnowledgeBase, folder: Path, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
+    coll = kb.create_collection("Tax Documents")
+    coll.add(folder)
+    (folder / "invoice.md").rename(folder / "invoice-renamed.md")
+    (folder / "notes.txt").unlink()
+    write(folder / "new.md", "Otters in the new file.")
+    real = getattr(kb.storage, step)
+
+    def die(*args: Any, **kw: Any) -> Any:
+        raise Killed
+
+    monkeypatch.setattr(kb.storage, step, die)
+    with pytest.raises(Killed):
+        coll.sync()
+    monkeypatch.setattr(kb.storage, step, real)
+    coll.sync()
+    assert files_of(coll) == {"invoice-renamed.md", "draft.md", "new.md"}
+    assert coll.count() == 3 and found(coll, "plumber") == {"invoice-renamed.md"}
+    assert not coll.sync().changed

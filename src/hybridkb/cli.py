@@ -201,6 +201,7 @@ def _describe_dict(info: CollectionInfo) -> dict[str, Any]:
         "languages": list(info.languages),
         "bytes": info.bytes,
         "updated_at": info.updated_at,
+        "sources": list(info.sources),
     }
 
 
@@ -226,6 +227,7 @@ def describe(state: State, name: str, as_json: bool) -> int:
         ("bytes", f"{info.bytes:,}"),
         ("created", _short_time(info.created_at)),
         ("updated", _short_time(info.updated_at)),
+        ("sources", ", ".join(src["path"] for src in info.sources) or "-"),
     ]
     for label, value in lines:
         click.echo(f"{label + ':':<17}{value}")
