@@ -363,3 +363,29 @@ def test_a_sync_killed_midway_converges_on_the_next(
     assert files_of(coll) == {"invoice-renamed.md", "draft.md", "new.md"}
     assert coll.count() == 3 and found(coll, "plumber") == {"invoice-renamed.md"}
     assert not coll.sync().changed
+
+
+def test_a_file_of_the_previous_schema_describes_read_only(tmp_path: Path, folder: Path) -> None:
+    import duckdb
+
+    from hybridkb.storage.duckdb.schema import FILE_STATES, MIGRATIONS, SOURCES
+
+    db = tmp_path / "old.duckdb"
+    with hybridkb.connect(db, model="fake") as kb:
+        kb.create_collection("Old").add(folder)
+    con = duckdb.connect(str(db))  # back to the schema before the sources' migration
+    con.execute(f"DROP TABLE {SOURCES}")
+    con.execute(f"DROP TABLE {FILE_STATES}")
+    con.execute(
+        "UPDATE hybridkb_meta SET value = ? WHERE key = 'schema_version'",
+        [str(len(MIGRATIONS) - 1)],
+    )
+    con.close()
+    with hybridkb.connect(db, model="fake", read_only=True) as ro:
+        assert ro.describe("Old").sources == [] and ro.describe("Old").documents == 3
+        assert not ro.collection("Old").sync(dry_run=True).changed
+    with hybridkb.connect(db, model="fake") as kb:  # migrated when opened for writing
+        coll = kb.collection("Old")
+        assert coll.sources() == [] and not coll.sync().changed
+        coll.add(folder)
+        assert [s["path"] for s in coll.sources()] == [str(folder.resolve())]

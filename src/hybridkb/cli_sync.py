@@ -49,6 +49,8 @@ def echo_sync_report(report: SyncReport) -> None:
     for skipped in report.skipped:
         click.echo(f"{'skipped':<9} {skipped.filename}: {one_line(skipped.reason)}")
     summary = ", ".join(f"{n} {what}" for what, n in c.items() if n or what == "unchanged")
+    if not any(c.values()):
+        summary += " (no sources: `hybridkb add` a folder to follow it)"
     click.echo(f"{report.collection!r}: {summary}" + (" (dry run)" if report.dry_run else ""))
 
 

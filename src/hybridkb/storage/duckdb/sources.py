@@ -45,6 +45,17 @@ class DuckDBSources:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._tables_seen = False
+
+    def _has_tables(self) -> bool:
+        """False for a file of an older schema opened read-only (not migrated): it has
+        no sources yet, and reading them must not fail (``describe`` reads them)."""
+        if not self._tables_seen:
+            rows = self.engine.query(
+                "SELECT 1 FROM duckdb_tables() WHERE table_name = ?", [FILE_STATES]
+            )
+            self._tables_seen = bool(rows)
+        return self._tables_seen
 
     def put_source(self, coll: CollectionRecord, source: SourceRecord) -> None:
         def put(con: duckdb.DuckDBPyConnection) -> None:
@@ -56,6 +67,8 @@ class DuckDBSources:
         self.engine.transaction(put)
 
     def list_sources(self, coll: CollectionRecord) -> list[SourceRecord]:
+        if not self._has_tables():
+            return []
         rows = self.engine.query(
             f"SELECT path, options, added_at::VARCHAR FROM {SOURCES} WHERE collection_id = ? ORDER BY path",
             [coll.id],
@@ -73,6 +86,8 @@ class DuckDBSources:
         return self.engine.transaction(delete)
 
     def file_states(self, coll: CollectionRecord) -> dict[str, FileState]:
+        if not self._has_tables():
+            return {}
         rows = self.engine.query(
             f"SELECT document_id, path, size, mtime_ns, content_hash FROM {FILE_STATES}"
             " WHERE collection_id = ?",

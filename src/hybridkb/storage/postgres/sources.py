@@ -70,6 +70,16 @@ class PostgresSources:
     def __init__(self, read: Run, write: Run) -> None:
         self._read_sources = read
         self._write_sources = write
+        self._tables_seen = False
+
+    def _has_tables(self) -> bool:
+        """False for a database of an older schema opened read-only (not migrated)."""
+        if not self._tables_seen:
+            found = self._read_sources(
+                lambda con: con.execute("SELECT to_regclass(%s)", [FILE_STATES]).fetchone()
+            )
+            self._tables_seen = bool(found and found[0])
+        return self._tables_seen
 
     def put_source(self, coll: CollectionRecord, source: SourceRecord) -> None:
         self._write_sources(
@@ -81,6 +91,8 @@ class PostgresSources:
         )
 
     def list_sources(self, coll: CollectionRecord) -> list[SourceRecord]:
+        if not self._has_tables():
+            return []
         rows = self._read_sources(
             lambda con: con.execute(
                 f"SELECT path, options, added_at FROM {SOURCES} WHERE collection_id = %s"
@@ -100,6 +112,8 @@ class PostgresSources:
         return bool(rows)
 
     def file_states(self, coll: CollectionRecord) -> dict[str, FileState]:
+        if not self._has_tables():
+            return {}
         rows = self._read_sources(
             lambda con: con.execute(
                 f"SELECT document_id, path, size, mtime_ns, content_hash FROM {FILE_STATES}"
