@@ -31,6 +31,7 @@ DESCRIBE_KEYS = {
     "languages",
     "bytes",
     "updated_at",
+    "sources",
 }
 
 

@@ -22,7 +22,15 @@ from hybridkb.errors import CollectionExists, CollectionNotFound, KBError
 from hybridkb.filters import matches, parse_filter
 from hybridkb.index.keyword import KeywordIndex
 from hybridkb.serve.client import RemoteKnowledgeBase
-from hybridkb.storage.base import ChunkRecord, DocumentRecord, WriteEvent, chunk_key, make_chunk_id
+from hybridkb.storage.base import (
+    ChunkRecord,
+    DocumentRecord,
+    FileState,
+    SourceRecord,
+    WriteEvent,
+    chunk_key,
+    make_chunk_id,
+)
 
 MODES = ("hybrid", "vector", "keyword", "filter")
 
@@ -222,6 +230,53 @@ class StorageContract:
         assert coll.count() == 2
         hit = coll.search("wombats", k=1, mode="keyword")[0]
         assert hit.filename == "b.md" and hit.metadata["path"].endswith("b.md")
+
+    def test_sources_and_file_states_round_trip(self, empty_kb: hybridkb.KnowledgeBase) -> None:
+        storage = empty_kb.storage
+        record = empty_kb.create_collection("Files").record
+        assert storage.list_sources(record) == [] and storage.file_states(record) == {}
+        storage.put_source(record, SourceRecord("/b", metadata={"year": 2024}))
+        storage.put_source(record, SourceRecord("/a", recursive=False, types=[".md"]))
+        storage.put_source(record, SourceRecord("/b", metadata={"year": 2025}))  # replaces
+        listed = storage.list_sources(record)
+        assert [(s.path, s.recursive, s.types, s.metadata) for s in listed] == [
+            ("/a", False, [".md"], {}),
+            ("/b", True, None, {"year": 2025}),
+        ]
+        assert storage.delete_source(record, "/a") and not storage.delete_source(record, "/a")
+        states = [FileState(f"d{i}", f"/b/{i}.md", i, 10**18 + i, f"h{i}") for i in range(3)]
+        storage.put_file_states(record, states)
+        storage.put_file_states(record, [FileState("d1", "/b/1.md", 7, 8, "h9")])  # replaces
+        got = storage.file_states(record)
+        assert got["d0"] == states[0] and got["d1"] == FileState("d1", "/b/1.md", 7, 8, "h9")
+        storage.delete_file_states(record, ["d0", "unknown"])
+        assert sorted(storage.file_states(record)) == ["d1", "d2"]
+        empty_kb.drop_collection("Files")
+        again = empty_kb.create_collection("Files").record
+        assert storage.list_sources(again) == [] and storage.file_states(again) == {}
+
+    def test_sync_follows_the_folder(
+        self, empty_kb: hybridkb.KnowledgeBase, tmp_path: Path
+    ) -> None:
+        folder = tmp_path / "docs"
+        folder.mkdir()
+        (folder / "a.txt").write_text("Alpha paragraph about quokkas.", "utf-8")
+        (folder / "b.md").write_text("# Heading\n\nBeta text about wombats.", "utf-8")
+        (folder / "c.md").write_text("Gamma text about narwhals.", "utf-8")
+        coll = empty_kb.create_collection("Files")
+        coll.add(folder)
+        assert [s["path"] for s in coll.describe().sources] == [str(folder.resolve())]
+        assert coll.sync().counts()["unchanged"] == 3
+        (folder / "a.txt").unlink()
+        (folder / "b.md").rename(folder / "renamed.md")
+        (folder / "d.md").write_text("Delta text about axolotls.", "utf-8")
+        report = coll.sync()
+        counts = report.counts()
+        assert (counts["added"], counts["moved"], counts["removed"]) == (1, 1, 1)
+        assert [h.filename for h in coll.search("wombats", k=3, mode="keyword")] == ["renamed.md"]
+        assert coll.search("quokkas", k=3, mode="keyword") == []
+        assert coll.count() == 3
+        assert len(coll.remove_source(folder).deleted) == 3 and coll.count() == 0
 
     def test_changed_document_replaces_chunks(self, empty_kb: hybridkb.KnowledgeBase) -> None:
         coll = empty_kb.create_collection("C")
@@ -660,6 +715,7 @@ class TestClientContract(StorageContract):
             "test_failed_write_leaves_nothing",
             "test_list_workspaces_names_those_with_collections",
             "test_prepare_loads_ahead_and_changes_no_answer",
+            "test_sources_and_file_states_round_trip",
             "test_storage_returns_ranked_pairs",
             "test_streamed_document_replaces_in_one_write",
             "test_transaction_commits_or_rolls_back",

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from .settings import Settings
     from .sql_tool import SQLResult
     from .storage.base import ChunkRecord, CollectionHealth, CollectionRecord, DocumentRecord
-    from .types import AddReport, CollectionInfo, DeleteReport, Hit
+    from .types import AddReport, CollectionInfo, DeleteReport, Hit, SyncReport
 
 __all__ = ["CollectionAPI", "GraphAPI", "KnowledgeBaseAPI"]
 
@@ -171,6 +171,26 @@ class CollectionAPI(Protocol):
         ids: Sequence[str] | None = None,
     ) -> AddReport:
         """Add raw texts as documents (ids default to a hash of the text)."""
+        ...
+
+    def sync(
+        self,
+        *,
+        dry_run: bool = False,
+        allowed_paths: Iterable[str | Path] | None = None,
+        busy: Iterable[str] = (),
+        paths: Iterable[str] | None = None,
+    ) -> SyncReport:
+        """Bring the collection in step with its sources: new files added, changed ones
+        re-read, vanished ones removed, renamed ones re-keyed without embedding."""
+        ...
+
+    def sources(self) -> list[dict[str, Any]]:
+        """The folders and files the collection was added from."""
+        ...
+
+    def remove_source(self, path: str | Path) -> DeleteReport:
+        """Forget a source and remove the documents that came only from it."""
         ...
 
     def search(

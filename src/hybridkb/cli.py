@@ -11,7 +11,7 @@ import gc
 import importlib
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +34,7 @@ from .cli_common import (
 )
 from .cli_maintenance import cache, compact, copy_command, doctor, reembed, setup
 from .cli_postgres import postgres
+from .cli_sync import sources, sync, watch
 from .errors import KBError
 from .filters import filter_reference
 from .lifecycle import Stopped, stop_on_signals
@@ -204,6 +205,7 @@ def _describe_dict(info: CollectionInfo) -> dict[str, Any]:
         "languages": list(info.languages),
         "bytes": info.bytes,
         "updated_at": info.updated_at,
+        "sources": list(info.sources),
     }
 
 
@@ -229,6 +231,7 @@ def describe(state: State, name: str, as_json: bool) -> int:
         ("bytes", f"{info.bytes:,}"),
         ("created", _short_time(info.created_at)),
         ("updated", _short_time(info.updated_at)),
+        ("sources", ", ".join(src["path"] for src in info.sources) or "-"),
     ]
     for label, value in lines:
         click.echo(f"{label + ':':<17}{value}")
@@ -491,6 +494,10 @@ def eval_(state: State, beir_dir: Path, mode: str, split: str, k_docs: int, as_j
     help="HTTP off loopback: a Host name clients may use (repeatable).",
 )  # fmt: skip
 @click.option("--read-only", is_flag=True, help="Offer only the tools that read.")
+@click.option(
+    "--watch", "watch_files", is_flag=True,
+    help="Keep every collection in step with its folders while serving (see `hybridkb watch`).",
+)  # fmt: skip
 @pass_state
 def mcp(
     state: State,
@@ -499,12 +506,14 @@ def mcp(
     token_file: Path | None,
     allow_hosts: tuple[str, ...],
     read_only: bool,
+    watch_files: bool,
 ) -> int:
     """Serve the knowledge-base tools over MCP (stdio by default) until stopped.
 
     The server holds the database and the model while it runs; with DuckDB other
     processes (a terminal, a second assistant, a script) reach the knowledge base
-    through it, also when it offers only the tools that read.
+    through it, also when it offers only the tools that read. With --watch it also
+    follows the collections' folders, so every client searches what is on disk now.
     """
     settings = state.settings()  # ConfigError now if a value is bad
     check_db_folder(settings.db)  # a typo in the host's config: one line, before serving
@@ -519,12 +528,17 @@ def mcp(
     click.echo(f"hybridkb mcp: knowledge base {shown_db(settings.db)}", err=True)
     say_allowed(settings.allowed_paths)
 
-    def open_kb() -> KnowledgeBaseAPI:
+    def server_kb() -> KnowledgeBaseAPI:
         return state.server_kb(read_only=read_only)
 
+    open_kb: Callable[[], KnowledgeBaseAPI] = server_kb
+    if watch_files:
+        from .cli_sync import watch_in_background
+
+        open_kb = watch_in_background(server_kb)
     # SIGTERM (how MCP hosts stop servers) and SIGHUP unwind like Ctrl-C: calls in
     # progress finish, the knowledge base closes (DuckDB checkpoints, the owner's
-    # endpoint file goes), and main() exits with 128 + the signal.
+    # endpoint file goes, a watcher stops), and main() exits with 128 + the signal.
     with stop_on_signals():
         try:
             if http_port is None:  # our own stdio server: answers before the tools and model load
@@ -560,7 +574,18 @@ def say_allowed(allowed: Sequence[Path]) -> None:
 
 # Commands that live beside their feature; they reach the knowledge base through
 # State.kb(write=...) on the root context.
-for command in (doctor, reembed, compact, copy_command, setup, cache, postgres):
+for command in (
+    doctor,
+    reembed,
+    compact,
+    copy_command,
+    setup,
+    cache,
+    postgres,
+    sync,
+    sources,
+    watch,
+):
     cli.add_command(command)
 
 

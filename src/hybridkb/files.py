@@ -44,6 +44,7 @@ class OpenedFile:
     name: str  # for messages
     stream: BinaryIO
     size: int
+    mtime_ns: int = 0  # as opened: a sync compares it with the file's later stat
 
     def close(self) -> None:
         self.stream.close()
@@ -174,4 +175,6 @@ def open_file(path: str | Path, *, within: Sequence[Path] | None = None) -> Open
     except BaseException:
         os.close(fd)
         raise
-    return OpenedFile(path=real, name=name, stream=stream, size=info.st_size)
+    return OpenedFile(
+        path=real, name=name, stream=stream, size=info.st_size, mtime_ns=info.st_mtime_ns
+    )

@@ -14,7 +14,7 @@ import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ from .storage.base import (
     ChunkRecord,
     CollectionRecord,
     DocumentRecord,
+    FileState,
     PutItem,
     Storage,
     chunk_key,
@@ -80,9 +81,12 @@ class IngestContext:
     cache: EmbeddingCache | None
     # Resolved folders files must be read from (the agent tools'); None: any file.
     allowed: Sequence[Path] | None = None
+    # Each file's size, mtime and hash as it was opened, by document id: recorded once
+    # its document is stored (or found unchanged), so a sync can skip it unopened.
+    observed: dict[str, FileState] = field(default_factory=dict)
 
 
-def document_id_for_path(path: Path) -> str:
+def document_id_for_path(path: str | Path) -> str:
     """A file's document id: stable for (collection, resolved absolute path)."""
     return hashlib.blake2b(str(path).encode("utf-8", "surrogateescape"), digest_size=8).hexdigest()
 
@@ -299,6 +303,9 @@ def prepare_file(ctx: IngestContext, path: Path, metadata: dict[str, Any]) -> Ou
         real = opened.path
         document_id = document_id_for_path(real)
         content_hash = file_sha256(opened)
+        ctx.observed[document_id] = FileState(
+            document_id, printable(str(real)), opened.size, opened.mtime_ns, content_hash
+        )
         sig = signature(ctx.coll)
         existing = ctx.storage.get_document(ctx.coll, document_id)
         if _unchanged(existing, content_hash, sig, metadata):
@@ -428,17 +435,31 @@ def ingest_paths(
         )
     failed: list[FailedFile] = []
     skipped: list[SkippedFile] = []
-    jobs: list[Callable[[], Outcome]] = []
+    files: list[tuple[Path, dict[str, Any]]] = []
     for item in iter_files([Path(p) for p in paths], within=ctx.allowed):
         if isinstance(item, FailedFile):
             failed.append(item)
         elif isinstance(item, SkippedFile):
             skipped.append(item)
         else:
-            jobs.append(functools.partial(prepare_file, ctx, item, user_meta))
-    report = run_pipeline(ctx, jobs)
+            files.append((item, user_meta))
+    report = ingest_files(ctx, files)
     report.failed[:0] = failed
     report.skipped = skipped
+    return report
+
+
+def ingest_files(ctx: IngestContext, files: Sequence[tuple[Path, dict[str, Any]]]) -> AddReport:
+    """Ingest resolved files, each with its (validated) metadata, and record the state
+    each stored or unchanged one was read in (a failed one keeps its old state)."""
+    jobs: list[Callable[[], Outcome]] = [
+        functools.partial(prepare_file, ctx, path, meta) for path, meta in files
+    ]
+    report = run_pipeline(ctx, jobs)
+    stored = [r.document_id for r in (*report.added, *report.unchanged)]
+    states = [ctx.observed[i] for i in stored if i in ctx.observed]
+    if states:
+        ctx.storage.put_file_states(ctx.coll, states)
     return report
 
 

@@ -40,7 +40,7 @@ from .storage.base import (
     chunk_key,
     make_chunk_id,
 )
-from .types import AddReport, CollectionInfo, DeleteReport, Hit
+from .types import AddReport, CollectionInfo, DeleteReport, Hit, SyncReport
 
 if TYPE_CHECKING:
     # Imported where they are used: ingest (the loaders, chunking, the files it opens)
@@ -51,6 +51,12 @@ if TYPE_CHECKING:
     from .ingest import IngestContext
     from .sql_tool import SQLResult
     from .storage.base import CollectionHealth
+
+
+def _resolved(paths: Iterable[str | Path] | None) -> list[Path] | None:
+    if paths is None:
+        return None
+    return [Path(os.path.realpath(Path(p).expanduser())) for p in paths]
 
 
 def check_name(name: str, what: str = "collection name") -> str:
@@ -342,7 +348,9 @@ class KnowledgeBase:
 
     def describe(self, name: str) -> CollectionInfo:
         record = self.record(check_name(name))
-        return self._info(record, self.storage.stats(record))
+        info = self._info(record, self.storage.stats(record))
+        info.sources = Collection(self, record.name, record).sources()
+        return info
 
     @staticmethod
     def _info(record: CollectionRecord, st: CollectionStats) -> CollectionInfo:
@@ -522,14 +530,89 @@ class Collection:
         if isinstance(paths, (str, Path)):
             paths = [paths]
         check_text(metadata, "metadata")  # paths may hold surrogates: undecodable file names
-        allowed = (
-            [Path(os.path.realpath(Path(p).expanduser())) for p in allowed_paths]
-            if allowed_paths is not None
-            else None
-        )
+        allowed = _resolved(allowed_paths)
         from .ingest import ingest_paths
+        from .sync import remember_sources
 
-        return ingest_paths(self._context(allowed), list(paths), metadata)
+        paths = list(paths)
+        report = ingest_paths(self._context(allowed), paths, metadata)
+        # Remembered once the add has checked the metadata: ``sync`` walks them again.
+        remember_sources(
+            self.kb.storage, self.record, paths, allowed=allowed, metadata=dict(metadata or {})
+        )
+        return report
+
+    def sync(
+        self,
+        *,
+        dry_run: bool = False,
+        allowed_paths: Iterable[str | Path] | None = None,
+        busy: Iterable[str] = (),
+        paths: Iterable[str] | None = None,
+    ) -> SyncReport:
+        """Bring the collection in step with its sources (the folders and files it was
+        added from): new files added, changed ones re-read, vanished ones removed,
+        renamed ones re-keyed without embedding. An unchanged folder is a stat walk: no
+        file is opened and no model loaded.
+
+        Args:
+            dry_run: Report what would change, change nothing.
+            allowed_paths: Sync only sources inside these folders (the agent tools').
+            busy: Resolved paths of files still being written (the watcher's): left as
+                they are this time, neither read nor removed.
+            paths: Look only at these files and folders (the watcher's events, as
+                absolute paths); None walks every source.
+        """
+        from .sync import sync_collection
+
+        allowed = _resolved(allowed_paths)
+        if not dry_run and self.kb.storage.read_only:
+            self._context()  # raises the read-only error before anything is walked
+        return sync_collection(
+            self.kb.storage,
+            self.record,
+            context=self._context,
+            allowed=allowed,
+            dry_run=dry_run,
+            busy=frozenset(busy),
+            scope=None if paths is None else frozenset(paths),
+        )
+
+    def remove_source(self, path: str | Path) -> DeleteReport:
+        """Forget a source and remove the documents that came from it (those another
+        source also covers stay)."""
+        from .files import resolve
+        from .sync import in_source, stored_documents
+
+        record = self.record
+        storage = self.kb.storage
+        sources = storage.list_sources(record)
+        real = str(resolve(path))
+        source = next((s for s in sources if s.path == real), None)
+        if source is None:
+            known = ", ".join(repr(s.path) for s in sources) or "none"
+            raise ConfigError(
+                f"{path}: not a source of collection {self.name!r}; its sources: {known}"
+            )
+        others = [s for s in sources if s is not source]
+        doomed = [
+            doc_id
+            for doc_id, doc in stored_documents(storage, record).items()
+            if doc.path
+            and in_source(doc.path, source)
+            and not any(in_source(doc.path, s) for s in others)
+        ]
+        storage.delete_source(record, source.path)
+        report = self.delete(doomed) if doomed else DeleteReport()
+        storage.delete_file_states(record, doomed)
+        return report
+
+    def sources(self) -> list[dict[str, Any]]:
+        """The folders and files the collection was added from."""
+        return [
+            {"path": src.path, "recursive": src.recursive, "types": src.types}
+            for src in self.kb.storage.list_sources(self.record)
+        ]
 
     def add_texts(
         self,

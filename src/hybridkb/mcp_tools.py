@@ -42,11 +42,13 @@ SERVER_NAME = "hybridkb"
 INSTRUCTIONS = (
     "A local knowledge base of the user's documents. Use search_kb to answer questions from "
     "their files and cite the numbered passages; kb_list and describe_kb_collection show what "
-    "is stored; create_kb_collection, add_kb_documents and delete_kb_documents change it."
+    "is stored; create_kb_collection, add_kb_documents and delete_kb_documents change it; "
+    "sync_kb_collection follows files changed on disk."
 )
 CATALOG_PATH = Path(__file__).with_name("mcp_tools.json")
 SQL_TOOL = "query_kb_sql"
-_DESTRUCTIVE = frozenset({"drop_kb_collection", "delete_kb_documents"})
+# sync_kb_collection removes the documents of files that are gone from disk.
+_DESTRUCTIVE = frozenset({"drop_kb_collection", "delete_kb_documents", "sync_kb_collection"})
 
 
 class Hints(TypedDict):

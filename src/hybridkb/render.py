@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import KBError
-from .types import AddReport, CollectionInfo, DeleteReport, Hit
+from .types import AddReport, CollectionInfo, DeleteReport, Hit, SyncReport
 
 CHARS_PER_TOKEN = 4
 MIN_BODY_CHARS = 160  # a passage shorter than this is not worth showing
@@ -297,6 +297,35 @@ def render_add_report(report: AddReport, *, collection: str, budget_tokens: int)
         lines,
         budget_tokens=budget_tokens,
         hint="Add fewer files per call to see every line.",
+    )
+
+
+def render_sync_report(report: SyncReport, *, budget_tokens: int) -> Rendered:
+    """A sync's report for a model: counts, then a line per file that changed or failed."""
+    counts = ", ".join(f"{what} {n}" for what, n in report.counts().items() if n)
+    verb = "would change (dry run)" if report.dry_run else "in step with its folders"
+    header = f"'{report.collection}' {verb}: {counts or 'no sources to follow'}."
+    lines = [
+        f"+ added {_label(f.filename, f.document_id)}  id {f.document_id}" for f in report.added
+    ]
+    lines += [
+        f"~ updated {_label(f.filename, f.document_id)}  id {f.document_id}" for f in report.updated
+    ]
+    lines += [
+        f"> moved {clip(m.previous_path or '', 150)} -> {clip(m.path or '', 150)}  id "
+        f"{m.document_id} (was {m.previous_id})"
+        for m in report.moved
+    ]
+    lines += [
+        f"- removed {_label(r.filename, r.document_id)} (file gone)  id {r.document_id}"
+        for r in report.removed
+    ]
+    lines += [
+        f"! failed {clip(f.filename, 100)}: {clip(f.error, 300)} (its previous version stays)"
+        for f in report.failed
+    ]
+    return fit_lines(
+        header, lines, budget_tokens=budget_tokens, hint="Sync one collection per call."
     )
 
 

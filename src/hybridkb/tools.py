@@ -56,6 +56,7 @@ __all__ = [
     "make_tools",
     "query_kb_sql",
     "search_kb",
+    "sync_kb_collection",
 ]
 
 TOOL_NAMES = (
@@ -66,9 +67,16 @@ TOOL_NAMES = (
     "drop_kb_collection",
     "add_kb_documents",
     "delete_kb_documents",
+    "sync_kb_collection",
 )
 WRITE_TOOLS = frozenset(
-    {"create_kb_collection", "drop_kb_collection", "add_kb_documents", "delete_kb_documents"}
+    {
+        "create_kb_collection",
+        "drop_kb_collection",
+        "add_kb_documents",
+        "delete_kb_documents",
+        "sync_kb_collection",
+    }
 )
 MAX_LIMIT = 50
 DESCRIBE_DOCS = 200  # documents listed by describe_kb_collection before "N more"
@@ -313,6 +321,22 @@ class KBToolkit:
             )
         return out.text, report.to_dict()
 
+    def sync(self, collection_name: str = "") -> Result:
+        names = (
+            [self._resolve_name(collection_name).name]
+            if collection_name.strip()
+            else self.kb.collection_names()
+        )
+        budget = self.kb.settings.listing_token_budget
+        texts, reports = [], []
+        for name in names:
+            report = self.kb.collection(name).sync(allowed_paths=self.allowed_paths)
+            texts.append(render.render_sync_report(report, budget_tokens=budget).text)
+            reports.append(report.to_dict())
+        if not names:
+            texts.append(f"No collections yet in workspace '{self.kb.workspace}'.")
+        return "\n".join(texts), {"reports": reports}
+
     def sql(self, sql: str) -> Result:
         from .sql_tool import run_sql
 
@@ -514,6 +538,21 @@ def _build(tk: KBToolkit) -> dict[str, BaseTool]:
         """
         return tk.delete(collection_name, ids)
 
+    @tool(response_format="content_and_artifact", parse_docstring=True)
+    @tool_guard
+    def sync_kb_collection(collection_name: str = "") -> tuple[str, Any]:
+        """Bring a collection in step with the folders and files it was added from.
+
+        Use this when the user says files changed on disk ("I edited my notes", "I deleted last
+        year's draft") or before answering from files that may have changed. New files are
+        added, changed ones re-read, deleted ones removed, renamed ones kept under their new
+        name; a file that cannot be read keeps its previous version and is reported.
+
+        Args:
+            collection_name: The collection, e.g. "Tax Documents"; empty syncs every collection.
+        """
+        return tk.sync(collection_name)
+
     built = [
         create_kb_collection,
         search_kb,
@@ -522,6 +561,7 @@ def _build(tk: KBToolkit) -> dict[str, BaseTool]:
         drop_kb_collection,
         add_kb_documents,
         delete_kb_documents,
+        sync_kb_collection,
     ]
     return {t.name: _finish(t) for t in built}
 
@@ -572,7 +612,7 @@ def _graph_tools(tk: KBToolkit) -> list[BaseTool]:
 
 
 def toolkit_tools(tk: KBToolkit) -> list[BaseTool]:
-    """All tools for a toolkit: the seven (minus writers if read-only), SQL and graph if enabled."""
+    """All tools for a toolkit: the eight (minus writers if read-only), SQL and graph if enabled."""
     built = _build(tk)
     tools = [t for name, t in built.items() if not (tk.read_only and name in WRITE_TOOLS)]
     if tk.kb.settings.enable_sql_tool:
@@ -600,8 +640,8 @@ def make_tools(
 
     Returns:
         ``create_kb_collection, search_kb, kb_list, describe_kb_collection,
-        drop_kb_collection, add_kb_documents, delete_kb_documents`` (the four writers left
-        out when ``read_only``), plus ``query_kb_sql`` when ``settings.enable_sql_tool``,
+        drop_kb_collection, add_kb_documents, delete_kb_documents, sync_kb_collection``
+        (the five writers left out when ``read_only``), plus ``query_kb_sql`` when ``settings.enable_sql_tool``,
         plus graph tools when ``hybridkb.graph.tools`` provides them.
     """
     return toolkit_tools(
@@ -628,6 +668,7 @@ describe_kb_collection: BaseTool = _DEFAULT_TOOLS["describe_kb_collection"]
 drop_kb_collection: BaseTool = _DEFAULT_TOOLS["drop_kb_collection"]
 add_kb_documents: BaseTool = _DEFAULT_TOOLS["add_kb_documents"]
 delete_kb_documents: BaseTool = _DEFAULT_TOOLS["delete_kb_documents"]
+sync_kb_collection: BaseTool = _DEFAULT_TOOLS["sync_kb_collection"]
 
 
 def _sql_when_enabled(sql: str) -> tuple[str, Any]:

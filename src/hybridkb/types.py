@@ -125,6 +125,97 @@ class AddReport:
 
 
 @dataclass
+class MovedFile:
+    """A file found under a new path with the content of a vanished document: its
+    document was re-keyed to the new path, its chunks and vectors reused."""
+
+    filename: str
+    document_id: str
+    previous_id: str
+    path: str | None = None
+    previous_path: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class RemovedFile:
+    """A document whose file is gone from its source: removed by the sync."""
+
+    filename: str
+    document_id: str
+    path: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class SyncReport:
+    """What a sync did (or, with ``dry_run``, would do) to bring a collection in step
+    with its sources. ``failed`` files keep their previous version searchable."""
+
+    collection: str
+    added: list[FileResult] = field(default_factory=list)
+    updated: list[FileResult] = field(default_factory=list)
+    moved: list[MovedFile] = field(default_factory=list)
+    removed: list[RemovedFile] = field(default_factory=list)
+    unchanged: list[FileResult] = field(default_factory=list)
+    failed: list[FailedFile] = field(default_factory=list)
+    skipped: list[SkippedFile] = field(default_factory=list)
+    dry_run: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.updated or self.moved or self.removed)
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "added": len(self.added),
+            "updated": len(self.updated),
+            "moved": len(self.moved),
+            "removed": len(self.removed),
+            "unchanged": len(self.unchanged),
+            "failed": len(self.failed),
+            "skipped": len(self.skipped),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "collection": self.collection,
+            "dry_run": self.dry_run,
+            "counts": self.counts(),
+            "added": [f.to_dict() for f in self.added],
+            "updated": [f.to_dict() for f in self.updated],
+            "moved": [f.to_dict() for f in self.moved],
+            "removed": [f.to_dict() for f in self.removed],
+            "unchanged": [f.to_dict() for f in self.unchanged],
+            "failed": [f.to_dict() for f in self.failed],
+            "skipped": [f.to_dict() for f in self.skipped],
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> SyncReport:
+        """Rebuilt from :meth:`to_dict` (what an owner process sends its clients)."""
+        return cls(
+            collection=data["collection"],
+            added=[FileResult(**f) for f in data["added"]],
+            updated=[FileResult(**f) for f in data["updated"]],
+            moved=[MovedFile(**f) for f in data["moved"]],
+            removed=[RemovedFile(**f) for f in data["removed"]],
+            unchanged=[FileResult(**f) for f in data["unchanged"]],
+            failed=[FailedFile(**f) for f in data["failed"]],
+            skipped=[SkippedFile(**f) for f in data["skipped"]],
+            dry_run=bool(data["dry_run"]),
+        )
+
+
+@dataclass
 class DeleteReport:
     deleted: list[str] = field(default_factory=list)
     not_found: list[str] = field(default_factory=list)
@@ -146,6 +237,8 @@ class CollectionInfo:
     created_at: str | None = None
     chunking: dict[str, Any] = field(default_factory=dict)
     workspace: str = "default"
+    # What the collection was added from (describe only): path, recursive, types.
+    sources: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -401,7 +401,11 @@ def _walk(
         elif Path(entry.name).suffix.lower() in SUPPORTED_EXTENSIONS:
             if is_file:
                 try:
-                    found = Path(entry.path).resolve()
+                    # The folder listed is resolved, so only a link needs resolving (a
+                    # sync of 10k unchanged files spent a fifth of its time here).
+                    found = Path(entry.path)
+                    if entry.is_symlink():
+                        found = found.resolve()
                 except (OSError, RuntimeError) as exc:
                     yield _unusable(Path(entry.path), exc)
                     continue

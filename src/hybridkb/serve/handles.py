@@ -13,7 +13,7 @@ import numpy as np
 from hybridkb.errors import ConfigError, KBError
 from hybridkb.serve.codec import encode
 from hybridkb.storage.base import ChunkRecord, CollectionRecord, DocumentRecord
-from hybridkb.types import AddReport, CollectionInfo, DeleteReport, Hit
+from hybridkb.types import AddReport, CollectionInfo, DeleteReport, Hit, SyncReport
 
 if TYPE_CHECKING:
     from hybridkb.serve.client import RemoteKnowledgeBase
@@ -181,6 +181,36 @@ class RemoteCollection:
             texts=list(texts),
             metadatas=None if metadatas is None else [dict(m or {}) for m in metadatas],
             ids=None if ids is None else list(ids),
+        )
+        return report
+
+    def sync(
+        self,
+        *,
+        dry_run: bool = False,
+        allowed_paths: Iterable[str | Path] | None = None,
+        busy: Iterable[str] = (),
+        paths: Iterable[str] | None = None,
+    ) -> SyncReport:
+        found = self.kb.call(
+            "sync",
+            collection=self.name,
+            dry_run=dry_run,
+            # The caller's confinement, as for add: the owner never widens it.
+            allowed_paths=None
+            if allowed_paths is None
+            else [os.path.realpath(absolute_path(p)) for p in allowed_paths],
+            busy=list(busy),
+            paths=None if paths is None else [absolute_path(p) for p in paths],
+        )
+        return SyncReport.from_dict(found)
+
+    def sources(self) -> list[dict[str, Any]]:
+        return list(self.kb.describe(self.name).sources)
+
+    def remove_source(self, path: str | Path) -> DeleteReport:
+        report: DeleteReport = self.kb.call(
+            "remove_source", collection=self.name, path=absolute_path(path)
         )
         return report
 

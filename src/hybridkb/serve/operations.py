@@ -45,8 +45,9 @@ GRAPH_METHODS = GRAPH_WRITES | frozenset(
 )  # fmt: skip
 
 _WRITES = frozenset(
-    {"create_collection", "drop_collection", "add", "add_texts", "delete", "reembed", "compact"}
-)
+    {"create_collection", "drop_collection", "add", "add_texts", "delete", "reembed", "compact",
+     "remove_source"}
+)  # fmt: skip
 
 
 def is_write(op: str, args: Mapping[str, Any]) -> bool:
@@ -54,7 +55,10 @@ def is_write(op: str, args: Mapping[str, Any]) -> bool:
     if op == "graph":
         return args.get("method") in GRAPH_WRITES
     return (
-        op in _WRITES or bool(args.get("create")) or (op == "doctor" and bool(args.get("repair")))
+        op in _WRITES
+        or bool(args.get("create"))
+        or (op == "doctor" and bool(args.get("repair")))
+        or (op == "sync" and not args.get("dry_run"))
     )
 
 
@@ -66,6 +70,22 @@ def _add(kb: KnowledgeBase, a: dict[str, Any]) -> Any:
         a["paths"],
         metadata=a.get("metadata"),
         allowed_paths=None if allowed is None else [str(p) for p in allowed],
+    )
+
+
+def _sync(kb: KnowledgeBase, a: dict[str, Any]) -> Any:
+    # Confined like _add (the caller's folders, never the owner's); sent as a plain dict
+    # (SyncReport.from_dict rebuilds it).
+    allowed = a.get("allowed_paths")
+    return (
+        kb.collection(a["collection"])
+        .sync(
+            dry_run=bool(a.get("dry_run")),
+            allowed_paths=None if allowed is None else [str(p) for p in allowed],
+            busy=[str(p) for p in a.get("busy") or []],
+            paths=None if a.get("paths") is None else [str(p) for p in a["paths"]],
+        )
+        .to_dict()
     )
 
 
@@ -125,6 +145,8 @@ OPERATIONS: dict[str, Operation] = {
     "reembed": lambda kb, a: kb.reembed(a["name"], model=a.get("model"), progress=False),
     "compact": lambda kb, a: kb.compact(),
     "copy": lambda kb, a: kb.copy_to(str(a["to"]), workspace=a.get("workspace")),
+    "sync": _sync,
+    "remove_source": lambda kb, a: kb.collection(a["collection"]).remove_source(a["path"]),
 }  # fmt: skip
 
 # Each member of the declaration, by "<Protocol>.<member>", and the operation that
@@ -157,6 +179,9 @@ SERVED_AS: dict[str, str] = {
     "CollectionAPI.describe": "describe",
     "CollectionAPI.count": "count",
     "CollectionAPI.drop": "drop_collection",
+    "CollectionAPI.sync": "sync",
+    "CollectionAPI.sources": "describe",
+    "CollectionAPI.remove_source": "remove_source",
     **{f"GraphAPI.{method}": "graph" for method in GRAPH_METHODS},
 }
 

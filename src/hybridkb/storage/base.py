@@ -74,6 +74,29 @@ class DocumentRecord:
     added_at: str | None = None
 
 
+@dataclass
+class SourceRecord:
+    """A folder or file named in an add, remembered so a sync can walk it again."""
+
+    path: str  # resolved absolute path
+    recursive: bool = True  # a folder's subfolders too
+    types: list[str] | None = None  # extensions to keep (".pdf"); None: every supported one
+    metadata: dict[str, Any] = field(default_factory=dict)  # given to new files' documents
+    added_at: str | None = None
+
+
+@dataclass
+class FileState:
+    """What a file looked like when its document was last read: a sync that finds the
+    same size and modification time trusts the stored content without opening it."""
+
+    document_id: str
+    path: str
+    size: int
+    mtime_ns: int
+    content_hash: str
+
+
 @dataclass(slots=True)  # many live at once (ingest batches, the row cache)
 class ChunkRecord:
     key: int
@@ -533,4 +556,30 @@ class Storage(Protocol):
 
     def count_vectors(self, coll: CollectionRecord) -> int:
         """Stored vectors of the collection (a copy compares it with the chunk count)."""
+        ...
+
+    # sources and file states: what a sync compares the disk with (dropped with the
+    # collection; a state is a cache, so a missing or stale one only costs a re-read)
+    def put_source(self, coll: CollectionRecord, source: SourceRecord) -> None:
+        """Remember ``source`` (replacing the one with the same path)."""
+        ...
+
+    def list_sources(self, coll: CollectionRecord) -> list[SourceRecord]:
+        """The collection's sources, sorted by path."""
+        ...
+
+    def delete_source(self, coll: CollectionRecord, path: str) -> bool:
+        """Forget the source at ``path``; return whether there was one."""
+        ...
+
+    def file_states(self, coll: CollectionRecord) -> dict[str, FileState]:
+        """Every recorded file state by document id."""
+        ...
+
+    def put_file_states(self, coll: CollectionRecord, states: Sequence[FileState]) -> None:
+        """Record these states (replacing those of the same document ids)."""
+        ...
+
+    def delete_file_states(self, coll: CollectionRecord, document_ids: Sequence[str]) -> None:
+        """Forget the states of these documents (unknown ids are ignored)."""
         ...

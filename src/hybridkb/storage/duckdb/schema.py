@@ -11,6 +11,9 @@ from collections.abc import Callable
 import duckdb
 
 SCHEMA_VERSION_KEY = "schema_version"
+# A collection's sources and file states (storage/duckdb/sources.py), keyed by its id.
+SOURCES = "hybridkb_sources"
+FILE_STATES = "hybridkb_file_states"
 
 
 def table_names(collection_id: int) -> dict[str, str]:
@@ -195,6 +198,37 @@ MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [
     _m5_rebuild_key_indexes,
 ]
 OWN_COMMITS = {_m5_rebuild_key_indexes}  # index DDL that must not share a transaction
+
+# -- placeholder: migrations added to the list above come first; the one below (issue 27,
+# sources and file states) is appended after them and takes the next number at merge.
+
+
+def _m_sources_and_file_states(con: duckdb.DuckDBPyConnection) -> None:
+    # What each collection was added from, and each file's size/mtime/hash when it was
+    # read: a sync compares the disk with these and opens only files that changed.
+    con.execute(
+        f"""CREATE TABLE IF NOT EXISTS {SOURCES} (
+            collection_id INTEGER NOT NULL,
+            path VARCHAR NOT NULL,
+            options JSON NOT NULL,
+            added_at TIMESTAMPTZ DEFAULT current_timestamp,
+            PRIMARY KEY (collection_id, path)
+        )"""
+    )
+    con.execute(
+        f"""CREATE TABLE IF NOT EXISTS {FILE_STATES} (
+            collection_id INTEGER NOT NULL,
+            document_id VARCHAR NOT NULL,
+            path VARCHAR NOT NULL,
+            size BIGINT NOT NULL,
+            mtime_ns BIGINT NOT NULL,
+            content_hash VARCHAR NOT NULL,
+            PRIMARY KEY (collection_id, document_id)
+        )"""
+    )
+
+
+MIGRATIONS.append(_m_sources_and_file_states)
 
 
 def migrate(con: duckdb.DuckDBPyConnection) -> int:

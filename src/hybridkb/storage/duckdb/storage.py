@@ -63,6 +63,7 @@ from .rows import (
     stats_sql,
 )
 from .schema import create_collection_tables, drop_collection_tables, migrate, table_names
+from .sources import DuckDBSources, drop_sources
 from .stream import drop_stale_stages, stream_document
 
 if TYPE_CHECKING:
@@ -75,7 +76,7 @@ DEFAULT_ROW_CACHE_BYTES = 256 << 20
 
 
 @driver_errors(translate)
-class DuckDBStorage:
+class DuckDBStorage(DuckDBSources):
     """Storage protocol over one DuckDB file (or ``:memory:``)."""
 
     # Rewrite the file once this share of the live chunks has been deleted or replaced:
@@ -91,6 +92,7 @@ class DuckDBStorage:
         row_cache_bytes: int = DEFAULT_ROW_CACHE_BYTES,
     ) -> None:
         self.engine = Engine(path, read_only=read_only, lock_timeout=lock_timeout)
+        DuckDBSources.__init__(self, self.engine)
         self.path = path
         self.read_only = read_only
         self.capabilities = Capabilities(
@@ -227,6 +229,7 @@ class DuckDBStorage:
         def drop(con: duckdb.DuckDBPyConnection) -> None:
             self.engine.emit(con, WriteEvent("drop", coll))
             drop_collection_tables(con, coll.id)
+            drop_sources(con, coll.id)
             con.execute("DELETE FROM hybridkb_collections WHERE id = ?", [coll.id])
 
         self.engine.transaction(drop)

@@ -78,12 +78,13 @@ from .schema import (
     workspace_schema,
 )
 from .search import EF_MAX, EF_MIN, bm25_sql, nearest_rows, where_sql
+from .sources import PostgresSources, drop_sources
 
 T = TypeVar("T")
 
 
 @driver_errors(translate)
-class PostgresStorage:
+class PostgresStorage(PostgresSources):
     """Storage protocol over one PostgreSQL database (pgvector required)."""
 
     def __init__(self, url: str, *, read_only: bool = False, connect_timeout: float = 10.0) -> None:
@@ -104,6 +105,7 @@ class PostgresStorage:
         self._ef = 0
         self._schemas: dict[int, str] = {}  # collection id -> workspace schema
         self._closed = False
+        PostgresSources.__init__(self, self._read, self._write)
         self._con = self._connect()
         try:
             self.schema_version = self._prepare()
@@ -329,6 +331,7 @@ class PostgresStorage:
         def drop(con: Any) -> None:
             self._emit(con, WriteEvent("drop", coll))
             drop_collection_tables(con, schema, coll.id)
+            drop_sources(con, coll.id)
             con.execute("DELETE FROM hybridkb.hybridkb_collections WHERE id = %s", [coll.id])
 
         self._write(drop, coll)

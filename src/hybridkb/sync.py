@@ -1,0 +1,437 @@
+"""Keep a collection in step with its sources: the folders and files named in its adds.
+
+A sync walks each source and compares what it finds with the stored documents and
+their file states (size, modification time and content hash as last read):
+
+* same size and mtime as recorded: unchanged, and the file is not opened;
+* a file with no document: added, unless its content is that of a document whose file
+  vanished (a rename or move), whose chunks and vectors are then re-keyed to the new
+  path without embedding anything;
+* a different size or mtime: read again; the same content hash only records the new
+  mtime, a new one replaces the document (a file that fails to parse keeps its
+  previous version, and the failure is reported);
+* a document whose file is gone: removed, through the same delete as
+  ``Collection.delete`` (chunks, vectors, keyword postings, graph provenance).
+
+A document is only removed when its folder could be listed: a folder that cannot be
+read (permissions, a disk gone away) protects what is stored from it. Every step is a
+write of its own and the file states are a cache, so a sync killed at any point
+converges on the next run.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from .analysis import analyze
+from .chunking import contextual_text
+from .errors import KBError
+from .files import allowed_root, open_file, resolve
+from .ingest import IngestContext, document_id_for_path, ingest_files, signature
+from .loaders import SUPPORTED_EXTENSIONS, file_sha256
+from .normalize import display_name, printable
+from .statwalk import Found, inside, stat_walk
+from .storage.base import (
+    ChunkRecord,
+    CollectionRecord,
+    DocumentRecord,
+    FileState,
+    PutItem,
+    SourceRecord,
+    Storage,
+    chunk_key,
+    make_chunk_id,
+)
+from .types import FailedFile, FileResult, MovedFile, RemovedFile, SkippedFile, SyncReport
+
+PAGE = 2000  # documents read per query while loading what is stored
+
+
+def remember_sources(
+    storage: Storage,
+    coll: CollectionRecord,
+    paths: Sequence[str | Path],
+    *,
+    allowed: Sequence[Path] | None,
+    metadata: dict[str, Any],
+) -> None:
+    """Record each existing folder or file named in an add as a source of ``coll``."""
+    for raw in paths:
+        try:
+            real = resolve(Path(raw))
+        except KBError:
+            continue  # the add reported it
+        if not real.exists() or (allowed is not None and allowed_root(real, allowed) is None):
+            continue
+        storage.put_source(coll, SourceRecord(path=str(real), metadata=dict(metadata)))
+
+
+def in_source(path: str, source: SourceRecord) -> bool:
+    """Whether a stored document's path belongs to ``source``."""
+    root = source.path
+    if path == root:
+        return True
+    if not path.startswith(root.rstrip(os.sep) + os.sep):
+        return False
+    if not source.recursive and os.path.dirname(path) != root:
+        return False
+    return source.types is None or Path(path).suffix.lower() in source.types
+
+
+@dataclass
+class Seen:
+    """A file found by the walk, with its stat."""
+
+    path: str  # resolved
+    document_id: str
+    size: int
+    mtime_ns: int
+    source: SourceRecord
+
+
+@dataclass
+class Plan:
+    new: list[Seen] = field(default_factory=list)
+    changed: list[Seen] = field(default_factory=list)
+    moves: list[tuple[DocumentRecord, Seen, str]] = field(default_factory=list)  # + hash
+    vanished: dict[str, DocumentRecord] = field(default_factory=dict)
+    docs: dict[str, DocumentRecord] = field(default_factory=dict)  # stored, from files
+    report: SyncReport = field(default_factory=lambda: SyncReport(""))
+
+
+def stored_documents(storage: Storage, coll: CollectionRecord) -> dict[str, DocumentRecord]:
+    """Every document of ``coll`` that came from a file, by id."""
+    found: dict[str, DocumentRecord] = {}
+    offset = 0
+    while True:
+        page = storage.list_documents(coll, limit=PAGE, offset=offset)
+        found.update((d.document_id, d) for d in page if d.source == "file" and d.path)
+        if len(page) < PAGE:
+            return found
+        offset += PAGE
+
+
+def _starts(source: SourceRecord, scope: Collection[str] | None) -> list[str]:
+    """Where to walk ``source``: all of it, or the paths of ``scope`` inside it (a
+    watcher's events); a path holding the source itself means all of it."""
+    if scope is None or not source.recursive:
+        return [source.path]
+    if any(inside(source.path, p) for p in scope):
+        return [source.path]
+    root = source.path.rstrip(os.sep) + os.sep
+    return [
+        p
+        for p in scope
+        if p.startswith(root)
+        and not any(part.startswith(".") for part in p[len(root) :].split(os.sep))
+    ]
+
+
+def plan_sync(
+    storage: Storage,
+    coll: CollectionRecord,
+    sources: Sequence[SourceRecord],
+    allowed: Sequence[Path] | None,
+    busy: Collection[str] = (),
+    scope: Collection[str] | None = None,
+) -> Plan:
+    """Compare the sources on disk with what is stored: a stat walk, no file opened.
+
+    Files in ``busy`` (still being written) are left as they are, reported as skipped.
+    With ``scope`` (resolved paths, e.g. a watcher's events) only those files and
+    folders are looked at, and only documents under them can be found gone.
+    """
+    plan = Plan(report=SyncReport(coll.name))
+    report = plan.report
+    states = storage.file_states(coll)
+    # A whole sync reads every document at once; a scoped one (a watcher's few events
+    # among 10k files) only those it meets, by id.
+    docs = plan.docs = stored_documents(storage, coll) if scope is None else {}
+
+    def stored(doc_id: str) -> DocumentRecord | None:
+        if scope is not None and doc_id not in docs:
+            doc = storage.get_document(coll, doc_id)
+            if doc is not None and doc.source == "file" and doc.path:
+                docs[doc_id] = doc
+        return docs.get(doc_id)
+
+    sig = signature(coll)
+    seen: set[str] = set()
+    protected: list[str] = []  # paths that could not be looked at: keep their documents
+    looked: list[tuple[SourceRecord, str]] = []  # (source, where it was walked)
+    for source in sources:
+        if allowed is not None and allowed_root(Path(source.path), allowed) is None:
+            name = display_name(source.path)
+            report.failed.append(
+                FailedFile(
+                    name,
+                    f"{name}: outside the folders this tool may read; it was not synced",
+                    "access_denied",
+                    source.path,
+                )
+            )
+            protected.append(source.path)
+            continue
+        for start in _starts(source, scope):
+            looked.append((source, start))
+            for item in _walk(source, start):
+                if isinstance(item, FailedFile):
+                    report.failed.append(item)
+                    if item.path:
+                        protected.append(item.path)
+                    continue
+                if isinstance(item, SkippedFile):
+                    report.skipped.append(item)
+                    continue
+                path, st = item
+                doc_id = document_id_for_path(path)
+                if doc_id in seen:
+                    continue
+                seen.add(doc_id)
+                if path in busy:
+                    report.skipped.append(
+                        SkippedFile(
+                            display_name(path), "still changing; read once it settles", path
+                        )
+                    )
+                    continue
+                found = Seen(path, doc_id, st.st_size, st.st_mtime_ns, source)
+                doc = stored(doc_id)
+                state = states.get(doc_id)
+                if doc is None:
+                    plan.new.append(found)
+                elif (
+                    state is not None
+                    and state.size == found.size
+                    and state.mtime_ns == found.mtime_ns
+                    and state.content_hash == doc.content_hash
+                    and doc.signature == sig
+                ):
+                    report.unchanged.append(
+                        FileResult(doc.filename or "", doc_id, doc.chunk_count, [], doc.path)
+                    )
+                else:
+                    plan.changed.append(found)
+    if scope is not None:  # the documents that may be gone: those recorded under the scope
+        for state in states.values():
+            if any(inside(state.path, start) for _, start in looked):
+                stored(state.document_id)
+    for doc_id, doc in docs.items():
+        path = doc.path or ""
+        if doc_id in seen or any(inside(path, p) for p in protected):
+            continue
+        if any(in_source(path, src) and inside(path, start) for src, start in looked):
+            plan.vanished[doc_id] = doc
+    _find_moves(plan, sig, allowed)
+    return plan
+
+
+def _walk(source: SourceRecord, start: str) -> Iterator[Found | FailedFile | SkippedFile]:
+    """``stat_walk`` of ``start`` inside ``source``, saying when the source is gone."""
+    if not os.path.lexists(start):
+        if start == source.path:
+            reason = "no longer exists; its documents were removed"
+            yield SkippedFile(display_name(start), reason, start)
+        return  # a path of the scope that is gone: its documents are found gone
+    if start != source.path:
+        real = os.path.realpath(start)
+        if not inside(real, source.path):
+            yield FailedFile(
+                display_name(start),
+                f"{display_name(start)}: links outside the folder being synced; not followed",
+                "access_denied",
+                start,
+            )
+            return
+        if os.path.isfile(real) and Path(real).suffix.lower() not in (
+            source.types or SUPPORTED_EXTENSIONS
+        ):
+            return  # a file of another type: nothing to say on every event
+        start = real
+    yield from stat_walk(start, recursive=source.recursive, types=source.types)
+
+
+def _find_moves(plan: Plan, sig: str, allowed: Sequence[Path] | None) -> None:
+    """New files holding exactly a vanished document's content: renamed or moved."""
+    by_size: dict[int, list[DocumentRecord]] = {}
+    for doc in plan.vanished.values():
+        if doc.signature == sig and doc.chunk_count > 0:
+            by_size.setdefault(doc.bytes, []).append(doc)
+    if not by_size:
+        return
+    still_new = []
+    for found in plan.new:
+        candidates = by_size.get(found.size, [])
+        content_hash = _hash(Path(found.path), allowed) if candidates else None
+        match = next((d for d in candidates if d.content_hash == content_hash), None)
+        if match is None or content_hash is None:
+            still_new.append(found)
+            continue
+        candidates.remove(match)
+        del plan.vanished[match.document_id]
+        plan.moves.append((match, found, content_hash))
+    plan.new = still_new
+
+
+def _hash(path: Path, allowed: Sequence[Path] | None) -> str | None:
+    try:
+        with open_file(path, within=allowed or [path.parent]) as opened:
+            return file_sha256(opened)
+    except KBError:
+        return None  # the add that follows reports it
+
+
+def move_documents(
+    storage: Storage, coll: CollectionRecord, moves: Sequence[tuple[DocumentRecord, Seen, str]]
+) -> list[tuple[DocumentRecord, Seen]]:
+    """Re-key each vanished document to its file's new path, reusing its chunks and
+    vectors (no embedding); return the moves done.
+
+    The new documents are written (one transaction) before the old ones are deleted, so
+    a crash in between leaves both and the next sync removes the old ones. A document
+    whose rows are not all there is left out (its file is then added afresh).
+    """
+    items, done, states = [], [], []
+    keys_of = {
+        old.document_id: [
+            chunk_key(make_chunk_id(coll.id, old.document_id, old.content_hash, i))
+            for i in range(old.chunk_count)
+        ]
+        for old, _, _ in moves
+    }
+    wanted = [k for keys in keys_of.values() for k in keys]
+    chunks = storage.fetch_chunks(coll, wanted)
+    vectors = storage.fetch_vectors(coll, wanted)
+    row_of = {k: i for i, k in enumerate(wanted)}
+    for old, found, content_hash in moves:
+        keys = keys_of[old.document_id]
+        if any(k not in chunks for k in keys):
+            continue
+        path = printable(found.path)
+        doc = replace(
+            old,
+            document_id=found.document_id,
+            path=path,
+            filename=display_name(found.path),
+            added_at=None,
+        )
+        records = [_rekeyed(coll, doc, chunks[k], i, content_hash) for i, k in enumerate(keys)]
+        items.append(PutItem(doc, records, vectors[[row_of[k] for k in keys]]))
+        states.append(FileState(doc.document_id, path, found.size, found.mtime_ns, content_hash))
+        done.append((old, found))
+    if items:
+        storage.put_documents(coll, items)
+        old_ids = [old.document_id for old, _ in done]
+        storage.delete_documents(coll, old_ids)
+        storage.put_file_states(coll, states)
+        storage.delete_file_states(coll, old_ids)
+    return done
+
+
+def _rekeyed(
+    coll: CollectionRecord, doc: DocumentRecord, c: ChunkRecord, index: int, content_hash: str
+) -> ChunkRecord:
+    chunk_id = make_chunk_id(coll.id, doc.document_id, content_hash, index)
+    return ChunkRecord(
+        key=chunk_key(chunk_id),
+        chunk_id=chunk_id,
+        document_id=doc.document_id,
+        chunk_index=index,
+        text=c.text,
+        page=c.page,
+        section=c.section,
+        char_start=c.char_start,
+        char_end=c.char_end,
+        content_hash=c.content_hash,
+        language=c.language,
+        terms=analyze(contextual_text(c.section, c.text), c.language),
+        metadata=doc.metadata,
+        filename=doc.filename,
+        path=doc.path,
+    )
+
+
+def sync_collection(
+    storage: Storage,
+    coll: CollectionRecord,
+    *,
+    context: Callable[[Sequence[Path]], IngestContext],
+    allowed: Sequence[Path] | None,
+    dry_run: bool = False,
+    busy: Collection[str] = (),
+    scope: Collection[str] | None = None,
+) -> SyncReport:
+    """Bring ``coll`` in step with its sources (see the module docstring).
+
+    Args:
+        storage: The open store.
+        coll: The collection.
+        context: Makes the ingest context for files to read, confined to the given
+            folders; called only when there is something to read (it loads the model).
+        allowed: Resolved folders the caller may read (the agent tools'); None: any.
+        dry_run: Report what would change and change nothing (no file is opened).
+        busy: Resolved paths of files still being written: left as they are this time.
+        scope: Look only at these paths (files or folders; a watcher's events); None:
+            walk every source.
+    """
+    sources = storage.list_sources(coll)
+    plan = plan_sync(storage, coll, sources, allowed, busy, scope)
+    report = plan.report
+    if dry_run:
+        report.dry_run = True
+        report.added = [_pending(s) for s in plan.new]
+        report.updated = [_pending(s) for s in plan.changed]
+        report.moved = [_moved(old, s) for old, s, _ in plan.moves]
+        report.removed = [_removed(d) for d in plan.vanished.values()]
+        return report
+    moved = move_documents(storage, coll, plan.moves) if plan.moves else []
+    report.moved = [_moved(old, found) for old, found in moved]
+    done = {old.document_id for old, _ in moved}
+    for old, found, _ in plan.moves:
+        if old.document_id not in done:  # its rows were incomplete: read the file afresh
+            plan.new.append(found)
+            plan.vanished[old.document_id] = old
+    if plan.vanished:
+        gone = storage.delete_documents(coll, list(plan.vanished))
+        storage.delete_file_states(coll, list(plan.vanished))
+        report.removed = [_removed(plan.vanished[i]) for i in gone]
+    to_read = plan.new + plan.changed
+    if to_read:
+        confined = allowed if allowed is not None else [Path(s.path) for s in sources]
+        ctx = context(confined)
+        # A changed file keeps its document's metadata; a new one gets its source's.
+        files = [
+            (Path(s.path), dict(plan.docs[s.document_id].metadata))
+            if s.document_id in plan.docs
+            else (Path(s.path), dict(s.source.metadata))
+            for s in to_read
+        ]
+        result = ingest_files(ctx, files)
+        changed_ids = {s.document_id for s in plan.changed}
+        for r in result.added:
+            (report.updated if r.document_id in changed_ids else report.added).append(r)
+        report.unchanged.extend(result.unchanged)
+        report.failed.extend(result.failed)
+    return report
+
+
+def _pending(seen: Seen) -> FileResult:
+    return FileResult(display_name(seen.path), seen.document_id, 0, [], printable(seen.path))
+
+
+def _moved(old: DocumentRecord, seen: Seen) -> MovedFile:
+    return MovedFile(
+        display_name(seen.path),
+        seen.document_id,
+        old.document_id,
+        printable(seen.path),
+        old.path,
+    )
+
+
+def _removed(doc: DocumentRecord) -> RemovedFile:
+    return RemovedFile(doc.filename or doc.document_id, doc.document_id, doc.path)
