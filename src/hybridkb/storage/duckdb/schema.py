@@ -189,21 +189,7 @@ def _m5_rebuild_key_indexes(con: duckdb.DuckDBPyConnection) -> None:
         rebuild_key_indexes(con, int(cid))
 
 
-# Append only: each entry moves the schema one version forward.
-MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [
-    _m1_catalog,
-    _m2_chunk_key_indexes,
-    _m3_vector_key_indexes,
-    _m4_embedding_recipe,
-    _m5_rebuild_key_indexes,
-]
-OWN_COMMITS = {_m5_rebuild_key_indexes}  # index DDL that must not share a transaction
-
-# -- placeholder: migrations added to the list above come first; the one below (issue 27,
-# sources and file states) is appended after them and takes the next number at merge.
-
-
-def _m_sources_and_file_states(con: duckdb.DuckDBPyConnection) -> None:
+def _m6_sources_and_file_states(con: duckdb.DuckDBPyConnection) -> None:
     # What each collection was added from, and each file's size/mtime/hash when it was
     # read: a sync compares the disk with these and opens only files that changed.
     con.execute(
@@ -228,7 +214,16 @@ def _m_sources_and_file_states(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
-MIGRATIONS.append(_m_sources_and_file_states)
+# Append only: each entry moves the schema one version forward.
+MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [
+    _m1_catalog,
+    _m2_chunk_key_indexes,
+    _m3_vector_key_indexes,
+    _m4_embedding_recipe,
+    _m5_rebuild_key_indexes,
+    _m6_sources_and_file_states,
+]
+OWN_COMMITS = {_m5_rebuild_key_indexes}  # index DDL that must not share a transaction
 
 
 def migrate(con: duckdb.DuckDBPyConnection) -> int:

@@ -190,18 +190,17 @@ def _m3_embedding_recipe(cur: Any) -> None:
     )
 
 
-MIGRATIONS: list[Callable[[Any], None]] = [_m1_catalog, _m2_inline_vectors, _m3_embedding_recipe]
-
-# -- placeholder: migrations added to the list above come first; the one below (issue 27,
-# sources and file states) is appended after them and takes the next number at merge.
-
-
-def _m_sources_and_file_states(cur: Any) -> None:
+def _m4_sources_and_file_states(cur: Any) -> None:
     # What each collection was added from and each file's size/mtime/hash when read.
     create_source_tables(cur)
 
 
-MIGRATIONS.append(_m_sources_and_file_states)
+MIGRATIONS: list[Callable[[Any], None]] = [
+    _m1_catalog,
+    _m2_inline_vectors,
+    _m3_embedding_recipe,
+    _m4_sources_and_file_states,
+]
 
 
 def current_version(cur: Any) -> int:
