@@ -132,6 +132,9 @@ def _every_public_call(kb: KnowledgeBaseAPI, folder: Path) -> dict[str, Callable
         "documents": lambda: sorted(d.filename or d.document_id for d in tax.documents()),
         "describe": lambda: tax.describe().name,
         "count": lambda: tax.count(),
+        "sync": lambda: {k: len(v) for k, v in tax.sync().to_dict().items() if isinstance(v, list)},
+        "sources": lambda: [Path(src["path"]).name for src in tax.sources()],
+        "remove_source": lambda: len(tax.remove_source(folder / "memo.md").deleted),
         "drop": lambda: kb.collection("Small").drop(),
         "kb": lambda: tax.kb.workspace,
     }

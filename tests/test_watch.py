@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import hybridkb
+from hybridkb.serve.client import RemoteKnowledgeBase
 from hybridkb.watch import still_changing
 
 pytest.importorskip("watchfiles")
@@ -75,7 +76,7 @@ def test_watch_follows_edits_renames_deletes_and_stops_on_sigterm(
     docs, proc = watched
     # Another process searches while the watcher holds the file: it is served by it.
     with hybridkb.connect(tmp_path / "kb.duckdb", model="fake") as client:
-        assert client.is_client
+        assert isinstance(client, RemoteKnowledgeBase)
         notes = client.collection("Notes")
 
         def files(query: str) -> set[str]:
@@ -112,7 +113,7 @@ def test_watch_follows_edits_renames_deletes_and_stops_on_sigterm(
     assert "stopped watching" in out and "Traceback" not in out
     # Closed cleanly: the file opens for writing here and holds what the watcher applied.
     with hybridkb.connect(tmp_path / "kb.duckdb", model="fake") as kb:
-        assert not kb.is_client
+        assert not isinstance(kb, RemoteKnowledgeBase)
         assert sorted(d.filename or "" for d in kb.collection("Notes").documents()) == [
             "a.md",
             "b-renamed.txt",
@@ -180,11 +181,11 @@ def test_mcp_watch_keeps_two_clients_in_step(tmp_path: Path) -> None:
                     await anyio.sleep(0.1)
             # A second client, another process's view: served by the watching server.
             with hybridkb.connect(tmp_path / "kb.duckdb", model="fake") as other:
-                assert other.is_client
+                assert isinstance(other, RemoteKnowledgeBase)
                 names = {d.filename for d in other.collection("Notes").documents()}
                 assert names == {"b.md"}
 
     anyio.run(scenario)
     # The server closed the file when its client went away: it opens for writing here.
     with hybridkb.connect(tmp_path / "kb.duckdb", model="fake") as kb:
-        assert not kb.is_client and kb.collection("Notes").count() == 1
+        assert not isinstance(kb, RemoteKnowledgeBase) and kb.collection("Notes").count() == 1
