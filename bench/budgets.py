@@ -42,6 +42,7 @@ _LOAD_ONE = """
 import json, resource, sys, time
 resource.setrlimit(resource.RLIMIT_AS, ({cap} << 20, {cap} << 20))
 from hybridkb.files import open_file
+from hybridkb.machine import peak_rss_mb
 from hybridkb.loaders import STREAMED_EXTENSIONS, load_file, stream_blocks
 path = sys.argv[1]
 started = time.monotonic()
@@ -55,7 +56,7 @@ try:
 except Exception as exc:
     outcome = f"{{type(exc).__name__}}: {{exc}}"
 print(json.dumps({{"outcome": outcome, "seconds": round(time.monotonic() - started, 2),
-    "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}}))
+    "peak_rss_mb": peak_rss_mb()}}))
 """
 
 

@@ -18,6 +18,7 @@ def main() -> None:
     # (or dies), as on a small machine, instead of swapping the test host.
     resource.setrlimit(resource.RLIMIT_AS, (cap_mb << 20, cap_mb << 20))
     import hybridkb
+    from hybridkb.machine import peak_rss_mb
 
     started = time.monotonic()
     with hybridkb.connect(db, model="fake") as kb:
@@ -27,7 +28,7 @@ def main() -> None:
         "failed": {f.filename: f.error for f in report.failed},
         "codes": {f.filename: f.code for f in report.failed},
         "seconds": round(time.monotonic() - started, 2),
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+        "peak_rss_mb": peak_rss_mb(),
     }
     print(json.dumps(result), flush=True)
 
