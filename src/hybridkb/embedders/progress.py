@@ -108,7 +108,8 @@ def _transformers_bars_off() -> Iterator[None]:
     which reads the variable at its own import; whichever is loaded already is switched
     off for the export and back on after.
     """
-    if "transformers" in sys.modules:
+    # A module blocked or missing (None in sys.modules, as where torch is absent) is off.
+    if sys.modules.get("transformers") is not None:
         # Untyped modules, loaded already: looked up rather than imported for mypy's sake.
         hf_logging: Any = importlib.import_module("transformers.utils.logging")
         was_on = hf_logging.is_progress_bar_enabled()
@@ -119,7 +120,7 @@ def _transformers_bars_off() -> Iterator[None]:
             if was_on:
                 hf_logging.enable_progress_bar()
         return
-    if "huggingface_hub" in sys.modules:
+    if sys.modules.get("huggingface_hub") is not None:
         hub: Any = importlib.import_module("huggingface_hub.utils")
         was_on = not hub.are_progress_bars_disabled()
         hub.disable_progress_bars()
