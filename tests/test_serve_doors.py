@@ -9,13 +9,13 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from test_serve import start_owner_process
 
 import hybridkb
 from hybridkb.serve.client import OwnerLink
@@ -25,23 +25,6 @@ from hybridkb.serve.endpoint import (
     live_endpoint,
     write_endpoint,
 )
-
-WORKER = Path(__file__).with_name("owner_worker.py")
-
-
-def start_owner(db: Path, cwd: Path, *flags: str) -> subprocess.Popen[str]:
-    """An owner_worker.py process holding ``db`` (ready when this returns)."""
-    env = {**os.environ, "HYBRIDKB_ALLOWED_PATHS": str(cwd), "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.Popen(
-        [sys.executable, str(WORKER), str(db), *flags],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=cwd,
-        env=env,
-    )
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    return proc
 
 
 def finish(proc: subprocess.Popen[str]) -> None:
@@ -59,7 +42,7 @@ def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
 @pytest.fixture
 def owner(tmp_path: Path, transport: str) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
     db = tmp_path / "kb.duckdb"
-    proc = start_owner(db, tmp_path)
+    proc = start_owner_process(db, tmp_path)
     yield db, proc
     finish(proc)
 
@@ -201,7 +184,7 @@ def _rss_mb(pid: int) -> float:
 
 def test_idle_strangers_do_not_stop_the_owner_serving(tmp_path: Path, transport: str) -> None:
     db = tmp_path / "kb.duckdb"
-    proc = start_owner(db, tmp_path, "--max-files", "256")  # ~1,100 idle ones at 1024
+    proc = start_owner_process(db, tmp_path, "--max-files", "256")  # ~1,100 idle ones at 1024
     idle: list[socket.socket] = []
     try:
         endpoint = live_endpoint(db)
@@ -272,7 +255,7 @@ def test_a_write_rerun_after_its_owner_died_reports_what_it_did(
     db = tmp_path / "kb.duckdb"
     with hybridkb.connect(db, model="fake") as kb:
         kb.create_collection("Old").add_texts(["an old note"], ids=["n1"])
-    proc = start_owner(db, tmp_path, "--die-after", op)  # commits, then dies unanswered
+    proc = start_owner_process(db, tmp_path, "--die-after", op)  # commits, then dies unanswered
     try:
         with hybridkb.connect(db, model="fake") as kb:
             if op == "create_collection":

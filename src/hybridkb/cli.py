@@ -24,6 +24,7 @@ from .cli_common import (
     EXIT_OK,
     Refused,
     State,
+    echo_failed_and_skipped,
     emit_json,
     exit_code,
     fail,
@@ -279,13 +280,7 @@ def add(
                 )
                 for warning in f.warnings:
                     click.echo(f"           warning: {one_line(warning)}")
-        for failed in report.failed:
-            error = one_line(failed.error)
-            if not error.startswith(failed.filename):
-                error = f"{failed.filename}: {error}"
-            click.echo(f"{'failed':<10} {error}")
-        for skipped in report.skipped:
-            click.echo(f"{'skipped':<10} {skipped.filename}: {one_line(skipped.reason)}")
+        echo_failed_and_skipped(report.failed, report.skipped, 10)
         summary = f"{len(report.added)} added, {len(report.unchanged)} unchanged, {len(report.failed)} failed"
         click.echo(summary + (f", {len(report.skipped)} skipped" if report.skipped else ""))
     return EXIT_ERROR if report.failed else EXIT_OK

@@ -4,7 +4,7 @@ knowledge base, option helpers and one-line error output."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -54,6 +54,17 @@ def exit_code(exc: KBError) -> int:
 
 def one_line(text: str) -> str:
     return re.sub(r"\s*\n\s*", " ", text).strip()
+
+
+def echo_failed_and_skipped(failed: Iterable[Any], skipped: Iterable[Any], width: int) -> None:
+    """The failed and skipped lines of an add or sync report (each failure names its file)."""
+    for item in failed:
+        error = one_line(item.error)
+        if not error.startswith(item.filename):
+            error = f"{item.filename}: {error}"
+        click.echo(f"{'failed':<{width}} {error}")
+    for item in skipped:
+        click.echo(f"{'skipped':<{width}} {item.filename}: {one_line(item.reason)}")
 
 
 def fail(message: str) -> None:

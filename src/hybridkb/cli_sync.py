@@ -12,6 +12,7 @@ from .cli_common import (
     EXIT_ERROR,
     EXIT_OK,
     State,
+    echo_failed_and_skipped,
     emit_json,
     json_option,
     one_line,
@@ -41,13 +42,7 @@ def echo_sync_report(report: SyncReport) -> None:
         click.echo(f"{prefix}{'moved':<9} {m.previous_path} -> {m.path} (doc {m.document_id})")
     for r in report.removed:
         click.echo(f"{prefix}{'removed':<9} {r.filename} (doc {r.document_id}, file gone)")
-    for failed in report.failed:
-        error = one_line(failed.error)
-        if not error.startswith(failed.filename):
-            error = f"{failed.filename}: {error}"
-        click.echo(f"{'failed':<9} {error}")
-    for skipped in report.skipped:
-        click.echo(f"{'skipped':<9} {skipped.filename}: {one_line(skipped.reason)}")
+    echo_failed_and_skipped(report.failed, report.skipped, 9)
     summary = ", ".join(f"{n} {what}" for what, n in c.items() if n or what == "unchanged")
     if not any(c.values()):
         summary += " (no sources: `hybridkb add` a folder to follow it)"
