@@ -19,7 +19,8 @@ import pytest
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 from langchain_tests.integration_tests import VectorStoreIntegrationTests
-from test_serve_doors import finish, start_owner
+from test_serve import start_owner_process
+from test_serve_doors import finish
 from test_serve_every_call import declared
 
 import hybridkb
@@ -79,7 +80,7 @@ def door(
         return
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("HYBRIDKB_SERVE_TRANSPORT", name)
-        proc = start_owner(db, folder, "--empty")
+        proc = start_owner_process(db, folder, "--empty")
         try:
             with hybridkb.connect(db, model="fake") as kb:
                 assert isinstance(kb, RemoteKnowledgeBase)  # every call goes to the owner

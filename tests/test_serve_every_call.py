@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
-from test_serve_doors import finish, start_owner
+from test_serve import start_owner_process
+from test_serve_doors import finish
 
 import hybridkb
 from hybridkb.api import CollectionAPI, KnowledgeBaseAPI
@@ -28,7 +29,7 @@ def served(
 ) -> Iterator[Path]:
     monkeypatch.setenv("HYBRIDKB_SERVE_TRANSPORT", request.param)
     db = tmp_path / "kb.duckdb"
-    proc: subprocess.Popen[str] = start_owner(db, tmp_path)
+    proc: subprocess.Popen[str] = start_owner_process(db, tmp_path)
     yield db
     finish(proc)
 
