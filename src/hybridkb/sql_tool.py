@@ -25,7 +25,6 @@ construction, not by a list of what is forbidden:
 from __future__ import annotations
 
 import atexit
-import io
 import json
 import os
 import select
@@ -40,9 +39,15 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
 from .errors import BackendError, ConfigError
+from .storage.columns import (
+    EXPORT_CHUNKS,
+    EXPORT_DOCUMENTS,
+    GRAPH_EDGES,
+    GRAPH_NODES,
+    Schema,
+    Table,
+)
 
 if TYPE_CHECKING:
     from .api import KnowledgeBaseAPI
@@ -55,8 +60,8 @@ DEFAULT_TIMEOUT = 5.0
 LOAD_TIMEOUT = 120.0  # copying a large workspace in is not the agent's query
 MAX_SQL_CHARS = 20_000
 MIN_MEMORY_BYTES = 256 << 20
-# The worker's address space beyond its DuckDB memory limit: Python, duckdb and pyarrow
-# reserve ~1.8 GB of it before a query runs (measured: VmPeak 1.76 GB after loading).
+# The worker's address space beyond its DuckDB memory limit: Python and duckdb reserve
+# most of it before a query runs (measured with pyarrow too: VmPeak 1.76 GB after loading).
 ADDRESS_SPACE_HEADROOM = 2 << 30
 MAX_SPILL_BYTES = 2 << 30  # what a query may write to its spill folder
 
@@ -73,18 +78,9 @@ VIEWS_DOC = """        Views (this workspace only):
           document_id), when the knowledge graph exists
         Read metadata with json_extract_string(metadata, '$.key')."""
 
-_S, _I32, _I64 = pa.string(), pa.int32(), pa.int64()
-_TS = pa.timestamp("us", tz="UTC")
-COLLECTIONS_SCHEMA = pa.schema(
-    [("name", _S), ("model", _S), ("dim", _I32), ("chunking", _S), ("language", _S),
-     ("created_at", _S), ("updated_at", _S)]
-)  # fmt: skip
-NODES_SCHEMA = pa.schema(
-    [("id", _S), ("type", _S), ("properties", _S), ("collection_id", _I64), ("document_id", _S)]
-)
-EDGES_SCHEMA = pa.schema(
-    [("source", _S), ("target", _S), ("type", _S), ("weight", pa.float64()), ("properties", _S),
-     ("collection_id", _I64), ("document_id", _S)]
+COLLECTIONS_SCHEMA: Schema = (
+    ("name", "VARCHAR"), ("model", "VARCHAR"), ("dim", "INTEGER"), ("chunking", "VARCHAR"),
+    ("language", "VARCHAR"), ("created_at", "VARCHAR"), ("updated_at", "VARCHAR"),
 )  # fmt: skip
 
 
@@ -114,27 +110,27 @@ def refuse(why: str) -> ConfigError:
 # -- the workspace's rows ----------------------------------------------------------------
 
 
-def _ipc(table: pa.Table) -> bytes:
-    sink = io.BytesIO()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue()
+def table_json(table: Table) -> bytes:
+    """A table as the worker loads it: one JSON object holding a list per column."""
+    columns = dict(zip(table.column_names, table.columns, strict=True))
+    return json.dumps(columns, ensure_ascii=False, default=str).encode("utf-8")
 
 
-def _with_collection(table: pa.Table, name: str) -> pa.Table:
-    return table.add_column(0, "collection", pa.array([name] * table.num_rows, _S))
+def _with_collection(tables: list[tuple[str, Table]], schema: Schema) -> Table:
+    """The tables of several collections as one, a ``collection`` column first."""
+    names = [name for name, table in tables for _ in range(table.num_rows)]
+    columns = tuple(
+        [value for _, table in tables for value in table.columns[i]] for i in range(len(schema))
+    )
+    return Table((("collection", "VARCHAR"), *schema), (names, *columns))
 
 
-def _graph_tables(storage: Storage, workspace: str) -> tuple[int, pa.Table, pa.Table]:
+def _graph_tables(storage: Storage, workspace: str) -> tuple[int, Table, Table]:
     sql = storage.graph_sql if storage.capabilities.graph else None
     if sql is None or not storage.transaction(sql.has_schema):
-        return 0, NODES_SCHEMA.empty_table(), EDGES_SCHEMA.empty_table()
+        return 0, Table.from_rows(GRAPH_NODES, []), Table.from_rows(GRAPH_EDGES, [])
     version, nodes, edges = storage.transaction(lambda con: sql.load(con, workspace))
-    return (
-        version,
-        nodes.select(NODES_SCHEMA.names).cast(NODES_SCHEMA, safe=False),
-        edges.select(EDGES_SCHEMA.names).cast(EDGES_SCHEMA, safe=False),
-    )
+    return version, nodes, edges
 
 
 def data_key(kb: KnowledgeBase) -> str:
@@ -147,37 +143,27 @@ def data_key(kb: KnowledgeBase) -> str:
     return json.dumps([kb.workspace, [(r.id, r.generation) for r in records], graph])
 
 
-def workspace_tables(kb: KnowledgeBase) -> dict[str, pa.Table]:
+def workspace_tables(kb: KnowledgeBase) -> dict[str, Table]:
     """The five tables an agent may read, for ``kb``'s workspace only."""
-    from .storage.base import export_schemas
-
     storage = kb.storage
     records = storage.list_collections(kb.workspace)
     docs, chunks = [], []
     for r in records:
         d, c = storage.export_tables(r)
-        docs.append(_with_collection(d, r.name))
-        chunks.append(_with_collection(c, r.name))
-    documents_schema, chunks_schema = export_schemas()
-    empty_docs = _with_collection(documents_schema.empty_table(), "")
-    empty_chunks = _with_collection(chunks_schema.empty_table(), "")
-    collections = pa.table(
-        {
-            "name": [r.name for r in records],
-            "model": [r.model for r in records],
-            "dim": [r.dim for r in records],
-            "chunking": [json.dumps(r.chunking) for r in records],
-            "language": [r.language for r in records],
-            "created_at": [r.created_at for r in records],
-            "updated_at": [r.updated_at for r in records],
-        },
-        schema=COLLECTIONS_SCHEMA,
+        docs.append((r.name, d))
+        chunks.append((r.name, c))
+    collections = Table.from_rows(
+        COLLECTIONS_SCHEMA,
+        [
+            (r.name, r.model, r.dim, json.dumps(r.chunking), r.language, r.created_at, r.updated_at)
+            for r in records
+        ],
     )
     _, nodes, edges = _graph_tables(storage, kb.workspace)
     return {
         "kb_collections": collections,
-        "kb_documents": pa.concat_tables(docs) if docs else empty_docs,
-        "kb_chunks": pa.concat_tables(chunks) if chunks else empty_chunks,
+        "kb_documents": _with_collection(docs, EXPORT_DOCUMENTS),
+        "kb_chunks": _with_collection(chunks, EXPORT_CHUNKS),
         "kb_graph_nodes": nodes,
         "kb_graph_edges": edges,
     }
@@ -280,10 +266,11 @@ class SQLEngine:
             key = data_key(kb)
             if key != self.key or self.proc is None or self.proc.poll() is not None:
                 tables = workspace_tables(kb)
-                blobs = [_ipc(tables[name]) for name in VIEWS]
+                blobs = [table_json(tables[name]) for name in VIEWS]
                 memory = max(MIN_MEMORY_BYTES, 3 * sum(len(b) for b in blobs))
                 self._start(memory)
                 header = {"op": "load", "key": key, "sizes": [len(b) for b in blobs],
+                          "schemas": [tables[name].schema for name in VIEWS],
                           "memory_limit": f"{memory}B", "max_spill": f"{MAX_SPILL_BYTES}B"}  # fmt: skip
                 try:
                     answer = self._call(header, b"".join(blobs), time.monotonic() + LOAD_TIMEOUT)

@@ -1,7 +1,7 @@
 """The engine that runs an agent's SQL: a separate process with its own in-memory DuckDB.
 
-Run as a script (``python -I sql_worker.py``), it imports only the standard library,
-duckdb and pyarrow, and never learns where the knowledge base lives. Its database
+Run as a script (``python -I sql_worker.py``), it imports only the standard library
+and duckdb, and never learns where the knowledge base lives. Its database
 holds nothing but the rows its parent sends for one workspace (the five ``kb_*``
 tables), with external access (files, network, extensions) turned off and the
 configuration locked, so whatever SQL arrives can reach those rows and pure
@@ -20,7 +20,8 @@ allocation, and a query reached 3-4 GB under it). When its parent goes away it
 removes the folder itself; when it is killed, the parent does.
 
 Protocol (both directions): a 4-byte big-endian length, a JSON header, then for
-``load`` that many bytes of Arrow IPC stream per table (lengths in the header).
+``load`` that many bytes per table (lengths and column types in the header): a UTF-8
+JSON object holding a list of values per column, which DuckDB parses itself.
 """
 
 from __future__ import annotations
@@ -250,18 +251,11 @@ class Engine:
         self.key: str | None = None
         self.locked = False
 
-    def load(self, key: str, tables: dict[str, bytes]) -> None:
-        import pyarrow as pa
-
+    def load(self, key: str, tables: dict[str, bytes], schemas: dict[str, list[list[str]]]) -> None:
         for name in TABLES:
             self.con.execute(f"DROP TABLE IF EXISTS {name}")
         for name in TABLES:
-            table = pa.ipc.open_stream(tables[name]).read_all()
-            self.con.register("_incoming", table)
-            try:
-                self.con.execute(f"CREATE TABLE {name} AS SELECT * FROM _incoming")
-            finally:
-                self.con.unregister("_incoming")
+            self.con.execute(load_sql(name, schemas[name]), [tables[name].decode("utf-8")])
         self.key = key
 
     def _one(self, sql: str, param: str) -> Any:
@@ -332,6 +326,21 @@ def limit_address_space(limit: int) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
+def load_sql(table: str, schema: list[list[str]]) -> str:
+    """CREATE TABLE ``table`` from one JSON parameter holding a list per column, each
+    column cast to its type (timestamps arrive as text)."""
+    for name, sql_type in schema:
+        if not re.fullmatch(r"[a-z_]+", name) or not re.fullmatch(r"[A-Z]+", sql_type):
+            raise Refused(f"bad column {name!r} {sql_type!r}")
+    parsed = {name: ["VARCHAR" if t == "TIMESTAMPTZ" else t] for name, t in schema}
+    unnested = ", ".join(f"unnest(j.{name}) AS {name}" for name, _ in schema)
+    cast = ", ".join(f"CAST({name} AS {sql_type}) AS {name}" for name, sql_type in schema)
+    return (
+        f"CREATE TABLE {table} AS SELECT {cast} FROM (SELECT {unnested}"
+        f" FROM (SELECT from_json(?, '{json.dumps(parsed)}') AS j))"
+    )
+
+
 def main(argv: list[str]) -> int:
     spill_dir, address_space = argv[0], int(argv[1])
     limit_address_space(address_space)
@@ -359,7 +368,8 @@ def serve(spill_dir: str) -> int:
                 for name, size in zip(TABLES, header["sizes"], strict=True):
                     parts[name] = body[at : at + size]
                     at += size
-                engine.load(str(header["key"]), parts)
+                schemas = dict(zip(TABLES, header["schemas"], strict=True))
+                engine.load(str(header["key"]), parts, schemas)
                 engine.lock()
                 write_frame(stdout, {"ok": True})
             elif header["op"] == "query":

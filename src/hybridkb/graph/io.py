@@ -79,20 +79,26 @@ def _read_list(path: Path, key: str) -> list[dict[str, Any]]:
 def _read_vectors(path: Path) -> dict[str, np.ndarray]:
     if not path.is_file():
         return {}
-    import pyarrow.parquet as pq
+    import duckdb  # DuckDB reads Parquet itself
 
-    try:
-        table = pq.read_table(path)
-    except Exception as exc:  # pyarrow raises several unrelated types for a bad file
-        raise GraphError(f"{path.name}: not a readable Parquet file ({exc})") from exc
-    column = next((c for c in VECTOR_KEYS if c in table.column_names), None)
-    if "id" not in table.column_names or column is None:
-        raise GraphError(f"{path.name}: needs columns 'id' and 'embedding' (a list of floats)")
-    ids = [str(i) for i in table.column("id").to_pylist()]
+    source = "read_parquet('" + str(path).replace("'", "''") + "')"
+    with duckdb.connect(":memory:") as con:
+        try:
+            names = [r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()]
+            column = next((c for c in VECTOR_KEYS if c in names), None)
+            if "id" not in names or column is None:
+                raise GraphError(
+                    f"{path.name}: needs columns 'id' and 'embedding' (a list of floats)"
+                )
+            rows = con.execute(
+                f'SELECT CAST(id AS VARCHAR), CAST("{column}" AS FLOAT[]) FROM {source}'
+            ).fetchall()
+        except duckdb.Error as exc:
+            raise GraphError(f"{path.name}: not a readable Parquet file ({exc})") from exc
     out: dict[str, np.ndarray] = {}
-    for node_id, vec in zip(ids, table.column(column).to_pylist(), strict=True):
+    for node_id, vec in rows:
         if vec is not None:
-            out[node_id] = np.asarray(vec, dtype=np.float32)
+            out[str(node_id)] = np.asarray(vec, dtype=np.float32)
     return out
 
 
@@ -447,9 +453,6 @@ def export_text(
 
 def export_folder(graph: GraphView, collection: str, folder: Path) -> list[Path]:
     """Write ``<doc>.nodes.json``, ``<doc>.edges.json`` and ``<doc>.parquet`` per document."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     kb = graph.kb
     record = kb.record(collection)
     g = graph.memgraph()
@@ -494,15 +497,24 @@ def export_folder(graph: GraphView, collection: str, folder: Path) -> list[Path]
             if present
             else np.zeros((0, record.dim))
         )
-        table = pa.table(
-            {
-                "id": pa.array(present, pa.string()),
-                "embedding": pa.array([v.tolist() for v in vecs], pa.list_(pa.float32())),
-            }
-        )
-        pq.write_table(table, paths[2])
+        write_vectors(paths[2], present, vecs)
         written.extend(paths)
     return written
+
+
+def write_vectors(path: Path, ids: Sequence[str], vectors: np.ndarray) -> None:
+    """Write ``id`` (text) and ``embedding`` (a list of float32) rows as Parquet, by DuckDB."""
+    import duckdb
+
+    payload = json.dumps({"id": list(ids), "embedding": np.asarray(vectors).tolist()})
+    target = str(path).replace("'", "''")
+    with duckdb.connect(":memory:") as con:
+        con.execute(
+            "COPY (SELECT unnest(j.id) AS id, unnest(j.embedding) AS embedding FROM"
+            ' (SELECT from_json(?, \'{"id": ["VARCHAR"], "embedding": [["FLOAT"]]}\') AS j))'
+            f" TO '{target}' (FORMAT parquet)",
+            [payload],
+        )
 
 
 __all__ = [

@@ -19,8 +19,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import pyarrow as pa
-
 from ..errors import GraphError
 from ..storage.base import (
     Connection,
@@ -31,6 +29,7 @@ from ..storage.base import (
     WriteEvent,
     load_props,
 )
+from ..storage.columns import Table
 from .build import RowSet, document_rows
 from .extract import EntityExtractor, RuleExtractor
 from .queries import EdgeTuple, MemGraph, NodeTuple
@@ -257,17 +256,14 @@ class GraphStore:
         return g
 
 
-def _node_rows(table: pa.Table) -> list[NodeTuple]:
-    cols = [
-        table.column(c).to_pylist()
-        for c in ("id", "type", "properties", "collection_id", "document_id")
-    ]
+def _node_rows(table: Table) -> list[NodeTuple]:
+    cols = [table.column(c) for c in ("id", "type", "properties", "collection_id", "document_id")]
     props = [load_props(p) for p in cols[2]]
     return list(zip(cols[0], cols[1], props, cols[3], cols[4], strict=True))
 
 
-def _edge_rows(table: pa.Table) -> list[EdgeTuple]:
+def _edge_rows(table: Table) -> list[EdgeTuple]:
     names = ("source", "target", "type", "weight", "properties", "collection_id", "document_id")
-    cols = [table.column(c).to_pylist() for c in names]
+    cols = [table.column(c) for c in names]
     props = [load_props(p) for p in cols[4]]
     return list(zip(cols[0], cols[1], cols[2], cols[3], props, cols[5], cols[6], strict=True))

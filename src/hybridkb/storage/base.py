@@ -10,7 +10,6 @@ test those, never a backend's class or name.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -20,10 +19,9 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import numpy as np
 
 from ..filters import Filter
+from .columns import Table
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-
     from ..embedders import Embedder
 
 Ranked = list[tuple[int, float]]
@@ -188,47 +186,6 @@ WriteHook = Callable[[Connection, WriteEvent], None]
 Exported = tuple[DocumentRecord, list[ChunkRecord], np.ndarray]
 
 
-# The Arrow tables of Storage.export_tables: the same on every backend. Built on first
-# use: importing pyarrow costs ~0.07 s that a process which only searches never needs.
-@functools.cache
-def export_schemas() -> tuple[pa.Schema, pa.Schema]:
-    """The schemas of ``Storage.export_tables``: (documents, chunks)."""
-    import pyarrow as pa
-
-    ts = pa.timestamp("us", tz="UTC")
-    documents = pa.schema(
-        [
-            ("document_id", pa.string()),
-            ("filename", pa.string()),
-            ("path", pa.string()),
-            ("source", pa.string()),
-            ("metadata", pa.string()),
-            ("language", pa.string()),
-            ("bytes", pa.int64()),
-            ("chunk_count", pa.int32()),
-            ("added_at", ts),
-        ]
-    )
-    chunks = pa.schema(
-        [
-            ("document_id", pa.string()),
-            ("chunk_id", pa.string()),
-            ("chunk_index", pa.int32()),
-            ("text", pa.string()),
-            ("page", pa.int32()),
-            ("section", pa.string()),
-            ("char_start", pa.int32()),
-            ("char_end", pa.int32()),
-            ("language", pa.string()),
-            ("filename", pa.string()),
-            ("path", pa.string()),
-            ("metadata", pa.string()),
-            ("added_at", ts),
-        ]
-    )
-    return documents, chunks
-
-
 # -- the graph's tables ------------------------------------------------------------------
 
 
@@ -339,16 +296,18 @@ class GraphSQL(Protocol):
         ...
 
     def delete_user_node(self, con: Connection, workspace: str, node_id: str) -> int: ...
-    def load(self, con: Connection, workspace: str) -> tuple[int, pa.Table, pa.Table]:
-        """(version, nodes, edges): nodes (id, type, properties, collection_id, document_id),
-        edges (source, target, type, weight, properties, collection_id, document_id)."""
+    def load(self, con: Connection, workspace: str) -> tuple[int, Table, Table]:
+        """(version, nodes, edges): nodes of ``columns.GRAPH_NODES`` (id, type, properties,
+        collection_id, document_id), edges of ``columns.GRAPH_EDGES`` (source, target,
+        type, weight, properties, collection_id, document_id)."""
         ...
 
     def rows_of_collection(
         self, con: Connection, workspace: str, collection_id: int
-    ) -> tuple[pa.Table, pa.Table]:
-        """One collection's rows for copying: nodes (id, type, properties, document_id,
-        chunk_id), edges (source, target, type, weight, properties, document_id, chunk_id)."""
+    ) -> tuple[Table, Table]:
+        """One collection's rows for copying: nodes of ``columns.COLLECTION_NODES`` (id,
+        type, properties, document_id, chunk_id), edges of ``columns.COLLECTION_EDGES``
+        (source, target, type, weight, properties, document_id, chunk_id)."""
         ...
 
     def find_collection(self, con: Connection, workspace: str, name: str) -> int | None:
@@ -549,9 +508,10 @@ class Storage(Protocol):
         """Every stored document with its chunks (terms included) and vectors."""
         ...
 
-    def export_tables(self, coll: CollectionRecord) -> tuple[pa.Table, pa.Table]:
-        """The collection's rows for read-only SQL, as Arrow tables with exactly
-        EXPORT_DOCUMENTS_SCHEMA and EXPORT_CHUNKS_SCHEMA (metadata as JSON text)."""
+    def export_tables(self, coll: CollectionRecord) -> tuple[Table, Table]:
+        """The collection's rows for read-only SQL: tables of exactly
+        ``columns.EXPORT_DOCUMENTS`` and ``columns.EXPORT_CHUNKS`` (metadata as JSON text,
+        ``added_at`` as timestamp text), in the orders of the backends' SELECTs."""
         ...
 
     def count_vectors(self, coll: CollectionRecord) -> int:

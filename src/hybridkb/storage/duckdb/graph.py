@@ -17,14 +17,13 @@ the SQL plain (a Postgres twin only changes the array parameters and bulk load).
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, cast
-
-import duckdb
+from typing import Any
 
 from ..base import Connection, EdgeRow, NodeRow, dump_props
+from ..columns import COLLECTION_EDGES, COLLECTION_NODES, GRAPH_EDGES, GRAPH_NODES, Table
+from .bulk import json_payload, json_rows_sql
 
 NODES = "hybridkb_graph_nodes"
 EDGES = "hybridkb_graph_edges"
@@ -44,32 +43,17 @@ SCHEMA = [
         workspace VARCHAR NOT NULL, alias VARCHAR NOT NULL, canonical VARCHAR NOT NULL)""",
 ]
 
-# Arrow is imported by the functions that build Arrow tables: a process that only
-# searches (a cold CLI search) then never pays its import.
-if TYPE_CHECKING:
-    import pyarrow as pa
-
-
-@functools.cache
-def _node_schema() -> pa.Schema:
-    import pyarrow as pa
-
-    return pa.schema([
-        ("workspace", pa.string()), ("id", pa.string()), ("type", pa.string()),
-        ("properties", pa.string()), ("collection_id", pa.int32()), ("document_id", pa.string()),
-        ("chunk_id", pa.string()),
-    ])  # fmt: skip
-
-
-@functools.cache
-def _edge_schema() -> pa.Schema:
-    import pyarrow as pa
-
-    return pa.schema([
-        ("workspace", pa.string()), ("source", pa.string()), ("target", pa.string()),
-        ("type", pa.string()), ("weight", pa.float64()), ("properties", pa.string()),
-        ("collection_id", pa.int32()), ("document_id", pa.string()), ("chunk_id", pa.string()),
-    ])  # fmt: skip
+# The columns a write sends (bulk.json_rows_sql), in the tables' order.
+_NODE_PAYLOAD = (
+    ("workspace", "VARCHAR"), ("id", "VARCHAR"), ("type", "VARCHAR"), ("properties", "VARCHAR"),
+    ("collection_id", "INTEGER"), ("document_id", "VARCHAR"), ("chunk_id", "VARCHAR"),
+)  # fmt: skip
+_EDGE_PAYLOAD = (
+    ("workspace", "VARCHAR"), ("source", "VARCHAR"), ("target", "VARCHAR"), ("type", "VARCHAR"),
+    ("weight", "DOUBLE"), ("properties", "VARCHAR"), ("collection_id", "INTEGER"),
+    ("document_id", "VARCHAR"), ("chunk_id", "VARCHAR"),
+)  # fmt: skip
+_EDGE_KEYS = (("source", "VARCHAR"), ("target", "VARCHAR"), ("type", "VARCHAR"))
 
 
 # A list parameter bound as one JSON text: DuckDB binds Python lists element by element
@@ -114,57 +98,56 @@ class DuckDBGraphSQL:
 
     # -- writes ---------------------------------------------------------------------
 
-    def _insert(self, con: Connection, table: str, data: pa.Table) -> None:
-        if data.num_rows == 0:
+    def _insert(
+        self,
+        con: Connection,
+        table: str,
+        columns: tuple[tuple[str, str], ...],
+        data: dict[str, list[Any]],
+    ) -> None:
+        if not next(iter(data.values())):
             return
-        duck = cast(duckdb.DuckDBPyConnection, con)  # Arrow registration is DuckDB's own
-        duck.register("_hkb_graph_rows", data)
-        try:
-            con.execute(f"INSERT INTO {table} SELECT * FROM _hkb_graph_rows")
-        finally:
-            duck.unregister("_hkb_graph_rows")
+        con.execute(
+            f"INSERT INTO {table} SELECT * FROM {json_rows_sql(columns)}", [json_payload(data)]
+        )
 
-    @staticmethod
-    def _node_table(
-        workspace: str, collection_id: int, pairs: Sequence[tuple[str, NodeRow]]
-    ) -> pa.Table:
-        import pyarrow as pa
-
+    def _insert_nodes(
+        self,
+        con: Connection,
+        workspace: str,
+        collection_id: int,
+        pairs: Sequence[tuple[str, NodeRow]],
+    ) -> None:
         n = len(pairs)
-        return pa.table(
-            [
-                [workspace] * n,
-                [r.id for _, r in pairs],
-                [r.type for _, r in pairs],
-                [dump_props(r.properties) for _, r in pairs],
-                [collection_id] * n,
-                [d for d, _ in pairs],
-                [r.chunk_id for _, r in pairs],
-            ],
-            schema=_node_schema(),
-        )
+        self._insert(con, NODES, _NODE_PAYLOAD, {
+            "workspace": [workspace] * n,
+            "id": [r.id for _, r in pairs],
+            "type": [r.type for _, r in pairs],
+            "properties": [dump_props(r.properties) for _, r in pairs],
+            "collection_id": [collection_id] * n,
+            "document_id": [d for d, _ in pairs],
+            "chunk_id": [r.chunk_id for _, r in pairs],
+        })  # fmt: skip
 
-    @staticmethod
-    def _edge_table(
-        workspace: str, collection_id: int, pairs: Sequence[tuple[str, EdgeRow]]
-    ) -> pa.Table:
-        import pyarrow as pa
-
+    def _insert_edges(
+        self,
+        con: Connection,
+        workspace: str,
+        collection_id: int,
+        pairs: Sequence[tuple[str, EdgeRow]],
+    ) -> None:
         m = len(pairs)
-        return pa.table(
-            [
-                [workspace] * m,
-                [r.source for _, r in pairs],
-                [r.target for _, r in pairs],
-                [r.type for _, r in pairs],
-                [float(r.weight) for _, r in pairs],
-                [dump_props(r.properties) for _, r in pairs],
-                [collection_id] * m,
-                [d for d, _ in pairs],
-                [r.chunk_id for _, r in pairs],
-            ],
-            schema=_edge_schema(),
-        )
+        self._insert(con, EDGES, _EDGE_PAYLOAD, {
+            "workspace": [workspace] * m,
+            "source": [r.source for _, r in pairs],
+            "target": [r.target for _, r in pairs],
+            "type": [r.type for _, r in pairs],
+            "weight": [float(r.weight) for _, r in pairs],
+            "properties": [dump_props(r.properties) for _, r in pairs],
+            "collection_id": [collection_id] * m,
+            "document_id": [d for d, _ in pairs],
+            "chunk_id": [r.chunk_id for _, r in pairs],
+        })  # fmt: skip
 
     def insert_nodes(
         self,
@@ -174,9 +157,7 @@ class DuckDBGraphSQL:
         document_id: str,
         rows: Sequence[NodeRow],
     ) -> None:
-        self._insert(
-            con, NODES, self._node_table(workspace, collection_id, [(document_id, r) for r in rows])
-        )
+        self._insert_nodes(con, workspace, collection_id, [(document_id, r) for r in rows])
 
     def insert_edges(
         self,
@@ -186,9 +167,7 @@ class DuckDBGraphSQL:
         document_id: str,
         rows: Sequence[EdgeRow],
     ) -> None:
-        self._insert(
-            con, EDGES, self._edge_table(workspace, collection_id, [(document_id, r) for r in rows])
-        )
+        self._insert_edges(con, workspace, collection_id, [(document_id, r) for r in rows])
 
     def _prune_vanished(self, con: Connection, workspace: str, old_ids: Iterable[str]) -> None:
         """Drop user edges on nodes that lost their last row."""
@@ -251,8 +230,8 @@ class DuckDBGraphSQL:
         con.execute(f"DELETE FROM {EDGES} WHERE {where}", params)
         node_rows = [(d, r) for d, nodes, _ in per_doc for r in nodes]
         edge_rows = [(d, r) for d, _, edges in per_doc for r in edges]
-        self._insert(con, NODES, self._node_table(workspace, collection_id, node_rows))
-        self._insert(con, EDGES, self._edge_table(workspace, collection_id, edge_rows))
+        self._insert_nodes(con, workspace, collection_id, node_rows)
+        self._insert_edges(con, workspace, collection_id, edge_rows)
         self._prune_vanished(con, workspace, old)
 
     def drop_collection(self, con: Connection, workspace: str, collection_id: int) -> None:
@@ -279,22 +258,16 @@ class DuckDBGraphSQL:
     def upsert_user_edges(self, con: Connection, workspace: str, rows: Sequence[EdgeRow]) -> None:
         if not rows:
             return
-        import pyarrow as pa
-
-        keys = pa.table({
+        keys = json_payload({
             "source": [r.source for r in rows], "target": [r.target for r in rows],
             "type": [r.type for r in rows],
         })  # fmt: skip
-        duck = cast(duckdb.DuckDBPyConnection, con)
-        duck.register("_hkb_graph_keys", keys)
-        try:
-            con.execute(
-                f"DELETE FROM {EDGES} AS e USING _hkb_graph_keys AS k WHERE e.workspace = ? AND"
-                " e.collection_id = 0 AND e.source = k.source AND e.target = k.target AND e.type = k.type",
-                [workspace],
-            )
-        finally:
-            duck.unregister("_hkb_graph_keys")
+        con.execute(
+            f"DELETE FROM {EDGES} AS e WHERE e.workspace = ? AND e.collection_id = 0 AND EXISTS"
+            f" (SELECT 1 FROM {json_rows_sql(_EDGE_KEYS)} AS k WHERE e.source = k.source"
+            " AND e.target = k.target AND e.type = k.type)",
+            [workspace, keys],
+        )
         self.insert_edges(con, workspace, 0, "", rows)
 
     def delete_user_edge(
@@ -320,34 +293,34 @@ class DuckDBGraphSQL:
 
     # -- reads ----------------------------------------------------------------------
 
-    def load(self, con: Connection, workspace: str) -> tuple[int, pa.Table, pa.Table]:
+    def load(self, con: Connection, workspace: str) -> tuple[int, Table, Table]:
         version = self.version(con, workspace)
         nodes = con.execute(
             f"SELECT id, type, properties::VARCHAR AS properties, collection_id, document_id"
             f" FROM {NODES} WHERE workspace = ?",
             [workspace],
-        ).fetch_arrow_table()
+        ).fetchall()
         edges = con.execute(
             f"SELECT source, target, type, weight, properties::VARCHAR AS properties, collection_id,"
             f" document_id FROM {EDGES} WHERE workspace = ?",
             [workspace],
-        ).fetch_arrow_table()
-        return version, nodes, edges
+        ).fetchall()
+        return version, Table.from_rows(GRAPH_NODES, nodes), Table.from_rows(GRAPH_EDGES, edges)
 
     def rows_of_collection(
         self, con: Connection, workspace: str, collection_id: int
-    ) -> tuple[pa.Table, pa.Table]:
+    ) -> tuple[Table, Table]:
         nodes = con.execute(
             f"SELECT id, type, properties::VARCHAR AS properties, document_id, chunk_id FROM {NODES}"
             " WHERE workspace = ? AND collection_id = ?",
             [workspace, collection_id],
-        ).fetch_arrow_table()
+        ).fetchall()
         edges = con.execute(
             f"SELECT source, target, type, weight, properties::VARCHAR AS properties, document_id,"
             f" chunk_id FROM {EDGES} WHERE workspace = ? AND collection_id = ?",
             [workspace, collection_id],
-        ).fetch_arrow_table()
-        return nodes, edges
+        ).fetchall()
+        return Table.from_rows(COLLECTION_NODES, nodes), Table.from_rows(COLLECTION_EDGES, edges)
 
     def find_collection(self, con: Connection, workspace: str, name: str) -> int | None:
         row = con.execute(

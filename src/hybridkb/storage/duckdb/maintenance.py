@@ -20,6 +20,7 @@ from ...embedders import Embedder, recipe_of, validate_vectors
 from ...errors import BackendError, ConfigError
 from ...index.derived import drop_snapshot, snapshot_paths
 from ..base import CollectionHealth, CollectionRecord, Finding
+from .bulk import insert_vectors
 from .engine import Engine
 from .memory import Derived
 from .rows import bump_generation, delete_rows, key_list_sql
@@ -249,19 +250,7 @@ def reembed_collection(
         # Embedded as at ingest: the section before the text.
         texts = [contextual_text(r[2], r[1]) for r in rows]
         vectors = validate_vectors(embedder.embed_documents(texts), dim)
-        import pyarrow as pa  # here, not at module level: searching never re-embeds
-
-        table = pa.table(
-            {
-                "key": pa.array([int(r[0]) for r in rows], pa.int64()),
-                "embedding": pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), dim),
-            }
-        )
-        c.register("_hkb_reembed", table)
-        try:
-            c.execute(f"INSERT INTO {side} SELECT key, embedding FROM _hkb_reembed")
-        finally:
-            c.unregister("_hkb_reembed")
+        insert_vectors(c, side, [int(r[0]) for r in rows], vectors)
 
     done = 0
     while True:

@@ -11,22 +11,52 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ...errors import KBError
 from ...filters import Filter, to_sql
-from ...index.derived import CollectionIndexes, build_indexes, load_snapshot, save_snapshot
+from ...index.derived import (
+    CodedTerms,
+    CollectionIndexes,
+    build_indexes,
+    load_snapshot,
+    save_snapshot,
+)
 from ..base import ChunkRecord, CollectionRecord
+from .bulk import fetch_vectors_sql
 from .engine import Engine
 from .filter_columns import FilterColumns, field_query
 from .row_cache import ROW_OVERHEAD_BYTES, RowCache
 from .rows import CHUNK_COLUMNS, chunk_record, count, key_list_sql
 from .schema import table_names
 
-if TYPE_CHECKING:
-    import pyarrow as pa
+# Vectors read per query when the indexes are built (keeps the temporary key column small).
+VECTOR_PAGE_ROWS = 16384
+
+# One row: the chunk keys, term counts, term codes (in key, then text order) and the
+# terms the codes index. DuckDB builds it, so no Python string is made per occurrence.
+CODED_TERMS_SQL = """WITH occ AS (
+    SELECT key, unnest(terms) AS term, generate_subscripts(terms, 1) AS pos FROM {chunks}),
+vocab AS (
+    SELECT term, (row_number() OVER (ORDER BY term)) - 1 AS code
+    FROM (SELECT DISTINCT term FROM occ)),
+per_key AS (
+    SELECT o.key, list(v.code ORDER BY o.pos) AS codes
+    FROM occ o JOIN vocab v ON o.term IS NOT DISTINCT FROM v.term GROUP BY o.key)
+SELECT (SELECT list(key ORDER BY key) FROM {chunks}) AS keys,
+    (SELECT list(coalesce(len(terms), 0) ORDER BY key) FROM {chunks}) AS lengths,
+    (SELECT flatten(list(codes ORDER BY key)) FROM per_key) AS codes,
+    (SELECT list(term ORDER BY code) FROM vocab) AS dictionary"""
+
+
+def _single_list(column: np.ndarray, dtype: Any) -> np.ndarray:
+    """The one list value of a one-row ``fetchnumpy`` column (NULL: empty)."""
+    value = column[0] if len(column) else None
+    if value is None or value is np.ma.masked:
+        return np.zeros(0, dtype=dtype)
+    return np.asarray(value, dtype=dtype)
 
 
 class Derived:
@@ -89,42 +119,60 @@ class Derived:
 
     # -- indexes --------------------------------------------------------------------
 
-    def load_rows(self, coll: CollectionRecord) -> tuple[np.ndarray, pa.Array, np.ndarray]:
-        """Keys, terms (an Arrow list<string> column) and float32 vectors, in key order.
+    def load_rows(self, coll: CollectionRecord) -> tuple[np.ndarray, CodedTerms, np.ndarray]:
+        """Keys, terms (dictionary-encoded by DuckDB) and float32 vectors, in key order.
 
         Columnar on purpose: one Python string per term took 47 s and 13.3 GB at 1M
-        chunks; the Arrow column takes ~6 s and goes straight into the keyword index.
+        chunks; here DuckDB encodes the terms and numpy holds the codes.
         """
         t = table_names(coll.id)
         with self.engine.lock:
             con = self.engine.con
-            chunks = con.execute(
-                f"SELECT key, terms FROM {t['chunks']} ORDER BY key"
-            ).to_arrow_table()
-            vec = con.execute(
-                f"SELECT key, embedding FROM {t['vectors']} ORDER BY key"
-            ).to_arrow_table()
-        keys = chunks.column("key").to_numpy()
-        terms = chunks.column("terms").combine_chunks()
-        vkeys = vec.column("key").to_numpy()
-        vectors = np.empty((len(vkeys), coll.dim), dtype=np.float32)
-        at = 0
-        for part in vec.column("embedding").chunks:  # chunk by chunk: no second full copy
-            flat = part.flatten().to_numpy(zero_copy_only=False)
-            vectors[at : at + len(part)] = np.asarray(flat, dtype=np.float32).reshape(
-                len(part), coll.dim
+            found = con.execute(CODED_TERMS_SQL.format(chunks=t["chunks"])).fetchnumpy()
+            keys, lengths, codes, dictionary = (
+                _single_list(found[name], dtype)
+                for name, dtype in (
+                    ("keys", np.int64),
+                    ("lengths", np.int64),
+                    ("codes", np.int64),
+                    ("dictionary", object),
+                )
             )
-            at += len(part)
+            vkeys, vectors = self._load_vectors(coll)
+        terms = CodedTerms(lengths, codes, [str(term) for term in dictionary])
         if not np.array_equal(keys, vkeys):
             # Tables disagree (should not happen inside transactions): index only the pairs.
             common = np.intersect1d(keys, vkeys)
             keep_k = np.isin(keys, common)
             keep_v = np.isin(vkeys, common)
-            import pyarrow as pa  # only here: a search from a saved snapshot needs no Arrow
-
-            terms = terms.filter(pa.array(keep_k))
+            row_of_code = np.repeat(keep_k, lengths)
+            terms = CodedTerms(lengths[keep_k], codes[row_of_code], terms.dictionary)
             keys, vectors = keys[keep_k], vectors[keep_v]
         return keys, terms, vectors
+
+    def _load_vectors(self, coll: CollectionRecord) -> tuple[np.ndarray, np.ndarray]:
+        """Every (key, vector) of the collection in key order, a page at a time."""
+        t = table_names(coll.id)
+        total = count(self.engine.con, t["vectors"])
+        vectors = np.empty((total, coll.dim), dtype=np.float32)
+        keys = np.empty(total, dtype=np.int64)
+        at, after = 0, None
+        while at < total:
+            where = "" if after is None else f"WHERE key > {int(after)}"
+            page_keys, page = fetch_vectors_sql(
+                self.engine.con,
+                f"SELECT key, embedding FROM {t['vectors']} {where} ORDER BY key"
+                f" LIMIT {VECTOR_PAGE_ROWS}",
+                coll.dim,
+            )
+            if not len(page_keys):
+                break
+            order = np.argsort(page_keys, kind="stable")
+            keys[at : at + len(order)] = page_keys[order]
+            vectors[at : at + len(order)] = page[order]
+            at += len(order)
+            after = keys[at - 1]
+        return keys[:at], vectors[:at]
 
     def indexes_for(self, coll: CollectionRecord) -> CollectionIndexes:
         storage = self.engine
@@ -169,10 +217,15 @@ class Derived:
         rows = self.engine.query(f"SELECT key FROM {t['chunks']} WHERE {sql}", params)
         return np.asarray([r[0] for r in rows], dtype=np.int64)
 
-    def _filter_field(self, t: dict[str, str], field: str) -> tuple[np.ndarray, pa.Array]:
+    def _filter_field(self, t: dict[str, str], field: str) -> tuple[np.ndarray, list[Any]]:
         sql, params = field_query(t["chunks"], field)
-        table = self.engine.con.execute(sql, params).to_arrow_table()
-        return table.column("key").to_numpy(), table.column("v")
+        found = self.engine.con.execute(sql, params).fetchnumpy()
+        values = found["v"]
+        if isinstance(values, np.ma.MaskedArray):  # NULLs come masked
+            data = values.data.astype(object)
+            data[np.ma.getmaskarray(values)] = None  # filled(None) means its default filler
+            values = data
+        return np.asarray(found["key"], dtype=np.int64), values.tolist()
 
     # -- rows -----------------------------------------------------------------------
 

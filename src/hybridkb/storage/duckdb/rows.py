@@ -10,19 +10,16 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import duckdb
 import numpy as np
 
 from ...limits import within_depth
 from ..base import ChunkRecord, CollectionRecord, DocumentRecord
+from .bulk import TERMS_SQL, insert_vectors, joined_terms, json_payload, json_rows_sql
 from .schema import table_names
-
-# Arrow is imported by the functions that build Arrow tables: a process that only
-# searches (a cold CLI search) then never pays its import.
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 # A list parameter bound as one JSON text (see json_list).
 SQL_KEY_LIST = "(SELECT unnest(from_json(?, '[\"BIGINT\"]')))"
@@ -137,89 +134,104 @@ def chunk_record(r: tuple[Any, ...], terms: Sequence[str] = ()) -> ChunkRecord:
     )
 
 
-def arrow_rows(
-    coll: CollectionRecord, chunks: Sequence[ChunkRecord], vectors: np.ndarray
-) -> tuple[pa.Table, pa.Table]:
-    """Chunk and vector rows as Arrow tables (bulk inserts cost far less than executemany)."""
-    import pyarrow as pa
+# The chunk columns a write sends (json_rows_sql), in the chunks table's order.
+CHUNK_PAYLOAD = (
+    ("key", "BIGINT"), ("chunk_id", "VARCHAR"), ("document_id", "VARCHAR"),
+    ("chunk_index", "INTEGER"), ("text", "VARCHAR"), ("page", "INTEGER"),
+    ("section", "VARCHAR"), ("char_start", "INTEGER"), ("char_end", "INTEGER"),
+    ("content_hash", "VARCHAR"), ("language", "VARCHAR"), ("terms", "VARCHAR"),
+    ("metadata", "VARCHAR"), ("filename", "VARCHAR"), ("path", "VARCHAR"),
+)  # fmt: skip
+DOC_PAYLOAD = (
+    ("document_id", "VARCHAR"), ("path", "VARCHAR"), ("filename", "VARCHAR"),
+    ("source", "VARCHAR"), ("content_hash", "VARCHAR"), ("signature", "VARCHAR"),
+    ("metadata", "VARCHAR"), ("language", "VARCHAR"), ("bytes", "BIGINT"),
+    ("chunk_count", "INTEGER"),
+)  # fmt: skip
+# The chunk columns of the chunks table from CHUNK_PAYLOAD rows (terms and metadata decoded).
+CHUNK_VALUES = (
+    "key, chunk_id, document_id, chunk_index, text, page, section, char_start, char_end,"
+    f" content_hash, language, {TERMS_SQL.format('terms')} AS terms, metadata::JSON AS metadata,"
+    " filename, path"
+)
 
+
+@dataclass(frozen=True)
+class ChunkRows:
+    """Chunks ready for one bulk insert: their scalar columns as the JSON parameter of
+    ``json_rows_sql(CHUNK_PAYLOAD)``, their keys and their float32 vectors (row i, chunk i)."""
+
+    payload: str
+    keys: np.ndarray
+    vectors: np.ndarray
+
+
+def chunk_rows(
+    coll: CollectionRecord, chunks: Sequence[ChunkRecord], vectors: np.ndarray
+) -> ChunkRows:
+    """Chunk rows for a bulk insert (far cheaper than executemany)."""
     vectors = np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1, coll.dim)
     if len(vectors) != len(chunks):
         raise ValueError("one vector per chunk is required")
-    chunk_table = pa.table(
+    keys = [c.key for c in chunks]
+    payload = json_payload(
         {
-            "key": pa.array([c.key for c in chunks], pa.int64()),
-            "chunk_id": pa.array([c.chunk_id for c in chunks], pa.string()),
-            "document_id": pa.array([c.document_id for c in chunks], pa.string()),
-            "chunk_index": pa.array([c.chunk_index for c in chunks], pa.int32()),
-            "text": pa.array([c.text for c in chunks], pa.string()),
-            "page": pa.array([c.page for c in chunks], pa.int32()),
-            "section": pa.array([c.section for c in chunks], pa.string()),
-            "char_start": pa.array([c.char_start for c in chunks], pa.int32()),
-            "char_end": pa.array([c.char_end for c in chunks], pa.int32()),
-            "content_hash": pa.array([c.content_hash for c in chunks], pa.string()),
-            "language": pa.array([c.language for c in chunks], pa.string()),
-            "terms": pa.array([list(c.terms) for c in chunks], pa.list_(pa.string())),
-            "metadata": pa.array([json.dumps(c.metadata) for c in chunks], pa.string()),
-            "filename": pa.array([c.filename for c in chunks], pa.string()),
-            "path": pa.array([c.path for c in chunks], pa.string()),
+            "key": keys,
+            "chunk_id": [c.chunk_id for c in chunks],
+            "document_id": [c.document_id for c in chunks],
+            "chunk_index": [c.chunk_index for c in chunks],
+            "text": [c.text for c in chunks],
+            "page": [c.page for c in chunks],
+            "section": [c.section for c in chunks],
+            "char_start": [c.char_start for c in chunks],
+            "char_end": [c.char_end for c in chunks],
+            "content_hash": [c.content_hash for c in chunks],
+            "language": [c.language for c in chunks],
+            "terms": [joined_terms(c.terms) for c in chunks],
+            "metadata": [json.dumps(c.metadata) for c in chunks],
+            "filename": [c.filename for c in chunks],
+            "path": [c.path for c in chunks],
         }
     )
-    vector_table = pa.table(
+    return ChunkRows(payload, np.asarray(keys, dtype=np.int64), vectors)
+
+
+def document_rows(docs: Sequence[DocumentRecord], chunk_counts: Sequence[int]) -> str:
+    """Document rows as the JSON parameter of ``json_rows_sql(DOC_PAYLOAD)``."""
+    return json_payload(
         {
-            "key": pa.array([c.key for c in chunks], pa.int64()),
-            "embedding": pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), coll.dim),
-        }
-    )
-    return chunk_table, vector_table
-
-
-def document_table(docs: Sequence[DocumentRecord], chunk_counts: Sequence[int]) -> pa.Table:
-    import pyarrow as pa
-
-    return pa.table(
-        {
-            "document_id": pa.array([d.document_id for d in docs], pa.string()),
-            "path": pa.array([d.path for d in docs], pa.string()),
-            "filename": pa.array([d.filename for d in docs], pa.string()),
-            "source": pa.array([d.source for d in docs], pa.string()),
-            "content_hash": pa.array([d.content_hash for d in docs], pa.string()),
-            "signature": pa.array([d.signature for d in docs], pa.string()),
-            "metadata": pa.array([json.dumps(d.metadata) for d in docs], pa.string()),
-            "language": pa.array([d.language for d in docs], pa.string()),
-            "bytes": pa.array([d.bytes for d in docs], pa.int64()),
-            "chunk_count": pa.array(list(chunk_counts), pa.int32()),
+            "document_id": [d.document_id for d in docs],
+            "path": [d.path for d in docs],
+            "filename": [d.filename for d in docs],
+            "source": [d.source for d in docs],
+            "content_hash": [d.content_hash for d in docs],
+            "signature": [d.signature for d in docs],
+            "metadata": [json.dumps(d.metadata) for d in docs],
+            "language": [d.language for d in docs],
+            "bytes": [d.bytes for d in docs],
+            "chunk_count": list(chunk_counts),
         }
     )
 
 
 def insert_rows(
-    con: duckdb.DuckDBPyConnection,
-    coll: CollectionRecord,
-    docs: pa.Table,
-    chunks: pa.Table,
-    vectors: pa.Table,
+    con: duckdb.DuckDBPyConnection, coll: CollectionRecord, docs: str, chunks: ChunkRows
 ) -> None:
-    """Insert Arrow document, chunk and vector rows (see arrow_rows, document_table)."""
+    """Insert document, chunk and vector rows (see chunk_rows, document_rows)."""
     t = table_names(coll.id)
-    con.register("_hkb_docs", docs)
-    con.register("_hkb_chunks", chunks)
-    con.register("_hkb_vectors", vectors)
-    try:
+    con.execute(
+        f"INSERT INTO {t['documents']} SELECT document_id, path, filename, source,"
+        " content_hash, signature, metadata::JSON, language, bytes, chunk_count,"
+        f" current_timestamp FROM {json_rows_sql(DOC_PAYLOAD)}",
+        [docs],
+    )
+    if len(chunks.keys):
         con.execute(
-            f"INSERT INTO {t['documents']} SELECT document_id, path, filename, source,"
-            " content_hash, signature, metadata::JSON, language, bytes, chunk_count,"
-            " current_timestamp FROM _hkb_docs"
+            f"INSERT INTO {t['chunks']} SELECT {CHUNK_VALUES}, current_timestamp"
+            f" FROM {json_rows_sql(CHUNK_PAYLOAD)}",
+            [chunks.payload],
         )
-        con.execute(
-            f"INSERT INTO {t['chunks']} SELECT key, chunk_id, document_id, chunk_index, text, page,"
-            " section, char_start, char_end, content_hash, language, terms, metadata::JSON,"
-            " filename, path, current_timestamp FROM _hkb_chunks"
-        )
-        con.execute(f"INSERT INTO {t['vectors']} SELECT key, embedding FROM _hkb_vectors")
-    finally:
-        for name in ("_hkb_docs", "_hkb_chunks", "_hkb_vectors"):
-            con.unregister(name)
+        insert_vectors(con, t["vectors"], chunks.keys, chunks.vectors)
 
 
 def existing_documents(

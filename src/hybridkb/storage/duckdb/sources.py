@@ -14,6 +14,7 @@ import duckdb
 
 from ..base import CollectionRecord, FileState, SourceRecord
 from ..boundary import driver_errors
+from .bulk import json_payload, json_rows_sql
 from .connection import translate
 from .engine import Engine
 from .rows import SQL_ID_LIST, json_list
@@ -98,30 +99,28 @@ class DuckDBSources:
     def put_file_states(self, coll: CollectionRecord, states: Sequence[FileState]) -> None:
         if not states:
             return
-        import pyarrow as pa  # the write path imports it anyway
-
-        table = pa.table(
+        payload = json_payload(
             {
                 "document_id": [s.document_id for s in states],
                 "path": [s.path for s in states],
-                "size": pa.array([s.size for s in states], pa.int64()),
-                "mtime_ns": pa.array([s.mtime_ns for s in states], pa.int64()),
+                "size": [s.size for s in states],
+                "mtime_ns": [s.mtime_ns for s in states],
                 "content_hash": [s.content_hash for s in states],
             }
         )
+        rows = json_rows_sql(
+            (("document_id", "VARCHAR"), ("path", "VARCHAR"), ("size", "BIGINT"),
+             ("mtime_ns", "BIGINT"), ("content_hash", "VARCHAR"))
+        )  # fmt: skip
 
         def put(con: duckdb.DuckDBPyConnection) -> None:
-            con.register("_hkb_states", table)
-            try:
-                # Last state wins for an id given twice (a file seen twice in one call).
-                con.execute(
-                    f"INSERT OR REPLACE INTO {FILE_STATES} SELECT ?, document_id,"
-                    " last(path), last(size), last(mtime_ns), last(content_hash)"
-                    " FROM _hkb_states GROUP BY document_id",
-                    [coll.id],
-                )
-            finally:
-                con.unregister("_hkb_states")
+            # Last state wins for an id given twice (a file seen twice in one call).
+            con.execute(
+                f"INSERT OR REPLACE INTO {FILE_STATES} SELECT ?, document_id,"
+                " last(path), last(size), last(mtime_ns), last(content_hash)"
+                f" FROM {rows} GROUP BY document_id",
+                [coll.id, payload],
+            )
 
         self.engine.transaction(put)
 

@@ -17,7 +17,7 @@ import dataclasses
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import duckdb
 import numpy as np
@@ -40,6 +40,8 @@ from ..base import (
     WriteHook,
 )
 from ..boundary import driver_errors
+from ..columns import EXPORT_CHUNKS, EXPORT_DOCUMENTS, Table
+from .bulk import fetch_vectors_sql
 from .connection import translate
 from .engine import Engine
 from .graph import DuckDBGraphSQL
@@ -49,13 +51,14 @@ from .rows import (
     CHUNK_COLUMNS,
     DOC_SELECT,
     SQL_ID_LIST,
-    arrow_rows,
+    TEXT_TIME,
     bump_generation,
     chunk_record,
+    chunk_rows,
     count,
     delete_rows,
     document_record,
-    document_table,
+    document_rows,
     existing_documents,
     insert_rows,
     json_list,
@@ -65,9 +68,6 @@ from .rows import (
 from .schema import create_collection_tables, drop_collection_tables, migrate, table_names
 from .sources import DuckDBSources, drop_sources
 from .stream import drop_stale_stages, stream_document
-
-if TYPE_CHECKING:
-    import pyarrow as pa
 
 T = TypeVar("T")
 
@@ -282,13 +282,13 @@ class DuckDBStorage(DuckDBSources):
             if chunks
             else np.zeros((0, coll.dim), np.float32)
         )
-        chunk_table, vector_table = arrow_rows(coll, chunks, vectors)
-        doc_table = document_table(docs, [len(i.chunks) for i in items])
+        chunk_table = chunk_rows(coll, chunks, vectors)
+        doc_table = document_rows(docs, [len(i.chunks) for i in items])
 
         def put(con: duckdb.DuckDBPyConnection) -> tuple[list[int], int]:
             existing = existing_documents(con, coll, ids)
             old = delete_rows(con, coll, existing) if existing else []
-            insert_rows(con, coll, doc_table, chunk_table, vector_table)
+            insert_rows(con, coll, doc_table, chunk_table)
             if len(items) == 1:
                 self.engine.emit(
                     con, WriteEvent("put", coll, ids, items[0].document, items[0].chunks)
@@ -428,12 +428,12 @@ class DuckDBStorage(DuckDBSources):
         key_list = [int(k) for k in np.asarray(keys).tolist()]
         in_keys, params = key_list_sql(key_list)
         with self.engine.lock:
-            table = self.engine.con.execute(
-                f"SELECT key, embedding FROM {t['vectors']} WHERE key IN {in_keys}", params
-            ).fetch_arrow_table()
-        got = table.column("key").to_numpy()
-        flat = table.column("embedding").combine_chunks().values.to_numpy(zero_copy_only=False)
-        mat = np.asarray(flat, dtype=np.float32).reshape(len(got), coll.dim)
+            got, mat = fetch_vectors_sql(
+                self.engine.con,
+                f"SELECT key, embedding FROM {t['vectors']} WHERE key IN {in_keys}",
+                coll.dim,
+                params,
+            )
         pos = {int(k): i for i, k in enumerate(got)}
         out = np.zeros((len(key_list), coll.dim), dtype=np.float32)
         for i, k in enumerate(key_list):
@@ -469,28 +469,22 @@ class DuckDBStorage(DuckDBSources):
                 )
                 yield d, chunks, vectors
 
-    def export_tables(self, coll: CollectionRecord) -> tuple[pa.Table, pa.Table]:
-        # Imported here: the export schemas are Arrow, which a search never needs.
-        from ..base import export_schemas
-
-        documents_schema, chunks_schema = export_schemas()
-
+    def export_tables(self, coll: CollectionRecord) -> tuple[Table, Table]:
+        """The collection's rows for read-only SQL (see Storage.export_tables)."""
         t = table_names(coll.id)
         with self.engine.lock:
             docs = self.engine.con.execute(
                 "SELECT document_id, filename, path, source, metadata::VARCHAR AS metadata,"
-                f" language, bytes, chunk_count, added_at FROM {t['documents']}"
-                " ORDER BY added_at, document_id"
-            ).fetch_arrow_table()
+                f" language, bytes, chunk_count, {TEXT_TIME.format('added_at')}"
+                f" FROM {t['documents']} ORDER BY added_at, document_id"
+            ).fetchall()
             chunks = self.engine.con.execute(
                 "SELECT document_id, chunk_id, chunk_index, text, page, section, char_start,"
-                " char_end, language, filename, path, metadata::VARCHAR AS metadata, added_at"
-                f" FROM {t['chunks']} ORDER BY document_id, chunk_index"
-            ).fetch_arrow_table()
-        return (
-            docs.cast(documents_schema, safe=False),
-            chunks.cast(chunks_schema, safe=False),
-        )
+                " char_end, language, filename, path, metadata::VARCHAR AS metadata,"
+                f" {TEXT_TIME.format('added_at')} FROM {t['chunks']}"
+                " ORDER BY document_id, chunk_index"
+            ).fetchall()
+        return Table.from_rows(EXPORT_DOCUMENTS, docs), Table.from_rows(EXPORT_CHUNKS, chunks)
 
     def count_vectors(self, coll: CollectionRecord) -> int:
         with self.engine.lock:

@@ -3,8 +3,9 @@
 Writing a 200 MB text in one DuckDB transaction kept every uncommitted row in memory
 (measured 2.2 GB peak). Instead a stream goes through three steps:
 
-1. Stage: every batch of (chunks, vectors) is appended to a Parquet file in
-   ``<db>.hkbstage/`` (memory: one row group). The database does not change, so
+1. Stage: the batches of (chunks, vectors) are written as numbered Parquet parts
+   ``c<collection>-<stream>-<n>.parquet`` in ``<db>.hkbstage/`` by DuckDB (memory: one
+   part, about ROW_GROUP_CHARS of text). The database does not change, so
    searches keep serving the old version, and a crash leaves only a file behind.
 2. Switch: one transaction deletes the old version, copies the staged rows into the
    chunks and vectors tables, writes the document row, runs the write hooks and bumps
@@ -33,38 +34,38 @@ import uuid
 from collections.abc import Iterable, Sequence
 from contextlib import suppress
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import duckdb
 import numpy as np
 
 from ...errors import BackendError
 from ..base import ChunkRecord, CollectionRecord, DocumentRecord, WriteEvent
+from .bulk import fetch_vectors_sql, json_rows_sql, vector_list_sql
 from .engine import Engine
 from .memory import Derived
-from .rows import DOC_COLUMNS, arrow_rows, bump_generation, delete_rows
+from .rows import (
+    CHUNK_PAYLOAD,
+    CHUNK_VALUES,
+    DOC_COLUMNS,
+    ChunkRows,
+    bump_generation,
+    chunk_rows,
+    delete_rows,
+)
 from .schema import table_names
-
-# Arrow is imported by the functions that build Arrow tables: a process that only
-# searches (a cold CLI search) then never pays its import.
-if TYPE_CHECKING:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
 
 STAGE_SUFFIX = ".hkbstage"
 # Text per Parquet row group: the memory a stage holds before writing (terms and vectors
 # add about twice as much again).
 ROW_GROUP_CHARS = 4 << 20
-# Rows per page when the staged rows are mirrored into the in-memory indexes.
-MIRROR_ROWS = 8192
 # DuckDB's buffer pool keeps every block it touched until it reaches its limit (80% of
 # RAM by default). During the switch it may grow only this much over what it held
 # before, so the copy spills instead (200 MB of text: peak RSS 1,232 MB unlimited,
 # 526 MB with 128 MB; the rest of the peak is outside the pool and levels off).
 SWITCH_HEADROOM_BYTES = 128 << 20
 
-# Staged files being written by streams of this process: never stale.
-_LIVE: set[Path] = set()
+# Name prefixes of the staged parts being written by streams of this process: never stale.
+_LIVE: set[str] = set()
 _LIVE_LOCK = threading.Lock()
 
 
@@ -87,7 +88,9 @@ def stale_stages(engine: Engine, collection_id: int | None = None) -> list[Path]
     return sorted(
         p
         for p in folder.iterdir()
-        if p.name.startswith(prefix) and p.suffix == ".parquet" and p not in live
+        if p.name.startswith(prefix)
+        and p.suffix == ".parquet"
+        and not any(p.name.startswith(stream) for stream in live)
     )
 
 
@@ -122,47 +125,53 @@ def stream_document(
         folder = scratch
     else:
         drop_stale_stages(engine)
-    path = folder / f"c{coll.id}-{uuid.uuid4().hex[:16]}.parquet"
+    stream = f"c{coll.id}-{uuid.uuid4().hex[:16]}-"
     with _LIVE_LOCK:
-        _LIVE.add(path)
+        _LIVE.add(stream)
+    parts: list[Path] = []
     try:
-        count = _stage(engine, coll, batches, path)
+        count = _stage(coll, batches, folder, stream, parts)
         # Searches keep using the old version's rows until the switch commits.
         with engine.lock:  # switch and mirror as one step for other threads
-            old_keys, generation = _switch(engine, coll, doc, path if count else None, count)
-            _mirror(derived, coll, path if count else None, old_keys, generation)
+            old_keys, generation = _switch(engine, coll, doc, parts, count)
+            _mirror(derived, coll, parts, old_keys, generation)
         return count
     finally:
         with _LIVE_LOCK:
-            _LIVE.discard(path)
-        path.unlink(missing_ok=True)
+            _LIVE.discard(stream)
+        for part in parts:
+            part.unlink(missing_ok=True)
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _stage(
-    engine: Engine,
     coll: CollectionRecord,
     batches: Iterable[tuple[Sequence[ChunkRecord], np.ndarray]],
-    path: Path,
+    folder: Path,
+    stream: str,
+    parts: list[Path],
 ) -> int:
-    """Append every batch to one Parquet file; return the rows written."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    writer: pq.ParquetWriter | None = None
-    pending: list[pa.Table] = []
+    """Write the batches as Parquet parts (appended to ``parts``); return the rows written."""
+    pending: list[tuple[Sequence[ChunkRecord], np.ndarray]] = []
     chars = count = 0
+    # A connection of its own: staging never touches the database (nor its lock).
+    con = duckdb.connect(":memory:", config={"threads": 1})
 
     def flush() -> None:
-        nonlocal writer, chars
+        nonlocal chars
         if not pending:
             return
-        table = pa.concat_tables(pending)
-        if writer is None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            writer = pq.ParquetWriter(path, table.schema)
-        writer.write_table(table)
+        rows = chunk_rows(
+            coll,
+            [c for chunks, _ in pending for c in chunks],
+            np.concatenate([v for _, v in pending]),
+        )
+        path = folder / f"{stream}{len(parts):06d}.parquet"
+        if not parts:
+            folder.mkdir(parents=True, exist_ok=True)
+        parts.append(path)
+        _write_part(con, coll, rows, path)
         pending.clear()
         chars = 0
 
@@ -170,28 +179,43 @@ def _stage(
         for chunks, vectors in batches:
             if not chunks:
                 continue
-            chunk_table, vector_table = arrow_rows(coll, chunks, vectors)
-            pending.append(chunk_table.append_column("embedding", vector_table.column("embedding")))
+            pending.append(
+                (chunks, np.asarray(vectors, dtype=np.float32).reshape(len(chunks), coll.dim))
+            )
             chars += sum(len(c.text) for c in chunks)
             count += len(chunks)
             if chars >= ROW_GROUP_CHARS:
                 flush()
         flush()
-    except (OSError, pa.ArrowException) as exc:
+    except (OSError, duckdb.IOException) as exc:
         raise BackendError(
-            f"{path.parent}: cannot stage a streamed document ({exc}); check free disk space there"
+            f"{folder}: cannot stage a streamed document ({exc}); check free disk space there"
         ) from exc
     finally:
-        if writer is not None:
-            writer.close()
+        con.close()
     return count
+
+
+def _write_part(
+    con: duckdb.DuckDBPyConnection, coll: CollectionRecord, rows: ChunkRows, path: Path
+) -> None:
+    """One staged part: the chunk columns as stored, plus ``embedding``."""
+    # Read by DuckDB's replacement scan from this frame (see bulk.insert_vectors).
+    hkb_stage_columns = np.ascontiguousarray(rows.vectors.T)  # noqa: F841
+    escaped = str(path).replace("'", "''")
+    con.execute(
+        f"COPY (SELECT {CHUNK_VALUES}, {vector_list_sql(coll.dim)} AS embedding"
+        f" FROM {json_rows_sql(CHUNK_PAYLOAD)} POSITIONAL JOIN hkb_stage_columns)"
+        f" TO '{escaped}' (FORMAT parquet)",
+        [rows.payload],
+    )
 
 
 def _switch(
     engine: Engine,
     coll: CollectionRecord,
     doc: DocumentRecord,
-    staged: Path | None,
+    staged: list[Path],
     count: int,
 ) -> tuple[list[int], int]:
     """One transaction: old version out, staged rows in, document row, hooks, generation."""
@@ -199,8 +223,8 @@ def _switch(
 
     def switch(con: duckdb.DuckDBPyConnection) -> tuple[list[int], int]:
         old_keys = delete_rows(con, coll, [doc.document_id])
-        if staged is not None:
-            src = [str(staged)]
+        if staged:
+            src = [[str(p) for p in staged]]
             (chunks,) = con.execute(  # type: ignore[misc]
                 f"INSERT INTO {t['chunks']} SELECT key, chunk_id, document_id, chunk_index, text, page,"
                 " section, char_start, char_end, content_hash, language, terms, metadata::JSON,"
@@ -214,7 +238,7 @@ def _switch(
             ).fetchone()
             if int(chunks) != count or int(vectors) != count:
                 raise BackendError(
-                    f"{staged}: staged rows changed under the stream ({chunks}/{vectors} of {count});"
+                    f"{staged[0].parent}: staged rows changed under the stream ({chunks}/{vectors} of {count});"
                     " add the document again"
                 )
         con.execute(
@@ -256,7 +280,7 @@ def _switch(
         except duckdb.Error as exc:
             name = doc.filename or doc.document_id
             raise BackendError(f"{name}: cannot write the streamed document ({exc})") from exc
-        if staged is not None and engine.persistent:
+        if staged and engine.persistent:
             # The copied rows sit in memory until a checkpoint writes them out; the
             # document is committed either way, so a failed checkpoint is only deferred.
             with suppress(duckdb.Error):
@@ -284,14 +308,11 @@ def _size_bytes(text: str) -> int | None:
 def _mirror(
     derived: Derived,
     coll: CollectionRecord,
-    staged: Path | None,
+    staged: list[Path],
     old_keys: list[int],
     generation: int,
 ) -> None:
-    """Bring the in-memory indexes to the committed state, a page of staged rows at a time."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+    """Bring the in-memory indexes to the committed state, a staged part at a time."""
     empty = np.zeros((0, coll.dim), np.float32)
     try:
         derived.mirror(
@@ -302,22 +323,24 @@ def _mirror(
             added_vectors=empty,
             generation=generation,
         )
-        if staged is None or derived.indexes.get(coll.id) is None:
+        if not staged or derived.indexes.get(coll.id) is None:
             return
-        for batch in pq.ParquetFile(staged).iter_batches(
-            batch_size=MIRROR_ROWS, columns=["key", "terms", "embedding"]
-        ):
-            keys = batch.column("key").to_numpy()
-            flat = batch.column("embedding").flatten().to_numpy(zero_copy_only=False)
-            derived.mirror(
-                coll,
-                removed=[],
-                added_keys=keys,
-                added_terms=batch.column("terms").to_pylist(),
-                added_vectors=np.asarray(flat, dtype=np.float32).reshape(len(keys), coll.dim),
-                generation=generation,
-            )
-    except (MemoryError, OSError, pa.ArrowException):
+        with duckdb.connect(":memory:", config={"threads": 1}) as con:
+            for part in staged:
+                source = "read_parquet('" + str(part).replace("'", "''") + "')"
+                keys, vectors = fetch_vectors_sql(
+                    con, f"SELECT key, embedding FROM {source}", coll.dim
+                )
+                terms = dict(con.execute(f"SELECT key, terms FROM {source}").fetchall())
+                derived.mirror(
+                    coll,
+                    removed=[],
+                    added_keys=keys,
+                    added_terms=[terms[int(k)] or [] for k in keys],
+                    added_vectors=vectors,
+                    generation=generation,
+                )
+    except (MemoryError, OSError, duckdb.Error):
         # The tables are committed and right: the next search rebuilds the indexes.
         derived.forget(coll.id)
     except BaseException:

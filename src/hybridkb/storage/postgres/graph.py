@@ -20,10 +20,9 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
-import pyarrow as pa
-
 from ..base import Connection, EdgeRow, NodeRow, dump_props
-from .rows import arrow_table, clean, clean_json
+from ..columns import COLLECTION_EDGES, COLLECTION_NODES, GRAPH_EDGES, GRAPH_NODES, Table
+from .rows import clean, clean_json
 
 NODES = "hybridkb.hybridkb_graph_nodes"
 EDGES = "hybridkb.hybridkb_graph_edges"
@@ -48,22 +47,6 @@ SCHEMA = [
         workspace TEXT NOT NULL, alias TEXT NOT NULL, canonical TEXT NOT NULL,
         PRIMARY KEY (workspace, alias))""",
 ]
-_S, _I, _F = pa.string(), pa.int64(), pa.float64()
-# The Arrow shapes of load() and rows_of_collection() (empty results keep their types).
-LOAD_NODES = pa.schema(
-    [("id", _S), ("type", _S), ("properties", _S), ("collection_id", _I), ("document_id", _S)]
-)
-LOAD_EDGES = pa.schema(
-    [("source", _S), ("target", _S), ("type", _S), ("weight", _F), ("properties", _S),
-     ("collection_id", _I), ("document_id", _S)]
-)  # fmt: skip
-COLLECTION_NODES = pa.schema(
-    [("id", _S), ("type", _S), ("properties", _S), ("document_id", _S), ("chunk_id", _S)]
-)
-COLLECTION_EDGES = pa.schema(
-    [("source", _S), ("target", _S), ("type", _S), ("weight", _F), ("properties", _S),
-     ("document_id", _S), ("chunk_id", _S)]
-)  # fmt: skip
 _LOCK_SCHEMA = 0x686B6203  # advisory key: one process creates the graph tables
 
 _NODE_COLUMNS = "workspace, id, type, properties, collection_id, document_id, chunk_id"
@@ -280,7 +263,7 @@ class PostgresGraphSQL:
 
     # -- reads ----------------------------------------------------------------------
 
-    def load(self, con: Connection, workspace: str) -> tuple[int, pa.Table, pa.Table]:
+    def load(self, con: Connection, workspace: str) -> tuple[int, Table, Table]:
         version = self.version(con, workspace)
         nodes = con.execute(
             f"SELECT id, type, properties::text, collection_id, document_id FROM {NODES}"
@@ -292,15 +275,11 @@ class PostgresGraphSQL:
             f" FROM {EDGES} WHERE workspace = %s",
             [workspace],
         ).fetchall()
-        return (
-            version,
-            arrow_table(nodes, LOAD_NODES),
-            arrow_table(edges, LOAD_EDGES),
-        )
+        return version, Table.from_rows(GRAPH_NODES, nodes), Table.from_rows(GRAPH_EDGES, edges)
 
     def rows_of_collection(
         self, con: Connection, workspace: str, collection_id: int
-    ) -> tuple[pa.Table, pa.Table]:
+    ) -> tuple[Table, Table]:
         nodes = con.execute(
             f"SELECT id, type, properties::text, document_id, chunk_id FROM {NODES}"
             " WHERE workspace = %s AND collection_id = %s",
@@ -311,10 +290,7 @@ class PostgresGraphSQL:
             " WHERE workspace = %s AND collection_id = %s",
             [workspace, collection_id],
         ).fetchall()
-        return (
-            arrow_table(nodes, COLLECTION_NODES),
-            arrow_table(edges, COLLECTION_EDGES),
-        )
+        return Table.from_rows(COLLECTION_NODES, nodes), Table.from_rows(COLLECTION_EDGES, edges)
 
     def find_collection(self, con: Connection, workspace: str, name: str) -> int | None:
         row = con.execute(

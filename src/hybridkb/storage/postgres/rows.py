@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from ...limits import within_depth
 from ..base import ChunkRecord, CollectionRecord, DocumentRecord
@@ -226,12 +225,3 @@ def delete_rows(con: Any, t: dict[str, str], ids: Sequence[str | None]) -> None:
     )
     con.execute(f"DELETE FROM {t['chunks']} WHERE document_id = ANY(%s)", [list(ids)])
     con.execute(f"DELETE FROM {t['documents']} WHERE document_id = ANY(%s)", [list(ids)])
-
-
-def arrow_table(rows: list[tuple[Any, ...]], schema: pa.Schema) -> pa.Table:
-    """Fetched rows as an Arrow table of ``schema`` (column order as in the SELECT)."""
-    columns = list(zip(*rows, strict=True)) if rows else [() for _ in schema.names]
-    return pa.table(
-        {f.name: pa.array(list(col), f.type) for f, col in zip(schema, columns, strict=True)},
-        schema=schema,
-    )

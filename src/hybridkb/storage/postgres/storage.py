@@ -28,7 +28,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
-import pyarrow as pa
 
 from ...errors import BackendError, CollectionExists, CollectionNotFound, MissingDependency
 from ...filters import Filter
@@ -44,16 +43,15 @@ from ..base import (
     Ranked,
     WriteEvent,
     WriteHook,
-    export_schemas,
 )
 from ..boundary import driver_errors
+from ..columns import EXPORT_CHUNKS, EXPORT_DOCUMENTS, Table
 from .connection import connect, pg_errors, plain_url, prepare, psycopg, translate
 from .graph import PostgresGraphSQL
 from .maintenance import PostgresMaintenance
 from .rows import (
     CHUNK_COLUMNS,
     DOC_COLUMNS,
-    arrow_table,
     chunk_record,
     chunk_rows,
     clean,
@@ -678,20 +676,21 @@ class PostgresStorage(PostgresSources):
         )
         return {n: int(v) for n, v in zip(names, row, strict=True)}
 
-    def export_tables(self, coll: CollectionRecord) -> tuple[pa.Table, pa.Table]:
+    def export_tables(self, coll: CollectionRecord) -> tuple[Table, Table]:
+        """The collection's rows for read-only SQL (see Storage.export_tables)."""
         t = self.tables(coll)
-        documents_schema, chunks_schema = export_schemas()
-        doc_cols = ", ".join(documents_schema.names).replace("metadata", "metadata::text")
-        chunk_cols = ", ".join(chunks_schema.names).replace("metadata", "metadata::text")
+        text = {"metadata": "metadata::text", "added_at": "added_at::text"}
+        doc_cols = ", ".join(text.get(name, name) for name, _ in EXPORT_DOCUMENTS)
+        chunk_cols = ", ".join(text.get(name, name) for name, _ in EXPORT_CHUNKS)
 
-        def run(con: Any) -> tuple[pa.Table, pa.Table]:
+        def run(con: Any) -> tuple[Table, Table]:
             docs = con.execute(
                 f"SELECT {doc_cols} FROM {t['documents']} ORDER BY added_at, document_id"
             ).fetchall()
             chunks = con.execute(
                 f"SELECT {chunk_cols} FROM {t['chunks']} ORDER BY document_id, chunk_index"
             ).fetchall()
-            return arrow_table(docs, documents_schema), arrow_table(chunks, chunks_schema)
+            return Table.from_rows(EXPORT_DOCUMENTS, docs), Table.from_rows(EXPORT_CHUNKS, chunks)
 
         return self._read(run, coll)
 
