@@ -13,6 +13,7 @@ from hybridkb.index import derived
 from hybridkb.index.keyword import KeywordIndex
 from hybridkb.index.vector import VectorIndex
 from hybridkb.storage.duckdb import memory as duckdb_storage
+from hybridkb.storage.duckdb.schema import table_names
 
 TEXTS = ["alpha beta gamma", "delta epsilon", "zeta eta theta", "beta delta"]
 
@@ -121,22 +122,25 @@ def test_saving_removes_leftovers_of_an_interrupted_save(tmp_path: Path) -> None
     ]
 
 
-def test_build_from_an_arrow_terms_column_equals_the_list_build() -> None:
-    import pyarrow as pa
-
-    keys = np.array([5, 3, 9, 4], np.int64)
+def test_build_from_coded_terms_equals_the_list_build(tmp_path: Path) -> None:
+    """The columnar form DuckDB builds (storage/duckdb/memory.py) indexes as the lists do."""
     terms = [["alpha", "beta", "beta"], [], ["gamma"], ["beta", "delta"]]
-    vectors = np.eye(4, 8, dtype=np.float32)
-    column = pa.chunked_array([pa.array(terms[:2]), pa.array(terms[2:])])
-    listed = derived.build_indexes(8, 1, lambda: (keys, terms, vectors))
-    arrow = derived.build_indexes(8, 1, lambda: (keys, column, vectors))
+    with hybridkb.connect(tmp_path / "kb.duckdb", model="fake") as kb:
+        coll = kb.create_collection("c")
+        coll.add_texts(["x"] * 4, ids=["a", "b", "c", "d"])
+        storage = kb.storage
+        t = table_names(coll.record.id)["chunks"]
+        keys = [k for (k,) in storage.engine.query(f"SELECT key FROM {t} ORDER BY key")]
+        for key, row in zip(keys, terms, strict=True):  # our terms, written as a list column
+            storage.engine.con.execute(f"UPDATE {t} SET terms = ? WHERE key = ?", [row, key])
+        got_keys, coded, vectors = storage.derived.load_rows(coll.record)
+    assert got_keys.tolist() == keys and coded.lengths.tolist() == [3, 0, 1, 2]
+    assert [coded.dictionary[c] for c in coded.codes] == [t for row in terms for t in row]
+    listed = derived.build_indexes(coll.record.dim, 1, lambda: (got_keys, terms, vectors))
+    built = derived.build_indexes(coll.record.dim, 1, lambda: (got_keys, coded, vectors))
     for query in (["beta"], ["alpha", "delta"], ["gamma"]):
-        assert arrow.keyword.search(query, 10) == listed.keyword.search(query, 10)
-    assert len(arrow.keyword) == len(listed.keyword) == 4
-    nulls = derived.build_indexes(
-        8, 1, lambda: (keys, pa.array([None, ["x"], None, ["x", "x"]]), vectors)
-    )
-    assert [key for key, _ in nulls.keyword.search(["x"], 10)] == [4, 3]
+        assert built.keyword.search(query, 10) == listed.keyword.search(query, 10)
+    assert len(built.keyword) == len(listed.keyword) == 4
 
 
 def test_a_snapshot_of_an_older_format_is_rebuilt_not_read(tmp_path: Path) -> None:

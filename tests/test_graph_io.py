@@ -7,14 +7,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
+import duckdb
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 import hybridkb
 from hybridkb.errors import GraphError
 from hybridkb.graph.formats import to_graphml, to_mermaid
+from hybridkb.graph.io import write_vectors
 from hybridkb.graph.model import Edge, Node
 
 NS = {"g": "http://graphml.graphdrawing.org/xmlns"}
@@ -62,12 +62,7 @@ def write_set(folder: Path, name: str, dim: int, *, vectors: bool = True) -> Non
     if vectors:
         rng = np.random.default_rng(len(name))
         vecs = rng.normal(size=(2, dim)).astype(np.float32)
-        pq.write_table(
-            pa.table(
-                {"id": ["c1", "c2"], "embedding": pa.array(vecs.tolist(), pa.list_(pa.float32()))}
-            ),
-            folder / f"{name}.parquet",
-        )
+        write_vectors(folder / f"{name}.parquet", ["c1", "c2"], vecs)
 
 
 def test_import_uses_vectors_when_dimension_matches(
@@ -142,8 +137,8 @@ def test_export_folder_round_trips(kb: hybridkb.KnowledgeBase, tmp_path: Path) -
     nodes = json.loads((out / "new.nodes.json").read_text())
     assert {n["type"] for n in nodes} >= {"document", "chunk", "entity", "category"}
     assert all("text" in n for n in nodes if n["type"] == "chunk")
-    table = pq.read_table(out / "new.parquet")
-    assert table.column_names == ["id", "embedding"] and len(table.column("embedding")[0]) == 64
+    parquet = duckdb.sql(f"SELECT * FROM read_parquet('{out / 'new.parquet'}')")
+    assert parquet.columns == ["id", "embedding"] and len(parquet.fetchall()[0][1]) == 64
     report = kb.graph.import_folder("Copy", out)
     assert report["reembedded"] == 0 and len(report["added"]) == 2
     copy = kb.collection("Copy").record.id

@@ -90,8 +90,9 @@ def test_old_version_stays_searchable_until_the_switch(
     seen: list[int] = []
 
     def during(b: int) -> None:
-        # Batches already staged are in no table and no index.
-        assert len(_stage_files(kb)) == 1
+        # Batches already staged (one Parquet part each, of one stream) are in no table
+        # and no index.
+        assert len({p.name.rsplit("-", 1)[0] for p in _stage_files(kb)}) == 1
         assert _table_texts(kb, coll) == [
             f"v1 streamed part {p} line {i} about lemurs" for p in range(4) for i in range(3)
         ]
@@ -250,14 +251,14 @@ def test_a_big_file_streams_through_add(
     )
     monkeypatch.setattr(ingest, "STREAM_BYTES", 4_000)
     monkeypatch.setattr(ingest, "WINDOW_CHARS", 8_000)
-    monkeypatch.setattr(duckdb_stream, "ROW_GROUP_CHARS", 5_000)  # several row groups
-    monkeypatch.setattr(duckdb_stream, "MIRROR_ROWS", 16)  # several mirror pages
-    staged: list[Path] = []
+    # Several staged parts (so several mirror pages too).
+    monkeypatch.setattr(duckdb_stream, "ROW_GROUP_CHARS", 5_000)
+    staged: list[list[Path]] = []
     real = duckdb_stream._stage
 
-    def spy(storage: object, coll: object, batches: object, target: Path) -> int:
-        staged.append(target)
-        return real(storage, coll, batches, target)  # type: ignore[arg-type]
+    def spy(coll: object, batches: object, folder: Path, stream: str, parts: list[Path]) -> int:
+        staged.append(parts)
+        return real(coll, batches, folder, stream, parts)  # type: ignore[arg-type]
 
     monkeypatch.setattr(duckdb_stream, "_stage", spy)
     with hybridkb.connect(
@@ -272,9 +273,10 @@ def test_a_big_file_streams_through_add(
         assert hits and "Paragraph 799 " in hits[0].text
         # Only the document's first line can be its title, never a later window's.
         assert {c.section for c in coll.chunks(report.added[0].document_id)} == {"Big notes"}
-    assert len(staged) == 1 and not staged[0].exists()
+    assert len(staged) == 1 and len(staged[0]) > 1
+    assert not any(part.exists() for part in staged[0])
     # A file database stages beside itself; :memory: in a scratch folder that goes too.
-    assert staged[0].parent.exists() == (where == "file")
+    assert staged[0][0].parent.exists() == (where == "file")
 
 
 def test_an_index_build_skips_rows_the_tables_disagree_on(kb: hybridkb.KnowledgeBase) -> None:
