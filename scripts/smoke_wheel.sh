@@ -2,7 +2,8 @@
 # Install dist/hybridkb-*.whl (scripts/build_wheel.sh) into a clean venv and use it as a
 # new user would, from an empty folder and an empty cache, offline: `hybridkb setup`,
 # the demo, `hybridkb add` + `hybridkb search`, `hybridkb mcp` over stdio (tools/list and
-# a search), and an ingest + search that must not import torch. Prints the venv's size
+# a search), and an ingest + search that must not import torch (torch and pyarrow must not
+# even be installed). Prints the venv's size
 # and each step's time. PYTHON=python3.X picks the interpreter.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,10 +18,12 @@ start=$(date +%s.%N)
 "$PY" -m venv "$work/venv"
 "$work/venv/bin/python" -m pip install -q "$wheel"
 echo "installed $("$work/venv/bin/python" -V) in $(seconds "$start") s: $(du -sh "$work/venv" | cut -f1)"
-if "$work/venv/bin/python" -m pip show -q torch 2>/dev/null; then
-  echo "FAIL: torch was installed" >&2
-  exit 1
-fi
+for heavy in torch pyarrow; do  # neither is a core dependency (pyarrow: 174 MB)
+  if "$work/venv/bin/python" -m pip show -q "$heavy" 2>/dev/null; then
+    echo "FAIL: $heavy was installed" >&2
+    exit 1
+  fi
+done
 
 export PATH="$work/venv/bin:$PATH" HF_HUB_OFFLINE=1 HYBRIDKB_CACHE_DIR="$work/cache"
 unset PYTHONPATH
