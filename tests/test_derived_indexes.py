@@ -256,3 +256,27 @@ def test_a_snapshot_saved_before_decisions_were_kept_is_saved_again_by_a_writer(
     saved = json.loads(meta_path.read_text())
     assert saved["recall"]["layout"] == "flat" and saved["generation"] == meta["generation"]
     assert (folder / "c1.keyword.bin").stat().st_mtime_ns == keyword_stamp
+
+
+@pytest.mark.parametrize("term_hash", ["hash({})", "hash({}) % 2"])  # % 2: hashes collide
+def test_coded_terms_follow_key_order_whatever_the_scan_order(
+    term_hash: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows stored out of key order (and terms whose hashes collide, which the exact
+    SQL then encodes) come back as the term lists in key order."""
+    import duckdb
+
+    monkeypatch.setattr(duckdb_storage, "TERM_HASH", term_hash)
+    con = duckdb.connect(":memory:", config={"threads": 1})
+    con.execute("CREATE TABLE c (key BIGINT, terms VARCHAR[])")
+    rows = {9: ["z", "a", "z"], 2: [], 5: None, 7: ["a"], 3: ["b", "c", "a", "b"]}
+    for key, terms in rows.items():  # stored in this order: 9, 2, 5, 7, 3
+        con.execute("INSERT INTO c VALUES (?, ?)", [key, terms])
+    keys, coded = duckdb_storage.coded_terms(con, "c")
+    assert keys.tolist() == sorted(rows)
+    offsets = np.concatenate(([0], np.cumsum(coded.lengths)))
+    got = [
+        [coded.dictionary[c] for c in coded.codes[offsets[i] : offsets[i + 1]]]
+        for i in range(len(keys))
+    ]
+    assert got == [rows[k] or [] for k in sorted(rows)]

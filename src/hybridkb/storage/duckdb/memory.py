@@ -35,8 +35,23 @@ from .schema import table_names
 # Vectors read per query when the indexes are built (keeps the temporary key column small).
 VECTOR_PAGE_ROWS = 16384
 
-# One row: the chunk keys, term counts, term codes (in key, then text order) and the
-# terms the codes index. DuckDB builds it, so no Python string is made per occurrence.
+# The terms of every chunk as 64-bit hashes, with the chunk keys and term counts (one
+# row), and the distinct terms with their hashes: numpy turns the hashes into codes.
+# The lists come in scan order, the same for the three (one aggregate state per thread
+# holds all of them); an ORDER BY in each would sort them (+0.1 s at 10k chunks) where
+# numpy re-orders rows only if the scan was not in key order. 0.3 s at 10k chunks
+# (700k terms) where dictionary-encoding in SQL (a join and an ordered aggregate,
+# CODED_TERMS_SQL) took 1.1 s. Two terms of one hash (odds ~1e-9 at a million distinct
+# terms) are detected, and CODED_TERMS_SQL decides instead.
+TERM_HASH = "hash({})"
+HASHED_TERMS_SQL = """SELECT list(key) AS keys, list(coalesce(len(terms), 0)) AS lengths,
+    flatten(list(coalesce(list_transform(terms, t -> {hash}), []))) AS codes
+FROM {chunks}"""
+TERM_DICTIONARY_SQL = """SELECT {hash} AS h, term
+FROM (SELECT DISTINCT unnest(terms) AS term FROM {chunks})"""
+
+# The exact form: keys, term counts, codes (in key, then text order) and the terms the
+# codes index, all built by DuckDB (one row).
 CODED_TERMS_SQL = """WITH occ AS (
     SELECT key, unnest(terms) AS term, generate_subscripts(terms, 1) AS pos FROM {chunks}),
 vocab AS (
@@ -49,6 +64,40 @@ SELECT (SELECT list(key ORDER BY key) FROM {chunks}) AS keys,
     (SELECT list(coalesce(len(terms), 0) ORDER BY key) FROM {chunks}) AS lengths,
     (SELECT flatten(list(codes ORDER BY key)) FROM per_key) AS codes,
     (SELECT list(term ORDER BY code) FROM vocab) AS dictionary"""
+
+
+def coded_terms(con: Any, chunks: str) -> tuple[np.ndarray, CodedTerms]:
+    """The chunk keys (in key order) and their terms as :class:`CodedTerms`."""
+    found = con.execute(HASHED_TERMS_SQL.format(hash=TERM_HASH.format("t"), chunks=chunks))
+    row = found.fetchnumpy()
+    keys = _single_list(row["keys"], np.int64)
+    lengths = _single_list(row["lengths"], np.int64)
+    hashes = _single_list(row["codes"], np.uint64)
+    vocab = con.execute(
+        TERM_DICTIONARY_SQL.format(hash=TERM_HASH.format("term"), chunks=chunks)
+    ).fetchnumpy()
+    vocab_hashes = np.asarray(vocab["h"], dtype=np.uint64)
+    order = np.argsort(vocab_hashes, kind="stable")
+    vocab_hashes = vocab_hashes[order]
+    unique, codes = np.unique(hashes, return_inverse=True)
+    if len(hashes) != int(lengths.sum()) or not np.array_equal(unique, vocab_hashes):
+        # Two terms of one hash (or rows that changed between the queries): exact SQL.
+        exact = con.execute(CODED_TERMS_SQL.format(chunks=chunks)).fetchnumpy()
+        return _single_list(exact["keys"], np.int64), CodedTerms(
+            _single_list(exact["lengths"], np.int64),
+            _single_list(exact["codes"], np.int64),
+            [str(t) for t in _single_list(exact["dictionary"], object)],
+        )
+    if len(keys) > 1 and np.any(keys[1:] < keys[:-1]):  # scanned out of key order
+        rows = np.argsort(keys, kind="stable")
+        starts = np.cumsum(lengths) - lengths  # where each row's codes begin, as scanned
+        new_lengths = lengths[rows]
+        new_starts = np.cumsum(new_lengths) - new_lengths
+        # Code j of the output comes from its row's old start plus its offset in the row.
+        take = np.arange(len(codes)) + np.repeat(starts[rows] - new_starts, new_lengths)
+        keys, lengths, codes = keys[rows], new_lengths, codes[take]
+    dictionary = [str(t) for t in np.asarray(vocab["term"], dtype=object)[order]]
+    return keys, CodedTerms(lengths, np.asarray(codes, dtype=np.int64), dictionary)
 
 
 def _single_list(column: np.ndarray, dtype: Any) -> np.ndarray:
@@ -120,33 +169,24 @@ class Derived:
     # -- indexes --------------------------------------------------------------------
 
     def load_rows(self, coll: CollectionRecord) -> tuple[np.ndarray, CodedTerms, np.ndarray]:
-        """Keys, terms (dictionary-encoded by DuckDB) and float32 vectors, in key order.
+        """Keys, terms (dictionary-encoded, see coded_terms) and float32 vectors, in key order.
 
         Columnar on purpose: one Python string per term took 47 s and 13.3 GB at 1M
-        chunks; here DuckDB encodes the terms and numpy holds the codes.
+        chunks; here DuckDB hashes the terms, numpy holds the codes, and only the
+        distinct terms become Python strings.
         """
         t = table_names(coll.id)
         with self.engine.lock:
             con = self.engine.con
-            found = con.execute(CODED_TERMS_SQL.format(chunks=t["chunks"])).fetchnumpy()
-            keys, lengths, codes, dictionary = (
-                _single_list(found[name], dtype)
-                for name, dtype in (
-                    ("keys", np.int64),
-                    ("lengths", np.int64),
-                    ("codes", np.int64),
-                    ("dictionary", object),
-                )
-            )
+            keys, terms = coded_terms(con, t["chunks"])
             vkeys, vectors = self._load_vectors(coll)
-        terms = CodedTerms(lengths, codes, [str(term) for term in dictionary])
         if not np.array_equal(keys, vkeys):
             # Tables disagree (should not happen inside transactions): index only the pairs.
             common = np.intersect1d(keys, vkeys)
             keep_k = np.isin(keys, common)
             keep_v = np.isin(vkeys, common)
-            row_of_code = np.repeat(keep_k, lengths)
-            terms = CodedTerms(lengths[keep_k], codes[row_of_code], terms.dictionary)
+            row_of_code = np.repeat(keep_k, terms.lengths)
+            terms = CodedTerms(terms.lengths[keep_k], terms.codes[row_of_code], terms.dictionary)
             keys, vectors = keys[keep_k], vectors[keep_v]
         return keys, terms, vectors
 
