@@ -252,6 +252,7 @@ class Engine:
         self.locked = False
 
     def load(self, key: str, tables: dict[str, bytes], schemas: dict[str, list[list[str]]]) -> None:
+        """Replace the five tables by the rows sent (see load_sql), noting their ``key``."""
         for name in TABLES:
             self.con.execute(f"DROP TABLE IF EXISTS {name}")
         for name in TABLES:

@@ -294,6 +294,7 @@ class DuckDBGraphSQL:
     # -- reads ----------------------------------------------------------------------
 
     def load(self, con: Connection, workspace: str) -> tuple[int, Table, Table]:
+        """(version, nodes, edges) of the workspace's graph (see GraphSQL.load)."""
         version = self.version(con, workspace)
         nodes = con.execute(
             f"SELECT id, type, properties::VARCHAR AS properties, collection_id, document_id"
@@ -310,6 +311,7 @@ class DuckDBGraphSQL:
     def rows_of_collection(
         self, con: Connection, workspace: str, collection_id: int
     ) -> tuple[Table, Table]:
+        """One collection's graph rows for copying (see GraphSQL.rows_of_collection)."""
         nodes = con.execute(
             f"SELECT id, type, properties::VARCHAR AS properties, document_id, chunk_id FROM {NODES}"
             " WHERE workspace = ? AND collection_id = ?",

@@ -264,6 +264,7 @@ class PostgresGraphSQL:
     # -- reads ----------------------------------------------------------------------
 
     def load(self, con: Connection, workspace: str) -> tuple[int, Table, Table]:
+        """(version, nodes, edges) of the workspace's graph (see GraphSQL.load)."""
         version = self.version(con, workspace)
         nodes = con.execute(
             f"SELECT id, type, properties::text, collection_id, document_id FROM {NODES}"
@@ -280,6 +281,7 @@ class PostgresGraphSQL:
     def rows_of_collection(
         self, con: Connection, workspace: str, collection_id: int
     ) -> tuple[Table, Table]:
+        """One collection's graph rows for copying (see GraphSQL.rows_of_collection)."""
         nodes = con.execute(
             f"SELECT id, type, properties::text, document_id, chunk_id FROM {NODES}"
             " WHERE workspace = %s AND collection_id = %s",
