@@ -158,6 +158,7 @@ class KnowledgeBase:
     # -- lifecycle ------------------------------------------------------------------
 
     def close(self) -> None:
+        """Wait for the background loads, run ``on_close``, close the storage; see :meth:`hybridkb.api.KnowledgeBaseAPI.close`."""
         join_background(self._loading, EXIT_WAIT_SECONDS)
         self._loading.clear()
         while self.on_close:
@@ -252,6 +253,7 @@ class KnowledgeBase:
         self.embedder(self.settings.model)
 
     def embedding_cache(self) -> EmbeddingCache | None:
+        """The on-disk embedding cache, opened on first use; see :meth:`hybridkb.api.KnowledgeBaseAPI.embedding_cache`."""
         if self._given or self.settings.embed_cache_mb == 0:
             # The cache is keyed by model id, which cannot tell two given models apart.
             return None
@@ -333,20 +335,24 @@ class KnowledgeBase:
         )
 
     def record(self, name: str) -> CollectionRecord:
+        """A collection's catalog record; see :meth:`hybridkb.api.KnowledgeBaseAPI.record`."""
         record = self.storage.get_collection(self.workspace, name)
         if record is None:
             raise self._not_found(name)
         return record
 
     def list_collections(self) -> list[CollectionInfo]:
+        """Every collection with its counts (one stats query for all); see :meth:`hybridkb.api.KnowledgeBaseAPI.list_collections`."""
         records = self.storage.list_collections(self.workspace)
         stats = self.storage.stats_many(records)
         return [self._info(r, stats[r.id]) for r in records]
 
     def collection_names(self) -> list[str]:
+        """The collections' names, no counts; see :meth:`hybridkb.api.KnowledgeBaseAPI.collection_names`."""
         return [c.name for c in self.storage.list_collections(self.workspace)]
 
     def describe(self, name: str) -> CollectionInfo:
+        """One collection's counts and sources; see :meth:`hybridkb.api.KnowledgeBaseAPI.describe`."""
         record = self.record(check_name(name))
         info = self._info(record, self.storage.stats(record))
         info.sources = Collection(self, record.name, record).sources()
@@ -369,6 +375,7 @@ class KnowledgeBase:
         )
 
     def drop_collection(self, name: str) -> None:
+        """Drop a collection; see :meth:`hybridkb.api.KnowledgeBaseAPI.drop_collection`."""
         self.storage.drop_collection(self.record(check_name(name)))
 
     # -- search ---------------------------------------------------------------------
@@ -490,6 +497,7 @@ class Collection:
     @property
     def record(self) -> CollectionRecord:
         # Re-read each time: another handle may have dropped or changed it.
+        """The catalog record, re-read on every access; see :attr:`hybridkb.api.CollectionAPI.record`."""
         self._record = self.kb.record(self.name)
         return self._record
 
@@ -637,6 +645,7 @@ class Collection:
         where: Mapping[str, Any] | str | None = None,
         rerank: bool | None = None,
     ) -> list[Hit]:
+        """Search this collection alone (``kb.search`` over one name); see :meth:`hybridkb.api.CollectionAPI.search`."""
         return self.kb.search(
             query, k=k, mode=mode, where=where, collections=[self.name], rerank=rerank
         )
@@ -654,6 +663,7 @@ class Collection:
         )
 
     def get(self, document_id: str) -> DocumentRecord | None:
+        """A document's catalog record or None; see :meth:`hybridkb.api.CollectionAPI.get`."""
         check_text(document_id, "document id")
         return self.kb.storage.get_document(self.record, document_id)
 
@@ -710,9 +720,11 @@ class Collection:
         )
 
     def documents(self, *, limit: int = 100, offset: int = 0) -> list[DocumentRecord]:
+        """One page of documents; see :meth:`hybridkb.api.CollectionAPI.documents`."""
         return self.kb.storage.list_documents(self.record, limit=limit, offset=offset)
 
     def describe(self) -> CollectionInfo:
+        """The collection's counts and sources; see :meth:`hybridkb.api.CollectionAPI.describe`."""
         return self.kb.describe(self.name)
 
     def count(self) -> int:
@@ -720,6 +732,7 @@ class Collection:
         return self.kb.storage.stats(self.record).documents
 
     def drop(self) -> None:
+        """Drop the collection; see :meth:`hybridkb.api.CollectionAPI.drop`."""
         self.kb.drop_collection(self.name)
 
 
