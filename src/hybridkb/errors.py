@@ -131,8 +131,7 @@ class BackendError(KBError):
 
 class DatabaseLocked(BackendError):
     """Another process holds the DuckDB file and serves no calls for it (or this call needs
-    the file itself); the message says who holds it and what to do.
-    """
+    the file itself); the message says who holds it and what to do."""
 
     code = "database_locked"
     path: str | None = None  # set by held_by: the file, and who held it

@@ -158,7 +158,8 @@ class KnowledgeBase:
     # -- lifecycle ------------------------------------------------------------------
 
     def close(self) -> None:
-        """Wait for the background loads, run ``on_close``, close the storage; see :meth:`hybridkb.api.KnowledgeBaseAPI.close`."""
+        """Wait for the background loads, run ``on_close``, close the storage; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.close`."""
         join_background(self._loading, EXIT_WAIT_SECONDS)
         self._loading.clear()
         while self.on_close:
@@ -253,7 +254,8 @@ class KnowledgeBase:
         self.embedder(self.settings.model)
 
     def embedding_cache(self) -> EmbeddingCache | None:
-        """The on-disk embedding cache, opened on first use; see :meth:`hybridkb.api.KnowledgeBaseAPI.embedding_cache`."""
+        """The on-disk embedding cache, opened on first use; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.embedding_cache`."""
         if self._given or self.settings.embed_cache_mb == 0:
             # The cache is keyed by model id, which cannot tell two given models apart.
             return None
@@ -342,17 +344,19 @@ class KnowledgeBase:
         return record
 
     def list_collections(self) -> list[CollectionInfo]:
-        """Every collection with its counts (one stats query for all); see :meth:`hybridkb.api.KnowledgeBaseAPI.list_collections`."""
+        """Every collection with its counts (one stats query for all); see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.list_collections`."""
         records = self.storage.list_collections(self.workspace)
         stats = self.storage.stats_many(records)
         return [self._info(r, stats[r.id]) for r in records]
 
     def collection_names(self) -> list[str]:
-        """The collections' names, no counts; see :meth:`hybridkb.api.KnowledgeBaseAPI.collection_names`."""
+        """The collections' names, no counts; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.collection_names`."""
         return [c.name for c in self.storage.list_collections(self.workspace)]
 
     def describe(self, name: str) -> CollectionInfo:
-        """One collection's counts and sources; see :meth:`hybridkb.api.KnowledgeBaseAPI.describe`."""
+        """A collection's counts and sources; see :meth:`hybridkb.api.KnowledgeBaseAPI.describe`."""
         record = self.record(check_name(name))
         info = self._info(record, self.storage.stats(record))
         info.sources = Collection(self, record.name, record).sources()
@@ -497,7 +501,8 @@ class Collection:
     @property
     def record(self) -> CollectionRecord:
         # Re-read each time: another handle may have dropped or changed it.
-        """The catalog record, re-read on every access; see :attr:`hybridkb.api.CollectionAPI.record`."""
+        """The catalog record, re-read on every access; see
+        :attr:`hybridkb.api.CollectionAPI.record`."""
         self._record = self.kb.record(self.name)
         return self._record
 
@@ -645,7 +650,8 @@ class Collection:
         where: Mapping[str, Any] | str | None = None,
         rerank: bool | None = None,
     ) -> list[Hit]:
-        """Search this collection alone (``kb.search`` over one name); see :meth:`hybridkb.api.CollectionAPI.search`."""
+        """Search this collection alone (``kb.search`` over one name); see
+        :meth:`hybridkb.api.CollectionAPI.search`."""
         return self.kb.search(
             query, k=k, mode=mode, where=where, collections=[self.name], rerank=rerank
         )

@@ -68,8 +68,7 @@ class Hit:
 @dataclass
 class FileResult:
     """A file (or text) stored, or found unchanged: its document id and chunk count, with
-    warnings from its loader (e.g. a page without text).
-    """
+    warnings from its loader (e.g. a page without text)."""
 
     filename: str
     document_id: str
@@ -90,8 +89,7 @@ class FileResult:
 @dataclass
 class FailedFile:
     """A file that could not be stored: the one-line error and its KBError ``code``. Its
-    previous version, if any, stays searchable.
-    """
+    previous version, if any, stays searchable."""
 
     filename: str
     error: str
@@ -191,7 +189,7 @@ class SyncReport:
 
     @property
     def changed(self) -> bool:
-        """True when the sync added, updated, moved or removed something (or would, in a dry run)."""
+        """True when the sync added, updated, moved or removed a file (or would, in a dry run)."""
         return bool(self.added or self.updated or self.moved or self.removed)
 
     def counts(self) -> dict[str, int]:
@@ -252,8 +250,7 @@ class DeleteReport:
 @dataclass
 class CollectionInfo:
     """A collection as ``describe`` and ``list_collections`` report it: counts, model,
-    dimension, languages, bytes of its documents as read, dates, chunking and workspace.
-    """
+    dimension, languages, bytes of its documents as read, dates, chunking and workspace."""
 
     name: str
     documents: int

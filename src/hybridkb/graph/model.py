@@ -102,8 +102,7 @@ class Node:
 
     def to_dict(self) -> dict[str, Any]:
         """``{"id", "type", ...properties}``: properties flattened beside the record's own
-        fields (a property named ``id`` or ``type`` is left out rather than overwrite them).
-        """
+        fields (a property named ``id`` or ``type`` is left out rather than overwrite them)."""
         out: dict[str, Any] = {"id": self.id, "type": self.type}
         out.update((k, v) for k, v in self.properties.items() if k not in NODE_RESERVED)
         return out
@@ -121,8 +120,7 @@ class Edge:
 
     def to_dict(self) -> dict[str, Any]:
         """``{"source", "target", "type", "weight", ...properties}``: properties flattened,
-        those named like a field left out.
-        """
+        those named like a field left out."""
         out: dict[str, Any] = {
             "source": self.source,
             "target": self.target,
@@ -168,8 +166,7 @@ class Path:
 
     def to_dict(self, *, key: str = "length") -> dict[str, Any]:
         """``{key: length, "nodes", "edges"}``; ``key`` is ``depth`` where the path leads to a
-        node reached by a walk (traverse) and ``length`` elsewhere.
-        """
+        node reached by a walk (traverse) and ``length`` elsewhere."""
         return {
             key: self.length,
             "nodes": [n.to_dict() for n in self.nodes],
@@ -180,8 +177,7 @@ class Path:
 @dataclass
 class Subgraph:
     """The nodes around a start node and the edges among them; ``truncated`` when a limit cut
-    it short, ``depth_reached`` the farthest hop walked.
-    """
+    it short, ``depth_reached`` the farthest hop walked."""
 
     nodes: list[Node]
     edges: list[Edge]
@@ -190,7 +186,8 @@ class Subgraph:
 
     @property
     def stats(self) -> dict[str, Any]:
-        """``node_count``, ``edge_count``, ``depth_reached`` and ``truncated``, as front ends print them."""
+        """``node_count``, ``edge_count``, ``depth_reached`` and ``truncated``, as front ends print
+        them."""
         return {
             "node_count": len(self.nodes),
             "edge_count": len(self.edges),

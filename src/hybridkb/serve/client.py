@@ -134,8 +134,7 @@ class RemoteKnowledgeBase:
     @property
     def storage(self) -> Storage:
         """The storage, only once this client has taken the file over from an owner that
-        exited; while an owner holds it, DatabaseLocked (the file is not this process's).
-        """
+        exited; while an owner holds it, DatabaseLocked (the file is not this process's)."""
         if self._local is not None:
             return self._local.storage
         raise self._held()
@@ -237,8 +236,7 @@ class RemoteKnowledgeBase:
 
     def close(self) -> None:
         """Run ``on_close``, close the link to the owner (and the file if taken over); see
-        :meth:`hybridkb.api.KnowledgeBaseAPI.close`.
-        """
+        :meth:`hybridkb.api.KnowledgeBaseAPI.close`."""
         while self.on_close:
             self.on_close.pop()()
         if self._link is not None:
@@ -254,7 +252,8 @@ class RemoteKnowledgeBase:
         self.close()
 
     def in_workspace(self, workspace: str) -> RemoteKnowledgeBase:
-        """Another workspace through the same owner; see :meth:`hybridkb.api.KnowledgeBaseAPI.in_workspace`."""
+        """Another workspace through the same owner; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.in_workspace`."""
         other = RemoteKnowledgeBase(
             with_overrides(self.settings, workspace=workspace),
             self.db_path,
@@ -284,20 +283,22 @@ class RemoteKnowledgeBase:
 
     def embedder(self, model: str, recipe: Recipe | None = None) -> Embedder:
         """An embedder loaded in this process (the owner embeds for searches and adds); see
-        :meth:`hybridkb.api.KnowledgeBaseAPI.embedder`.
-        """
+        :meth:`hybridkb.api.KnowledgeBaseAPI.embedder`."""
         return load_embedder(self.settings, self._given, model, recipe)
 
     def embedder_for(self, coll: CollectionRecord) -> Embedder:
-        """The collection's model loaded in this process; see :meth:`hybridkb.api.KnowledgeBaseAPI.embedder_for`."""
+        """The collection's model loaded in this process; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.embedder_for`."""
         return checked_embedder(self.embedder, coll)
 
     def embedding_cache(self) -> EmbeddingCache | None:
-        """None: the owner embeds, and caches; see :meth:`hybridkb.api.KnowledgeBaseAPI.embedding_cache`."""
+        """None: the owner embeds, and caches; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.embedding_cache`."""
         return None  # this process embeds nothing to cache: the owner does
 
     def reranker(self) -> Reranker | None:
-        """None: the owner reranks with its own settings; see :meth:`hybridkb.api.KnowledgeBaseAPI.reranker`."""
+        """None: the owner reranks with its own settings; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.reranker`."""
         return None  # the owner reranks, with its own settings
 
     def warm_up(self) -> None:
@@ -309,13 +310,14 @@ class RemoteKnowledgeBase:
             self._local.prepare_search(collections)
 
     def record(self, name: str) -> CollectionRecord:
-        """A collection's catalog record from the owner; see :meth:`hybridkb.api.KnowledgeBaseAPI.record`."""
+        """A collection's catalog record from the owner; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.record`."""
         found: CollectionRecord = self.call("record", name=name)
         return found
 
     def with_reranker(self, reranker: Reranker) -> RemoteKnowledgeBase:
-        """Refused with ConfigError: a reranker is code, and the owner ranks with its own
-        (set HYBRIDKB_RERANKER where it runs); see :meth:`hybridkb.api.KnowledgeBaseAPI.with_reranker`.
+        """Refused with ConfigError: a reranker is code, and the owner ranks with its own (set
+        HYBRIDKB_RERANKER where it runs); see :meth:`hybridkb.api.KnowledgeBaseAPI.with_reranker`.
         """
         raise ConfigError(
             f"{self.db_path}: process {self.owner_pid} holds the knowledge base and ranks "
@@ -325,15 +327,18 @@ class RemoteKnowledgeBase:
     # -- the facade ------------------------------------------------------------------------
 
     def list_collections(self) -> list[CollectionInfo]:
-        """Every collection with its counts, from the owner; see :meth:`hybridkb.api.KnowledgeBaseAPI.list_collections`."""
+        """Every collection with its counts, from the owner; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.list_collections`."""
         return list(self.call("list_collections"))
 
     def collection_names(self) -> list[str]:
-        """The collections' names, from the owner; see :meth:`hybridkb.api.KnowledgeBaseAPI.collection_names`."""
+        """The collections' names, from the owner; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.collection_names`."""
         return list(self.call("collection_names"))
 
     def describe(self, name: str) -> CollectionInfo:
-        """One collection's counts and sources, from the owner; see :meth:`hybridkb.api.KnowledgeBaseAPI.describe`."""
+        """One collection's counts and sources, from the owner; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.describe`."""
         info: CollectionInfo = self.call("describe", name=name)
         return info
 
@@ -348,7 +353,8 @@ class RemoteKnowledgeBase:
         language: str | None = None,
         exist_ok: bool = False,
     ) -> RemoteCollection:
-        """Create a collection at the owner; see :meth:`hybridkb.api.KnowledgeBaseAPI.create_collection`.
+        """Create a collection at the owner; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.create_collection`.
 
         If the owner went away after it may have committed, the re-run's CollectionExists is
         this call's own collection, not a clash.
@@ -377,7 +383,8 @@ class RemoteKnowledgeBase:
     def collection(
         self, name: str, *, create: bool = False, model: str | None = None
     ) -> RemoteCollection:
-        """A checked handle, the check run at the owner; see :meth:`hybridkb.api.KnowledgeBaseAPI.collection`."""
+        """A checked handle, the check run at the owner; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.collection`."""
         found = self.call("collection", name=name, create=create, model=model)
         return RemoteCollection(self, str(found))
 
@@ -385,7 +392,8 @@ class RemoteKnowledgeBase:
         return RemoteCollection(self, check_name(name))
 
     def drop_collection(self, name: str) -> None:
-        """Drop a collection at the owner; see :meth:`hybridkb.api.KnowledgeBaseAPI.drop_collection`.
+        """Drop a collection at the owner; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.drop_collection`.
 
         If the owner went away after it may have committed, the re-run's CollectionNotFound
         means this call dropped it.
@@ -408,7 +416,8 @@ class RemoteKnowledgeBase:
         collections: Iterable[str] | None = None,
         rerank: bool | None = None,
     ) -> list[Hit]:
-        """Search at the owner (which reranks with its own reranker); see :meth:`hybridkb.api.KnowledgeBaseAPI.search`."""
+        """Search at the owner (which reranks with its own reranker); see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.search`."""
         names = None if collections is None else list(collections)
         # The owner reranks with its own reranker: a model object cannot cross the socket.
         return list(
@@ -426,7 +435,8 @@ class RemoteKnowledgeBase:
     def reembed(
         self, name: str, *, model: str | None = None, progress: bool = True
     ) -> dict[str, Any]:
-        """Re-embed at the owner (no progress bar here); see :meth:`hybridkb.api.KnowledgeBaseAPI.reembed`."""
+        """Re-embed at the owner (no progress bar here); see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.reembed`."""
         return dict(self.call("reembed", name=name, model=model))  # no bar: the owner embeds
 
     def compact(self) -> dict[str, int]:
@@ -437,8 +447,7 @@ class RemoteKnowledgeBase:
         self, dst_url: str, *, workspace: str | None = None, progress: CopyProgress | None = None
     ) -> dict[str, Any]:
         """Copy at the owner, a file ``dst_url`` made absolute here (``progress`` is not
-        called: the owner copies); see :meth:`hybridkb.api.KnowledgeBaseAPI.copy_to`.
-        """
+        called: the owner copies); see :meth:`hybridkb.api.KnowledgeBaseAPI.copy_to`."""
         from hybridkb.copy import absolute_url
 
         return dict(self.call("copy", to=absolute_url(dst_url), workspace=workspace))

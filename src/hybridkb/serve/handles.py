@@ -122,17 +122,18 @@ class RemoteGraph:
         return self._forward("export", args, kwargs)
 
     def import_folder(self, *args: Any, **kwargs: Any) -> Any:
-        """Run at the owner, ``folder`` made absolute here; see :meth:`hybridkb.api.GraphAPI.import_folder`."""
+        """Run at the owner, ``folder`` made absolute here; see
+        :meth:`hybridkb.api.GraphAPI.import_folder`."""
         return self._forward("import_folder", args, kwargs)
 
     def export_folder(self, *args: Any, **kwargs: Any) -> list[Path]:
-        """Run at the owner, ``folder`` made absolute here; see :meth:`hybridkb.api.GraphAPI.export_folder`."""
+        """Run at the owner, ``folder`` made absolute here; see
+        :meth:`hybridkb.api.GraphAPI.export_folder`."""
         return [Path(p) for p in self._forward("export_folder", args, kwargs)]
 
     def add_extractor(self, extractor: Any) -> None:
         """Refused with ConfigError: an extractor is code, which cannot cross to the owner;
-        see :meth:`hybridkb.api.GraphAPI.add_extractor`.
-        """
+        see :meth:`hybridkb.api.GraphAPI.add_extractor`."""
         raise ConfigError(
             f"{self.kb.db_path}: process {self.kb.owner_pid} holds the knowledge "
             "base and extracts entities with its own extractors; add yours where it runs"
@@ -170,7 +171,8 @@ class RemoteCollection:
         )
 
     def describe(self) -> CollectionInfo:
-        """The collection's counts and sources, from the owner; see :meth:`hybridkb.api.CollectionAPI.describe`."""
+        """The collection's counts and sources, from the owner; see
+        :meth:`hybridkb.api.CollectionAPI.describe`."""
         return self.kb.describe(self.name)
 
     def drop(self) -> None:
@@ -184,9 +186,9 @@ class RemoteCollection:
         metadata: Mapping[str, Any] | None = None,
         allowed_paths: Iterable[str | Path] | None = None,
     ) -> AddReport:
-        """Add files at the owner: paths and ``allowed_paths`` are resolved here (the owner
-        runs in another folder) and the confinement is never widened; see :meth:`hybridkb.api.CollectionAPI.add`.
-        """
+        """Add files at the owner: paths and ``allowed_paths`` are resolved here (the owner runs in
+        another folder) and the confinement is never widened; see
+        :meth:`hybridkb.api.CollectionAPI.add`."""
         if isinstance(paths, (str, Path)):
             paths = [paths]
         report: AddReport = self.kb.call(
@@ -225,7 +227,8 @@ class RemoteCollection:
         busy: Iterable[str] = (),
         paths: Iterable[str] | None = None,
     ) -> SyncReport:
-        """Sync at the owner, paths resolved here as for :meth:`add`; see :meth:`hybridkb.api.CollectionAPI.sync`."""
+        """Sync at the owner, paths resolved here as for :meth:`add`; see
+        :meth:`hybridkb.api.CollectionAPI.sync`."""
         found = self.kb.call(
             "sync",
             collection=self.name,
@@ -240,7 +243,8 @@ class RemoteCollection:
         return SyncReport.from_dict(found)
 
     def sources(self) -> list[dict[str, Any]]:
-        """The sources, as the owner's ``describe`` lists them; see :meth:`hybridkb.api.CollectionAPI.sources`."""
+        """The sources, as the owner's ``describe`` lists them; see
+        :meth:`hybridkb.api.CollectionAPI.sources`."""
         return list(self.kb.describe(self.name).sources)
 
     def remove_source(self, path: str | Path) -> DeleteReport:
@@ -284,7 +288,8 @@ class RemoteCollection:
         k: int | None = None,
         where: Mapping[str, Any] | str | None = None,
     ) -> list[Hit]:
-        """Nearest chunks to ``vector``, sent as floats to the owner; see :meth:`hybridkb.api.CollectionAPI.search_by_vector`."""
+        """Nearest chunks to ``vector``, sent as floats to the owner; see
+        :meth:`hybridkb.api.CollectionAPI.search_by_vector`."""
         found = self.kb.call(
             "search_by_vector",
             collection=self.name,
@@ -295,14 +300,13 @@ class RemoteCollection:
         return list(found)
 
     def documents(self, *, limit: int = 100, offset: int = 0) -> list[DocumentRecord]:
-        """One page of documents from the owner; see :meth:`hybridkb.api.CollectionAPI.documents`."""
+        """A page of documents from the owner; see :meth:`hybridkb.api.CollectionAPI.documents`."""
         return list(self.kb.call("documents", collection=self.name, limit=limit, offset=offset))
 
     @property
     def record(self) -> CollectionRecord:
         """The catalog record, asked of the owner on every access; see
-        :attr:`hybridkb.api.CollectionAPI.record`.
-        """
+        :attr:`hybridkb.api.CollectionAPI.record`."""
         return self.kb.record(self.name)
 
     def chunks(self, document_id: str) -> list[ChunkRecord]:
@@ -314,7 +318,8 @@ class RemoteCollection:
         return int(self.kb.call("count", collection=self.name))
 
     def document_text(self, document_id: str) -> str | None:
-        """A document's text, stitched by the owner; see :meth:`hybridkb.api.CollectionAPI.document_text`."""
+        """A document's text, stitched by the owner; see
+        :meth:`hybridkb.api.CollectionAPI.document_text`."""
         text: str | None = self.kb.call(
             "document_text", collection=self.name, document_id=document_id
         )

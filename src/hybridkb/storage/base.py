@@ -170,7 +170,7 @@ def make_chunk_id(collection_id: int, document_id: str, content_hash: str, index
 
 
 def chunk_key(chunk_id: str) -> int:
-    """The integer key derived indexes use for a chunk: its 16-hex-digit id as a number (< 2**63)."""
+    """The integer key derived indexes use: the chunk's 16-hex-digit id as a number (< 2**63)."""
     return int(chunk_id, 16)
 
 
@@ -187,7 +187,8 @@ class Connection(Protocol):
     """
 
     def execute(self, query: str, parameters: Any = ..., /) -> Any:
-        """Run one statement with positional parameters; the result has ``fetchall()``/``fetchone()``."""
+        """Run one statement with positional parameters; the result has
+        ``fetchall()``/``fetchone()``."""
         ...
 
 
@@ -384,8 +385,7 @@ class GraphSQL(Protocol):
 
     def delete_user_node(self, con: Connection, workspace: str, node_id: str) -> int:
         """Delete the user node ``node_id`` (and the user edges on it when no row of the node
-        is left); return how many node rows went.
-        """
+        is left); return how many node rows went."""
         ...
 
     def load(self, con: Connection, workspace: str) -> tuple[int, pa.Table, pa.Table]:
@@ -523,8 +523,7 @@ class Storage(Protocol):
 
     def close(self) -> None:
         """Release the store: flush what must persist (e.g. index snapshots), close the
-        connections and the file lock. Called once; nothing may be called afterwards.
-        """
+        connections and the file lock. Called once; nothing may be called afterwards."""
         ...
 
     def transaction(self, fn: Callable[[Connection], T]) -> T:
@@ -568,8 +567,7 @@ class Storage(Protocol):
 
     def drop_collection(self, coll: CollectionRecord) -> None:
         """Delete the collection: catalog row, tables, sources, file states and derived
-        indexes, in one transaction; write hooks see a ``drop`` event before the tables go.
-        """
+        indexes, in one transaction; write hooks see a ``drop`` event before the tables go."""
         ...
 
     # documents
@@ -647,8 +645,7 @@ class Storage(Protocol):
     ) -> Ranked:
         """Chunks by cosine similarity to ``query`` (a unit vector of the collection's
         dimension). The search may be approximate (an index), but with ``where`` it must
-        still return ``k`` hits whenever ``k`` chunks match.
-        """
+        still return ``k`` hits whenever ``k`` chunks match."""
         ...
 
     def filter_search(
