@@ -63,9 +63,11 @@ class LazyGroup(click.Group):
         self.lazy = dict(lazy or {})
 
     def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every command name, the lazy ones included, without importing them (for ``--help``)."""
         return sorted({*super().list_commands(ctx), *self.lazy})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The command ``cmd_name``, importing a lazy one's module on first use."""
         if cmd_name in self.lazy and cmd_name not in self.commands:
             module, _, attribute = self.lazy[cmd_name].partition(":")
             command = getattr(importlib.import_module(module), attribute)
@@ -344,6 +346,8 @@ def search(
     rerank: bool | None,
     as_json: bool,
 ) -> int:
+    """``hybridkb search``: print the hits (``--json``: hits and filter warnings); exit 0, also
+    with no hits."""
     kb = state.kb(write=False)
     collections = None if name == "*" else [name]
     if (mode or kb.settings.default_mode) != "keyword":

@@ -33,6 +33,8 @@ def collections_named(kb: KnowledgeBaseAPI, names: tuple[str, ...]) -> list[str]
 
 
 def echo_sync_report(report: SyncReport) -> None:
+    """Print a sync report: one line per changed, failed or skipped file, then the counts
+    (``would be`` in a dry run)."""
     c = report.counts()
     prefix = "would be " if report.dry_run else ""
     for status, files in (("added", report.added), ("updated", report.updated)):

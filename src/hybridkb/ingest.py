@@ -74,6 +74,9 @@ RESERVED_KEYS = frozenset(
 
 @dataclass
 class IngestContext:
+    """What an add needs: the storage and collection, the collection's embedder, settings,
+    the embedding cache, the folders it may read, and the file states it observed."""
+
     storage: Storage
     coll: CollectionRecord
     embedder: Embedder

@@ -28,6 +28,7 @@ OVERSAMPLE = 2
 
 
 def optional_module(name: str) -> Any:
+    """The module ``name`` if it can be imported, else None (a faster kernel when present)."""
     try:
         return importlib.import_module(name)
     except ImportError:  # pragma: no cover - depends on the installed usearch

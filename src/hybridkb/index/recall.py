@@ -150,6 +150,7 @@ def exact_neighbours(
 
 
 def measure(found: list[set[int]], exact: list[set[int]]) -> float:
+    """Mean recall@``RECALL_K`` of ``found`` against the ``exact`` answers, query by query."""
     return float(
         np.mean(
             [len(f & e) / max(min(RECALL_K, len(e)), 1) for f, e in zip(found, exact, strict=True)]
@@ -193,6 +194,7 @@ class QueryLog:
         self._lock = threading.Lock()
 
     def record(self, query: np.ndarray) -> None:
+        """Keep ``query``, replacing the oldest once :data:`AUDIT_QUERIES` are held (thread-safe)."""
         with self._lock:
             self._rows[self._next] = query
             self._next = (self._next + 1) % AUDIT_QUERIES
