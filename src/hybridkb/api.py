@@ -86,7 +86,8 @@ class GraphAPI(Protocol):
         ...
 
     def has_node(self, node_id: str) -> bool:
-        """Whether a node with this id exists (never raises for an unknown id)."""
+        """Whether a node with this id has a row of its own (from a document or a user);
+        an id known only as the end of an edge gives False. Never raises."""
         ...
 
     def node_of_chunk(self, chunk_id: str) -> Node:

@@ -35,6 +35,7 @@ KERNEL_FLAGS = (
 
 @functools.cache
 def cpu_model() -> str:
+    """The CPU's model name (from /proc/cpuinfo, else what ``platform`` says), for reports."""
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):

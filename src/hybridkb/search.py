@@ -32,12 +32,20 @@ __all__ = ["MODES", "Key", "Target", "feedback_leg", "hits_for", "run_search", "
 
 @dataclass
 class Target:
+    """One collection to search: its record, its embedder, and the languages its keyword
+    analysis uses for the query."""
+
     coll: CollectionRecord
     embedder: Embedder
     languages: Sequence[str]
 
 
 def check_query(query: str, k: int, mode: str) -> None:
+    """Refuse an empty or over-long query, a ``k`` outside 1..``MAX_K``, or an unknown mode.
+
+    Raises:
+        ConfigError: Naming the argument and its bounds.
+    """
     if not isinstance(query, str) or not query.strip():
         raise ConfigError("query: empty; pass the words or question to search for")
     if len(query) > MAX_QUERY_CHARS:

@@ -194,7 +194,7 @@ class QueryLog:
         self._lock = threading.Lock()
 
     def record(self, query: np.ndarray) -> None:
-        """Keep ``query``, replacing the oldest once :data:`AUDIT_QUERIES` are held (thread-safe)."""
+        """Keep ``query``, replacing the oldest past :data:`AUDIT_QUERIES` of them (thread-safe)."""
         with self._lock:
             self._rows[self._next] = query
             self._next = (self._next + 1) % AUDIT_QUERIES

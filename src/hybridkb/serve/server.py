@@ -247,6 +247,8 @@ class OwnerServer:
             return {"error": error_payload(exc)}
 
     def close(self) -> None:
+        """Stop serving: withdraw the endpoint first (no new client finds it), wake and close
+        the listening socket, and wait up to 5 s for the accept thread."""
         self._closed.set()
         remove_endpoint(self.db_path, self.endpoint)
         try:

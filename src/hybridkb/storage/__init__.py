@@ -25,6 +25,14 @@ def open_storage(
     lock_timeout: float = 10.0,
     row_cache_mb: int | None = None,
 ) -> Storage:
+    """Open the store at ``url``: a Postgres URL, else a DuckDB file (``duckdb://`` optional;
+    an empty path or ``:memory:`` is in memory).
+
+    Raises:
+        ConfigError: A URL of no known kind.
+        DatabaseLocked: Another process holds the DuckDB file past ``lock_timeout``.
+        BackendError: The store cannot be opened.
+    """
     check_store_url(url)
     if is_postgres_url(url):
         from .postgres import PostgresStorage

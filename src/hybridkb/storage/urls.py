@@ -13,6 +13,8 @@ _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
 
 
 def is_postgres_url(url: str) -> bool:
+    """Whether ``url`` names a Postgres database (``postgresql://``, ``postgres://``, or
+    SQLAlchemy's ``postgresql+psycopg://``)."""
     return url.startswith(("postgresql://", "postgres://", "postgresql+psycopg://"))
 
 
