@@ -6,7 +6,7 @@ process opened the store) and :class:`hybridkb.serve.client.RemoteKnowledgeBase`
 other; mypy checks both against these protocols (see the ``_checked`` assignments at
 the end of kb.py and serve/client.py), and tests/test_api_contract.py checks that
 the owner serves every member here or refuses it with a reason listed in
-``hybridkb.serve.server.REFUSED``.
+``hybridkb.serve.operations.REFUSED``.
 
 Front ends (CLI, MCP, LangChain, the agent tools) type their knowledge base as
 :class:`KnowledgeBaseAPI`, so they work the same through either door.
@@ -16,8 +16,8 @@ Rules every member keeps (each docstring below adds its own):
 * Errors a caller can cause are :class:`~hybridkb.errors.KBError` subclasses with a
   one-line message naming the argument and the fix; anything else is a bug. Through
   an owner the same class arrives (``hybridkb.serve.codec`` rebuilds it by name).
-* Bad arguments (wrong type, empty or over-long text, control characters, a number
-  out of range) raise :class:`~hybridkb.errors.ConfigError` before anything is read
+* Bad arguments (wrong type, empty or over-long text, text that is not valid Unicode,
+  a number out of range) raise :class:`~hybridkb.errors.ConfigError` before anything is read
   or written; a malformed ``where`` raises :class:`~hybridkb.errors.InvalidFilter`.
 * Any member may raise :class:`~hybridkb.errors.BackendError` for a database failure,
   and :class:`~hybridkb.errors.DatabaseLocked` when another process holds a DuckDB
@@ -610,7 +610,7 @@ class CollectionAPI(Protocol):
         or :meth:`chunks`.
 
         Raises:
-            ConfigError: ``document_id`` is not text or holds control characters.
+            ConfigError: ``document_id`` is not valid Unicode (a lone surrogate).
             CollectionNotFound: The collection does not exist.
         """
         ...
@@ -693,8 +693,9 @@ class KnowledgeBaseAPI(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
     def in_workspace(self, workspace: str) -> KnowledgeBaseAPI:
-        """Another workspace over the same open store (one process serving many users);
-        it shares this one's store, embedders and reranker, so close only one of them.
+        """Another workspace over the same open store (one process serving many users),
+        with this one's embedders and reranker. Locally the two share the open store:
+        closing either closes it for both.
 
         Raises:
             ConfigError: ``workspace`` is not a valid name.
@@ -712,16 +713,17 @@ class KnowledgeBaseAPI(Protocol):
         with ``name`` and ``score(query, texts) -> scores``; see :mod:`hybridkb.rerank`).
 
         Raises:
-            ConfigError: The object lacks ``name`` or ``score``.
+            ConfigError: The object lacks ``name`` or ``score``; through an owner,
+                always (a reranker is code: the owner ranks with its own).
         """
         ...
 
     def embedder(self, model: str, recipe: Recipe | None = None) -> Embedder:
-        """The embedder for ``model``, loaded in this process (also for a client: it
-        embeds nothing for the owner's searches, but a caller may embed its own
-        vectors): one given with :meth:`with_embedder`, else loaded as the settings say
-        (device, backend), or with ``recipe``, the one an existing collection's vectors
-        were made with.
+        """The embedder for ``model``, loaded in this process: one given with
+        :meth:`with_embedder`, else loaded as the settings say (device, backend), with
+        ``recipe`` when it must match how an existing collection's vectors were made. A
+        client loads it too (for vectors the caller embeds); the owner embeds for its
+        own searches and adds.
 
         Raises:
             ModelUnavailable: The model cannot be found or loaded here.
