@@ -522,8 +522,9 @@ class Storage(Protocol):
     maintenance: Maintenance | None  # doctor / reembed / compact; None where not offered
 
     def close(self) -> None:
-        """Release the store: flush what must persist (e.g. index snapshots), close the
-        connections and the file lock. Called once; nothing may be called afterwards."""
+        """Release the store: save what must persist (e.g. index snapshots), close the
+        connections and the file lock. Closing again does nothing; no other member may
+        be called afterwards."""
         ...
 
     def transaction(self, fn: Callable[[Connection], T]) -> T:
