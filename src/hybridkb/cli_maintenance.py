@@ -94,7 +94,9 @@ def copy_command(state: State, dest: str, as_json: bool) -> int:
       hybridkb --db kb.duckdb copy --to postgresql://user@host/kb
     """
     from .copy import copy_to
+    from .locations import check_db_folder
 
+    check_db_folder(dest, named_by="--to")  # before the source is opened
     # Opened as any reader would: a file another process holds is copied by that process.
     report = copy_to(state.kb(write=False), dest, workspace=state.workspace)
     if as_json:

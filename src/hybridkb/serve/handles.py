@@ -261,13 +261,21 @@ class RemoteCollection:
         they are reported as deleted, not as ``not_found``.
         """
         ids = [document_ids] if isinstance(document_ids, str) else [str(i) for i in document_ids]
+        # Which ids are stored before the call: if the owner commits the delete and dies
+        # unanswered, the re-run finds every id missing, and only this says which of them
+        # the dead owner deleted and which never existed. One read per id, as get_by_ids;
+        # an id another process adds between this read and the delete can be misreported,
+        # and only when an owner dies in that window.
+        stored = {i for i in dict.fromkeys(ids) if self.get(i) is not None}
 
         def settle(outcome: Any) -> DeleteReport:
-            # Ids missing when re-run were deleted by the owner that went away mid-call
-            # (or, for an id that never existed, are gone all the same).
             if isinstance(outcome, KBError):
                 raise outcome
-            return DeleteReport(deleted=[*outcome.deleted, *outcome.not_found], not_found=[])
+            gone = [*outcome.deleted, *outcome.not_found]
+            return DeleteReport(
+                deleted=[i for i in gone if i in stored],
+                not_found=[i for i in gone if i not in stored],
+            )
 
         report: DeleteReport = self.kb.call_settled(
             "delete", {"collection": self.name, "ids": ids}, settle
