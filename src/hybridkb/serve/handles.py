@@ -257,8 +257,8 @@ class RemoteCollection:
     def delete(self, document_ids: str | Sequence[str]) -> DeleteReport:
         """Delete at the owner; see :meth:`hybridkb.api.CollectionAPI.delete`.
 
-        If the owner went away after it may have committed, the re-run finds those ids gone:
-        they are reported as deleted, not as ``not_found``.
+        If the owner went away after it may have committed, the re-run finds every id gone;
+        the ids stored before the call are then reported deleted, the others not found.
         """
         ids = [document_ids] if isinstance(document_ids, str) else [str(i) for i in document_ids]
         # Which ids are stored before the call: if the owner commits the delete and dies
