@@ -359,7 +359,7 @@ def test_random_adds_and_removes_match_a_model(seed: int) -> None:
 
 
 def test_int8_scan_without_simd_kernels_gives_same_results(monkeypatch: pytest.MonkeyPatch) -> None:
-    import hybridkb.index.compact as module
+    import hybridkb.index.quantized as module
 
     index, _, _ = filled(500, quantization="i8")
     query = unit_rows(1, seed=21)[0]
@@ -630,7 +630,7 @@ def test_graph_hits_score_the_cosines_of_the_rows_the_flat_layout_scans(
 
 
 def test_graph_copies_have_one_norm_and_rank_as_the_rows_do() -> None:
-    from hybridkb.index.compact import encode, graph_rows, graph_scale, inverse_norms
+    from hybridkb.index.quantized import encode, graph_rows, graph_scale, inverse_norms
 
     vectors = unit_rows(2000, seed=91)
     enc = encode(vectors, "i8")

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .compact import top_per_query
+from .quantized import top_per_query
 
 RECALL_TARGET = 0.98
 RECALL_K = 10

@@ -111,7 +111,7 @@ class KeywordIndex:
     # -- persistence ------------------------------------------------------------
 
     def save(self, path: str | Path) -> None:
-        """Write the index to one file atomically (compacted first)."""
+        """Write the index to one file atomically (tombstones dropped first)."""
         snapshot.save(self.postings, path)
 
     @classmethod
