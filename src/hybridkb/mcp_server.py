@@ -1,13 +1,34 @@
 """``hybridkb mcp``: the knowledge-base tools over MCP (stdio, or streamable HTTP on 127.0.0.1).
 
 The tools are the LangChain tools of :mod:`hybridkb.tools` (same names, arguments,
-descriptions, budgets and error text). On stdio they are served by our own small
-JSON-RPC loop (:mod:`hybridkb.mcp_stdio`), which answers the handshake and
-``tools/list`` before LangChain, the SDK or the model are imported; over HTTP, and
-for in-process clients (:func:`build_server`), by the official SDK's ``MCPServer``.
-Both run a call through :func:`hybridkb.mcp_tools.run_tool`, which renders our
-errors as an error result carrying the code and the fix (an exception escaping a
-tool reaches the client only as "Error executing tool X").
+descriptions, budgets and error text). :func:`serve` picks the server; both run a
+call through :func:`hybridkb.mcp_tools.run_tool`, which renders our errors as an error
+result carrying the code and the fix (an exception escaping a tool reaches the client
+only as "Error executing tool X").
+
+Why there are two MCP servers
+-----------------------------
+This is the one place that says why; the other ``mcp_*`` modules point here.
+
+- **stdio: our own JSON-RPC loop** (:mod:`hybridkb.mcp_stdio`). An MCP client spawns
+  ``hybridkb mcp`` and waits for the handshake (``initialize``) and ``tools/list``
+  under a start timeout. The SDK's server cannot answer before the SDK (anyio,
+  pydantic, starlette) and LangChain (for the tools' schemas) are imported: spawn to
+  ``tools/list`` took 9.6 s when they (and then torch) loaded first, and 0.13 s median
+  with our loop (10 runs, AMD EPYC, 2 cores; ``bench/mcp_start.py``). Our loop answers the handshake,
+  ``ping`` and ``tools/list`` at once, from the static catalog ``mcp_tools.json``,
+  while the knowledge base, the tools and the model load in a background thread; a
+  ``tools/call`` waits for them. stdio MCP is one JSON message per line, small enough
+  to implement and to harden ourselves (limits, hostile input: see that module).
+- **HTTP and in-process clients: the official SDK's** ``MCPServer``
+  (:func:`build_server`). Streamable HTTP (sessions, SSE, Host/Origin checks against
+  DNS rebinding) is too much protocol to copy, and an HTTP server is started once and
+  stays up, so its import time matters little; the SDK is the ``[mcp]`` extra.
+
+What keeps the two equal: one catalog and one dispatch (:mod:`hybridkb.mcp_tools`).
+``mcp_tools.json`` is what the SDK server lists (written by ``scripts/gen_mcp_tools.py``),
+``tests/test_mcp.py`` checks every variant against the SDK server's live list, and
+both servers run every call through ``run_tool``.
 
 The server opens the knowledge base once and holds it (and the embedding model)
 for its whole life: the derived search indexes stay warm. With DuckDB the first
