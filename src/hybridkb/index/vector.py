@@ -52,12 +52,6 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
-# duckdb before usearch, on purpose: usearch's extension carries its own copy of C++
-# runtime code, whose unique symbols bind process-wide when it is the first to load
-# libstdc++; a later `import onnxruntime` then dies with SIGSEGV, and pyarrow segfaults
-# converting time-zoned timestamps. duckdb loads the system libstdc++ first, and every
-# hybridkb process has it (pyarrow would too, but a search does not otherwise need it).
-import duckdb  # noqa: F401
 import numpy as np
 
 from .fileheader import read_sections, write_sections
