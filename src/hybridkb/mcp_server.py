@@ -44,12 +44,15 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import __version__
 from .api import KnowledgeBaseAPI
 from .errors import KBError
 from .lifecycle import EXIT_WAIT_SECONDS, join_background, start_background
 from .mcp_http import TokenGate, allowed_hosts, is_loopback, read_token
+from .mcp_stdio import serve_stdio
 from .mcp_tools import INSTRUCTIONS, SERVER_NAME, hints, load_tools, run_tool
-from .settings import Settings
+from .opening import connect, connect_server
+from .settings import Settings, load_settings
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
@@ -108,8 +111,6 @@ def build_server(
     from mcp.server.mcpserver import MCPServer
     from mcp_types import ToolAnnotations
 
-    from . import __version__
-
     # Whatever a read-only toolkit leaves out writes (graph tools included).
     readers = {t.name for t in load_tools(kb, workspace=workspace, read_only=True)}
     server: Any = MCPServer(
@@ -131,8 +132,6 @@ def tool_catalog(*, read_only: bool = False, sql_tool: bool = True) -> list[dict
     """The tools the SDK server lists for one variant, as JSON (``mcp_tools.json`` holds the
     widest: ``read_only=False, sql_tool=True``; the others are its subsets)."""
     import anyio
-
-    from .opening import connect
 
     with connect(":memory:", model="fake", enable_sql_tool=sql_tool) as kb:
         listed = anyio.run(build_server(kb, read_only=read_only).list_tools)
@@ -203,12 +202,7 @@ def serve(
     Raises:
         ConfigError: ``host`` is not loopback and no token is set (checked first).
     """
-    from .opening import connect_server
-    from .settings import load_settings
-
     if http_port is None:
-        from .mcp_stdio import serve_stdio
-
         if kb is not None and not isinstance(kb, Settings):
             opened = kb
             serve_stdio(
