@@ -47,6 +47,8 @@ def fold_whitespace(text: str) -> str:
 
 @dataclass(frozen=True)
 class Rendered:
+    """Text for a model, cut to a token budget, and how much of the answer it shows."""
+
     text: str
     shown: int  # items shown (whole or trimmed)
     total: int  # items available
@@ -54,6 +56,7 @@ class Rendered:
 
     @property
     def cut(self) -> bool:
+        """Whether anything was left out or shortened to fit the budget."""
         return self.shown < self.total or self.trimmed > 0
 
 
@@ -273,6 +276,7 @@ def _label(filename: str, document_id: str) -> str:
 
 
 def render_add_report(report: AddReport, *, collection: str, budget_tokens: int) -> Rendered:
+    """An add's counts, then a line per file (added, unchanged, failed, skipped), in budget."""
     n_add, n_same, n_fail = len(report.added), len(report.unchanged), len(report.failed)
     n_skip = len(report.skipped)
     counts = f"added {n_add}, unchanged {n_same}, failed {n_fail}" + (
@@ -330,6 +334,7 @@ def render_sync_report(report: SyncReport, *, budget_tokens: int) -> Rendered:
 
 
 def render_delete_report(report: DeleteReport, *, collection: str, budget_tokens: int) -> Rendered:
+    """A delete's counts, then one line per deleted and per missing id, within budget."""
     header = f"'{collection}': deleted {len(report.deleted)}, not found {len(report.not_found)}."
     lines = [f"- deleted {i}" for i in report.deleted]
     if report.not_found:

@@ -137,6 +137,7 @@ class Graph:
 
     @expansion_search.setter
     def expansion_search(self, beam: int) -> None:
+        """Set the search beam width."""
         self._index.expansion_search = beam
 
     def add(self, keys: np.ndarray, rows: np.ndarray, *, threads: int = 0) -> None:

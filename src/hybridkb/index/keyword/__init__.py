@@ -56,10 +56,12 @@ class KeywordIndex:
 
     @property
     def k1(self) -> float:
+        """BM25 term-frequency saturation."""
         return self.postings.k1
 
     @property
     def b(self) -> float:
+        """BM25 document-length normalisation (0: none, 1: full)."""
         return self.postings.b
 
     def __len__(self) -> int:

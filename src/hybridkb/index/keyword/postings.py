@@ -278,6 +278,7 @@ class Postings:
     def append_tail(
         self, ids: np.ndarray[Any, Any], rows: np.ndarray[Any, Any], tfs: np.ndarray[Any, Any]
     ) -> None:
+        """Append (term id, row, tf) postings to the tail, which a merge folds in later."""
         tail = self.tail
         for tid, row, tf in zip(ids.tolist(), rows.tolist(), tfs.tolist(), strict=False):
             entry = tail.get(tid)
@@ -311,6 +312,7 @@ class Postings:
         self.dead += len(rows)
 
     def changed(self) -> None:
+        """After a write: invalidate cached norms, and drop tombstones once they are many."""
         self.generation += 1
         self.norm_cache = None
         if self.dead >= max(TOMBSTONE_DROP_MIN, TOMBSTONE_DROP_FRACTION * self.keys.size):
@@ -385,6 +387,7 @@ class Postings:
         return out
 
     def term_ids(self, terms: Sequence[str]) -> list[int]:
+        """Ids of the distinct ``terms`` that some live document has, in first-seen order."""
         df = self.df.data
         found = (self.vocab.get(term) for term in dict.fromkeys(terms))
         return [tid for tid in found if tid is not None and df[tid] > 0]
