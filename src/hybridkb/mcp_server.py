@@ -37,12 +37,13 @@ process to open the file serves it to every other hybridkb process.
 
 from __future__ import annotations
 
+import inspect
 import signal
 import sys
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from . import __version__
 from .api import KnowledgeBaseAPI
@@ -62,9 +63,6 @@ __all__ = ["INSTRUCTIONS", "build_server", "mcp_function", "serve", "tool_catalo
 
 def mcp_function(lc_tool: BaseTool) -> Callable[..., Any]:
     """A plain function with the tool's signature, returning an MCP result, never raising ours."""
-    import inspect
-    from typing import Annotated
-
     from mcp_types import CallToolResult, TextContent
     from pydantic import WithJsonSchema
     from pydantic_core import PydanticUndefined
