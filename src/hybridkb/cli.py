@@ -35,8 +35,8 @@ from .cli_common import (
 )
 from .cli_maintenance import cache, compact, copy_command, doctor, reembed, setup
 from .cli_postgres import postgres
-from .cli_sync import sources, sync, watch
-from .errors import KBError
+from .cli_sync import sources, sync, watch, watch_in_background
+from .errors import KBError, attempt_import
 from .filters import filter_reference
 from .lifecycle import Stopped, stop_on_signals
 from .locations import check_db_folder, shown_db
@@ -520,8 +520,6 @@ def mcp(
     settings = state.settings()  # ConfigError now if a value is bad
     check_db_folder(settings.db)  # a typo in the host's config: one line, before serving
     if http_port is not None:
-        from .errors import attempt_import
-
         attempt_import("mcp", "mcp")
         from .mcp_http import read_token
 
@@ -535,8 +533,6 @@ def mcp(
 
     open_kb: Callable[[], KnowledgeBaseAPI] = server_kb
     if watch_files:
-        from .cli_sync import watch_in_background
-
         open_kb = watch_in_background(server_kb)
     # SIGTERM (how MCP hosts stop servers) and SIGHUP unwind like Ctrl-C: calls in
     # progress finish, the knowledge base closes (DuckDB checkpoints, the owner's

@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from .cli_common import EPILOG, EXIT_ERROR, EXIT_OK, State, emit_json, json_option, pass_state
+from .render import human_size
 
 
 @click.command(epilog=EPILOG, short_help="Check integrity (and repair with --repair).")
@@ -180,7 +181,6 @@ def cache(ctx: click.Context) -> int:
 def cache_info(as_json: bool = False) -> int:
     """Where the cache folder is, what each entry holds, and its size."""
     from .cache_folder import describe_cache
-    from .render import human_size
     from .settings import load_settings
 
     settings = load_settings()
@@ -207,7 +207,6 @@ def cache_clear(as_json: bool) -> int:
     from the cache folder (only those: other files there are left alone). The next use
     prepares the model again (about a minute)."""
     from .cache_folder import clear_cache
-    from .render import human_size
     from .settings import load_settings
 
     report = clear_cache(load_settings().cache_dir)

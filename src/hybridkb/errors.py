@@ -24,6 +24,8 @@ way (CLI: one line + exit code; LangChain: ToolException; MCP: error result)::
 
 from __future__ import annotations
 
+import importlib
+
 
 class KBError(Exception):
     """Root of every error hybridkb raises on purpose."""
@@ -158,8 +160,6 @@ class DatabaseLocked(BackendError):
 
 def attempt_import(module: str, extra: str):  # type: ignore[no-untyped-def]
     """Import an optional module or raise MissingDependency naming the extra to install."""
-    import importlib
-
     try:
         return importlib.import_module(module)
     except ImportError as exc:

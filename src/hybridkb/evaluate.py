@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .errors import ConfigError, DatabaseLocked
+from .kb import KnowledgeBase
 from .machine import cpu_flags, cpu_model
 from .search import MODES, Target, run_search
 
@@ -353,8 +354,6 @@ def run_eval(
         ``p95_ms`` plus ``collection``, ``split``, ``documents``, ``reused``, ``load``,
         ``load_seconds``, ``embed_seconds``, ``mean_ms``, ``missing_queries``.
     """
-    from .kb import KnowledgeBase
-
     if not isinstance(kb, KnowledgeBase):
         raise DatabaseLocked(
             "eval builds its own collection and needs the file itself; another process "

@@ -13,6 +13,7 @@ import functools
 import hashlib
 import os
 import platform
+import sys
 from pathlib import Path
 
 # The instruction sets that change int8 / float kernels (x86 names as /proc/cpuinfo
@@ -79,7 +80,6 @@ def peak_rss_mb() -> int:
     did. ``ru_maxrss`` serves where /proc does not (bytes on macOS, KiB elsewhere).
     """
     import resource
-    import sys
 
     with contextlib.suppress(OSError), open("/proc/self/status", encoding="ascii") as status:
         for line in status:

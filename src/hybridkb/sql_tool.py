@@ -186,7 +186,7 @@ def workspace_tables(kb: KnowledgeBase) -> dict[str, pa.Table]:
 # -- the worker process ------------------------------------------------------------------
 
 
-class Stopped(Exception):
+class QueryTimedOut(Exception):
     """The worker did not answer in time (it has been killed)."""
 
 
@@ -258,7 +258,7 @@ class SQLEngine:
             ready = select.select([fd], [], [], max(left, 0))[0] if left > 0 else []
             if not ready:
                 self.stop()
-                raise Stopped
+                raise QueryTimedOut
             chunk = os.read(fd, size - len(out))
             if not chunk:
                 self.stop()
@@ -275,7 +275,7 @@ class SQLEngine:
         # Wait for the worker no longer than the call's own limit: calls queued behind a
         # slow one must not hold their threads (a server's) for the sum of the limits.
         if not self.lock.acquire(timeout=timeout):
-            raise Stopped
+            raise QueryTimedOut
         try:
             key = data_key(kb)
             if key != self.key or self.proc is None or self.proc.poll() is not None:
@@ -287,7 +287,7 @@ class SQLEngine:
                           "memory_limit": f"{memory}B", "max_spill": f"{MAX_SPILL_BYTES}B"}  # fmt: skip
                 try:
                     answer = self._call(header, b"".join(blobs), time.monotonic() + LOAD_TIMEOUT)
-                except Stopped as exc:
+                except QueryTimedOut as exc:
                     raise BackendError(
                         f"sql: loading the workspace took over {LOAD_TIMEOUT:g}s; try again"
                     ) from exc
@@ -380,7 +380,7 @@ def sql_here(
         answer = engine_for(kb).run(
             kb, sql, max_rows=max_rows, max_bytes=max_bytes, timeout=timeout
         )
-    except Stopped:
+    except QueryTimedOut:
         raise ConfigError(
             f"sql: stopped after {timeout:g}s; make the query cheaper (filter, LIMIT, aggregate)"
         ) from None

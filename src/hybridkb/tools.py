@@ -40,6 +40,8 @@ from .frontend import check_limit, tool_guard
 from .kb import check_name
 from .limits import MAX_FILTER_CHARS, MAX_ITEMS, check_value, parse_json
 from .locations import shown_db
+from .opening import connect
+from .sql_tool import VIEWS_DOC, run_sql
 from .types import AddReport, DeleteReport
 
 __all__ = [
@@ -365,8 +367,6 @@ class KBToolkit:
 
     def sql(self, sql: str) -> Result:
         """query_kb_sql: one read-only SELECT over the workspace's views, rendered as a table."""
-        from .sql_tool import run_sql
-
         result = run_sql(self.kb, sql)
         out = render.render_table(
             result.columns,
@@ -597,8 +597,6 @@ def _build(tk: KBToolkit) -> dict[str, BaseTool]:
 
 
 def _build_sql(tk: KBToolkit) -> BaseTool:
-    from .sql_tool import VIEWS_DOC
-
     def query_kb_sql(sql: str) -> tuple[str, Any]:
         return tk.sql(sql)
 
@@ -683,8 +681,6 @@ def make_tools(
 
 
 def _open_default() -> KnowledgeBaseAPI:
-    from .opening import connect
-
     return connect()
 
 

@@ -42,15 +42,15 @@ def node_line(node: Node) -> str:
         if p.get("page") is not None:
             parts.append(f"p. {p['page']}")
         if p.get("section"):
-            parts.append("§ " + render.clip(render.compact(str(p["section"])), 60))
+            parts.append("§ " + render.clip(render.fold_whitespace(str(p["section"])), 60))
         if p.get("document_id"):
             parts.append(f"doc {p['document_id']}")
         text += " " + " | ".join(parts)
         preview = p.get("preview") or name
         if isinstance(preview, str):
-            text += ": " + render.clip(render.compact(preview), 120)
+            text += ": " + render.clip(render.fold_whitespace(preview), 120)
     elif isinstance(name, str) and name != node.id:
-        text += " " + render.clip(render.compact(name), 100)
+        text += " " + render.clip(render.fold_whitespace(name), 100)
     return text
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .compact import top_per_query
+from .quantized import top_per_query
 
 RECALL_TARGET = 0.98
 RECALL_K = 10
@@ -45,7 +45,7 @@ AUDIT_QUERIES = 64
 AUDIT_REGROWTH = 2.0
 
 
-class Stopped(Exception):
+class InterpreterExiting(Exception):
     """The interpreter is exiting: a background check gives up between two steps."""
 
 
@@ -60,7 +60,7 @@ def in_background(target: Callable[[], object], name: str) -> threading.Thread:
     def run() -> None:
         try:
             target()
-        except Stopped:
+        except InterpreterExiting:
             pass
 
     thread = threading.Thread(target=run, name=name, daemon=True)
@@ -71,7 +71,7 @@ def in_background(target: Callable[[], object], name: str) -> threading.Thread:
 
 def _step() -> None:
     if _EXITING.is_set() and threading.current_thread() in _BACKGROUND:
-        raise Stopped
+        raise InterpreterExiting
 
 
 @atexit.register

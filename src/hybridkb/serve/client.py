@@ -18,6 +18,7 @@ DatabaseLocked naming the owner.
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 import uuid
@@ -74,8 +75,6 @@ def _remove_on_sigterm(server: OwnerServer) -> None:
     """An owner stopped by SIGTERM removes its endpoint file (no client is sent to a
     dead owner's address). Only where nobody else handles SIGTERM: a program with its
     own handler (the MCP server) closes its knowledge base there, which does the same."""
-    import signal
-
     _SERVERS.append(server)
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGTERM"):
         return

@@ -40,6 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hybridkb.errors import ConfigError
 from hybridkb.kb import KnowledgeBase
 from hybridkb.serve.codec import (
     MAX_MESSAGE_BYTES,
@@ -235,8 +236,6 @@ class OwnerServer:
         try:
             operation = OPERATIONS.get(op)
             if operation is None:
-                from hybridkb.errors import ConfigError
-
                 raise ConfigError(f"unknown operation {op!r}")
             kb = self._in(str(request.get("workspace") or self.kb.workspace))
             for model_id, dim in dict(request.get("embedders") or {}).items():

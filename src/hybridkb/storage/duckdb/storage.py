@@ -128,7 +128,7 @@ class DuckDBStorage(DuckDBSources):
         """Persist the in-memory indexes that changed since they were last saved."""
         self.derived.save()
 
-    def _maybe_compact(self) -> None:
+    def _compact_if_mostly_deleted(self) -> None:
         if self.read_only or not self.capabilities.persistent:
             return
         con = self.engine.con
@@ -151,7 +151,7 @@ class DuckDBStorage(DuckDBSources):
             return
         self.derived.rows.stop()  # a warm-up's cursor would keep the file open
         with self.engine.lock:
-            self._maybe_compact()
+            self._compact_if_mostly_deleted()
             self.derived.save()
             self.derived.indexes.clear()
             self.engine.close()
