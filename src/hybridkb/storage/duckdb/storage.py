@@ -40,6 +40,7 @@ from ..base import (
     WriteHook,
 )
 from ..boundary import driver_errors
+from ..records import chunk_record, document_record
 from .connection import translate
 from .engine import Engine
 from .graph import DuckDBGraphSQL
@@ -51,10 +52,8 @@ from .rows import (
     SQL_ID_LIST,
     arrow_rows,
     bump_generation,
-    chunk_record,
     count,
     delete_rows,
-    document_record,
     document_table,
     existing_documents,
     insert_rows,

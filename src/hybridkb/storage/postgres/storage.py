@@ -22,7 +22,6 @@ document end with it stored once; readers never wait for writers (MVCC).
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -47,26 +46,28 @@ from ..base import (
     export_schemas,
 )
 from ..boundary import driver_errors
+from ..records import (
+    CHUNK_COLUMNS,
+    DOC_COLUMNS,
+    chunk_record,
+    collection_record,
+    document_record,
+    timestamp,
+)
 from .connection import connect, pg_errors, plain_url, prepare, psycopg, translate
 from .graph import PostgresGraphSQL
 from .maintenance import PostgresMaintenance
 from .rows import (
-    CHUNK_COLUMNS,
-    DOC_COLUMNS,
     arrow_table,
-    chunk_record,
     chunk_rows,
     clean,
     copy_rows,
     delete_rows,
-    document_record,
     document_row,
     dumps,
     hash32,
     lock_key,
-    metadata_value,
     parse_vector,
-    timestamp,
     vector_text,
 )
 from .schema import (
@@ -217,20 +218,7 @@ class PostgresStorage(PostgresSources):
 
     def _record(self, row: tuple[Any, ...]) -> CollectionRecord:
         self._schemas[int(row[0])] = workspace_schema(int(row[10]))
-        chunking = row[5] if isinstance(row[5], dict) else json.loads(row[5] or "{}")
-        return CollectionRecord(
-            id=int(row[0]),
-            workspace=row[1],
-            name=row[2],
-            model=row[3],
-            dim=int(row[4]),
-            chunking=chunking,
-            language=row[6],
-            created_at=timestamp(row[7]),
-            updated_at=timestamp(row[8]),
-            generation=int(row[9] or 0),
-            recipe=metadata_value(row[11]),
-        )
+        return collection_record((*row[:10], row[11]))  # all but workspace_id
 
     def create_collection(
         self,
