@@ -9,13 +9,21 @@ for one, JSON as a decoded value (JSONB) or as text.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Sequence
 from typing import Any
 
 from ..limits import within_depth
-from .base import ChunkRecord, CollectionRecord, DocumentRecord, SourceRecord
+from .base import (
+    ChunkRecord,
+    CollectionRecord,
+    DocumentRecord,
+    SourceRecord,
+    chunk_key,
+    make_chunk_id,
+)
 
 # The column orders document_record and chunk_record read (a backend may cast a column,
 # e.g. a time to text, as long as the order stays).
@@ -152,4 +160,38 @@ def source_record(path: str, options: Any, added_at: Any) -> SourceRecord:
         types=[str(t) for t in types] if isinstance(types, list) else None,
         metadata=dict(opts.get("metadata") or {}),
         added_at=timestamp(added_at),
+    )
+
+
+def rekeyed_chunk(
+    chunk: ChunkRecord,
+    *,
+    collection_id: int,
+    document_id: str,
+    content_hash: str,
+    **changes: Any,
+) -> ChunkRecord:
+    """A copy of ``chunk`` under the id it gets as chunk ``chunk.chunk_index`` of
+    ``document_id`` (with that content) in collection ``collection_id``: for a copy to
+    another store and for a file moved on disk, which keep text and vector.
+
+    Args:
+        chunk: the stored chunk (its terms and metadata are copied, not shared).
+        collection_id: the collection the copy goes into.
+        document_id: the document the copy belongs to.
+        content_hash: the document's content hash, part of the chunk id.
+        **changes: other fields to set on the copy (e.g. ``path`` of a moved file).
+
+    Returns:
+        The new record, with no ``added_at`` (the store sets it when written).
+    """
+    chunk_id = make_chunk_id(collection_id, document_id, content_hash, chunk.chunk_index)
+    fields: dict[str, Any] = {
+        "terms": list(chunk.terms),
+        "metadata": dict(chunk.metadata),
+        "added_at": None,
+        **changes,
+    }
+    return dataclasses.replace(
+        chunk, key=chunk_key(chunk_id), chunk_id=chunk_id, document_id=document_id, **fields
     )
