@@ -25,6 +25,7 @@ import numpy as np
 from ...errors import CollectionExists, KBError
 from ...filters import Filter
 from ...index.derived import drop_snapshot
+from ..backends import DUCKDB
 from ..base import (
     Capabilities,
     ChunkRecord,
@@ -95,8 +96,8 @@ class DuckDBStorage(DuckDBSources):
         self.path = path
         self.read_only = read_only
         self.capabilities = Capabilities(
-            name="duckdb",
-            concurrent_writers=False,
+            name=DUCKDB.name,
+            concurrent_writers=DUCKDB.concurrent_writers,
             persistent=self.engine.persistent,
             graph=True,
             maintenance=True,

@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from ...errors import BackendError, CollectionExists, CollectionNotFound, MissingDependency
 from ...filters import Filter
+from ..backends import POSTGRES
 from ..base import (
     Capabilities,
     ChunkRecord,
@@ -96,7 +97,11 @@ class PostgresStorage(PostgresSources):
         self.url = plain_url(url)
         self.read_only = read_only
         self.capabilities = Capabilities(
-            name="postgres", concurrent_writers=True, persistent=True, graph=True, maintenance=True
+            name=POSTGRES.name,
+            concurrent_writers=POSTGRES.concurrent_writers,
+            persistent=True,
+            graph=True,
+            maintenance=True,
         )
         self.hooks: list[WriteHook] = []
         self.graph_sql: GraphSQL | None = PostgresGraphSQL()
