@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 import hybridkb
-from hybridkb.errors import ConfigError
+from hybridkb.errors import ConfigError, GraphError
+from hybridkb.maintenance import compact, doctor
 from hybridkb.serve.client import RemoteKnowledgeBase
 from hybridkb.serve.endpoint import live_endpoint
 from hybridkb.storage import backends, open_storage
@@ -31,8 +32,9 @@ def known_backends(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-def shelf_backend(*, concurrent_writers: bool) -> Backend:
-    """A backend of its own name and URLs, storing in a DuckDB file."""
+def shelf_backend(*, concurrent_writers: bool, parts: bool = True) -> Backend:
+    """A backend of its own name and URLs, storing in a DuckDB file; without its optional
+    parts (graph, maintenance) unless ``parts``."""
 
     def open_shelf(
         url: str, *, read_only: bool, lock_timeout: float, row_cache_mb: int | None
@@ -46,6 +48,9 @@ def shelf_backend(*, concurrent_writers: bool) -> Backend:
         storage.capabilities = dataclasses.replace(
             storage.capabilities, name="shelf", concurrent_writers=concurrent_writers
         )
+        if not parts:
+            storage.graph_sql = None
+            storage.maintenance = None
         return storage
 
     return Backend(
@@ -105,3 +110,17 @@ def test_the_built_in_backends_declare_what_their_stores_report(tmp_path: Path) 
 def test_a_url_no_backend_takes_is_refused_naming_the_supported_forms() -> None:
     with pytest.raises(ConfigError, match=r"'shelf:' is not a store hybridkb opens; give --db"):
         hybridkb.connect(f"{PREFIX}/x/shelf.db", model="fake")
+
+
+def test_a_backend_without_an_optional_part_says_so_by_name(tmp_path: Path) -> None:
+    register_backend(shelf_backend(concurrent_writers=True, parts=False))
+    with hybridkb.connect(f"{PREFIX}{tmp_path / 'shelf.db'}", model="fake") as kb:
+        notes = kb.create_collection("Notes")
+        notes.add_texts(["the harbour lease"], ids=["a"])  # no graph hook to run
+        assert notes.count() == 1
+        with pytest.raises(GraphError, match="not available on the shelf backend"):
+            kb.graph  # noqa: B018
+        with pytest.raises(ConfigError, match="doctor: the shelf backend does not offer it"):
+            doctor(kb)
+        with pytest.raises(ConfigError, match="compact: the shelf backend does not offer it"):
+            compact(kb)

@@ -236,8 +236,8 @@ class _GraphCopy:
 
     @classmethod
     def open(cls, src: Storage, dst: Storage) -> _GraphCopy | None:
-        src_sql = src.graph_sql if src.capabilities.graph else None
-        dst_sql = dst.graph_sql if dst.capabilities.graph else None
+        src_sql = src.graph_sql
+        dst_sql = dst.graph_sql
         if src_sql is None or dst_sql is None:
             return None
         if not src.transaction(src_sql.has_schema):

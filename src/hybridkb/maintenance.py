@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 
 def _maintenance(kb: KnowledgeBase, verb: str) -> Maintenance:
-    found = kb.storage.maintenance if kb.storage.capabilities.maintenance else None
+    found = kb.storage.maintenance
     if found is None:
         raise ConfigError(
             f"{verb}: the {kb.storage.capabilities.name} backend does not offer it; "

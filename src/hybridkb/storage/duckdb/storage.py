@@ -99,8 +99,6 @@ class DuckDBStorage(DuckDBSources):
             name=DUCKDB.name,
             concurrent_writers=DUCKDB.concurrent_writers,
             persistent=self.engine.persistent,
-            graph=True,
-            maintenance=True,
         )
         self.hooks: list[WriteHook] = self.engine.hooks
         self.derived = Derived(self.engine, row_cache_bytes)

@@ -100,8 +100,6 @@ class PostgresStorage(PostgresSources):
             name=POSTGRES.name,
             concurrent_writers=POSTGRES.concurrent_writers,
             persistent=True,
-            graph=True,
-            maintenance=True,
         )
         self.hooks: list[WriteHook] = []
         self.graph_sql: GraphSQL | None = PostgresGraphSQL()
