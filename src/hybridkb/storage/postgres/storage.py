@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 import numpy as np
 import pyarrow as pa
 
-from ...errors import BackendError, CollectionExists, CollectionNotFound, MissingDependency
+from ...errors import BackendError, CollectionNotFound, MissingDependency
 from ...filters import Filter
 from ..backends import POSTGRES
 from ..base import (
@@ -55,6 +55,7 @@ from ..records import (
     document_record,
     timestamp,
 )
+from ..shared import StorageDefaults, collection_exists, refuse_repeated_ids
 from .connection import connect, pg_errors, plain_url, prepare, psycopg, translate
 from .graph import PostgresGraphSQL
 from .maintenance import PostgresMaintenance
@@ -86,7 +87,7 @@ T = TypeVar("T")
 
 
 @driver_errors(translate)
-class PostgresStorage(PostgresSources):
+class PostgresStorage(PostgresSources, StorageDefaults):
     """Storage protocol over one PostgreSQL database (pgvector required)."""
 
     def __init__(self, url: str, *, read_only: bool = False, connect_timeout: float = 10.0) -> None:
@@ -244,9 +245,7 @@ class PostgresStorage(PostgresSources):
                 "SELECT 1 FROM hybridkb.hybridkb_collections WHERE workspace = %s AND name = %s",
                 [workspace, name],
             ).fetchone():
-                raise CollectionExists(
-                    f"collection {name!r} already exists; use it, or drop it first"
-                )
+                raise collection_exists(name)
             con.execute(
                 "INSERT INTO hybridkb.hybridkb_workspaces (name) VALUES (%s) ON CONFLICT (name) DO NOTHING",
                 [workspace],
@@ -284,9 +283,7 @@ class PostgresStorage(PostgresSources):
             row = self._write(create)
         except BackendError as exc:
             if isinstance(exc.__cause__, pg_errors.UniqueViolation):
-                raise CollectionExists(
-                    f"collection {name!r} already exists; use it, or drop it first"
-                ) from exc
+                raise collection_exists(name) from exc
             raise
         return self._record(row)
 
@@ -351,23 +348,13 @@ class PostgresStorage(PostgresSources):
         )
         return [document_record(r) for r in rows]
 
-    def put_document(
-        self,
-        coll: CollectionRecord,
-        doc: DocumentRecord,
-        chunks: Sequence[ChunkRecord],
-        vectors: np.ndarray,
-    ) -> None:
-        self.put_documents(coll, [PutItem(doc, chunks, vectors)])
-
     def put_documents(self, coll: CollectionRecord, items: Sequence[PutItem]) -> None:
         """Replace several documents in ONE transaction (all or none)."""
         if not items:
             return
         t = self.tables(coll)
         ids = [clean(item.document.document_id) or "" for item in items]
-        if len(set(ids)) != len(ids):
-            raise ValueError("put_documents: a document id appears twice in one batch")
+        refuse_repeated_ids(ids)
         doc_rows: list[tuple[Any, ...]] = []
         new_chunks: list[tuple[Any, ...]] = []
         postings: list[tuple[Any, ...]] = []
