@@ -15,7 +15,7 @@ import pytest
 
 import hybridkb
 from hybridkb.errors import ConfigError, GraphError
-from hybridkb.maintenance import compact, doctor
+from hybridkb.maintenance import compact, doctor, reembed
 from hybridkb.serve.client import RemoteKnowledgeBase
 from hybridkb.serve.endpoint import live_endpoint
 from hybridkb.storage import backends, open_storage
@@ -51,6 +51,7 @@ def shelf_backend(*, concurrent_writers: bool, parts: bool = True) -> Backend:
         if not parts:
             storage.graph_sql = None
             storage.maintenance = None
+            storage.reembedding = None
         return storage
 
     return Backend(
@@ -124,3 +125,5 @@ def test_a_backend_without_an_optional_part_says_so_by_name(tmp_path: Path) -> N
             doctor(kb)
         with pytest.raises(ConfigError, match="compact: the shelf backend does not offer it"):
             compact(kb)
+        with pytest.raises(ConfigError, match="reembed: the shelf backend does not offer it"):
+            reembed(kb, "Notes", progress=False)

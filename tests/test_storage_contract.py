@@ -584,8 +584,10 @@ class StorageContract:
         # What opening decided from (who serves) is what the open store reports.
         declared = backend_for(db_url)
         assert (caps.name, caps.concurrent_writers) == (declared.name, declared.concurrent_writers)
-        # Both built-in backends offer every optional part (None would say one is absent).
+        # Both built-in backends offer these optional parts (None would say one is absent);
+        # re-embedding in place is DuckDB's alone (PostgreSQL says how to copy instead).
         assert storage.graph_sql is not None and storage.maintenance is not None
+        assert (storage.reembedding is not None) == (caps.name == "duckdb")
         assert storage.read_only is False
 
     def test_prepare_loads_ahead_and_changes_no_answer(

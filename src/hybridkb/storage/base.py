@@ -4,7 +4,7 @@ This module is the whole contract between the core and a backend. Backends retur
 ranked ``(chunk_key, score)`` lists; fusion happens in the core (``hybridkb.fusion``)
 so every backend ranks the same way. Differences between backends are data: the
 flags of :class:`Capabilities` (how the store behaves), and the optional parts
-(:attr:`Storage.graph_sql`, :attr:`Storage.maintenance`): objects that are ``None``
+(:attr:`Storage.graph_sql`, :attr:`Storage.maintenance`, :attr:`Storage.reembedding`): objects that are ``None``
 where a backend lacks them, the one way a backend says it lacks something. Callers
 test those, never a backend's class or name, and never probe with ``hasattr``.
 """
@@ -411,6 +411,15 @@ class Maintenance(Protocol):
         """Tables vs each other, vs the derived indexes and the graph; repair if asked."""
         ...
 
+    def compact(self) -> dict[str, int]:
+        """Rewrite the store without dead space; return sizes before/after in bytes."""
+        ...
+
+
+class Reembedding(Protocol):
+    """Re-embedding in place, which a backend may offer (``Storage.reembedding``; None
+    where it does not)."""
+
     def reembed(
         self,
         coll: CollectionRecord,
@@ -421,10 +430,6 @@ class Maintenance(Protocol):
     ) -> int:
         """Re-embed every chunk into a side table and switch over atomically; return the
         number of chunks. Searches keep working meanwhile."""
-        ...
-
-    def compact(self) -> dict[str, int]:
-        """Rewrite the store without dead space; return sizes before/after in bytes."""
         ...
 
 
@@ -445,7 +450,9 @@ class Storage(Protocol):
     graph_sql: GraphSQL | None
     """The graph's tables (the knowledge graph needs them); None: no graph here."""
     maintenance: Maintenance | None
-    """doctor / reembed / compact; None: the backend offers no housekeeping."""
+    """doctor / compact; None: the backend offers no housekeeping."""
+    reembedding: Reembedding | None
+    """reembed in place; None: the backend cannot (a copy through another store can)."""
 
     def close(self) -> None: ...
     def transaction(self, fn: Callable[[Connection], T]) -> T:

@@ -37,6 +37,7 @@ from ..base import (
     Maintenance,
     PutItem,
     Ranked,
+    Reembedding,
     WriteEvent,
     WriteHook,
 )
@@ -106,6 +107,7 @@ class DuckDBStorage(DuckDBSources, StorageDefaults):
         self.graph_sql: GraphSQL | None = DuckDBGraphSQL()
         self.tools = DuckDBMaintenance(self.engine, self.derived)
         self.maintenance: Maintenance | None = self.tools
+        self.reembedding: Reembedding | None = self.tools
         con = self.engine.con
         if not read_only:
             self.schema_version = migrate(con)

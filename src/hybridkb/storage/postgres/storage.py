@@ -42,6 +42,7 @@ from ..base import (
     Maintenance,
     PutItem,
     Ranked,
+    Reembedding,
     WriteEvent,
     WriteHook,
     export_schemas,
@@ -105,6 +106,7 @@ class PostgresStorage(PostgresSources, StorageDefaults):
         self.hooks: list[WriteHook] = []
         self.graph_sql: GraphSQL | None = PostgresGraphSQL()
         self.maintenance: Maintenance | None = PostgresMaintenance(self)
+        self.reembedding: Reembedding | None = None  # see maintenance.py: not offered yet
         self._lock = threading.RLock()
         self._connect_timeout = connect_timeout
         self._ef = 0
