@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..errors import ConfigError
 from .urls import SUPPORTED, is_postgres_url, redact_url, url_scheme
@@ -20,8 +20,16 @@ from .urls import SUPPORTED, is_postgres_url, redact_url, url_scheme
 if TYPE_CHECKING:
     from .base import Storage
 
-# open(url, read_only=, lock_timeout=, row_cache_mb=) -> Storage
-Opener = Callable[..., "Storage"]
+
+class Opener(Protocol):
+    """Opens a store of one backend from its URL."""
+
+    def __call__(
+        self, url: str, *, read_only: bool, lock_timeout: float, row_cache_mb: int | None
+    ) -> Storage:
+        """Open the store ``url`` names (``lock_timeout``, ``row_cache_mb``: where the
+        backend has a file lock or a row cache; None for the default cache)."""
+        ...
 
 
 @dataclass(frozen=True)
