@@ -69,7 +69,7 @@ from .rows import (
     document_row,
     dumps,
     hash32,
-    lock_key,
+    lock_documents,
     parse_vector,
     vector_text,
 )
@@ -370,9 +370,7 @@ class PostgresStorage(PostgresSources, StorageDefaults):
             n_chunks += len(item.chunks)
 
         def put(con: Any) -> None:
-            # One lock order for every writer, so batches never deadlock.
-            for key in sorted({lock_key(coll.id, i) for i in ids}):
-                con.execute("SELECT pg_advisory_xact_lock(%s)", [key])
+            lock_documents(con, coll.id, ids)
             old_n, old_len = con.execute(
                 f"SELECT count(*), coalesce(sum(cardinality(terms)), 0) FROM {t['chunks']}"
                 " WHERE document_id = ANY(%s)",
@@ -405,7 +403,7 @@ class PostgresStorage(PostgresSources, StorageDefaults):
         doc_id = clean(doc.document_id) or ""
 
         def put(con: Any) -> int:
-            con.execute("SELECT pg_advisory_xact_lock(%s)", [lock_key(coll.id, doc_id)])
+            lock_documents(con, coll.id, [doc_id])
             old_n, old_len = con.execute(
                 f"SELECT count(*), coalesce(sum(cardinality(terms)), 0) FROM {t['chunks']}"
                 " WHERE document_id = %s",
@@ -445,10 +443,7 @@ class PostgresStorage(PostgresSources, StorageDefaults):
         cleaned = [clean(i) for i in ids]
 
         def delete(con: Any) -> list[str]:
-            for key in sorted(
-                {lock_key(coll.id, i or "") for i in cleaned}
-            ):  # one order: no deadlock
-                con.execute("SELECT pg_advisory_xact_lock(%s)", [key])
+            lock_documents(con, coll.id, [i or "" for i in cleaned])
             found = [
                 r[0]
                 for r in con.execute(
