@@ -4,9 +4,10 @@ This module is the whole contract between the core and a backend. Backends retur
 ranked ``(chunk_key, score)`` lists; fusion happens in the core (``hybridkb.fusion``)
 so every backend ranks the same way. Differences between backends are data: the
 flags of :class:`Capabilities` (how the store behaves), and the optional parts
-(:attr:`Storage.graph_sql`, :attr:`Storage.maintenance`, :attr:`Storage.reembedding`): objects that are ``None``
-where a backend lacks them, the one way a backend says it lacks something. Callers
-test those, never a backend's class or name, and never probe with ``hasattr``.
+(:attr:`Storage.graph_sql`, :attr:`Storage.maintenance`, :attr:`Storage.reembedding`):
+objects that are ``None`` where a backend lacks them, the one way a backend says it
+lacks something. Callers test those, never a backend's class or name, and never
+probe with ``hasattr``.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class Capabilities:
     """How a store behaves, as data callers test (never the backend's class or name).
 
     What a backend may lack is not a flag here but an optional part of :class:`Storage`
-    (``graph_sql``, ``maintenance``), None where it is absent.
+    (``graph_sql``, ``maintenance``, ``reembedding``), None where it is absent.
     """
 
     name: str  # "duckdb" | "postgres": for messages and reports only

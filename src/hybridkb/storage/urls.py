@@ -1,4 +1,5 @@
-"""Store URLs: which backend a URL names, and how to show it without its password."""
+"""Store URLs: their scheme, whether one is PostgreSQL's, and how to show one without its
+password (which backend takes a URL: ``backends.py``)."""
 
 from __future__ import annotations
 
