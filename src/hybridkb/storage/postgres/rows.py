@@ -155,8 +155,14 @@ def copy_rows(
                     cp.write_row(p)
 
 
-def delete_rows(con: Any, t: dict[str, str], ids: Sequence[str | None]) -> None:
-    """Delete documents with their chunks and postings."""
+def delete_rows(con: Any, t: dict[str, str], ids: Sequence[str | None]) -> tuple[int, int]:
+    """Delete documents with their chunks and postings; return the chunks and the terms
+    they held (every write moves the catalog's BM25 totals by them)."""
+    chunks, terms = con.execute(
+        f"SELECT count(*), coalesce(sum(cardinality(terms)), 0) FROM {t['chunks']}"
+        " WHERE document_id = ANY(%s)",
+        [list(ids)],
+    ).fetchone()
     # Postings are found through the old chunks' terms, so the (term, key)
     # primary key serves the delete and no second index on key is needed.
     con.execute(
@@ -167,6 +173,7 @@ def delete_rows(con: Any, t: dict[str, str], ids: Sequence[str | None]) -> None:
     )
     con.execute(f"DELETE FROM {t['chunks']} WHERE document_id = ANY(%s)", [list(ids)])
     con.execute(f"DELETE FROM {t['documents']} WHERE document_id = ANY(%s)", [list(ids)])
+    return int(chunks), int(terms)
 
 
 def arrow_table(rows: list[tuple[Any, ...]], schema: pa.Schema) -> pa.Table:

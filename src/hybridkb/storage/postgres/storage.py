@@ -371,12 +371,7 @@ class PostgresStorage(PostgresSources, StorageDefaults):
 
         def put(con: Any) -> None:
             lock_documents(con, coll.id, ids)
-            old_n, old_len = con.execute(
-                f"SELECT count(*), coalesce(sum(cardinality(terms)), 0) FROM {t['chunks']}"
-                " WHERE document_id = ANY(%s)",
-                [ids],
-            ).fetchone()
-            delete_rows(con, t, ids)
+            old_n, old_len = delete_rows(con, t, ids)
             copy_rows(con, t, doc_rows, new_chunks, postings)
             for item in items:
                 self._emit(
@@ -385,7 +380,7 @@ class PostgresStorage(PostgresSources, StorageDefaults):
                         "put", coll, [item.document.document_id], item.document, item.chunks
                     ),
                 )
-            self._bump(con, coll, n_chunks - int(old_n), new_len - int(old_len))
+            self._bump(con, coll, n_chunks - old_n, new_len - old_len)
 
         self._write(put, coll)
 
@@ -404,12 +399,7 @@ class PostgresStorage(PostgresSources, StorageDefaults):
 
         def put(con: Any) -> int:
             lock_documents(con, coll.id, [doc_id])
-            old_n, old_len = con.execute(
-                f"SELECT count(*), coalesce(sum(cardinality(terms)), 0) FROM {t['chunks']}"
-                " WHERE document_id = %s",
-                [doc_id],
-            ).fetchone()
-            delete_rows(con, t, [doc_id])
+            old_n, old_len = delete_rows(con, t, [doc_id])
             count = total = 0
             for chunks, vectors in batches:
                 if not chunks:
@@ -420,7 +410,7 @@ class PostgresStorage(PostgresSources, StorageDefaults):
                 total += length
             copy_rows(con, t, [document_row(doc, doc_id, count)], [], [])
             self._emit(con, WriteEvent("put", coll, [doc.document_id], doc, []))
-            self._bump(con, coll, count - int(old_n), total - int(old_len))
+            self._bump(con, coll, count - old_n, total - old_len)
             return count
 
         return int(self._write(put, coll))
@@ -453,14 +443,9 @@ class PostgresStorage(PostgresSources, StorageDefaults):
             ]
             if not found:
                 return []
-            n, total = con.execute(
-                f"SELECT count(*), coalesce(sum(cardinality(terms)), 0) FROM {t['chunks']}"
-                " WHERE document_id = ANY(%s)",
-                [found],
-            ).fetchone()
-            delete_rows(con, t, found)
+            n, total = delete_rows(con, t, found)
             self._emit(con, WriteEvent("delete", coll, found))
-            self._bump(con, coll, -int(n), -int(total))
+            self._bump(con, coll, -n, -total)
             return found
 
         found = set(self._write(delete, coll))
