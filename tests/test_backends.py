@@ -15,6 +15,7 @@ import pytest
 
 import hybridkb
 from hybridkb.errors import ConfigError, GraphError
+from hybridkb.kb import KnowledgeBase
 from hybridkb.maintenance import compact, doctor, reembed
 from hybridkb.serve.client import RemoteKnowledgeBase
 from hybridkb.serve.endpoint import live_endpoint
@@ -69,7 +70,7 @@ def test_a_backend_with_concurrent_writers_is_opened_directly_and_serves_nobody(
     register_backend(shelf_backend(concurrent_writers=True))
     path = tmp_path / "shelf.db"
     with hybridkb.connect(f"{PREFIX}{path}", model="fake") as kb:
-        assert not isinstance(kb, RemoteKnowledgeBase)
+        assert isinstance(kb, KnowledgeBase) and not isinstance(kb, RemoteKnowledgeBase)
         assert kb.storage.capabilities.name == "shelf"
         assert live_endpoint(str(path)) is None  # no owner: every process opens it itself
         kb.create_collection("Notes").add_texts(["the harbour lease"], ids=["a"])
