@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import hybridkb
 from hybridkb.analysis import analyze
-from hybridkb.storage.duckdb.rows import timestamp
+from hybridkb.storage.records import timestamp
 
 # Modules a search must not import: torch and LangChain are for other front ends and
 # the one-off export; pydantic (settings are a plain class, see settings.py),

@@ -135,7 +135,7 @@ class KnowledgeBase:
         self._cache: EmbeddingCache | None = None
         self._languages: dict[tuple[int, int], list[str]] = {}
         self._graph: Graph | None = None
-        if not storage.read_only and storage.capabilities.graph:
+        if not storage.read_only and storage.graph_sql is not None:
             # The graph's write hook must be on the storage before the first write, so a
             # writable knowledge base attaches it now; a read-only one (the CLI's search)
             # waits for the first use of .graph and skips importing the graph (~0.2 s).

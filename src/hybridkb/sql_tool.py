@@ -126,7 +126,7 @@ def _with_collection(table: pa.Table, name: str) -> pa.Table:
 
 
 def _graph_tables(storage: Storage, workspace: str) -> tuple[int, pa.Table, pa.Table]:
-    sql = storage.graph_sql if storage.capabilities.graph else None
+    sql = storage.graph_sql
     if sql is None or not storage.transaction(sql.has_schema):
         return 0, NODES_SCHEMA.empty_table(), EDGES_SCHEMA.empty_table()
     version, nodes, edges = storage.transaction(lambda con: sql.load(con, workspace))
@@ -140,7 +140,7 @@ def _graph_tables(storage: Storage, workspace: str) -> tuple[int, pa.Table, pa.T
 def data_key(kb: KnowledgeBase) -> str:
     """What the worker must hold: changes with every write to the workspace."""
     records = kb.storage.list_collections(kb.workspace)
-    sql = kb.storage.graph_sql if kb.storage.capabilities.graph else None
+    sql = kb.storage.graph_sql
     graph = 0
     if sql is not None and kb.storage.transaction(sql.has_schema):
         graph = kb.storage.transaction(lambda con: sql.version(con, kb.workspace))

@@ -79,7 +79,7 @@ def graph_store(storage: Any) -> GraphStore | None:
     with _LOCK:
         if storage in _STORES:
             return _STORES[storage]
-        sql = storage.graph_sql if storage.capabilities.graph else None
+        sql = storage.graph_sql
         store = None
         if sql is not None:
             store = GraphStore(storage, sql)

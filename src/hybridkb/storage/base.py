@@ -3,9 +3,11 @@
 This module is the whole contract between the core and a backend. Backends return
 ranked ``(chunk_key, score)`` lists; fusion happens in the core (``hybridkb.fusion``)
 so every backend ranks the same way. Differences between backends are data: the
-flags of :class:`Capabilities`, and the optional parts (:attr:`Storage.graph_sql`,
-:attr:`Storage.maintenance`) that are ``None`` where a backend lacks them. Callers
-test those, never a backend's class or name.
+flags of :class:`Capabilities` (how the store behaves), and the optional parts
+(:attr:`Storage.graph_sql`, :attr:`Storage.maintenance`, :attr:`Storage.reembedding`):
+objects that are ``None`` where a backend lacks them, the one way a backend says it
+lacks something. Callers test those, never a backend's class or name, and never
+probe with ``hasattr``.
 """
 
 from __future__ import annotations
@@ -32,13 +34,17 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What a backend offers, as data callers test (never the backend's class or name)."""
+    """How a store behaves, as data callers test (never the backend's class or name).
+
+    What a backend may lack is not a flag here but an optional part of :class:`Storage`
+    (``graph_sql``, ``maintenance``, ``reembedding``), None where it is absent.
+    """
 
     name: str  # "duckdb" | "postgres": for messages and reports only
-    concurrent_writers: bool  # many processes may write at once (else one owner per file)
+    # Many processes may write at once; else one process holds the file and serves the
+    # others (declared before opening by storage.backends.Backend, which opening asks).
+    concurrent_writers: bool
     persistent: bool  # False for :memory:
-    graph: bool = True  # graph tables (Storage.graph_sql is not None)
-    maintenance: bool = False  # doctor / reembed / compact (Storage.maintenance is not None)
 
 
 @dataclass
@@ -463,6 +469,15 @@ class Maintenance(Protocol):
         """Tables vs each other, vs the derived indexes and the graph; repair if asked."""
         ...
 
+    def compact(self) -> dict[str, int]:
+        """Rewrite the store without dead space; return sizes before/after in bytes."""
+        ...
+
+
+class Reembedding(Protocol):
+    """Re-embedding in place, which a backend may offer (``Storage.reembedding``; None
+    where it does not)."""
+
     def reembed(
         self,
         coll: CollectionRecord,
@@ -473,10 +488,6 @@ class Maintenance(Protocol):
     ) -> int:
         """Re-embed every chunk into a side table and switch over atomically; return the
         number of chunks. Searches keep working meanwhile."""
-        ...
-
-    def compact(self) -> dict[str, int]:
-        """Rewrite the store without dead space; return sizes before/after in bytes."""
         ...
 
 
@@ -518,8 +529,16 @@ class Storage(Protocol):
     capabilities: Capabilities
     read_only: bool
     hooks: list[WriteHook]  # called inside every document write/delete/drop transaction
-    graph_sql: GraphSQL | None  # the graph's tables; None where the backend has none
-    maintenance: Maintenance | None  # doctor / reembed / compact; None where not offered
+
+    # Optional parts: None where the backend does not offer them (the one way a backend
+    # declares what it lacks). A caller reads the attribute and handles None, naming the
+    # backend (``capabilities.name``) in its message.
+    graph_sql: GraphSQL | None
+    """The graph's tables (the knowledge graph needs them); None: no graph here."""
+    maintenance: Maintenance | None
+    """doctor / compact; None: the backend offers no housekeeping."""
+    reembedding: Reembedding | None
+    """reembed in place; None: the backend cannot (a copy through another store can)."""
 
     def close(self) -> None:
         """Release the store: save what must persist (e.g. index snapshots), close the

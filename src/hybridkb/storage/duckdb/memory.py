@@ -19,10 +19,11 @@ from ...errors import KBError
 from ...filters import Filter, to_sql
 from ...index.derived import CollectionIndexes, build_indexes, load_snapshot, save_snapshot
 from ..base import ChunkRecord, CollectionRecord
+from ..records import chunk_record
 from .engine import Engine
 from .filter_columns import FilterColumns, field_query
 from .row_cache import ROW_OVERHEAD_BYTES, RowCache
-from .rows import CHUNK_COLUMNS, chunk_record, count, key_list_sql
+from .rows import CHUNK_COLUMNS, count, key_list_sql
 from .schema import table_names
 
 if TYPE_CHECKING:

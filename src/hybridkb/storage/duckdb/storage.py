@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import duckdb
 import numpy as np
 
-from ...errors import CollectionExists, KBError
+from ...errors import KBError
 from ...filters import Filter
 from ...index.derived import drop_snapshot
+from ..backends import DUCKDB
 from ..base import (
     Capabilities,
     ChunkRecord,
@@ -36,10 +37,13 @@ from ..base import (
     Maintenance,
     PutItem,
     Ranked,
+    Reembedding,
     WriteEvent,
     WriteHook,
 )
 from ..boundary import driver_errors
+from ..records import chunk_record, document_record
+from ..shared import StorageDefaults, collection_exists, refuse_repeated_ids
 from .connection import translate
 from .engine import Engine
 from .graph import DuckDBGraphSQL
@@ -51,10 +55,8 @@ from .rows import (
     SQL_ID_LIST,
     arrow_rows,
     bump_generation,
-    chunk_record,
     count,
     delete_rows,
-    document_record,
     document_table,
     existing_documents,
     insert_rows,
@@ -76,7 +78,7 @@ DEFAULT_ROW_CACHE_BYTES = 256 << 20
 
 
 @driver_errors(translate)
-class DuckDBStorage(DuckDBSources):
+class DuckDBStorage(DuckDBSources, StorageDefaults):
     """Storage protocol over one DuckDB file (or ``:memory:``)."""
 
     # Rewrite the file once this share of the live chunks has been deleted or replaced:
@@ -96,17 +98,16 @@ class DuckDBStorage(DuckDBSources):
         self.path = path
         self.read_only = read_only
         self.capabilities = Capabilities(
-            name="duckdb",
-            concurrent_writers=False,
+            name=DUCKDB.name,
+            concurrent_writers=DUCKDB.concurrent_writers,
             persistent=self.engine.persistent,
-            graph=True,
-            maintenance=True,
         )
         self.hooks: list[WriteHook] = self.engine.hooks
         self.derived = Derived(self.engine, row_cache_bytes)
         self.graph_sql: GraphSQL | None = DuckDBGraphSQL()
         self.tools = DuckDBMaintenance(self.engine, self.derived)
         self.maintenance: Maintenance | None = self.tools
+        self.reembedding: Reembedding | None = self.tools
         con = self.engine.con
         if not read_only:
             self.schema_version = migrate(con)
@@ -184,9 +185,7 @@ class DuckDBStorage(DuckDBSources):
                 [workspace, name],
             ).fetchone()
             if exists:
-                raise CollectionExists(
-                    f"collection {name!r} already exists; use it, or drop it first"
-                )
+                raise collection_exists(name)
             (new_id,) = con.execute("SELECT nextval('hybridkb_collection_ids')").fetchone()  # type: ignore[misc]
             con.execute(
                 "INSERT INTO hybridkb_collections"
@@ -257,15 +256,6 @@ class DuckDBStorage(DuckDBSources):
         )
         return [document_record(r) for r in rows]
 
-    def put_document(
-        self,
-        coll: CollectionRecord,
-        doc: DocumentRecord,
-        chunks: Sequence[ChunkRecord],
-        vectors: np.ndarray,
-    ) -> None:
-        self.put_documents(coll, [PutItem(doc, chunks, vectors)])
-
     def put_documents(self, coll: CollectionRecord, items: Sequence[PutItem]) -> None:
         """Replace several documents in ONE transaction (a commit costs ~3 ms here)."""
         if not items:
@@ -273,8 +263,7 @@ class DuckDBStorage(DuckDBSources):
         chunks = [c for item in items for c in item.chunks]
         docs = [item.document for item in items]
         ids = [d.document_id for d in docs]
-        if len(set(ids)) != len(ids):
-            raise ValueError("put_documents: a document id appears twice in one batch")
+        refuse_repeated_ids(ids)
         vectors = (
             np.concatenate(
                 [np.asarray(i.vectors, dtype=np.float32).reshape(-1, coll.dim) for i in items]

@@ -40,9 +40,10 @@ import numpy as np
 
 from ...errors import BackendError
 from ..base import ChunkRecord, CollectionRecord, DocumentRecord, WriteEvent
+from ..records import DOC_COLUMNS
 from .engine import Engine
 from .memory import Derived
-from .rows import DOC_COLUMNS, arrow_rows, bump_generation, delete_rows
+from .rows import arrow_rows, bump_generation, delete_rows
 from .schema import table_names
 
 # Arrow is imported by the functions that build Arrow tables: a process that only
