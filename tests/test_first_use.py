@@ -211,3 +211,30 @@ def test_a_collection_keeps_the_recipe_it_was_made_with_when_the_verdict_comes(
         hits = kb.search("w1 w2 w3 w4", collections=["early", "late"], k=4, mode="vector")
         assert sorted(used) == ["fp32", "int8"]
         assert {h.collection for h in hits if h.text == "w1 w2 w3 w4"} == {"early", "late"}
+    with hybridkb.connect(db, model=tiny, language="en") as kb:
+        kb.reembed("early")  # moves it to the judged recipe, as the README says
+        assert Recipe.from_dict(kb.record("early").recipe).precision == "int8"
+
+
+def test_setup_judges_in_the_foreground_and_says_when_judging_failed(
+    tiny: str, cache: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hybridkb.cli import main
+
+    monkeypatch.setenv("HYBRIDKB_CACHE_DIR", cache)
+    assert main(["setup", "--model", tiny]) == 0
+    out = capsys.readouterr().out
+    assert "top-10 agreement" in out and out.strip().splitlines()[-1].startswith("ready: ")
+    assert judge.background_judges() == []  # judged here, not by a child
+    precision.verdict_path(tiny, cache).unlink()
+
+    def broken(model: str, cache_dir: object) -> list[precision.Trial]:
+        raise RuntimeError("quantiser exploded")
+
+    monkeypatch.setattr(precision, "measure", broken)
+    assert judge.run(tiny, cache) == 1
+    forget_loaded()
+    assert main(["setup", "--model", tiny]) == 0
+    out = capsys.readouterr().out
+    assert "int8 not judged (RuntimeError: quantiser exploded)" in out
+    assert "--remeasure" in out and out.strip().endswith("onnx fp32")
