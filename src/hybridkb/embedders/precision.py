@@ -218,6 +218,7 @@ def choose_int8(
     with export_lock(path.parent, JUDGE_LOCK):
         if not remeasure and path.exists():  # another process measured while we waited
             return _read_verdict(path)
+        wall, cpu = time.perf_counter(), time.process_time()
         try:
             with preparing(model_id, 1) as step:  # the exports inside add their steps
                 trials = measure(model_id, cache_dir)
@@ -231,6 +232,10 @@ def choose_int8(
             "trials": [t.to_dict() for t in trials],
             "chosen": chosen.recipe.to_dict() if chosen else None,
             "rule": f"speedup >= {MIN_SPEEDUP} and top-{TOP} agreement >= {MIN_AGREEMENT}",
+            # What judging cost (quantising included), for bench/mcp_start.py and the curious.
+            "took_s": round(time.perf_counter() - wall, 1),
+            "took_cpu_s": round(time.process_time() - cpu, 1),
+            "load": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
         }
         _write_record(path, record)
     return chosen.recipe if chosen else None
