@@ -238,3 +238,20 @@ def test_setup_judges_in_the_foreground_and_says_when_judging_failed(
     out = capsys.readouterr().out
     assert "int8 not judged (RuntimeError: quantiser exploded)" in out
     assert "--remeasure" in out and out.strip().endswith("onnx fp32")
+
+
+def test_a_warm_up_loads_the_recipes_the_collections_search_with(
+    tiny: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = str(tmp_path / "kb-cache")
+    monkeypatch.setenv("HYBRIDKB_CACHE_DIR", cache)
+    db = tmp_path / "kb.duckdb"
+    with hybridkb.connect(db, model=tiny, language="en") as kb:
+        kb.warm_up()  # nothing made yet: the model a new collection gets
+        kb.create_collection("early").add_texts(["w1 w2 w3"])
+        only_judge().wait(HANG_GUARD)
+    write_verdict(tiny, cache, DEFAULT_INT8.to_dict())
+    forget_loaded()
+    with hybridkb.connect(db, model=tiny, language="en") as kb:
+        kb.warm_up()  # a later start: the float32 its collection is searched with, only
+        assert [recipe_of(e).precision for e in embedders._CACHE.values()] == ["fp32"]
