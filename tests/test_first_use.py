@@ -14,11 +14,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from mcp_client import StdioClient, readme_configs, spawn_command, spawn_env
 from test_onnx_build import make_folder, tiny_config
 
 import hybridkb
 from hybridkb import embedders
 from hybridkb.embedders import Recipe, get_embedder, judge, precision, recipe_of
+from hybridkb.embedders.onnx import OnnxEmbedder
 from hybridkb.embedders.onnx_export import DEFAULT_INT8, export_lock
 from hybridkb.embedders.onnx_model import atomic_write
 
@@ -255,3 +257,44 @@ def test_a_warm_up_loads_the_recipes_the_collections_search_with(
     with hybridkb.connect(db, model=tiny, language="en") as kb:
         kb.warm_up()  # a later start: the float32 its collection is searched with, only
         assert [recipe_of(e).precision for e in embedders._CACHE.values()] == ["fp32"]
+
+
+@pytest.mark.model
+def test_an_mcp_first_launch_answers_while_int8_is_judged_and_the_judge_outlives_it(
+    tmp_path: Path, real_model_name: str
+) -> None:
+    """Spawned as Claude Desktop does (mcp_client), on a cache holding only the float32
+    graph, with the export lock held so the judge cannot quantise: the first model calls
+    are answered; the verdict comes after the server has exited."""
+    home = tmp_path / "home"
+    (home / "Documents").mkdir(parents=True)
+    (home / "Documents" / "leave.md").write_text("Staff get 25 days of annual leave.\n")
+    cache = str(home / ".cache" / "hybridkb")  # where the server's default cache is
+    OnnxEmbedder(real_model_name, cache_dir=cache)  # the float32 graph, as a first use makes
+    config = next(c for c in readme_configs() if c.client == "Claude Desktop" and c.form == "venv")
+    with export_lock(export_folder(real_model_name, cache)):
+        client = StdioClient(
+            spawn_command(config, home),
+            spawn_env(config, home, extra={"HYBRIDKB_LANGUAGE": "en"}),
+            cwd="/",
+            stderr_path=tmp_path / "server.stderr",
+        )
+        try:
+            client.handshake()
+            error, text = client.call(
+                "create_kb_collection", collection_name="HR", documents=str(home / "Documents")
+            )
+            assert not error, text
+            error, text = client.call("search_kb", query="how many days of annual leave")
+            assert not error and "25 days of annual leave" in text, text
+            assert not precision.verdict_ready(real_model_name, cache)
+            assert judge.judging(real_model_name, cache)
+        finally:
+            assert client.close() == 0, client.stderr_tail()
+        assert judge.judging(real_model_name, cache)  # the server is gone, its judge is not
+    deadline = time.monotonic() + 600
+    while not precision.verdict_ready(real_model_name, cache):
+        assert time.monotonic() < deadline, "no verdict from the background judge"
+        time.sleep(0.5)
+    record = precision.read_record(real_model_name, cache)
+    assert record is not None and not record.get("error")
