@@ -6,6 +6,7 @@ models written by the test (test_onnx_build's), real processes, real lock files.
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import time
@@ -170,6 +171,10 @@ def test_a_loaded_float32_stand_in_gives_way_once_the_verdict_is_in(tiny: str, c
 def test_a_failed_judge_records_float32_and_why(
     tiny: str, cache: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    get_embedder(tiny, cache_dir=cache)  # the float32 graph the judge starts from
+    only_judge().wait(HANG_GUARD)
+    precision.verdict_path(tiny, cache).unlink()
+
     def broken(model: str, cache_dir: object) -> list[precision.Trial]:
         raise RuntimeError("quantiser exploded")
 
@@ -179,6 +184,22 @@ def test_a_failed_judge_records_float32_and_why(
     assert record is not None and record["chosen"] is None
     assert "quantiser exploded" in record["error"]
     assert precision.choose_int8(tiny, cache) is None  # read, not measured again
+
+
+def test_a_judge_whose_cache_was_cleared_under_it_records_nothing(
+    tiny: str, cache: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    get_embedder(tiny, cache_dir=cache)
+    only_judge().wait(HANG_GUARD)
+    precision.verdict_path(tiny, cache).unlink()
+
+    def cleared(model: str, cache_dir: object) -> list[precision.Trial]:
+        shutil.rmtree(cache)  # `hybridkb cache clear` while judging
+        raise FileNotFoundError("model-serve-int8.onnx")
+
+    monkeypatch.setattr(precision, "measure", cleared)
+    assert judge.run(tiny, cache) == 1
+    assert not precision.verdict_ready(tiny, cache)  # so the next use judges afresh
 
 
 def test_a_collection_keeps_the_recipe_it_was_made_with_when_the_verdict_comes(

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..machine import cpu_flags, cpu_model, cpu_signature
 from .onnx_export import DEFAULT_INT8, REDUCED_INT8, Int8Recipe, export_lock
-from .onnx_model import atomic_write, export_dir, model_folder, read_spec
+from .onnx_model import SERVE_FILE, atomic_write, export_dir, model_folder, read_spec
 from .progress import preparing
 
 MIN_SPEEDUP = 1.2  # int8 loses a little accuracy; below this it is not worth it
@@ -224,7 +224,9 @@ def choose_int8(
                 trials = measure(model_id, cache_dir)
                 step("int8 judged")
         except Exception as exc:
-            _write_record(path, {"trials": [], "chosen": None, "error": _one_line(exc)})
+            # Not when the cache was cleared under it: the next use judges afresh then.
+            if (path.parent / SERVE_FILE).exists():
+                _write_record(path, {"trials": [], "chosen": None, "error": _one_line(exc)})
             raise
         accepted = [t for t in trials if t.accepted]
         chosen = max(accepted, key=lambda t: t.speedup) if accepted else None
