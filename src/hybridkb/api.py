@@ -758,8 +758,8 @@ class KnowledgeBaseAPI(Protocol):
         ...
 
     def warm_up(self) -> None:
-        """Load the default model now rather than in the first call (a client of an
-        owner has nothing to load)."""
+        """Load the collections' models (or, with none, the default one) now rather
+        than in the first call (a client of an owner has nothing to load)."""
         ...
 
     def create_collection(

@@ -253,8 +253,17 @@ class KnowledgeBase:
         return checked_embedder(self.embedder, coll)
 
     def warm_up(self) -> None:
-        """Load ``HYBRIDKB_MODEL`` now; see :meth:`hybridkb.api.KnowledgeBaseAPI.warm_up`."""
-        self.embedder(self.settings.model)
+        """Load now, rather than inside the first call that needs them, the models the
+        collections are searched with (each with its own recipe: one made while int8 was
+        being judged stays float32), or the default model when there is no collection."""
+        records = self.storage.list_collections(self.workspace)
+        for record in records:
+            try:
+                self.embedder_for(record)
+            except KBError:
+                pass  # the call that needs it reports it
+        if not records:
+            self.embedder(self.settings.model)
 
     def embedding_cache(self) -> EmbeddingCache | None:
         """The on-disk embedding cache, opened on first use; see
