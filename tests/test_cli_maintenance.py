@@ -49,3 +49,14 @@ def test_unknown_collection_is_one_line(db: str, capsys: pytest.CaptureFixture[s
     assert main(["--db", db, "reembed", "Nope"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Notes" in err
+
+
+def test_a_copy_to_a_missing_folder_names_to(
+    db: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    dest = tmp_path / "no such folder" / "copy.duckdb"
+    assert main(["--db", db, "copy", "--to", str(dest)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "fix the path in --to" in err and "--db" not in err
+    assert not dest.parent.exists()

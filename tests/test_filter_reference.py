@@ -117,7 +117,10 @@ def test_cli_add_metadata_shadowing_a_builtin_field_is_refused(
     _, err = capsys.readouterr()
     assert code == 2 and err.count("\n") == 1
     assert "'page' is a built-in field" in err and "'doc_page'" in err
-    assert main(["--db", db, "add", "Tax", str(notes), "--metadata", '{"doc_page": 5}']) == 0
+    with hybridkb.connect(db, model="fake") as kb:  # refused before anything was created
+        assert kb.collection_names() == []
+    add = ["--db", db, "add", "Tax", str(notes), "--create", "--metadata", '{"doc_page": 5}']
+    assert main(add) == 0
     capsys.readouterr()
     assert (
         main(["--db", db, "search", "Tax", "laptops", "--where", '{"doc_page": 5}', "--json"]) == 0

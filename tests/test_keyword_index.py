@@ -65,9 +65,9 @@ def build(docs: Mapping[int, Sequence[str]], **kwargs: float) -> KeywordIndex:
 
 @pytest.fixture
 def tiny_thresholds(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Merge, compact and slice bulk adds after a handful of postings, so small tests reach them."""
+    """Merge, drop tombstones and slice bulk adds after a handful of postings, so small tests reach them."""
     monkeypatch.setattr(postings, "MERGE_MIN", 8)
-    monkeypatch.setattr(postings, "COMPACT_MIN", 3)
+    monkeypatch.setattr(postings, "TOMBSTONE_DROP_MIN", 3)
     monkeypatch.setattr(postings, "CHUNK_TERMS", 16)
 
 
@@ -353,7 +353,7 @@ def test_incremental_adds_score_exactly_like_a_fresh_build(
 ) -> None:
     if small:
         monkeypatch.setattr(postings, "MERGE_MIN", 64)
-        monkeypatch.setattr(postings, "COMPACT_MIN", 16)
+        monkeypatch.setattr(postings, "TOMBSTONE_DROP_MIN", 16)
     rng = random.Random(11)
     vocab = [f"w{i}" for i in range(200)]
     docs = random_corpus(rng, 1_500, vocab)
@@ -362,7 +362,7 @@ def test_incremental_adds_score_exactly_like_a_fresh_build(
     grown.add(keys[:1_000], [docs[k] for k in keys[:1_000]])
     for i in range(1_000, len(keys), 10):
         grown.add(keys[i : i + 10], [docs[k] for k in keys[i : i + 10]])
-    # Churn: remove and re-add a slice, so tombstones and compaction are involved too.
+    # Churn: remove and re-add a slice, so tombstones and dropping them are involved too.
     churn = keys[:300]
     grown.remove(churn)
     grown.add(churn, [docs[k] for k in churn])
@@ -564,7 +564,7 @@ def test_any_write_sequence_behaves_like_a_dict_of_documents(
 ) -> None:
     if small:
         monkeypatch.setattr(postings, "MERGE_MIN", 8)
-        monkeypatch.setattr(postings, "COMPACT_MIN", 3)
+        monkeypatch.setattr(postings, "TOMBSTONE_DROP_MIN", 3)
         monkeypatch.setattr(postings, "CHUNK_TERMS", 10)
     run_state_machine_as_test(
         IndexMachine, settings=settings(max_examples=40, stateful_step_count=25, deadline=None)

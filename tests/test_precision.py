@@ -132,11 +132,16 @@ def test_auto_embeds_with_onnx_and_the_collection_records_what_was_measured(
     tmp_path: Path, real_model_name: str
 ) -> None:
     with hybridkb.connect(tmp_path / "kb.duckdb", model=real_model_name) as kb:
+        cache = str(kb.settings.cache_dir)
+        judged = precision.verdict_ready(real_model_name, cache)
         coll = kb.create_collection("papers")
         recipe = Recipe.from_dict(kb.record("papers").recipe)
         assert recipe.backend == "onnx"
-        chosen = precision.choose_int8(real_model_name, str(kb.settings.cache_dir))
-        assert recipe.precision == ("int8" if chosen else "fp32")
+        chosen = precision.choose_int8(real_model_name, cache)  # waits for a judge at work
+        # Made before the verdict, a collection is float32; after it, as judged.
+        assert recipe.precision == ("int8" if judged and chosen else "fp32")
+        kb.create_collection("later")
+        assert kb.record("later").recipe["precision"] == ("int8" if chosen else "fp32")
         coll.add_texts(["Depreciation spreads an asset's cost over its life."])
         hit = coll.search("how do assets lose value", k=1)[0]
         assert "Depreciation" in hit.text

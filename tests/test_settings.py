@@ -104,7 +104,7 @@ def test_unknown_names_are_ignored(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     write_env(tmp_path, "HYBRIDKB_ALSO_UNKNOWN=2\nDB=not-prefixed.duckdb\nOTHER=1\n")
     s = load_settings()
     assert s.db == default_db()
-    assert "not_a_setting" not in s.model_dump()
+    assert "not_a_setting" not in s.as_dict()
 
 
 def test_blank_optional_values_are_none_and_valueless_lines_are_unset(
@@ -193,13 +193,13 @@ def test_with_overrides_keeps_the_rest_and_validates(monkeypatch: pytest.MonkeyP
 
 def test_public_shape() -> None:
     assert hybridkb.Settings is Settings
-    assert Settings.model_fields["db"].description
-    assert Settings.model_fields["chunk_size"].default == 1000
+    assert Settings.options["db"].description
+    assert Settings.options["chunk_size"].default == 1000
     s = Settings(model="fake")
-    dumped = s.model_dump()
+    dumped = s.as_dict()
     assert dumped["model"] == "fake"
-    assert set(dumped) == set(Settings.model_fields)
-    assert Settings.model_validate(dumped) == s
+    assert set(dumped) == set(Settings.options)
+    assert Settings.from_mapping(dumped) == s
 
 
 # -- how values are read: every coercion rule and every refusal ------------------------
@@ -438,14 +438,14 @@ def test_settings_made_directly_raise_config_errors_too(monkeypatch: pytest.Monk
     assert with_overrides(Settings(), reranker=None).reranker is None  # None: no override
     assert Settings(reranker=None).reranker is None
     with pytest.raises(ConfigError, match=rf"^HYBRIDKB_WORKSPACE: .+{ARG_FIX}"):
-        Settings.model_validate({**Settings().model_dump(), "workspace": None})
+        Settings.from_mapping({**Settings().as_dict(), "workspace": None})
 
 
-def test_model_validate_fills_the_rest_from_the_environment(
+def test_from_mapping_fills_the_rest_from_the_environment(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("HYBRIDKB_DB", "env.duckdb")
-    s = Settings.model_validate({"workspace": "w", "not_a_field": 1})
+    s = Settings.from_mapping({"workspace": "w", "not_a_field": 1})
     assert (s.workspace, s.db) == ("w", "env.duckdb")
 
 
@@ -464,7 +464,7 @@ def test_environment_values_are_the_known_names_as_text(
 
 def test_dump_is_a_copy_and_equality_is_by_value() -> None:
     s = Settings(model="fake")
-    dumped = s.model_dump()
+    dumped = s.as_dict()
     dumped["allowed_paths"].append(Path("/elsewhere"))
     assert s.allowed_paths == [Path.cwd().resolve()]
     assert s == Settings(model="fake") and s != Settings(model="other")
@@ -476,7 +476,7 @@ def test_dump_is_a_copy_and_equality_is_by_value() -> None:
 
 def test_every_field_is_described_with_its_default() -> None:
     plain = Settings()
-    for name, info in Settings.model_fields.items():
+    for name, info in Settings.options.items():
         assert info.description is None or isinstance(info.description, str)
         if name == "db":  # made per call: the per-user data folder
             assert plain.db == info.initial() == default_db()

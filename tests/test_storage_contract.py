@@ -574,13 +574,21 @@ class StorageContract:
 
     # -- the rest of the declared protocol ------------------------------------------
 
-    def test_capabilities_match_the_optional_parts(self, empty_kb: hybridkb.KnowledgeBase) -> None:
+    def test_capabilities_match_the_declarations(
+        self, db_url: str, empty_kb: hybridkb.KnowledgeBase
+    ) -> None:
+        from hybridkb.storage.backends import backend_for
+
         storage = empty_kb.storage
         caps = storage.capabilities
-        assert (storage.graph_sql is not None) == caps.graph
-        assert (storage.maintenance is not None) == caps.maintenance
+        # What opening decided from (who serves) is what the open store reports.
+        declared = backend_for(db_url)
+        assert (caps.name, caps.concurrent_writers) == (declared.name, declared.concurrent_writers)
+        # Both built-in backends offer these optional parts (None would say one is absent);
+        # re-embedding in place is DuckDB's alone (PostgreSQL says how to copy instead).
+        assert storage.graph_sql is not None and storage.maintenance is not None
+        assert (storage.reembedding is not None) == (caps.name == "duckdb")
         assert storage.read_only is False
-        assert caps.name in ("duckdb", "postgres")
 
     def test_prepare_loads_ahead_and_changes_no_answer(
         self, empty_kb: hybridkb.KnowledgeBase
@@ -714,7 +722,7 @@ class TestClientContract(StorageContract):
     not_here: ClassVar[dict[str, str]] = {
         name: _STORAGE_LEVEL
         for name in (
-            "test_capabilities_match_the_optional_parts",
+            "test_capabilities_match_the_declarations",
             "test_export_gives_back_every_row_and_vector",
             "test_export_tables_have_the_declared_schemas",
             "test_failed_write_leaves_nothing",

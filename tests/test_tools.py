@@ -596,7 +596,7 @@ def test_render_hits_budget_invariants(
     assert [h.split("]")[0] for h in heads] == [f"[{i}" for i in range(1, out.shown + 1)]
     assert all(h.startswith(f"[{i}] C | ") for i, h in enumerate(heads, 1))
     assert out.text.splitlines()[-1].startswith("[cut") == out.cut
-    if sum(len(render.compact(t)) for t in texts) + 300 * len(texts) < budget * 4 - 800:
+    if sum(len(render.fold_whitespace(t)) for t in texts) + 300 * len(texts) < budget * 4 - 800:
         assert not out.cut
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -10,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import hybridkb
 from hybridkb.index import recall as recall_module
 from hybridkb.index import vector as vector_module
 from hybridkb.index.vector import VectorIndex
@@ -359,7 +361,7 @@ def test_random_adds_and_removes_match_a_model(seed: int) -> None:
 
 
 def test_int8_scan_without_simd_kernels_gives_same_results(monkeypatch: pytest.MonkeyPatch) -> None:
-    import hybridkb.index.compact as module
+    import hybridkb.index.quantized as module
 
     index, _, _ = filled(500, quantization="i8")
     query = unit_rows(1, seed=21)[0]
@@ -597,7 +599,7 @@ def test_directions_point_where_the_stored_vectors_do(
 
 def test_loading_the_index_first_leaves_pyarrow_timestamps_working() -> None:
     """usearch loaded before pyarrow made pyarrow segfault on time-zoned timestamps (as
-    export_tables() returns them); vector.py loads pyarrow first. In a fresh process,
+    export_tables() returns them); hnsw.py loads duckdb first. In a fresh process,
     since the order of imports is the point. pyarrow is no dependency of ours any more,
     but it may share a process with us (pandas users)."""
     pytest.importorskip("pyarrow")
@@ -632,7 +634,7 @@ def test_graph_hits_score_the_cosines_of_the_rows_the_flat_layout_scans(
 
 
 def test_graph_copies_have_one_norm_and_rank_as_the_rows_do() -> None:
-    from hybridkb.index.compact import encode, graph_rows, graph_scale, inverse_norms
+    from hybridkb.index.quantized import encode, graph_rows, graph_scale, inverse_norms
 
     vectors = unit_rows(2000, seed=91)
     enc = encode(vectors, "i8")
@@ -709,3 +711,31 @@ def test_the_index_works_beside_usearch_imported_the_usual_way() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout.strip()) == (0, "3"), done.stderr[-2000:]
+
+
+def test_the_hnsw_module_alone_loads_usearch_after_libstdcxx() -> None:
+    """index/hnsw.py is the one door to usearch: imported first and alone, it still
+    loads a library that loads the system libstdc++ before usearch's extension (else a
+    later ``import onnxruntime`` dies with SIGSEGV, see test_cold_path)."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import hybridkb.index.hnsw, onnxruntime"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_only_the_hnsw_module_touches_usearch() -> None:
+    """usearch is loaded past its package (no downloader, and after duckdb): every other
+    module goes through index/hnsw.py, so those rules live in one place."""
+    src = Path(hybridkb.__file__).parent
+    hnsw = src / "index" / "hnsw.py"
+    touching = [
+        str(path.relative_to(src))
+        for path in sorted(src.rglob("*.py"))
+        if path != hnsw
+        and re.search(r"^\s*(import|from)\s+usearch|[\"']usearch\.", path.read_text(), re.M)
+    ]
+    assert touching == []

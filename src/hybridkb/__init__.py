@@ -1,14 +1,16 @@
 """hybridkb: a local-first hybrid (BM25 + vector) knowledge base for LLM agents and people.
 
-The public names below are imported on first use (PEP 562), not by ``import hybridkb``:
-a submodule (``hybridkb.cli``, ``hybridkb.errors``, ...) then loads only what it needs,
-and the command line can set up its process before numpy starts (``cli.py`` says why).
+The public names below are imported on first use (PEP 562, through
+:func:`hybridkb.lazy.lazy_names`), not by ``import hybridkb``: a submodule
+(``hybridkb.cli``, ``hybridkb.errors``, ...) then loads only what it needs, and the
+command line can set up its process before numpy starts (``cli.py`` says why).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .lazy import lazy_names
 
 if TYPE_CHECKING:
     from .api import CollectionAPI, GraphAPI, KnowledgeBaseAPI
@@ -111,14 +113,5 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *EXPORTS})
+__getattr__, __dir__ = lazy_names(__name__, EXPORTS)
+del lazy_names  # the helper is no public name of the package

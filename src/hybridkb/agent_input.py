@@ -102,6 +102,7 @@ class DocumentsInput:
 
     @property
     def empty(self) -> bool:
+        """True when the argument held nothing to add (no path, record or note)."""
         return not self.paths and not self.records and self.note is None
 
 

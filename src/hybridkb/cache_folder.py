@@ -20,6 +20,9 @@ __all__ = ["ENTRIES", "clear_cache", "describe_cache"]
 
 @dataclass(frozen=True, slots=True)
 class Entry:
+    """One file or folder the cache folder may hold, and what it holds (``hybridkb cache`` prints
+    it)."""
+
     name: str  # file or folder in the cache folder
     holds: str  # what it is, for people
 

@@ -35,8 +35,8 @@ from .cli_common import (
 )
 from .cli_maintenance import cache, compact, copy_command, doctor, reembed, setup
 from .cli_postgres import postgres
-from .cli_sync import sources, sync, watch
-from .errors import KBError
+from .cli_sync import sources, sync, watch, watch_in_background
+from .errors import KBError, attempt_import
 from .filters import filter_reference
 from .lifecycle import Stopped, stop_on_signals
 from .locations import check_db_folder, shown_db
@@ -63,9 +63,11 @@ class LazyGroup(click.Group):
         self.lazy = dict(lazy or {})
 
     def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every command name, the lazy ones included, without importing them (for ``--help``)."""
         return sorted({*super().list_commands(ctx), *self.lazy})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The command ``cmd_name``, importing a lazy one's module on first use."""
         if cmd_name in self.lazy and cmd_name not in self.commands:
             module, _, attribute = self.lazy[cmd_name].partition(":")
             command = getattr(importlib.import_module(module), attribute)
@@ -265,7 +267,10 @@ def add(
     Unchanged files are skipped. A file that cannot be read is reported and the
     others are still added; the exit code is then 1.
     """
-    meta = parse_json_object(metadata, "--metadata")
+    from .ingest import checked_file_metadata
+
+    # Checked before the collection is created: a refused add leaves nothing behind.
+    meta = checked_file_metadata(parse_json_object(metadata, "--metadata")) or None
     kb = state.kb()
     coll = kb.collection(name, create=create_missing)
     report = coll.add(list(paths), metadata=meta)
@@ -344,6 +349,8 @@ def search(
     rerank: bool | None,
     as_json: bool,
 ) -> int:
+    """``hybridkb search``: print the hits (``--json``: hits and filter warnings); exit 0, also
+    with no hits."""
     kb = state.kb(write=False)
     collections = None if name == "*" else [name]
     if (mode or kb.settings.default_mode) != "keyword":
@@ -513,8 +520,6 @@ def mcp(
     settings = state.settings()  # ConfigError now if a value is bad
     check_db_folder(settings.db)  # a typo in the host's config: one line, before serving
     if http_port is not None:
-        from .errors import attempt_import
-
         attempt_import("mcp", "mcp")
         from .mcp_http import read_token
 
@@ -528,8 +533,6 @@ def mcp(
 
     open_kb: Callable[[], KnowledgeBaseAPI] = server_kb
     if watch_files:
-        from .cli_sync import watch_in_background
-
         open_kb = watch_in_background(server_kb)
     # SIGTERM (how MCP hosts stop servers) and SIGHUP unwind like Ctrl-C: calls in
     # progress finish, the knowledge base closes (DuckDB checkpoints, the owner's

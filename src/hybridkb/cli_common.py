@@ -49,10 +49,14 @@ class Refused(KBError):
 
 
 def exit_code(exc: KBError) -> int:
+    """The exit code for a KBError: ``EXIT_USAGE`` for what the caller typed wrong (bad
+    argument, filter, or a refused confirmation), ``EXIT_ERROR`` for everything else."""
     return EXIT_USAGE if isinstance(exc, (ConfigError, InvalidFilter, Refused)) else EXIT_ERROR
 
 
 def one_line(text: str) -> str:
+    """``text`` on one line (newlines and the spaces around them become one space): every
+    CLI message is one line."""
     return re.sub(r"\s*\n\s*", " ", text).strip()
 
 
@@ -91,6 +95,8 @@ class State:
         return load_settings(db=self.db, workspace=self.workspace)
 
     def kb(self, *, write: bool = True) -> KnowledgeBaseAPI:
+        """The knowledge base, opened on first use; ``write=False`` opens an existing DuckDB
+        file read-only, so several readers may run at once."""
         if self._kb is None:
             from .opening import connect
 
@@ -108,6 +114,7 @@ class State:
         return self._kb
 
     def close(self) -> None:
+        """Close the knowledge base if a command opened it (safe to call twice)."""
         if self._kb is not None:
             self._kb.close()
             self._kb = None
@@ -129,14 +136,21 @@ pass_state = click.make_pass_decorator(State)
 
 
 def emit_json(data: Any) -> None:
+    """Print ``data`` as JSON (records and dataclasses converted; see ``frontend.to_json``)."""
     click.echo(to_json(data))
 
 
 def json_option(fn: F) -> F:
+    """The ``--json`` flag of a command (passed as ``as_json``)."""
     return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")(fn)
 
 
 def parse_json_object(value: str | None, what: str) -> dict[str, Any] | None:
+    """A JSON object given on the command line as ``what``; None when not given.
+
+    Raises:
+        ConfigError: Not JSON, too long, or not an object.
+    """
     if value is None:
         return None
     data = parse_json(value, what=what, max_chars=MAX_DOCUMENTS_CHARS)

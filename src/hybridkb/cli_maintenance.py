@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from .cli_common import EPILOG, EXIT_ERROR, EXIT_OK, State, emit_json, json_option, pass_state
+from .render import human_size
 
 
 @click.command(epilog=EPILOG, short_help="Check integrity (and repair with --repair).")
@@ -94,7 +95,9 @@ def copy_command(state: State, dest: str, as_json: bool) -> int:
       hybridkb --db kb.duckdb copy --to postgresql://user@host/kb
     """
     from .copy import copy_to
+    from .locations import check_db_folder
 
+    check_db_folder(dest, named_by="--to")  # before the source is opened
     # Opened as any reader would: a file another process holds is copied by that process.
     report = copy_to(state.kb(write=False), dest, workspace=state.workspace)
     if as_json:
@@ -122,8 +125,11 @@ def setup(model: str | None, remeasure: bool, as_json: bool) -> int:
     """Build the model's ONNX Runtime graph and measure, on this CPU, whether int8 is
     faster and top-10-equivalent to float32 (what HYBRIDKB_EMBEDDING_BACKEND=auto then
     uses). BERT-family models are built from their own files without torch; others need
-    the sentence-transformers extra once. Nothing is opened or written but the cache folder."""
+    the sentence-transformers extra once. Nothing is opened or written but the cache folder.
+    Without it, a first use serves float32 at once and judges int8 in the background;
+    this does it now, and waits for a judgement already under way."""
     from .embedders import get_embedder, recipe_of
+    from .embedders.judge import judging
     from .embedders.precision import choose_int8, read_record
     from .machine import describe
     from .settings import load_settings
@@ -133,6 +139,8 @@ def setup(model: str | None, remeasure: bool, as_json: bool) -> int:
     cache = str(settings.cache_dir)
     backend = settings.embedding_backend
     if backend == "auto" and not model_id.startswith("fake"):
+        if not as_json and judging(model_id, cache):
+            click.echo("int8 is being judged in the background; waiting for its verdict")
         choose_int8(model_id, cache, remeasure=remeasure)
     embedder = get_embedder(model_id, device=settings.device, backend=backend, cache_dir=cache)
     recipe = recipe_of(embedder)
@@ -143,6 +151,7 @@ def setup(model: str | None, remeasure: bool, as_json: bool) -> int:
         "recipe": recipe.to_dict(),
         "cpu": describe(),
         "measured": record.get("trials") if record else None,
+        "judge_error": record.get("error") if record else None,
     }
     if as_json:
         emit_json(result)
@@ -153,6 +162,11 @@ def setup(model: str | None, remeasure: bool, as_json: bool) -> int:
         click.echo(
             f"int8 {trial['key']}: {trial['speedup']}x float32 speed, top-10 agreement "
             f"{trial['agreement']}: {verdict}"
+        )
+    if result["judge_error"]:
+        click.echo(
+            f"int8 not judged ({result['judge_error']}): float32 serves; "
+            "`hybridkb setup --remeasure` tries again"
         )
     click.echo(f"ready: {embedder.model_id} on {recipe.backend} {recipe.precision}")
     return EXIT_OK
@@ -178,7 +192,6 @@ def cache(ctx: click.Context) -> int:
 def cache_info(as_json: bool = False) -> int:
     """Where the cache folder is, what each entry holds, and its size."""
     from .cache_folder import describe_cache
-    from .render import human_size
     from .settings import load_settings
 
     settings = load_settings()
@@ -205,7 +218,6 @@ def cache_clear(as_json: bool) -> int:
     from the cache folder (only those: other files there are left alone). The next use
     prepares the model again (about a minute)."""
     from .cache_folder import clear_cache
-    from .render import human_size
     from .settings import load_settings
 
     report = clear_cache(load_settings().cache_dir)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -18,6 +20,7 @@ from .cli_common import (
     one_line,
     pass_state,
 )
+from .errors import attempt_import
 
 if TYPE_CHECKING:
     from .api import KnowledgeBaseAPI
@@ -33,6 +36,8 @@ def collections_named(kb: KnowledgeBaseAPI, names: tuple[str, ...]) -> list[str]
 
 
 def echo_sync_report(report: SyncReport) -> None:
+    """Print a sync report: one line per changed, failed or skipped file, then the counts
+    (``would be`` in a dry run)."""
     c = report.counts()
     prefix = "would be " if report.dry_run else ""
     for status, files in (("added", report.added), ("updated", report.updated)):
@@ -155,9 +160,6 @@ def watch(
     While it runs it holds the knowledge base and serves it to other processes, so a
     search from a terminal or an assistant sees each change once it is applied.
     """
-    import signal
-
-    from .errors import attempt_import
     from .watch import WatchOptions
 
     attempt_import("watchfiles", "watch")  # before the knowledge base is opened
@@ -181,9 +183,6 @@ def watch_in_background(open_kb: Callable[[], KnowledgeBaseAPI]) -> Callable[[],
     """``open_kb`` that also starts a watcher of every collection on the knowledge base
     it opens (once), in a thread; closing the knowledge base stops and joins it first.
     For ``hybridkb mcp --watch``: the server holds the file, so its clients see changes."""
-    import threading
-
-    from .errors import attempt_import
     from .watch import Watcher
 
     attempt_import("watchfiles", "watch")

@@ -25,17 +25,15 @@ import numpy as np
 from .errors import BackendError, CollectionExists, ConfigError, KBError
 from .storage import open_storage, redact_url
 from .storage.base import (
-    ChunkRecord,
     CollectionRecord,
     Connection,
     EdgeRow,
     GraphSQL,
     NodeRow,
     Storage,
-    chunk_key,
     load_props,
-    make_chunk_id,
 )
+from .storage.records import rekeyed_chunk
 from .storage.urls import is_postgres_url
 
 if TYPE_CHECKING:
@@ -187,27 +185,14 @@ def _copy_collection(
         for doc, chunks, vectors in src.export_documents(coll):
             moved = []
             for c in chunks:
-                new_id = make_chunk_id(new.id, doc.document_id, doc.content_hash, c.chunk_index)
-                chunk_ids[c.chunk_id] = new_id
-                moved.append(
-                    ChunkRecord(
-                        key=chunk_key(new_id),
-                        chunk_id=new_id,
-                        document_id=c.document_id,
-                        chunk_index=c.chunk_index,
-                        text=c.text,
-                        page=c.page,
-                        section=c.section,
-                        char_start=c.char_start,
-                        char_end=c.char_end,
-                        content_hash=c.content_hash,
-                        language=c.language,
-                        terms=list(c.terms),
-                        metadata=dict(c.metadata),
-                        filename=c.filename,
-                        path=c.path,
-                    )
+                copied = rekeyed_chunk(
+                    c,
+                    collection_id=new.id,
+                    document_id=doc.document_id,
+                    content_hash=doc.content_hash,
                 )
+                chunk_ids[c.chunk_id] = copied.chunk_id
+                moved.append(copied)
             dst.put_document(new, doc, moved, np.asarray(vectors, dtype=np.float32))
             done += 1
             if progress is not None:
@@ -251,8 +236,8 @@ class _GraphCopy:
 
     @classmethod
     def open(cls, src: Storage, dst: Storage) -> _GraphCopy | None:
-        src_sql = src.graph_sql if src.capabilities.graph else None
-        dst_sql = dst.graph_sql if dst.capabilities.graph else None
+        src_sql = src.graph_sql
+        dst_sql = dst.graph_sql
         if src_sql is None or dst_sql is None:
             return None
         if not src.transaction(src_sql.has_schema):

@@ -66,6 +66,7 @@ def write_files(folder: Path) -> list[Path]:
 
 
 def print_hits(query: str, hits: list[hybridkb.Hit]) -> None:
+    """Print each hit on two lines: rank, score, collection, citation, then a text snippet."""
     print(f'\n? "{query}"')
     for hit in hits:
         where = f"p.{hit.page}" if hit.page else (f"§ {hit.section}" if hit.section else "")
@@ -77,6 +78,8 @@ def print_hits(query: str, hits: list[hybridkb.Hit]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the demo: write sample files beside ``--db``, add them to two collections, and
+    print a hybrid, a keyword, a cross-collection and a filtered search; returns 0."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--db", default="demo.duckdb", help="DuckDB file to use (default: demo.duckdb)"

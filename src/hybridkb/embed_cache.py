@@ -26,6 +26,7 @@ from .embedders import Embedder, cache_key, validate_vectors
 
 
 def text_hash(text: str) -> bytes:
+    """The cache key of a text: a 16-byte BLAKE2b digest of its UTF-8 bytes."""
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
@@ -35,6 +36,13 @@ TRIM_TO = 0.9  # a trim leaves this share of the bound, so the next writes need 
 
 class EmbeddingCache:
     # Seconds to wait for another writer of the cache file before giving up on caching.
+    """Vectors of texts already embedded, by (model id, text hash), in one SQLite file.
+
+    Shared by every process of the user (SQLite's locking), bounded to ``max_bytes`` by
+    trimming the oldest entries. Best effort by design: a busy or damaged file makes
+    :meth:`get_many` miss and :meth:`put_many` skip, never fail an add.
+    """
+
     timeout = 30.0
 
     def __init__(self, directory: Path, *, max_bytes: int = 256 << 20) -> None:
@@ -57,6 +65,8 @@ class EmbeddingCache:
         return con
 
     def get_many(self, model: str, hashes: list[bytes]) -> dict[bytes, np.ndarray]:
+        """The cached vectors of these hashes for ``model``, by hash (missing ones left out);
+        empty when the file is busy or damaged."""
         out: dict[bytes, np.ndarray] = {}
         try:
             con = self._con()
@@ -73,6 +83,8 @@ class EmbeddingCache:
         return out
 
     def put_many(self, model: str, items: list[tuple[bytes, np.ndarray]]) -> None:
+        """Cache ``(hash, vector)`` pairs for ``model``, trimming to the bound; silently skipped
+        when the file is busy or damaged."""
         try:
             con = self._con()
             with con:

@@ -24,6 +24,8 @@ way (CLI: one line + exit code; LangChain: ToolException; MCP: error result)::
 
 from __future__ import annotations
 
+import importlib
+
 
 class KBError(Exception):
     """Root of every error hybridkb raises on purpose."""
@@ -39,42 +41,62 @@ class KBError(Exception):
 
 
 class ConfigError(KBError):
+    """A bad setting or argument: wrong type, out of range, unknown option, empty text."""
+
     code = "config_error"
 
 
 class MissingDependency(KBError):
+    """An optional extra is not installed; the message names the ``pip install`` to run."""
+
     code = "missing_dependency"
 
 
 class CollectionNotFound(KBError):
+    """No collection of that name in the workspace; the message lists the existing ones."""
+
     code = "collection_not_found"
 
 
 class CollectionExists(KBError):
+    """A collection of that name exists already (create it with ``exist_ok=True`` to reuse it)."""
+
     code = "collection_exists"
 
 
 class DocumentNotFound(KBError):
+    """No document of that id in the collection (where a missing one is an error, not None)."""
+
     code = "document_not_found"
 
 
 class IngestError(KBError):
+    """One file could not be ingested; an add reports it in ``failed`` and goes on with the rest."""
+
     code = "ingest_error"
 
 
 class UnsupportedFileType(IngestError):
+    """The file's type has no loader; the message lists the supported extensions."""
+
     code = "unsupported_file_type"
 
 
 class ExtractionError(IngestError):
+    """The file could not be read: encrypted, corrupt, empty, or without a text layer."""
+
     code = "extraction_error"
 
 
 class EmbeddingMismatch(KBError):
+    """The collection was embedded with another model or dimension, or vectors are malformed."""
+
     code = "embedding_mismatch"
 
 
 class ModelUnavailable(KBError):
+    """An embedding (or reranking) model cannot be loaded or run here."""
+
     code = "model_unavailable"
 
 
@@ -86,22 +108,33 @@ class NotExportable(ModelUnavailable):
 
 
 class InvalidFilter(KBError):
+    """A malformed ``where`` filter: bad JSON, unknown operator, a value of the wrong type."""
+
     code = "invalid_filter"
 
 
 class AccessDenied(KBError):
+    """A path outside the allowed folders (or a link leading out of them), or a workspace escape."""
+
     code = "access_denied"
 
 
 class GraphError(KBError):
+    """A graph call failed: unknown node, bad edge or bound, malformed import."""
+
     code = "graph_error"
 
 
 class BackendError(KBError):
+    """The database failed (driver error, read-only store, a file it cannot open)."""
+
     code = "backend_error"
 
 
 class DatabaseLocked(BackendError):
+    """Another process holds the DuckDB file and serves no calls for it (or this call needs
+    the file itself); the message says who holds it and what to do."""
+
     code = "database_locked"
     path: str | None = None  # set by held_by: the file, and who held it
     holder: str | None = None
@@ -127,8 +160,6 @@ class DatabaseLocked(BackendError):
 
 def attempt_import(module: str, extra: str):  # type: ignore[no-untyped-def]
     """Import an optional module or raise MissingDependency naming the extra to install."""
-    import importlib
-
     try:
         return importlib.import_module(module)
     except ImportError as exc:

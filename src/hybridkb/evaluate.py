@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .errors import ConfigError, DatabaseLocked
+from .kb import KnowledgeBase
 from .machine import cpu_flags, cpu_model
 from .search import MODES, Target, run_search
 
@@ -44,6 +45,8 @@ CHUNKS_PER_DOC = 3  # chunk depth per wanted document when ranking documents by 
 
 @dataclass
 class BeirData:
+    """A BEIR data set: the corpus, the queries and the graded relevance judgements."""
+
     corpus: dict[str, tuple[str, str]]  # _id -> (title, text)
     queries: dict[str, str]  # _id -> text
     qrels: dict[str, dict[str, int]]  # query id -> {corpus id: graded relevance}
@@ -172,9 +175,11 @@ class PrecomputedQuery:
         self.vector: np.ndarray | None = None
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
+        """Refused: this embedder only hands back the query vector it was given."""
         raise RuntimeError("PrecomputedQuery only answers embed_query")
 
     def embed_query(self, text: str) -> np.ndarray:
+        """The vector set in ``.vector`` (the query embedded once, outside the timing)."""
         if self.vector is None:
             raise RuntimeError("PrecomputedQuery: set .vector before searching")
         return self.vector
@@ -184,6 +189,8 @@ class PrecomputedQuery:
 
 
 def file_fingerprint(path: Path) -> dict[str, Any]:
+    """Size and SHA-256 of a file: recorded with an evaluation collection, so a changed
+    data set is noticed and the collection rebuilt."""
     digest = hashlib.sha256()
     with path.open("rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -192,6 +199,7 @@ def file_fingerprint(path: Path) -> dict[str, Any]:
 
 
 def collection_name(folder: str | Path) -> str:
+    """The name of the collection an evaluation of ``folder`` builds: ``eval:<folder name>``."""
     return f"eval:{Path(folder).expanduser().resolve().name}"
 
 
@@ -346,8 +354,6 @@ def run_eval(
         ``p95_ms`` plus ``collection``, ``split``, ``documents``, ``reused``, ``load``,
         ``load_seconds``, ``embed_seconds``, ``mean_ms``, ``missing_queries``.
     """
-    from .kb import KnowledgeBase
-
     if not isinstance(kb, KnowledgeBase):
         raise DatabaseLocked(
             "eval builds its own collection and needs the file itself; another process "

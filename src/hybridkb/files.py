@@ -47,6 +47,7 @@ class OpenedFile:
     mtime_ns: int = 0  # as opened: a sync compares it with the file's later stat
 
     def close(self) -> None:
+        """Close the underlying stream."""
         self.stream.close()
 
     def __enter__(self) -> OpenedFile:

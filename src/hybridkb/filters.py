@@ -80,6 +80,9 @@ Scalar = str | int | float | bool | None
 
 @dataclass(frozen=True)
 class Cmp:
+    """One comparison: ``key`` (a built-in field or metadata key) ``op`` (``$eq``, ``$gt``...)
+    ``value``."""
+
     key: str
     op: str
     value: Any
@@ -87,11 +90,15 @@ class Cmp:
 
 @dataclass(frozen=True)
 class And:
+    """Every item holds (``$and``, or several keys in one object)."""
+
     items: tuple[Filter, ...]
 
 
 @dataclass(frozen=True)
 class Or:
+    """At least one item holds (``$or``)."""
+
     items: tuple[Filter, ...]
 
 
@@ -198,6 +205,9 @@ def _parse_field(key: str, value: Any, at: str) -> list[Filter]:
 
 @dataclass(frozen=True)
 class Dialect:
+    """How a SQL backend spells what a filter needs: the placeholder and the JSON and cast
+    expressions over the ``metadata`` column."""
+
     placeholder: str  # "?" (DuckDB) or "%s" (psycopg)
     json_text: Callable[[str], str]  # SQL expr giving a user key's value as text; key is a param
     to_double: Callable[[str], str]
@@ -205,6 +215,7 @@ class Dialect:
 
 
 def json_pointer(key: str) -> str:
+    """A metadata key as a JSON pointer (RFC 6901, ``~`` and ``/`` escaped), bound as a param."""
     return "/" + key.replace("~", "~0").replace("/", "~1")
 
 

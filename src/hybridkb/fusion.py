@@ -20,6 +20,8 @@ Ranked = Sequence[tuple[Hashable, float]]
 
 
 class Fused(NamedTuple):
+    """One fused result: the candidate's key and its fused score."""
+
     key: Hashable
     score: float
 

@@ -74,6 +74,9 @@ RESERVED_KEYS = frozenset(
 
 @dataclass
 class IngestContext:
+    """What an add needs: the storage and collection, the collection's embedder, settings,
+    the embedding cache, the folders it may read, and the file states it observed."""
+
     storage: Storage
     coll: CollectionRecord
     embedder: Embedder
@@ -106,6 +109,29 @@ def _user_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
         raise ConfigError("metadata: expected an object mapping keys to values")
     check_value(dict(metadata), what="metadata", max_bytes=MAX_METADATA_BYTES)
     return {str(k): v for k, v in metadata.items()}
+
+
+def checked_file_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The metadata given for added files, validated before anything is stored (front
+    ends call it before they create a collection, so a refused add leaves nothing).
+
+    Raises:
+        ConfigError: a value no later search could read back (too deep, too large,
+            NaN, non-JSON), or a key that shadows a built-in field such as ``page``.
+    """
+    user_meta = _user_metadata(metadata)
+    shadowing = sorted(RESERVED_KEYS & set(user_meta))
+    if shadowing:
+        # A file's built-in fields come from the file (its name, its pages), and filters
+        # and citations read those: a user value under the same name would be stored but
+        # never found, so it is refused rather than dropped.
+        key = shadowing[0]
+        raise ConfigError(
+            f"metadata: {key!r} is a built-in field every passage of a file has (read from "
+            f'the file), so it cannot be set; filter on it as it is (where={{"{key}": ...}}) '
+            f"or store your value under another name, e.g. 'doc_{key}'"
+        )
+    return user_meta
 
 
 def _language(ctx: IngestContext, text: str) -> str:
@@ -421,18 +447,7 @@ def ingest_paths(
     ctx: IngestContext, paths: Iterable[str | Path], metadata: Mapping[str, Any] | None = None
 ) -> AddReport:
     """Ingest files and folders; every file gets a line in the report."""
-    user_meta = _user_metadata(metadata)
-    shadowing = sorted(RESERVED_KEYS & set(user_meta))
-    if shadowing:
-        # A file's built-in fields come from the file (its name, its pages), and filters
-        # and citations read those: a user value under the same name would be stored but
-        # never found, so it is refused rather than dropped.
-        key = shadowing[0]
-        raise ConfigError(
-            f"metadata: {key!r} is a built-in field every passage of a file has (read from "
-            f'the file), so it cannot be set; filter on it as it is (where={{"{key}": ...}}) '
-            f"or store your value under another name, e.g. 'doc_{key}'"
-        )
+    user_meta = checked_file_metadata(metadata)
     failed: list[FailedFile] = []
     skipped: list[SkippedFile] = []
     files: list[tuple[Path, dict[str, Any]]] = []

@@ -135,7 +135,7 @@ class KnowledgeBase:
         self._cache: EmbeddingCache | None = None
         self._languages: dict[tuple[int, int], list[str]] = {}
         self._graph: Graph | None = None
-        if not storage.read_only and storage.capabilities.graph:
+        if not storage.read_only and storage.graph_sql is not None:
             # The graph's write hook must be on the storage before the first write, so a
             # writable knowledge base attaches it now; a read-only one (the CLI's search)
             # waits for the first use of .graph and skips importing the graph (~0.2 s).
@@ -158,6 +158,8 @@ class KnowledgeBase:
     # -- lifecycle ------------------------------------------------------------------
 
     def close(self) -> None:
+        """Wait for the background loads, run ``on_close``, close the storage; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.close`."""
         join_background(self._loading, EXIT_WAIT_SECONDS)
         self._loading.clear()
         while self.on_close:
@@ -171,7 +173,8 @@ class KnowledgeBase:
         self.close()
 
     def in_workspace(self, workspace: str) -> KnowledgeBase:
-        """Another workspace over the same open store (one process, many users)."""
+        """Another workspace over this open store, sharing its embedders and reranker; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.in_workspace`."""
         return KnowledgeBase(
             self.storage,
             with_overrides(self.settings, workspace=workspace),
@@ -180,8 +183,8 @@ class KnowledgeBase:
         )
 
     def with_embedder(self, embedder: Embedder) -> KnowledgeBase:
-        """The same store and workspace, embedding with ``embedder`` for its model id
-        (collections created through it record that id)."""
+        """This store and workspace with ``embedder`` added to the given models; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.with_embedder`."""
         return KnowledgeBase(
             self.storage,
             self.settings,
@@ -190,8 +193,8 @@ class KnowledgeBase:
         )
 
     def with_reranker(self, reranker: Reranker) -> KnowledgeBase:
-        """The same store and workspace, reranking searches with ``reranker`` (any object
-        with ``name`` and ``score(query, texts) -> scores``; see :mod:`hybridkb.rerank`)."""
+        """This store and workspace with ``reranker`` for searches; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.with_reranker`."""
         if not isinstance(reranker, Reranker):
             raise ConfigError(
                 f"reranker: {type(reranker).__name__} has no name and score(query, texts); "
@@ -200,7 +203,8 @@ class KnowledgeBase:
         return KnowledgeBase(self.storage, self.settings, embedders=self._given, reranker=reranker)
 
     def reranker(self) -> Reranker | None:
-        """The reranker searches use when asked: the one given, else HYBRIDKB_RERANKER's."""
+        """The one given, else HYBRIDKB_RERANKER's, loaded on first use; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.reranker`."""
         if self._reranker is None and self.settings.reranker:
             self._reranker = load_reranker(self.settings.reranker)
         return self._reranker
@@ -208,8 +212,8 @@ class KnowledgeBase:
     # -- embedders ------------------------------------------------------------------
 
     def embedder(self, model: str, recipe: Recipe | None = None) -> Embedder:
-        """The embedder for ``model``: for a new collection (no ``recipe``) as the
-        settings say, for an existing one with the recipe its vectors were made with."""
+        """The embedder for ``model``, loaded by :func:`load_embedder`; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.embedder`."""
         return load_embedder(self.settings, self._given, model, recipe)
 
     def prepare_search(self, collections: Iterable[str] | None = None) -> None:
@@ -244,14 +248,26 @@ class KnowledgeBase:
             self._loading.append(start_background(target, f"hybridkb-{name}-load"))
 
     def embedder_for(self, coll: CollectionRecord) -> Embedder:
-        """The collection's own model (the catalog is the authority), checked against its dim."""
+        """The collection's own model, checked (:func:`checked_embedder`); see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.embedder_for`."""
         return checked_embedder(self.embedder, coll)
 
     def warm_up(self) -> None:
-        """Load the default model now, rather than inside the first call that needs it."""
-        self.embedder(self.settings.model)
+        """Load now, rather than inside the first call that needs them, the models the
+        collections are searched with (each with its own recipe: one made while int8 was
+        being judged stays float32), or the default model when there is no collection."""
+        records = self.storage.list_collections(self.workspace)
+        for record in records:
+            try:
+                self.embedder_for(record)
+            except KBError:
+                pass  # the call that needs it reports it
+        if not records:
+            self.embedder(self.settings.model)
 
     def embedding_cache(self) -> EmbeddingCache | None:
+        """The on-disk embedding cache, opened on first use; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.embedding_cache`."""
         if self._given or self.settings.embed_cache_mb == 0:
             # The cache is keyed by model id, which cannot tell two given models apart.
             return None
@@ -276,7 +292,7 @@ class KnowledgeBase:
         language: str | None = None,
         exist_ok: bool = False,
     ) -> Collection:
-        """Create a collection (``exist_ok=True`` returns the existing one instead)."""
+        """Create a collection; see :meth:`hybridkb.api.KnowledgeBaseAPI.create_collection`."""
         name = check_name(name)
         existing = self.storage.get_collection(self.workspace, name)
         if existing is not None and exist_ok:
@@ -307,7 +323,7 @@ class KnowledgeBase:
     def collection(
         self, name: str, *, create: bool = False, model: str | None = None
     ) -> Collection:
-        """An existing collection; ``create=True`` makes it when missing."""
+        """A checked collection handle; see :meth:`hybridkb.api.KnowledgeBaseAPI.collection`."""
         name = check_name(name)
         record = self.storage.get_collection(self.workspace, name)
         if record is None:
@@ -333,20 +349,26 @@ class KnowledgeBase:
         )
 
     def record(self, name: str) -> CollectionRecord:
+        """A collection's catalog record; see :meth:`hybridkb.api.KnowledgeBaseAPI.record`."""
         record = self.storage.get_collection(self.workspace, name)
         if record is None:
             raise self._not_found(name)
         return record
 
     def list_collections(self) -> list[CollectionInfo]:
+        """Every collection with its counts (one stats query for all); see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.list_collections`."""
         records = self.storage.list_collections(self.workspace)
         stats = self.storage.stats_many(records)
         return [self._info(r, stats[r.id]) for r in records]
 
     def collection_names(self) -> list[str]:
+        """The collections' names, no counts; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.collection_names`."""
         return [c.name for c in self.storage.list_collections(self.workspace)]
 
     def describe(self, name: str) -> CollectionInfo:
+        """A collection's counts and sources; see :meth:`hybridkb.api.KnowledgeBaseAPI.describe`."""
         record = self.record(check_name(name))
         info = self._info(record, self.storage.stats(record))
         info.sources = Collection(self, record.name, record).sources()
@@ -369,6 +391,7 @@ class KnowledgeBase:
         )
 
     def drop_collection(self, name: str) -> None:
+        """Drop a collection; see :meth:`hybridkb.api.KnowledgeBaseAPI.drop_collection`."""
         self.storage.drop_collection(self.record(check_name(name)))
 
     # -- search ---------------------------------------------------------------------
@@ -395,11 +418,8 @@ class KnowledgeBase:
         collections: Iterable[str] | None = None,
         rerank: bool | None = None,
     ) -> list[Hit]:
-        """Search several collections (all of this workspace by default) as one.
-
-        ``rerank``: None reranks when a reranker is set (:meth:`with_reranker` or
-        ``HYBRIDKB_RERANKER``), True requires one, False skips it.
-        """
+        """Search several collections as one ranking (:func:`hybridkb.search.run_search`);
+        see :meth:`hybridkb.api.KnowledgeBaseAPI.search`."""
         if rerank is not None and not isinstance(rerank, bool):
             raise ConfigError(f"rerank: expected true, false or nothing, got {rerank!r}")
         check_text(query, "query")
@@ -428,7 +448,8 @@ class KnowledgeBase:
     # -- maintenance verbs (the implementations live in their modules) ----------------
 
     def doctor(self, name: str | None = None, *, repair: bool = False) -> list[CollectionHealth]:
-        """Check one or every collection of the workspace; ``repair=True`` fixes what it finds."""
+        """Check collections (:func:`hybridkb.maintenance.doctor_here`); see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.doctor`."""
         from .maintenance import doctor_here
 
         return doctor_here(self, name, repair=repair)
@@ -436,13 +457,15 @@ class KnowledgeBase:
     def reembed(
         self, name: str, *, model: str | None = None, progress: bool = True
     ) -> dict[str, Any]:
-        """Re-embed a collection with ``model`` (default: its own) and switch over atomically."""
+        """Re-embed a collection (:func:`hybridkb.maintenance.reembed_here`); see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.reembed`."""
         from .maintenance import reembed_here
 
         return reembed_here(self, name, model=model, progress=progress)
 
     def compact(self) -> dict[str, int]:
-        """Reclaim space left by deletes and re-ingests."""
+        """Compact the store (:func:`hybridkb.maintenance.compact_here`); see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.compact`."""
         from .maintenance import compact_here
 
         return compact_here(self)
@@ -450,7 +473,8 @@ class KnowledgeBase:
     def copy_to(
         self, dst_url: str, *, workspace: str | None = None, progress: CopyProgress | None = None
     ) -> dict[str, Any]:
-        """Copy this store (or one workspace) into the store at ``dst_url``."""
+        """Copy into another store (:func:`hybridkb.copy.copy_here`); see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.copy_to`."""
         from .copy import copy_here
 
         return copy_here(self, dst_url, workspace=workspace, progress=progress)
@@ -463,8 +487,8 @@ class KnowledgeBase:
         timeout: float | None = None,
         max_bytes: int | None = None,
     ) -> SQLResult:
-        """Run one checked, read-only SELECT over the workspace views (None: the limits of
-        hybridkb.sql_tool)."""
+        """Run one read-only SELECT (:func:`hybridkb.sql_tool.sql_here`; None: its default
+        limits); see :meth:`hybridkb.api.KnowledgeBaseAPI.sql`."""
         from .sql_tool import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT, sql_here
 
         return sql_here(
@@ -490,6 +514,8 @@ class Collection:
     @property
     def record(self) -> CollectionRecord:
         # Re-read each time: another handle may have dropped or changed it.
+        """The catalog record, re-read on every access; see
+        :attr:`hybridkb.api.CollectionAPI.record`."""
         self._record = self.kb.record(self.name)
         return self._record
 
@@ -518,15 +544,8 @@ class Collection:
         metadata: Mapping[str, Any] | None = None,
         allowed_paths: Iterable[str | Path] | None = None,
     ) -> AddReport:
-        """Add files and folders (loaders.SUPPORTED_EXTENSIONS); unchanged files are skipped.
-
-        Args:
-            paths: Files and folders.
-            metadata: Metadata for every document added.
-            allowed_paths: Read only inside these folders (what the agent tools pass):
-                a file or link leading elsewhere is reported, never read, even if it is
-                swapped in while the add runs. None reads any file, following links.
-        """
+        """Ingest files and folders, then remember them as sources; see
+        :meth:`hybridkb.api.CollectionAPI.add`."""
         if isinstance(paths, (str, Path)):
             paths = [paths]
         check_text(metadata, "metadata")  # paths may hold surrogates: undecodable file names
@@ -550,19 +569,9 @@ class Collection:
         busy: Iterable[str] = (),
         paths: Iterable[str] | None = None,
     ) -> SyncReport:
-        """Bring the collection in step with its sources (the folders and files it was
-        added from): new files added, changed ones re-read, vanished ones removed,
-        renamed ones re-keyed without embedding. An unchanged folder is a stat walk: no
-        file is opened and no model loaded.
-
-        Args:
-            dry_run: Report what would change, change nothing.
-            allowed_paths: Sync only sources inside these folders (the agent tools').
-            busy: Resolved paths of files still being written (the watcher's): left as
-                they are this time, neither read nor removed.
-            paths: Look only at these files and folders (the watcher's events, as
-                absolute paths); None walks every source.
-        """
+        """Sync with the sources (:func:`hybridkb.sync.sync_collection`); an unchanged folder is a
+        stat walk, with no file opened and no model loaded; see
+        :meth:`hybridkb.api.CollectionAPI.sync`."""
         from .sync import sync_collection
 
         allowed = _resolved(allowed_paths)
@@ -579,8 +588,8 @@ class Collection:
         )
 
     def remove_source(self, path: str | Path) -> DeleteReport:
-        """Forget a source and remove the documents that came from it (those another
-        source also covers stay)."""
+        """Forget a source and delete the documents only it covered; see
+        :meth:`hybridkb.api.CollectionAPI.remove_source`."""
         from .files import resolve
         from .sync import in_source, stored_documents
 
@@ -608,7 +617,7 @@ class Collection:
         return report
 
     def sources(self) -> list[dict[str, Any]]:
-        """The folders and files the collection was added from."""
+        """The stored sources as dicts; see :meth:`hybridkb.api.CollectionAPI.sources`."""
         return [
             {"path": src.path, "recursive": src.recursive, "types": src.types}
             for src in self.kb.storage.list_sources(self.record)
@@ -620,7 +629,7 @@ class Collection:
         metadatas: Sequence[Mapping[str, Any] | None] | None = None,
         ids: Sequence[str] | None = None,
     ) -> AddReport:
-        """Add raw texts as documents (ids default to a hash of the text)."""
+        """Ingest raw texts as documents; see :meth:`hybridkb.api.CollectionAPI.add_texts`."""
         from .ingest import ingest_texts
 
         check_text(texts, "texts")
@@ -637,12 +646,14 @@ class Collection:
         where: Mapping[str, Any] | str | None = None,
         rerank: bool | None = None,
     ) -> list[Hit]:
+        """Search this collection alone (``kb.search`` over one name); see
+        :meth:`hybridkb.api.CollectionAPI.search`."""
         return self.kb.search(
             query, k=k, mode=mode, where=where, collections=[self.name], rerank=rerank
         )
 
     def delete(self, document_ids: str | Sequence[str]) -> DeleteReport:
-        """Delete documents by id; unknown ids change nothing and are reported."""
+        """Delete documents by id; see :meth:`hybridkb.api.CollectionAPI.delete`."""
         if isinstance(document_ids, str):
             document_ids = [document_ids]
         ids = [str(i) for i in document_ids]
@@ -654,11 +665,13 @@ class Collection:
         )
 
     def get(self, document_id: str) -> DocumentRecord | None:
+        """A document's catalog record or None; see :meth:`hybridkb.api.CollectionAPI.get`."""
         check_text(document_id, "document id")
         return self.kb.storage.get_document(self.record, document_id)
 
     def chunks(self, document_id: str) -> list[ChunkRecord]:
-        """A document's chunks in reading order (empty if there is no such document)."""
+        """A document's chunks, fetched by their derived keys; see
+        :meth:`hybridkb.api.CollectionAPI.chunks`."""
         record = self.record
         doc = self.kb.storage.get_document(record, document_id)
         if doc is None or doc.chunk_count <= 0:
@@ -671,8 +684,8 @@ class Collection:
         return [found[k] for k in keys if k in found]
 
     def document_text(self, document_id: str) -> str | None:
-        """A document's text stitched back from its chunks (overlaps removed), or None
-        when the chunks cannot give it back exactly (missing, or whitespace normalised)."""
+        """A document's text stitched back from its chunks; see
+        :meth:`hybridkb.api.CollectionAPI.document_text`."""
         doc = self.get(document_id)
         if doc is None:
             return None
@@ -699,7 +712,8 @@ class Collection:
         k: int | None = None,
         where: Mapping[str, Any] | str | None = None,
     ) -> list[Hit]:
-        """The chunks nearest to a query vector embedded by the caller (vector mode)."""
+        """Nearest chunks to a caller's vector; see
+        :meth:`hybridkb.api.CollectionAPI.search_by_vector`."""
         record = self.record
         return search_by_vector(
             self.kb.storage,
@@ -710,16 +724,19 @@ class Collection:
         )
 
     def documents(self, *, limit: int = 100, offset: int = 0) -> list[DocumentRecord]:
+        """One page of documents; see :meth:`hybridkb.api.CollectionAPI.documents`."""
         return self.kb.storage.list_documents(self.record, limit=limit, offset=offset)
 
     def describe(self) -> CollectionInfo:
+        """The collection's counts and sources; see :meth:`hybridkb.api.CollectionAPI.describe`."""
         return self.kb.describe(self.name)
 
     def count(self) -> int:
-        """Number of documents."""
+        """Number of documents; see :meth:`hybridkb.api.CollectionAPI.count`."""
         return self.kb.storage.stats(self.record).documents
 
     def drop(self) -> None:
+        """Drop the collection; see :meth:`hybridkb.api.CollectionAPI.drop`."""
         self.kb.drop_collection(self.name)
 
 

@@ -74,9 +74,11 @@ class HybridKBEmbeddings(Embeddings):
         self.embedder = embedder
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """The embedder's vectors for ``texts`` as lists of floats (LangChain's shape)."""
         return [list(map(float, row)) for row in self.embedder.embed_documents(list(texts))]
 
     def embed_query(self, text: str) -> list[float]:
+        """The query vector as a list of floats (a model may embed queries differently)."""
         return list(map(float, self.embedder.embed_query(text)))
 
 
@@ -146,6 +148,8 @@ class HybridKBVectorStore(VectorStore):
 
     @property
     def embeddings(self) -> Embeddings:
+        """The embedding model given, else the collection's own model wrapped as LangChain
+        ``Embeddings`` (loaded on first use)."""
         if self._embedding is not None:
             return self._embedding
         return HybridKBEmbeddings(self.kb.embedder_for(self.collection.record))
@@ -158,6 +162,15 @@ class HybridKBVectorStore(VectorStore):
         ids: list[str] | None = None,
         **kwargs: Any,
     ) -> list[str]:
+        """Store each text as one document and return the ids (those given, else new UUIDs).
+
+        A repeated id is an upsert: the last text under it wins. A text that its chunks
+        cannot give back verbatim (whitespace normalised) is stored again with the original
+        in its metadata, so :meth:`get_by_ids` returns exactly what was added.
+
+        Raises:
+            ConfigError: Lengths differ, a metadata key is reserved, or a text failed.
+        """
         texts = list(texts)
         if metadatas is not None and len(metadatas) != len(texts):
             raise ConfigError(f"metadatas: {len(metadatas)} given for {len(texts)} texts")
@@ -202,6 +215,7 @@ class HybridKBVectorStore(VectorStore):
         return True
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+        """The documents with these ids, in the order given, repeats once; unknown ids left out."""
         docs = []
         for doc_id in dict.fromkeys(str(i) for i in ids):
             doc = self.collection.get(doc_id)
@@ -212,6 +226,8 @@ class HybridKBVectorStore(VectorStore):
     def similarity_search(
         self, query: str, k: int = 4, filter: dict[str, Any] | str | None = None, **kwargs: Any
     ) -> list[Document]:
+        """The ``k`` best documents (not chunks: each document once, at its best chunk's rank),
+        searched in the store's ``mode``; ``filter`` is a hybridkb ``where``."""
         return [doc for doc, _ in self.similarity_search_with_score(query, k, filter, **kwargs)]
 
     def similarity_search_with_score(
@@ -234,6 +250,8 @@ class HybridKBVectorStore(VectorStore):
         filter: dict[str, Any] | str | None = None,
         **kwargs: Any,
     ) -> list[Document]:
+        """The ``k`` documents nearest to ``embedding`` (each once, at its best chunk), searching
+        deeper when several of the best chunks share a document."""
         vec = np.asarray(embedding, dtype=np.float32)
         depth = max(4 * k, k + 10)
         while True:
@@ -256,6 +274,7 @@ class HybridKBVectorStore(VectorStore):
         kb: KnowledgeBaseAPI | None = None,
         **kwargs: Any,
     ) -> HybridKBVectorStore:
+        """A store over ``collection_name`` (created when missing) with ``texts`` added."""
         store = cls(collection_name, embedding, kb=kb, **kwargs)
         store.add_texts(texts, metadatas, ids=ids)
         return store

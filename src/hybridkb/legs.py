@@ -124,6 +124,9 @@ class Pending(Generic[T]):
         self._done = threading.Event()
 
     def run(self, before_done: Callable[[], None] | None = None) -> None:
+        """Make the call now (in the helper thread, or in the caller's when the helper was busy),
+        keeping its value or exception for :meth:`result`; ``before_done`` runs just before
+        waiters wake."""
         fn, self._fn = self._fn, None
         try:
             if fn is not None:
@@ -136,6 +139,7 @@ class Pending(Generic[T]):
             self._done.set()
 
     def wait(self) -> None:
+        """Block until the call finished (its outcome stays for :meth:`result`)."""
         self._done.wait()
 
     def result(self) -> T:

@@ -49,7 +49,7 @@ def default_db() -> str:
     return str(user_data_folder() / DEFAULT_DB_NAME)
 
 
-def ensure_db_folder(path: str) -> None:
+def ensure_db_folder(path: str, named_by: str = "--db or HYBRIDKB_DB") -> None:
     """Make sure the folder of the DuckDB file ``path`` exists before DuckDB opens it.
 
     The per-user data folder is created (0700); any other missing folder is refused.
@@ -66,7 +66,7 @@ def ensure_db_folder(path: str) -> None:
         return
     what = "is not a folder" if folder.exists() else "does not exist"
     raise ConfigError(
-        f"{path}: the folder {folder} {what}; fix the path in --db or HYBRIDKB_DB, "
+        f"{path}: the folder {folder} {what}; fix the path in {named_by}, "
         f"or create the folder first"
     )
 
@@ -79,15 +79,16 @@ def _file_of(db: str) -> Path | None:
     return None if not path or path == ":memory:" else Path(path).expanduser().absolute()
 
 
-def check_db_folder(db: str) -> None:
+def check_db_folder(db: str, named_by: str = "--db or HYBRIDKB_DB") -> None:
     """``ensure_db_folder`` for a file ``db`` names, before anything else starts (a server
-    that cannot open its file should say so at once, not at its first tool call).
+    that cannot open its file should say so at once, not at its first tool call);
+    ``named_by`` is where the user typed ``db``, for the fix in the message.
 
     Raises:
         ConfigError: a DuckDB file in a folder that does not exist.
     """
     if (file := _file_of(db)) is not None:
-        ensure_db_folder(str(file))
+        ensure_db_folder(str(file), named_by)
 
 
 def shown_db(db: str) -> str:

@@ -13,6 +13,7 @@ import functools
 import hashlib
 import os
 import platform
+import sys
 from pathlib import Path
 
 # The instruction sets that change int8 / float kernels (x86 names as /proc/cpuinfo
@@ -35,6 +36,7 @@ KERNEL_FLAGS = (
 
 @functools.cache
 def cpu_model() -> str:
+    """The CPU's model name (from /proc/cpuinfo, else what ``platform`` says), for reports."""
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -78,7 +80,6 @@ def peak_rss_mb() -> int:
     did. ``ru_maxrss`` serves where /proc does not (bytes on macOS, KiB elsewhere).
     """
     import resource
-    import sys
 
     with contextlib.suppress(OSError), open("/proc/self/status", encoding="ascii") as status:
         for line in status:

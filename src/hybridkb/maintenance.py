@@ -1,9 +1,10 @@
 """Maintenance verbs over a knowledge base: doctor, re-embed, compact.
 
-They run where the backend offers them (``Storage.maintenance``); elsewhere they
-refuse with a message saying so. ``doctor(kb, ...)`` is ``kb.doctor(...)``: on a
-client of another process (hybridkb.serve) that process runs it; the ``*_here``
-functions are what a knowledge base that opened the store runs.
+They run where the backend offers them (``Storage.maintenance``, and
+``Storage.reembedding`` for reembed); elsewhere they refuse with a message saying
+so. ``doctor(kb, ...)`` is ``kb.doctor(...)``: on a client of another process
+(hybridkb.serve) that process runs it; the ``*_here`` functions are what a knowledge
+base that opened the store runs.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 
 
 def _maintenance(kb: KnowledgeBase, verb: str) -> Maintenance:
-    found = kb.storage.maintenance if kb.storage.capabilities.maintenance else None
+    found = kb.storage.maintenance
     if found is None:
         raise ConfigError(
             f"{verb}: the {kb.storage.capabilities.name} backend does not offer it; "
@@ -62,7 +63,13 @@ def reembed_here(
     kb: KnowledgeBase, name: str, *, model: str | None = None, progress: bool = True
 ) -> dict[str, Any]:
     """:func:`reembed` in the process that opened the store."""
-    tools = _maintenance(kb, "reembed")
+    tools = kb.storage.reembedding
+    if tools is None:
+        raise ConfigError(
+            f"reembed: the {kb.storage.capabilities.name} backend does not offer it yet; copy "
+            "the knowledge base to a DuckDB file (hybridkb copy --to kb.duckdb), reembed "
+            "there, and copy it to a new database"
+        )
     record = kb.record(check_name(name))
     embedder = kb.embedder(model or record.model)
     bar: Any = None

@@ -1,13 +1,34 @@
 """``hybridkb mcp``: the knowledge-base tools over MCP (stdio, or streamable HTTP on 127.0.0.1).
 
 The tools are the LangChain tools of :mod:`hybridkb.tools` (same names, arguments,
-descriptions, budgets and error text). On stdio they are served by our own small
-JSON-RPC loop (:mod:`hybridkb.mcp_stdio`), which answers the handshake and
-``tools/list`` before LangChain, the SDK or the model are imported; over HTTP, and
-for in-process clients (:func:`build_server`), by the official SDK's ``MCPServer``.
-Both run a call through :func:`hybridkb.mcp_tools.run_tool`, which renders our
-errors as an error result carrying the code and the fix (an exception escaping a
-tool reaches the client only as "Error executing tool X").
+descriptions, budgets and error text). :func:`serve` picks the server; both run a
+call through :func:`hybridkb.mcp_tools.run_tool`, which renders our errors as an error
+result carrying the code and the fix (an exception escaping a tool reaches the client
+only as "Error executing tool X").
+
+Why there are two MCP servers
+-----------------------------
+This is the one place that says why; the other ``mcp_*`` modules point here.
+
+- **stdio: our own JSON-RPC loop** (:mod:`hybridkb.mcp_stdio`). An MCP client spawns
+  ``hybridkb mcp`` and waits for the handshake (``initialize``) and ``tools/list``
+  under a start timeout. The SDK's server cannot answer before the SDK (anyio,
+  pydantic, starlette) and LangChain (for the tools' schemas) are imported: spawn to
+  ``tools/list`` took 9.6 s when they (and then torch) loaded first, and 0.13 s median
+  with our loop (10 runs, AMD EPYC, 2 cores; ``bench/mcp_start.py``). Our loop answers the handshake,
+  ``ping`` and ``tools/list`` at once, from the static catalog ``mcp_tools.json``,
+  while the knowledge base, the tools and the model load in a background thread; a
+  ``tools/call`` waits for them. stdio MCP is one JSON message per line, small enough
+  to implement and to harden ourselves (limits, hostile input: see that module).
+- **HTTP and in-process clients: the official SDK's** ``MCPServer``
+  (:func:`build_server`). Streamable HTTP (sessions, SSE, Host/Origin checks against
+  DNS rebinding) is too much protocol to copy, and an HTTP server is started once and
+  stays up, so its import time matters little; the SDK is the ``[mcp]`` extra.
+
+What keeps the two equal: one catalog and one dispatch (:mod:`hybridkb.mcp_tools`).
+``mcp_tools.json`` is what the SDK server lists (written by ``scripts/gen_mcp_tools.py``),
+``tests/test_mcp.py`` checks every variant against the SDK server's live list, and
+both servers run every call through ``run_tool``.
 
 The server opens the knowledge base once and holds it (and the embedding model)
 for its whole life: the derived search indexes stay warm. With DuckDB the first
@@ -16,19 +37,23 @@ process to open the file serves it to every other hybridkb process.
 
 from __future__ import annotations
 
+import inspect
 import signal
 import sys
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
+from . import __version__
 from .api import KnowledgeBaseAPI
 from .errors import KBError
 from .lifecycle import EXIT_WAIT_SECONDS, join_background, start_background
 from .mcp_http import TokenGate, allowed_hosts, is_loopback, read_token
+from .mcp_stdio import serve_stdio
 from .mcp_tools import INSTRUCTIONS, SERVER_NAME, hints, load_tools, run_tool
-from .settings import Settings
+from .opening import connect, connect_server
+from .settings import Settings, load_settings
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
@@ -38,9 +63,6 @@ __all__ = ["INSTRUCTIONS", "build_server", "mcp_function", "serve", "tool_catalo
 
 def mcp_function(lc_tool: BaseTool) -> Callable[..., Any]:
     """A plain function with the tool's signature, returning an MCP result, never raising ours."""
-    import inspect
-    from typing import Annotated
-
     from mcp_types import CallToolResult, TextContent
     from pydantic import WithJsonSchema
     from pydantic_core import PydanticUndefined
@@ -87,8 +109,6 @@ def build_server(
     from mcp.server.mcpserver import MCPServer
     from mcp_types import ToolAnnotations
 
-    from . import __version__
-
     # Whatever a read-only toolkit leaves out writes (graph tools included).
     readers = {t.name for t in load_tools(kb, workspace=workspace, read_only=True)}
     server: Any = MCPServer(
@@ -110,8 +130,6 @@ def tool_catalog(*, read_only: bool = False, sql_tool: bool = True) -> list[dict
     """The tools the SDK server lists for one variant, as JSON (``mcp_tools.json`` holds the
     widest: ``read_only=False, sql_tool=True``; the others are its subsets)."""
     import anyio
-
-    from .opening import connect
 
     with connect(":memory:", model="fake", enable_sql_tool=sql_tool) as kb:
         listed = anyio.run(build_server(kb, read_only=read_only).list_tools)
@@ -182,12 +200,7 @@ def serve(
     Raises:
         ConfigError: ``host`` is not loopback and no token is set (checked first).
     """
-    from .opening import connect_server
-    from .settings import load_settings
-
     if http_port is None:
-        from .mcp_stdio import serve_stdio
-
         if kb is not None and not isinstance(kb, Settings):
             opened = kb
             serve_stdio(

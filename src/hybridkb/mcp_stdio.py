@@ -1,6 +1,7 @@
 """``hybridkb mcp`` on stdio: a small MCP server of our own, answering before anything loads.
 
-MCP over stdio is JSON-RPC 2.0, one message per line. The handshake (``initialize``),
+Why this exists beside the SDK's server: :mod:`hybridkb.mcp_server` (the one place
+that says so). MCP over stdio is JSON-RPC 2.0, one message per line. The handshake (``initialize``),
 ``ping`` and ``tools/list`` need neither LangChain, the MCP SDK nor the model, so
 they are answered here at once: ``tools/list`` from the static description in
 ``mcp_tools.json`` (see :mod:`hybridkb.mcp_tools`). The knowledge base and the

@@ -1,12 +1,11 @@
 """What both MCP servers share: the advertised tools, their hints, and how a call runs.
 
-``hybridkb mcp`` on stdio (:mod:`hybridkb.mcp_stdio`, our own JSON-RPC loop) answers
-``tools/list`` from ``mcp_tools.json`` before LangChain or the model load, then runs
-every ``tools/call`` through :func:`run_tool`; the official SDK's server
-(:mod:`hybridkb.mcp_server`: HTTP, and in-process clients) runs the same function.
-``mcp_tools.json`` is what the SDK server lists for the widest tool set (SQL tool on,
-not read-only), written by ``scripts/gen_mcp_tools.py``; ``tests/test_mcp.py`` checks
-that every variant :func:`advertised_tools` selects from it equals the SDK server's list.
+Why there are two servers: :mod:`hybridkb.mcp_server` (the one place that says so).
+Both list ``mcp_tools.json`` (or the variant :func:`advertised_tools` selects from it)
+and run every ``tools/call`` through :func:`run_tool`. ``mcp_tools.json`` is what the
+SDK server lists for the widest tool set (SQL tool on, not read-only), written by
+``scripts/gen_mcp_tools.py``; ``tests/test_mcp.py`` checks that every variant equals
+the SDK server's list.
 
 This module imports neither LangChain nor the SDK at import time.
 """

@@ -1,9 +1,10 @@
 """``connect``: open a knowledge base, or reach the process that holds its file.
 
-For a DuckDB file, the first process to open it for writing holds it and serves it
-(hybridkb.serve); every other process gets a client of that owner instead of
-waiting for the lock. ``:memory:``, read-only opens with no owner and Postgres
-URLs open directly, as before.
+Where the backend admits one writing process at a time (its ``concurrent_writers`` is
+False: DuckDB), the first process to open the file for writing holds it and serves it
+(hybridkb.serve); every other process gets a client of that owner instead of waiting
+for the lock. ``:memory:``, read-only opens with no owner and backends that let every
+process write (Postgres) open directly.
 """
 
 from __future__ import annotations
@@ -18,22 +19,12 @@ from .errors import DatabaseLocked
 from .kb import KnowledgeBase
 from .settings import Settings, load_settings, with_overrides
 from .storage import open_storage
-from .storage.urls import check_store_url, is_postgres_url
+from .storage.backends import check_store_url, served_file
 
-__all__ = ["connect", "connect_server", "duckdb_file"]
+__all__ = ["connect", "connect_server"]
 
 _POLL_SECONDS = 0.2
 _READERS_WAIT_SECONDS = 2.0
-
-
-def duckdb_file(url: str) -> str | None:
-    """The file path of a DuckDB URL, or None for ``:memory:`` and Postgres."""
-    if is_postgres_url(url):
-        return None
-    path = url.removeprefix("duckdb://")
-    if not path or path == ":memory:":
-        return None
-    return str(Path(path).expanduser())
 
 
 def connect_server(settings: Settings, *, read_only: bool) -> KnowledgeBaseAPI:
@@ -60,9 +51,9 @@ def connect_server(settings: Settings, *, read_only: bool) -> KnowledgeBaseAPI:
 
 
 def _may_write(settings: Settings) -> bool:
-    """A DuckDB file (or its folder, for a new one) this user may write; DuckDB writes a
+    """A served file (or its folder, for a new one) this user may write; DuckDB writes a
     WAL beside it. Postgres and ``:memory:`` have no one to serve."""
-    path = duckdb_file(settings.db)
+    path = served_file(settings.db)
     if path is None or not settings.serve:
         return False
     file = Path(path)
@@ -100,7 +91,7 @@ def connect(
     if db is not None or workspace is not None:
         base = with_overrides(base, db=None if db is None else str(db), workspace=workspace)
     check_store_url(base.db)  # before the endpoint lookup makes anything
-    path = duckdb_file(base.db)
+    path = served_file(base.db)  # None: every process opens the store itself
     if path is None or not base.serve:
         return _open(base, base.db, read_only=read_only, lock_timeout=base.lock_timeout)
     from .serve.endpoint import live_endpoint

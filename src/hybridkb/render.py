@@ -40,13 +40,15 @@ def clip(text: str, limit: int, *, ellipsis: str = "…") -> str:
     return cut.rstrip() + ellipsis
 
 
-def compact(text: str) -> str:
+def fold_whitespace(text: str) -> str:
     """Whitespace runs folded to one space (models need the words, not the layout)."""
     return _WS.sub(" ", text).strip()
 
 
 @dataclass(frozen=True)
 class Rendered:
+    """Text for a model, cut to a token budget, and how much of the answer it shows."""
+
     text: str
     shown: int  # items shown (whole or trimmed)
     total: int  # items available
@@ -54,6 +56,7 @@ class Rendered:
 
     @property
     def cut(self) -> bool:
+        """Whether anything was left out or shortened to fit the budget."""
         return self.shown < self.total or self.trimmed > 0
 
 
@@ -72,14 +75,14 @@ def page_label(filename: str | None, page: int) -> str:
 
 def citation(hit: Hit) -> str:
     """``Tax Documents | guide.pdf | p. 4 | § Depreciation | doc 1a2b3c``."""
-    parts = [clip(compact(hit.collection), 60)]
+    parts = [clip(fold_whitespace(hit.collection), 60)]
     if hit.filename:
-        parts.append(clip(compact(hit.filename), 80))
+        parts.append(clip(fold_whitespace(hit.filename), 80))
     if hit.page is not None:
         parts.append(page_label(hit.filename, hit.page))
     if hit.section:
-        parts.append("§ " + clip(compact(hit.section), 60))
-    parts.append("doc " + clip(compact(hit.document_id), 64))
+        parts.append("§ " + clip(fold_whitespace(hit.section), 60))
+    parts.append("doc " + clip(fold_whitespace(hit.document_id), 64))
     return " | ".join(parts)
 
 
@@ -103,7 +106,7 @@ def render_hits(hits: Sequence[Hit], *, query: str, budget_tokens: int, scope: s
     what was cut and how to get more.
     """
     budget = max(budget_tokens, 1) * CHARS_PER_TOKEN
-    q = clip(compact(query), 80)
+    q = clip(fold_whitespace(query), 80)
     if not hits:
         return Rendered(
             f'No passages found for "{q}" in {clip(scope, 80)}. Try other words, a broader question, '
@@ -115,7 +118,7 @@ def render_hits(hits: Sequence[Hit], *, query: str, budget_tokens: int, scope: s
     total = len(hits)
     header = f'{total} passage{"s" if total != 1 else ""} for "{q}" in {clip(scope, 80)}:'
     heads = [f"[{i}] {citation(h)}" for i, h in enumerate(hits, 1)]
-    bodies = [compact(h.text) or "(empty)" for h in hits]
+    bodies = [fold_whitespace(h.text) or "(empty)" for h in hits]
     footer_reserve = len(_hits_footer(total, total, total, budget_tokens))
     shown = total
     while shown > 1:
@@ -273,6 +276,7 @@ def _label(filename: str, document_id: str) -> str:
 
 
 def render_add_report(report: AddReport, *, collection: str, budget_tokens: int) -> Rendered:
+    """An add's counts, then a line per file (added, unchanged, failed, skipped), in budget."""
     n_add, n_same, n_fail = len(report.added), len(report.unchanged), len(report.failed)
     n_skip = len(report.skipped)
     counts = f"added {n_add}, unchanged {n_same}, failed {n_fail}" + (
@@ -330,6 +334,7 @@ def render_sync_report(report: SyncReport, *, budget_tokens: int) -> Rendered:
 
 
 def render_delete_report(report: DeleteReport, *, collection: str, budget_tokens: int) -> Rendered:
+    """A delete's counts, then one line per deleted and per missing id, within budget."""
     header = f"'{collection}': deleted {len(report.deleted)}, not found {len(report.not_found)}."
     lines = [f"- deleted {i}" for i in report.deleted]
     if report.not_found:
@@ -360,7 +365,7 @@ def _cell(value: Any) -> str:
         return "NULL"
     if isinstance(value, (dict, list)):
         value = json.dumps(value, ensure_ascii=False, default=str)
-    return clip(compact(str(value)), 200)
+    return clip(fold_whitespace(str(value)), 200)
 
 
 # -- errors ------------------------------------------------------------------------------

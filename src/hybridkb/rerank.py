@@ -27,7 +27,9 @@ class Reranker(Protocol):
 
     name: str
 
-    def score(self, query: str, texts: Sequence[str]) -> Sequence[float]: ...
+    def score(self, query: str, texts: Sequence[str]) -> Sequence[float]:
+        """One relevance score per text for ``query`` (higher is better), in the order given."""
+        ...
 
 
 class CrossEncoderReranker:
@@ -64,6 +66,7 @@ class CrossEncoderReranker:
         return self._model
 
     def score(self, query: str, texts: Sequence[str]) -> Sequence[float]:
+        """The cross-encoder's score of each (query, text) pair; loads the model on first use."""
         if not texts:
             return []
         model = self._load()

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import fusion
 from .analysis import analyze_query
-from .embedders import Embedder
+from .embedders import Embedder, cache_key
 from .errors import ConfigError
 from .filters import Filter, parse_filter
 from .legs import HELPER, Key, Leg, union
@@ -32,12 +32,20 @@ __all__ = ["MODES", "Key", "Target", "feedback_leg", "hits_for", "run_search", "
 
 @dataclass
 class Target:
+    """One collection to search: its record, its embedder, and the languages its keyword
+    analysis uses for the query."""
+
     coll: CollectionRecord
     embedder: Embedder
     languages: Sequence[str]
 
 
 def check_query(query: str, k: int, mode: str) -> None:
+    """Refuse an empty or over-long query, a ``k`` outside 1..``MAX_K``, or an unknown mode.
+
+    Raises:
+        ConfigError: Naming the argument and its bounds.
+    """
     if not isinstance(query, str) or not query.strip():
         raise ConfigError("query: empty; pass the words or question to search for")
     if len(query) > MAX_QUERY_CHARS:
@@ -92,7 +100,8 @@ def feedback_leg(
     *,
     chunks: int = 1,
 ) -> list[tuple[Key, float]]:
-    """The vector leg again after Rocchio feedback: each model's query vector moved
+    """The vector leg again after Rocchio feedback: each model's query vector (``qvecs``,
+    keyed by the targets' embedders' :func:`cache_key`: model and recipe) moved
     ``weight`` towards the mean of its ``chunks`` best first-pass chunks (``best``:
     the fused ranking), and every candidate of either leg scored by its cosine with
     the moved query.
@@ -122,20 +131,23 @@ def _feedback(
 ) -> Leg:
     """:func:`feedback_leg` on arrays: candidates ``(cids, keys)``, ``ranking`` the
     positions of the first pass's fused ranking, best first."""
-    by_id = {t.coll.id: t.coll for t in targets}
+    by_id = {t.coll.id: t for t in targets}
     scores = np.full(len(keys), -np.inf, np.float32)
     live = np.zeros(len(keys), dtype=bool)
-    # Per model: (positions, rows, norms) of its collections' candidates. Rows are not
-    # normalised (a cosine is the dot product over the norm): one matrix per collection.
+    # Per model and recipe: (positions, rows, norms) of its collections' candidates. Rows
+    # are not normalised (a cosine is the dot product over the norm): one matrix per
+    # collection.
     parts: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
     for cid in sorted(set(cids.tolist())):
         at = np.flatnonzero(cids == cid)
-        coll = by_id[cid]
-        rows = np.asarray(storage.vector_directions(coll, keys[at].tolist()), dtype=np.float32)
+        target = by_id[cid]
+        rows = np.asarray(
+            storage.vector_directions(target.coll, keys[at].tolist()), dtype=np.float32
+        )
         norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))
         ok = norms > 0  # a chunk deleted since its leg was ranked has a zero row
         live[at[ok]] = True
-        parts.setdefault(coll.model, []).append((at[ok], rows[ok], norms[ok]))
+        parts.setdefault(cache_key(target.embedder), []).append((at[ok], rows[ok], norms[ok]))
     for model, found in parts.items():
         raw = np.asarray(qvecs[model], dtype=np.float32)
         q: np.ndarray = raw / np.float32(max(float(np.linalg.norm(raw)), 1e-12))
@@ -176,15 +188,18 @@ def _vector_legs(
     depth: int,
     flt: Filter | None,
 ) -> tuple[dict[str, np.ndarray], list[Leg]]:
-    """The query embedded once per model, and the vector (or filter) leg of each target."""
+    """The query embedded once per model and recipe (:func:`cache_key`: an int8 and a
+    float32 collection of one model each get their own), and the vector (or filter) leg
+    of each target."""
     qvecs: dict[str, np.ndarray] = {}
     legs: list[Leg] = []
     if mode == "keyword":
         return qvecs, legs
     for t in targets:
-        if t.coll.model not in qvecs:
-            qvecs[t.coll.model] = t.embedder.embed_query(query)
-        qvec = qvecs[t.coll.model]
+        own = cache_key(t.embedder)
+        if own not in qvecs:
+            qvecs[own] = t.embedder.embed_query(query)
+        qvec = qvecs[own]
         if mode == "filter":
             terms = analyze_query(query, t.languages)
             found = storage.filter_search(t.coll, terms, qvec, depth, flt)

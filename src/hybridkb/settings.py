@@ -37,6 +37,10 @@ ones pydantic-settings and pydantic's lax mode applied:
   ``HYBRIDKB_CHUNK_SIZE: must be a whole number >= 100, got '50'; fix it in the
   environment or .env`` (``...; fix the argument chunk_size`` for a value passed in);
   the first bad field in field order is named.
+
+The method names are its own, not pydantic's (nothing outside hybridkb calls them):
+``Settings.options`` lists the fields, ``Settings.from_mapping(data)`` reads a mapping
+and ``settings.as_dict()`` gives every field back.
 """
 
 from __future__ import annotations
@@ -254,7 +258,7 @@ def _folders(value: object) -> list[Path]:
 
 @dataclass(frozen=True, slots=True)
 class Option:
-    """One setting as ``Settings.model_fields`` lists it.
+    """One setting as ``Settings.options`` lists it.
 
     Attributes:
         default: the value when nothing sets it (``dataclasses.MISSING`` when
@@ -271,6 +275,7 @@ class Option:
     read: Reader
 
     def initial(self) -> object:
+        """The default: ``default``, or a fresh value from ``default_factory``."""
         return self.default if self.default_factory is None else self.default_factory()
 
 
@@ -312,7 +317,7 @@ class Settings:
         ConfigError: a value that does not read, naming its ``HYBRIDKB_*`` variable.
     """
 
-    model_fields: ClassVar[Mapping[str, Option]]  # name -> Option, in field order
+    options: ClassVar[Mapping[str, Option]]  # name -> Option, in field order
 
     db: str = _option(
         read=_text,
@@ -407,7 +412,7 @@ class Settings:
         self._read({**environment_values(), **values}, given=set(values))
 
     @classmethod
-    def model_validate(cls, data: Mapping[str, object]) -> Settings:
+    def from_mapping(cls, data: Mapping[str, object]) -> Settings:
         """Settings from ``data`` (by field name), the rest from the environment and `.env`.
 
         Raises:
@@ -423,14 +428,14 @@ class Settings:
         made._read({**environment_values(), **data}, given=given)
         return made
 
-    def model_dump(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         """Every field by name (lists copied)."""
-        dumped = {name: getattr(self, name) for name in Settings.model_fields}
+        dumped = {name: getattr(self, name) for name in Settings.options}
         dumped["allowed_paths"] = list(self.allowed_paths)
         return dumped
 
     def _read(self, values: Mapping[str, object], *, given: set[str]) -> None:
-        for name, option in Settings.model_fields.items():
+        for name, option in Settings.options.items():
             try:
                 value = option.read(values[name] if name in values else option.initial())
             except _Invalid as exc:
@@ -444,7 +449,7 @@ class Settings:
             )
 
 
-Settings.model_fields = {f.name: f.metadata["option"] for f in fields(Settings)}
+Settings.options = {f.name: f.metadata["option"] for f in fields(Settings)}
 
 
 def _config_error(name: str, problem: str, fix: str) -> ConfigError:
@@ -475,7 +480,7 @@ def _by_field(variables: Mapping[str, str | None]) -> dict[str, str]:
         if name[: len(ENV_PREFIX)].upper() != ENV_PREFIX:
             continue
         key = name[len(ENV_PREFIX) :].lower()
-        if key in Settings.model_fields:
+        if key in Settings.options:
             found[key] = value
     return found
 
@@ -498,10 +503,10 @@ def environment_values() -> dict[str, str]:
 
 def _check_names(overrides: dict[str, object]) -> None:
     for name in overrides:
-        if name not in Settings.model_fields:
+        if name not in Settings.options:
             import difflib
 
-            known = sorted(Settings.model_fields)
+            known = sorted(Settings.options)
             close = difflib.get_close_matches(name, known, n=1)
             hint = f"did you mean {close[0]!r}? " if close else ""
             raise ConfigError(
@@ -526,7 +531,7 @@ def with_overrides(settings: Settings, **overrides: object) -> Settings:
         ConfigError: an unknown option name, or a value that does not read.
     """
     _check_names(overrides)
-    data = settings.model_dump()
+    data = settings.as_dict()
     changed = {k: v for k, v in overrides.items() if v is not None}
     data.update(changed)
     # data holds every field, so what read() takes from the environment changes nothing.

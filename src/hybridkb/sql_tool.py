@@ -126,7 +126,7 @@ def _with_collection(tables: list[tuple[str, Table]], schema: Schema) -> Table:
 
 
 def _graph_tables(storage: Storage, workspace: str) -> tuple[int, Table, Table]:
-    sql = storage.graph_sql if storage.capabilities.graph else None
+    sql = storage.graph_sql
     if sql is None or not storage.transaction(sql.has_schema):
         return 0, Table.from_rows(GRAPH_NODES, []), Table.from_rows(GRAPH_EDGES, [])
     version, nodes, edges = storage.transaction(lambda con: sql.load(con, workspace))
@@ -136,7 +136,7 @@ def _graph_tables(storage: Storage, workspace: str) -> tuple[int, Table, Table]:
 def data_key(kb: KnowledgeBase) -> str:
     """What the worker must hold: changes with every write to the workspace."""
     records = kb.storage.list_collections(kb.workspace)
-    sql = kb.storage.graph_sql if kb.storage.capabilities.graph else None
+    sql = kb.storage.graph_sql
     graph = 0
     if sql is not None and kb.storage.transaction(sql.has_schema):
         graph = kb.storage.transaction(lambda con: sql.version(con, kb.workspace))
@@ -172,7 +172,7 @@ def workspace_tables(kb: KnowledgeBase) -> dict[str, Table]:
 # -- the worker process ------------------------------------------------------------------
 
 
-class Stopped(Exception):
+class QueryTimedOut(Exception):
     """The worker did not answer in time (it has been killed)."""
 
 
@@ -244,7 +244,7 @@ class SQLEngine:
             ready = select.select([fd], [], [], max(left, 0))[0] if left > 0 else []
             if not ready:
                 self.stop()
-                raise Stopped
+                raise QueryTimedOut
             chunk = os.read(fd, size - len(out))
             if not chunk:
                 self.stop()
@@ -261,7 +261,7 @@ class SQLEngine:
         # Wait for the worker no longer than the call's own limit: calls queued behind a
         # slow one must not hold their threads (a server's) for the sum of the limits.
         if not self.lock.acquire(timeout=timeout):
-            raise Stopped
+            raise QueryTimedOut
         try:
             key = data_key(kb)
             if key != self.key or self.proc is None or self.proc.poll() is not None:
@@ -274,7 +274,7 @@ class SQLEngine:
                           "memory_limit": f"{memory}B", "max_spill": f"{MAX_SPILL_BYTES}B"}  # fmt: skip
                 try:
                     answer = self._call(header, b"".join(blobs), time.monotonic() + LOAD_TIMEOUT)
-                except Stopped as exc:
+                except QueryTimedOut as exc:
                     raise BackendError(
                         f"sql: loading the workspace took over {LOAD_TIMEOUT:g}s; try again"
                     ) from exc
@@ -367,7 +367,7 @@ def sql_here(
         answer = engine_for(kb).run(
             kb, sql, max_rows=max_rows, max_bytes=max_bytes, timeout=timeout
         )
-    except Stopped:
+    except QueryTimedOut:
         raise ConfigError(
             f"sql: stopped after {timeout:g}s; make the query cheaper (filter, LIMIT, aggregate)"
         ) from None

@@ -130,6 +130,8 @@ def walk(node: Any) -> Iterator[dict[str, Any]]:
 
 
 def cte_names(tree: Any) -> set[str]:
+    """The names a statement's WITH clauses define (lower case): tables it may read besides the
+    views."""
     names: set[str] = set()
     for d in walk(tree):
         cte_map = d.get("cte_map")
@@ -200,6 +202,8 @@ def check_tree(tree: dict[str, Any]) -> None:
 
 
 def read_frame(stream: BinaryIO) -> tuple[dict[str, Any], bytes] | None:
+    """One frame from the parent: an 8-byte header (two big-endian lengths), JSON, then raw
+    bytes; None at end of stream (the parent went away)."""
     head = stream.read(8)
     if len(head) < 8:
         return None
@@ -210,12 +214,15 @@ def read_frame(stream: BinaryIO) -> tuple[dict[str, Any], bytes] | None:
 
 
 def write_frame(stream: BinaryIO, header: dict[str, Any], body: bytes = b"") -> None:
+    """Send one frame (see :func:`read_frame`) and flush it: the parent waits for it."""
     raw = json.dumps(header, default=str).encode()
     stream.write(struct.pack(">II", len(raw), len(body)) + raw + body)
     stream.flush()
 
 
 def jsonable(v: Any) -> Any:
+    """A DuckDB value as JSON data: containers kept, anything else (dates, decimals, blobs)
+    as its text."""
     if v is None or isinstance(v, (bool, int, float, str)):
         return v
     if isinstance(v, (list, tuple)):
@@ -267,11 +274,20 @@ class Engine:
     def lock(self) -> None:
         # After loading: nothing the SQL does may change a setting again. Once: setting
         # it again is itself a change, refused ("the configuration has been locked").
+        """Lock DuckDB's configuration, once, after the first load: agent SQL can then change no
+        setting (limits, external access) for the rest of the process."""
         if not self.locked:
             self.con.execute("SET lock_configuration = true")
             self.locked = True
 
     def query(self, sql: str, max_rows: int, max_bytes: int) -> dict[str, Any]:
+        """Check and run one statement; the answer is a JSON-ready dict.
+
+        The statement is parsed by DuckDB, checked against the allow-list on its parse tree
+        (:class:`Refused` when it fails), and what runs is the tree printed back, never the
+        text as sent. Rows stop at ``max_rows`` or ``max_bytes`` of JSON (``truncated``); a
+        SQL error comes back as ``{"ok": False, "kind": "sql", "error": first line}``.
+        """
         duckdb = self.duckdb
         raw = self._one("SELECT json_serialize_sql(?::VARCHAR)", sql)
         try:
@@ -343,6 +359,8 @@ def load_sql(table: str, schema: list[list[str]]) -> str:
 
 
 def main(argv: list[str]) -> int:
+    """The worker's entry: ``argv`` is the spill folder and the address-space limit; the
+    spill folder is removed when the parent goes away."""
     spill_dir, address_space = argv[0], int(argv[1])
     limit_address_space(address_space)
     try:
@@ -352,6 +370,8 @@ def main(argv: list[str]) -> int:
 
 
 def serve(spill_dir: str) -> int:
+    """Answer the parent's frames on stdin/stdout (``load`` then ``query``...) until stdin
+    closes; returns the exit code."""
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     engine: Engine | None = None
     while True:

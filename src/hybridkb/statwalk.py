@@ -23,6 +23,7 @@ Found = tuple[str, os.stat_result]  # a resolved file path and its stat
 
 
 def inside(path: str, root: str) -> bool:
+    """Whether ``path`` is ``root`` or lies under it (compared as strings: pass resolved paths)."""
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 

@@ -36,7 +36,6 @@ from .loaders import SUPPORTED_EXTENSIONS, file_sha256
 from .normalize import display_name, printable
 from .statwalk import Found, inside, stat_walk
 from .storage.base import (
-    ChunkRecord,
     CollectionRecord,
     DocumentRecord,
     FileState,
@@ -46,6 +45,7 @@ from .storage.base import (
     chunk_key,
     make_chunk_id,
 )
+from .storage.records import rekeyed_chunk
 from .types import FailedFile, FileResult, MovedFile, RemovedFile, SkippedFile, SyncReport
 
 PAGE = 2000  # documents read per query while loading what is stored
@@ -319,7 +319,22 @@ def move_documents(
             filename=display_name(found.path),
             added_at=None,
         )
-        records = [_rekeyed(coll, doc, chunks[k], i, content_hash) for i, k in enumerate(keys)]
+        records = [
+            rekeyed_chunk(
+                chunks[k],
+                collection_id=coll.id,
+                document_id=doc.document_id,
+                content_hash=content_hash,
+                # The stored terms may be left out by fetch_chunks: analysed again.
+                terms=analyze(
+                    contextual_text(chunks[k].section, chunks[k].text), chunks[k].language
+                ),
+                metadata=doc.metadata,
+                filename=doc.filename,
+                path=doc.path,
+            )
+            for k in keys
+        ]
         items.append(PutItem(doc, records, vectors[[row_of[k] for k in keys]]))
         states.append(FileState(doc.document_id, path, found.size, found.mtime_ns, content_hash))
         done.append((old, found))
@@ -330,29 +345,6 @@ def move_documents(
         storage.put_file_states(coll, states)
         storage.delete_file_states(coll, old_ids)
     return done
-
-
-def _rekeyed(
-    coll: CollectionRecord, doc: DocumentRecord, c: ChunkRecord, index: int, content_hash: str
-) -> ChunkRecord:
-    chunk_id = make_chunk_id(coll.id, doc.document_id, content_hash, index)
-    return ChunkRecord(
-        key=chunk_key(chunk_id),
-        chunk_id=chunk_id,
-        document_id=doc.document_id,
-        chunk_index=index,
-        text=c.text,
-        page=c.page,
-        section=c.section,
-        char_start=c.char_start,
-        char_end=c.char_end,
-        content_hash=c.content_hash,
-        language=c.language,
-        terms=analyze(contextual_text(c.section, c.text), c.language),
-        metadata=doc.metadata,
-        filename=doc.filename,
-        path=doc.path,
-    )
 
 
 def sync_collection(

@@ -40,6 +40,8 @@ from .frontend import check_limit, tool_guard
 from .kb import check_name
 from .limits import MAX_FILTER_CHARS, MAX_ITEMS, check_value, parse_json
 from .locations import shown_db
+from .opening import connect
+from .sql_tool import VIEWS_DOC, run_sql
 from .types import AddReport, DeleteReport
 
 __all__ = [
@@ -153,6 +155,8 @@ class KBToolkit:
 
     @property
     def kb(self) -> KnowledgeBaseAPI:
+        """The bound knowledge base (in ``workspace``), opened on first use when a function was
+        given."""
         if self._kb is None:
             with self._lock:
                 if self._kb is None:
@@ -165,6 +169,7 @@ class KBToolkit:
 
     @property
     def allowed_paths(self) -> list[Path]:
+        """The folders the tools may read: those given, else the knowledge base's settings."""
         return self._allowed if self._allowed is not None else list(self.kb.settings.allowed_paths)
 
     def _resolve_name(self, collection_name: str) -> CollectionAPI:
@@ -184,6 +189,11 @@ class KBToolkit:
     # -- operations (raise KBError) ---------------------------------------------------
 
     def create(self, collection_name: str, documents: str = "") -> Result:
+        """create_kb_collection: create a collection and add ``documents`` to it if given.
+
+        ``documents`` is parsed (and refused when malformed or outside the allowed folders)
+        before the collection is created, so a bad call leaves nothing behind.
+        """
         parsed = parse_documents(documents, allowed=self.allowed_paths)  # refuse bad input first
         coll = self.kb.create_collection(collection_name)
         lines = [f"Created collection '{coll.name}' in workspace '{self.kb.workspace}'."]
@@ -203,6 +213,13 @@ class KBToolkit:
         limit: int = 5,
         where: dict[str, Any] | str | None = None,
     ) -> Result:
+        """search_kb: hits for ``query`` in one collection (matched by name, case-insensitively
+        when unambiguous) or in all of them, rendered within the search token budget.
+
+        Searching all skips collections embedded by a LangChain model (this process cannot
+        embed a query for them) and says so. Filter fields no document has are reported as
+        warnings, not errors. The artifact is the hits as dicts.
+        """
         check_limit(limit, high=MAX_LIMIT)
         if not isinstance(query, str) or not query.strip():
             raise ConfigError("query: empty; pass the question or words to look for")
@@ -244,6 +261,7 @@ class KBToolkit:
         return text, [h.to_dict() for h in hits]
 
     def listing(self) -> Result:
+        """kb_list: every collection of the workspace with counts, within the listing budget."""
         infos = self.kb.list_collections()
         out = render.render_collections(
             infos,
@@ -254,6 +272,8 @@ class KBToolkit:
         return out.text, [i.to_dict() for i in infos]
 
     def describe(self, collection_name: str) -> Result:
+        """describe_kb_collection: a collection's description and its first documents (ids,
+        filenames, chunk counts, metadata), so a model can name what it wants to delete."""
         coll = self._resolve_name(collection_name)
         info = coll.describe()
         docs = coll.documents(limit=DESCRIBE_DOCS)
@@ -275,6 +295,7 @@ class KBToolkit:
         return out.text, artifact
 
     def drop(self, collection_name: str) -> Result:
+        """drop_kb_collection: drop a collection, saying how many documents and chunks went."""
         coll = self._resolve_name(collection_name)
         info = coll.describe()
         coll.drop()
@@ -285,6 +306,9 @@ class KBToolkit:
         return text, {"dropped": info.name, "documents": info.documents, "chunks": info.chunks}
 
     def add(self, collection_name: str, documents: str) -> Result:
+        """add_kb_documents: add files or folders (read only inside the allowed folders), JSON
+        records or a note. Raises ToolException when every document failed, so the model sees
+        an error rather than a report of nothing added."""
         coll = self._resolve_name(collection_name)
         parsed = parse_documents(documents, allowed=self.allowed_paths)
         if parsed.empty:
@@ -299,6 +323,8 @@ class KBToolkit:
         return text, report.to_dict()
 
     def delete(self, collection_name: str, ids: str) -> Result:
+        """delete_kb_documents: delete documents by id. Ids not found are tried as file names
+        (models often name the file they added); ToolException when nothing was deleted."""
         coll = self._resolve_name(collection_name)
         wanted = parse_ids(ids)
         report = coll.delete(wanted)
@@ -322,6 +348,8 @@ class KBToolkit:
         return out.text, report.to_dict()
 
     def sync(self, collection_name: str = "") -> Result:
+        """sync_kb_collection: sync one collection, or every one when no name is given, within
+        the allowed folders."""
         names = (
             [self._resolve_name(collection_name).name]
             if collection_name.strip()
@@ -338,8 +366,7 @@ class KBToolkit:
         return "\n".join(texts), {"reports": reports}
 
     def sql(self, sql: str) -> Result:
-        from .sql_tool import run_sql
-
+        """query_kb_sql: one read-only SELECT over the workspace's views, rendered as a table."""
         result = run_sql(self.kb, sql)
         out = render.render_table(
             result.columns,
@@ -399,6 +426,9 @@ def _text_id(text: str) -> str:
 
 
 def validation_message(name: str) -> Callable[[Any], str]:
+    """A LangChain ``handle_validation_error`` for tool ``name``: the first few argument
+    errors on one line, with what to do, instead of pydantic's multi-line report."""
+
     def handle(exc: Any) -> str:
         problems = []
         errors = exc.errors() if isinstance(exc, ValidationError) else []
@@ -567,8 +597,6 @@ def _build(tk: KBToolkit) -> dict[str, BaseTool]:
 
 
 def _build_sql(tk: KBToolkit) -> BaseTool:
-    from .sql_tool import VIEWS_DOC
-
     def query_kb_sql(sql: str) -> tuple[str, Any]:
         return tk.sql(sql)
 
@@ -653,8 +681,6 @@ def make_tools(
 
 
 def _open_default() -> KnowledgeBaseAPI:
-    from .opening import connect
-
     return connect()
 
 

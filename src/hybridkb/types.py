@@ -61,11 +61,15 @@ class Hit:
     document_node: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field as JSON-ready data (what the CLI's --json, MCP and the wire send)."""
         return asdict(self)
 
 
 @dataclass
 class FileResult:
+    """A file (or text) stored, or found unchanged: its document id and chunk count, with
+    warnings from its loader (e.g. a page without text)."""
+
     filename: str
     document_id: str
     chunks: int
@@ -73,6 +77,7 @@ class FileResult:
     path: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The public fields: ``path``, the resolved location, stays out of the JSON."""
         return {
             "filename": self.filename,
             "document_id": self.document_id,
@@ -83,12 +88,16 @@ class FileResult:
 
 @dataclass
 class FailedFile:
+    """A file that could not be stored: the one-line error and its KBError ``code``. Its
+    previous version, if any, stays searchable."""
+
     filename: str
     error: str
     code: str = "ingest_error"
     path: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """``{"filename", "error", "code"}`` (``path`` stays out, as for FileResult)."""
         return {"filename": self.filename, "error": self.error, "code": self.code}
 
 
@@ -101,11 +110,14 @@ class SkippedFile:
     path: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """``{"filename", "reason"}`` (``path`` stays out, as for FileResult)."""
         return {"filename": self.filename, "reason": self.reason}
 
 
 @dataclass
 class AddReport:
+    """What an add did, one line per file: ``added``, ``unchanged``, ``failed``, ``skipped``."""
+
     added: list[FileResult] = field(default_factory=list)
     unchanged: list[FileResult] = field(default_factory=list)
     failed: list[FailedFile] = field(default_factory=list)
@@ -113,9 +125,11 @@ class AddReport:
 
     @property
     def ok(self) -> bool:
+        """True when no file failed (skipped ones are not failures)."""
         return not self.failed
 
     def to_dict(self) -> dict[str, Any]:
+        """The four lists as JSON-ready data."""
         return {
             "added": [f.to_dict() for f in self.added],
             "unchanged": [f.to_dict() for f in self.unchanged],
@@ -136,6 +150,7 @@ class MovedFile:
     previous_path: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field as JSON-ready data."""
         return asdict(self)
 
 
@@ -148,6 +163,7 @@ class RemovedFile:
     path: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field as JSON-ready data."""
         return asdict(self)
 
 
@@ -168,13 +184,16 @@ class SyncReport:
 
     @property
     def ok(self) -> bool:
+        """True when no file failed."""
         return not self.failed
 
     @property
     def changed(self) -> bool:
+        """True when the sync added, updated, moved or removed a file (or would, in a dry run)."""
         return bool(self.added or self.updated or self.moved or self.removed)
 
     def counts(self) -> dict[str, int]:
+        """How many files fell in each list, by list name."""
         return {
             "added": len(self.added),
             "updated": len(self.updated),
@@ -186,6 +205,7 @@ class SyncReport:
         }
 
     def to_dict(self) -> dict[str, Any]:
+        """The counts and every list as JSON-ready data; :meth:`from_dict` reads it back."""
         return {
             "collection": self.collection,
             "dry_run": self.dry_run,
@@ -217,15 +237,21 @@ class SyncReport:
 
 @dataclass
 class DeleteReport:
+    """What a delete did: the ids ``deleted`` and those ``not_found`` (which changed nothing)."""
+
     deleted: list[str] = field(default_factory=list)
     not_found: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """``{"deleted", "not_found"}``."""
         return {"deleted": list(self.deleted), "not_found": list(self.not_found)}
 
 
 @dataclass
 class CollectionInfo:
+    """A collection as ``describe`` and ``list_collections`` report it: counts, model,
+    dimension, languages, bytes of its documents as read, dates, chunking and workspace."""
+
     name: str
     documents: int
     chunks: int
@@ -241,4 +267,5 @@ class CollectionInfo:
     sources: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field as JSON-ready data."""
         return asdict(self)

@@ -37,6 +37,9 @@ Problem = Callable[[str], None]
 
 @dataclass(frozen=True)
 class WatchOptions:
+    """The watcher's timing: how long it batches events, when a file counts as still being
+    written, and how often it walks every source anyway."""
+
     quiet_ms: int = 500  # apply a batch once events stop for this long...
     max_wait_ms: int = 5000  # ...or once the first event is this old
     settle_ms: int = 200  # a file whose stat moves across this gap is still being written
@@ -110,6 +113,7 @@ class Watcher:
         self.syncs = 0  # batches applied (tests and the bench watch it move)
 
     def collections(self) -> list[str]:
+        """The collections watched: those named, else every collection (read again each time)."""
         return self.names or self.kb.collection_names()
 
     def roots(self) -> dict[str, list[str]]:
@@ -119,6 +123,9 @@ class Watcher:
     def sync(
         self, names: Iterable[str], busy: Iterable[str] = (), paths: Iterable[str] | None = None
     ) -> None:
+        """Sync each of ``names``, leaving ``busy`` files alone and looking only at ``paths``
+        (None: everything); a collection that fails is reported to ``on_problem`` and the
+        others go on."""
         busy = list(busy)
         scope = None if paths is None else list(paths)
         for name in names:

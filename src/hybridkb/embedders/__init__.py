@@ -16,7 +16,7 @@ from importlib.util import find_spec
 from ..errors import MissingDependency, ModelUnavailable, NotExportable
 from .base import TORCH_EXTRA, Embedder, FakeEmbedder, normalize_rows, validate_vectors
 from .progress import preparation
-from .recipe import Recipe, cache_key, recipe_of
+from .recipe import FP32_ONNX, Recipe, cache_key, recipe_of
 
 __all__ = [
     "BACKENDS",
@@ -34,6 +34,8 @@ __all__ = [
 BACKENDS = ("auto", "onnx", "onnx-int8", "torch")
 
 _CACHE: dict[tuple[str, ...], Embedder] = {}
+# Keys of ``auto`` embedders loaded in float32 while int8 was still being judged.
+_STAND_INS: set[tuple[str, ...]] = set()
 _LOCK = threading.Lock()
 
 
@@ -54,6 +56,10 @@ def get_embedder(
     by ONNX unless ``backend`` is ``torch``). Without a recipe (a new collection),
     ``backend`` decides: ``auto`` (ONNX; int8 only where measured better on this CPU),
     ``onnx`` (float32), ``onnx-int8`` (the default int8 recipe) or ``torch``.
+
+    With ``auto`` and no verdict on int8 for this CPU yet, the float32 graph serves at
+    once and int8 is judged in the background (:mod:`.judge`); once the verdict is in,
+    the next call loads what it chose. Collections keep the recipe they were made with.
     """
     if model_id == "fake" or model_id.startswith("fake:"):
         dim = int(model_id.split(":", 1)[1]) if ":" in model_id else 64
@@ -65,11 +71,38 @@ def get_embedder(
     key = (model_id, device, backend, family)
     with _LOCK:
         found = _CACHE.get(key)
+        if found is not None and key in _STAND_INS and _judged(model_id, cache_dir):
+            found = None  # int8 was judged since: load what the verdict chose
         if found is None:
+            _STAND_INS.discard(key)
             with preparation():  # one message and one bar for an export and the int8 trials
                 found = _load(model_id, device, backend, batch_size, cache_dir, recipe)
+            stand_in = backend == "auto" and recipe is None and recipe_of(found) == FP32_ONNX
+            if stand_in and not _judged(model_id, cache_dir):
+                _STAND_INS.add(key)
+                _judge_later(model_id, cache_dir)
             _CACHE[key] = found
         return found
+
+
+def _judged(model_id: str, cache_dir: str | None) -> bool:
+    from .precision import verdict_ready
+
+    return verdict_ready(model_id, cache_dir)
+
+
+def _judge_later(model_id: str, cache_dir: str | None) -> None:
+    # Imported here: `python -m hybridkb.embedders.judge` imports this package first.
+    from .judge import judge_later
+
+    try:
+        judge_later(model_id, cache_dir)
+    except OSError as exc:  # no process to spare, a cache that cannot take the log
+        warnings.warn(
+            f"{model_id}: int8 not judged ({exc}); float32 serves; `hybridkb setup` judges it",
+            RuntimeWarning,
+            stacklevel=4,
+        )
 
 
 def _load(
@@ -111,9 +144,11 @@ def _onnx(model_id: str, backend: str, batch_size: int, cache_dir: str | None) -
     if backend == "onnx-int8":
         quantize = DEFAULT_INT8
     elif backend == "auto":
-        from .precision import choose_int8
+        from .precision import choose_int8, verdict_ready
 
-        quantize = choose_int8(model_id, cache_dir) or False
+        # Not judged yet: float32 now, judged in the background (get_embedder).
+        if verdict_ready(model_id, cache_dir):
+            quantize = choose_int8(model_id, cache_dir) or False
     return OnnxEmbedder(model_id, quantize=quantize, batch_size=batch_size, cache_dir=cache_dir)
 
 

@@ -146,6 +146,35 @@ def export_lock(folder: Path, name: str = ".lock") -> Iterator[None]:
         os.close(fd)
 
 
+def lock_is_held(folder: Path, name: str = ".lock") -> bool:
+    """Whether another process holds :func:`export_lock` ``name`` in ``folder`` now (a
+    look that never waits; a folder or lock file that does not exist is not held)."""
+    try:
+        fd = os.open(folder / name, os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
+            import msvcrt
+
+            try:
+                msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+            except OSError:
+                return True
+            msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+            return False
+        import fcntl
+
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
 def export_fp32(
     spec: ModelSpec, folder: Path, model_id: str, step: Callable[[str], None] | None = None
 ) -> dict[str, Any]:

@@ -9,6 +9,11 @@ passages and queries, and its top-10 results are compared with float32's. A cand
 is chosen only if it is at least :data:`MIN_SPEEDUP` faster and agrees on at least
 :data:`MIN_AGREEMENT` of the top-10. The verdict is stored beside the export, keyed by
 :func:`~hybridkb.machine.cpu_signature`, so it is measured once per CPU kind.
+
+``hybridkb setup`` measures in the foreground; a first use without it is served in
+float32 while a detached child measures (:mod:`.judge`). A measurement that fails is
+recorded as float32 with its error (float32 is always right; ``setup --remeasure``
+tries again), so a broken quantiser is not retried at every start.
 """
 
 from __future__ import annotations
@@ -24,13 +29,14 @@ import numpy as np
 
 from ..machine import cpu_flags, cpu_model, cpu_signature
 from .onnx_export import DEFAULT_INT8, REDUCED_INT8, Int8Recipe, export_lock
-from .onnx_model import atomic_write, export_dir, model_folder, read_spec
+from .onnx_model import SERVE_FILE, atomic_write, export_dir, model_folder, read_spec
 from .progress import preparing
 
 MIN_SPEEDUP = 1.2  # int8 loses a little accuracy; below this it is not worth it
 MIN_AGREEMENT = 0.9  # mean share of float32's top-10 that int8 also returns
 CANDIDATES = (DEFAULT_INT8, REDUCED_INT8)
 TOP = 10
+JUDGE_LOCK = ".precision.lock"  # held while measuring: by a judge, or `hybridkb setup`
 
 # Sentences from several domains and languages, combined below into probe passages.
 _FACTS = [
@@ -190,8 +196,15 @@ def measure(
 
 
 def verdict_path(model_id: str, cache_dir: str | os.PathLike[str] | None) -> Path:
+    """Where this CPU's verdict for ``model_id`` is kept (beside the model's exports)."""
     folder = export_dir(model_id, read_spec(model_id, model_folder(model_id)), cache_dir)
     return folder / f"precision-{cpu_signature()}.json"
+
+
+def verdict_ready(model_id: str, cache_dir: str | os.PathLike[str] | None) -> bool:
+    """Whether int8 has been judged for ``model_id`` on this CPU (the verdict is written
+    whole or not at all, so existing means readable, unless edited by hand)."""
+    return verdict_path(model_id, cache_dir).exists()
 
 
 def choose_int8(
@@ -202,23 +215,44 @@ def choose_int8(
     if not remeasure and path.exists():
         return _read_verdict(path)
     # Its own lock file: measuring exports (and takes the export lock) inside it.
-    with export_lock(path.parent, ".precision.lock"):
+    with export_lock(path.parent, JUDGE_LOCK):
         if not remeasure and path.exists():  # another process measured while we waited
             return _read_verdict(path)
-        with preparing(model_id, 1) as step:  # the exports inside add their steps
-            trials = measure(model_id, cache_dir)
-            step("int8 judged")
+        wall, cpu = time.perf_counter(), time.process_time()
+        try:
+            with preparing(model_id, 1) as step:  # the exports inside add their steps
+                trials = measure(model_id, cache_dir)
+                step("int8 judged")
+        except Exception as exc:
+            # Not when the cache was cleared under it: the next use judges afresh then.
+            if (path.parent / SERVE_FILE).exists():
+                _write_record(path, {"trials": [], "chosen": None, "error": _one_line(exc)})
+            raise
         accepted = [t for t in trials if t.accepted]
         chosen = max(accepted, key=lambda t: t.speedup) if accepted else None
         record = {
-            "cpu": cpu_model(),
-            "cpu_flags": list(cpu_flags()),
             "trials": [t.to_dict() for t in trials],
             "chosen": chosen.recipe.to_dict() if chosen else None,
             "rule": f"speedup >= {MIN_SPEEDUP} and top-{TOP} agreement >= {MIN_AGREEMENT}",
+            # What judging cost (quantising included), for bench/mcp_start.py and the curious.
+            "took_s": round(time.perf_counter() - wall, 1),
+            "took_cpu_s": round(time.process_time() - cpu, 1),
+            "load": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
         }
-        atomic_write(path, lambda t: t.write_text(json.dumps(record, indent=1)))
+        _write_record(path, record)
     return chosen.recipe if chosen else None
+
+
+def _one_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"[:300]
+
+
+def _write_record(path: Path, record: dict[str, Any]) -> None:
+    """Write the verdict whole (temporary file, then rename). Under the export lock too:
+    an exporter clears temporary files it finds there, which must not be this one."""
+    data = {"cpu": cpu_model(), "cpu_flags": list(cpu_flags()), **record}
+    with export_lock(path.parent):
+        atomic_write(path, lambda t: t.write_text(json.dumps(data, indent=1)))
 
 
 def read_record(model_id: str, cache_dir: str | os.PathLike[str] | None) -> dict[str, Any] | None:

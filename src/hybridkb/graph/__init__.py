@@ -13,12 +13,12 @@ written and pruned in the same transaction as each document) and returns the
 
 from __future__ import annotations
 
-import importlib
 import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
 from ..errors import GraphError
+from ..lazy import lazy_names
 from .model import (
     ContextItem,
     Edge,
@@ -42,20 +42,11 @@ if TYPE_CHECKING:
 # The result types above are light (dataclasses) and travel in every served answer
 # (serve/codec.py imports them); the graph itself (queries, in-memory graph, Arrow) is
 # imported on first use, so a process that never touches the graph never pays for it.
-_LAZY = {
-    "Graph": ".api",
-    "Entity": ".extract",
-    "EntityExtractor": ".extract",
-    "RuleExtractor": ".extract",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(module, __name__), name)
-
+__getattr__, __dir__ = lazy_names(
+    __name__,
+    {"Graph": "api", "Entity": "extract", "EntityExtractor": "extract", "RuleExtractor": "extract"},
+)
+del lazy_names  # the helper is no public name of the package
 
 __all__ = [
     "ContextItem",
@@ -88,7 +79,7 @@ def graph_store(storage: Any) -> GraphStore | None:
     with _LOCK:
         if storage in _STORES:
             return _STORES[storage]
-        sql = storage.graph_sql if storage.capabilities.graph else None
+        sql = storage.graph_sql
         store = None
         if sql is not None:
             store = GraphStore(storage, sql)

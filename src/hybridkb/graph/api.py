@@ -99,6 +99,7 @@ class Graph:
 
     @_locked
     def has_node(self, node_id: str) -> bool:
+        """Whether the node has a row of its own; see :meth:`hybridkb.api.GraphAPI.has_node`."""
         return self.memgraph().has(node_id)
 
     def node_of_chunk(self, chunk_id: str) -> Node:

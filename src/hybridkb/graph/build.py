@@ -46,6 +46,7 @@ class RowSet:
         self.edges: dict[tuple[str, str, str], EdgeRow] = {}
 
     def node(self, row: NodeRow) -> None:
+        """Add a node row; a second row of the same id adds its properties to the first."""
         found = self.nodes.get(row.id)
         if found is None:
             self.nodes[row.id] = row
@@ -53,6 +54,8 @@ class RowSet:
             found.properties.update(row.properties)
 
     def edge(self, row: EdgeRow) -> None:
+        """Add an edge row; a second row of the same (source, target, type) sets its weight and
+        adds its properties."""
         key = (row.source, row.target, row.type)
         found = self.edges.get(key)
         if found is None:
@@ -138,6 +141,7 @@ def parse_links(
 
 
 def document_node(coll: CollectionRecord, doc: DocumentRecord) -> NodeRow:
+    """The node of a document: named by its metadata ``title``, else its filename, else its id."""
     meta = doc.metadata or {}
     title = meta.get("title") if isinstance(meta.get("title"), str) else None
     props: dict[str, Any] = {
@@ -264,6 +268,12 @@ def _preview(text: str, limit: int) -> str:
 def clean_properties(
     props: Mapping[str, Any] | None, reserved: frozenset[str] = NODE_RESERVED
 ) -> dict[str, Any]:
+    """User properties as a plain dict with string keys, the ``reserved`` ones (the record's own
+    fields) left out.
+
+    Raises:
+        GraphError: ``props`` is not a mapping.
+    """
     if props is None:
         return {}
     if not isinstance(props, Mapping):

@@ -14,6 +14,7 @@ import click
 
 from ..errors import ConfigError
 from ..frontend import to_json
+from . import attach_graph
 
 EPILOG = """\b
 Node ids: a search hit's chunk_id is its chunk's node; its document_node
@@ -38,8 +39,6 @@ def _graph(ctx: click.Context, *, write: bool = False) -> Any:
     kb = _kb(ctx, write=write)
     found = getattr(kb, "graph", None)
     if found is None:
-        from . import attach_graph
-
         found = attach_graph(kb)
     return found
 

@@ -46,7 +46,9 @@ class Entity:
 class EntityExtractor(Protocol):
     """Finds entities in a chunk's text. Must be deterministic for a given text."""
 
-    def extract(self, text: str) -> list[Entity]: ...
+    def extract(self, text: str) -> list[Entity]:
+        """The entities mentioned in ``text``, with their offsets in it."""
+        ...
 
 
 def canonical_key(name: str) -> str:
@@ -227,6 +229,8 @@ class RuleExtractor:
         self.max_name_words = max_name_words
 
     def extract(self, text: str) -> list[Entity]:
+        """Entities found by the rules of the module docstring, in the rules' order; a span one
+        rule claimed is not matched again, so mentions never overlap."""
         found: list[Entity] = []
         taken: list[tuple[int, int]] = []
 

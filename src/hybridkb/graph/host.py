@@ -23,7 +23,9 @@ class HasRecord(Protocol):
     """A collection handle: its catalog record, read when asked."""
 
     @property
-    def record(self) -> CollectionRecord: ...
+    def record(self) -> CollectionRecord:
+        """The catalog record, read afresh (CollectionNotFound once dropped)."""
+        ...
 
 
 class Host(Protocol):
@@ -33,11 +35,18 @@ class Host(Protocol):
     settings: Settings
     workspace: str
 
-    def record(self, name: str) -> CollectionRecord: ...
-    def collection(
-        self, name: str, *, create: bool = ..., model: str | None = ...
-    ) -> HasRecord: ...
-    def embedder_for(self, coll: CollectionRecord) -> Embedder: ...
+    def record(self, name: str) -> CollectionRecord:
+        """A collection's catalog record (CollectionNotFound if there is none)."""
+        ...
+
+    def collection(self, name: str, *, create: bool = ..., model: str | None = ...) -> HasRecord:
+        """A checked collection handle (``create=True`` makes it when missing)."""
+        ...
+
+    def embedder_for(self, coll: CollectionRecord) -> Embedder:
+        """The collection's own model, checked against its dimension."""
+        ...
+
     def search(
         self,
         query: str,
@@ -46,7 +55,9 @@ class Host(Protocol):
         mode: str | None = ...,
         where: Mapping[str, Any] | str | None = ...,
         collections: Iterable[str] | None = ...,
-    ) -> list[Hit]: ...
+    ) -> list[Hit]:
+        """A hybrid search over ``collections`` (graph search seeds from it)."""
+        ...
 
 
 class GraphView(Protocol):
@@ -57,7 +68,10 @@ class GraphView(Protocol):
     store: GraphStore
     workspace: str
 
-    def memgraph(self) -> MemGraph: ...
+    def memgraph(self) -> MemGraph:
+        """The workspace's in-memory graph, current as of the last commit."""
+        ...
+
     def subgraph(
         self,
         node: str,
@@ -67,4 +81,6 @@ class GraphView(Protocol):
         node_limit: int = ...,
         edge_limit: int = ...,
         direction: str = ...,
-    ) -> Subgraph: ...
+    ) -> Subgraph:
+        """The nodes within ``max_depth`` hops of ``node`` and the edges among them."""
+        ...

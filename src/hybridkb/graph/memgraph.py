@@ -124,6 +124,11 @@ class MemGraph:
         return found
 
     def add_nodes(self, rows: Iterable[NodeTuple]) -> None:
+        """Add node rows ``(id, type, properties, collection_id, document_id)``.
+
+        A node backed by rows of several provenances keeps each row; its type is the last
+        written and its properties the union (the last row wins per key).
+        """
         for node_id, ntype, props, cid, doc in rows:
             prov: Prov = self._intern((cid, doc))
             i = self._idx(node_id)
@@ -151,6 +156,9 @@ class MemGraph:
 
     def add_edges(self, rows: Iterable[EdgeTuple]) -> None:
         # The hot loop of a cold load (a million rows): attribute lookups hoisted.
+        """Add edge rows ``(source, target, type, weight, properties, collection_id,
+        document_id)``: an edge already present (same source, target, type) gains a backing
+        row; a missing endpoint becomes a node without a row (shown as ``unresolved``)."""
         index, idx, intern, ekey = self.index, self._idx, self._intern, self.ekey
         esrc, edst, etype_l, ecode, ealive = (
             self.esrc,
@@ -304,18 +312,24 @@ class MemGraph:
     def replace_document(
         self, prov: Prov, nodes: Sequence[NodeTuple], edges: Sequence[EdgeTuple]
     ) -> None:
+        """Swap one provenance's rows for new ones (a re-ingested document), then drop the user
+        edges on nodes that lost their last row."""
         vanished = self.remove_prov(prov)
         self.add_nodes(nodes)
         self.add_edges(edges)
         self.prune_user_edges(vanished)
 
     def drop_collection(self, collection_id: int) -> None:
+        """Remove every row that came from the collection's documents (user rows stay, but user
+        edges on vanished nodes go)."""
         vanished: set[int] = set()
         for doc in list(self.by_coll.get(collection_id, ())):
             vanished |= self.remove_prov((collection_id, doc))
         self.prune_user_edges(vanished)
 
     def remove_user_edge(self, source: str, target: str, etype: str) -> bool:
+        """Remove the user's backing of an edge; False when the user made no such edge
+        (an edge from a document stays: only its document removes it)."""
         s, t = self.index.get(source), self.index.get(target)
         if s is None or t is None:
             return False
@@ -329,6 +343,8 @@ class MemGraph:
         return False
 
     def remove_user_node(self, node_id: str) -> bool:
+        """Remove the user's backing of a node (and its user edges if it vanishes); False when
+        the user made no such node."""
         i = self.index.get(node_id)
         if i is None:
             return False
@@ -368,14 +384,17 @@ class MemGraph:
         return i
 
     def has(self, node_id: str) -> bool:
+        """Whether ``node_id`` has a row of its own (an edge endpoint alone does not count)."""
         i = self.index.get(node_id)
         return i is not None and self.nprov[i] is not None
 
     def node(self, i: int) -> Node:
+        """The node at index ``i`` as a record (a copy: callers may change it)."""
         ntype = self.ntype[i]
         return Node(self.ids[i], ntype if ntype is not None else UNRESOLVED, dict(self.nprops[i]))
 
     def edge(self, eid: int) -> Edge:
+        """The edge at ``eid`` as a record (a copy: callers may change it)."""
         return Edge(
             self.ids[self.esrc[eid]],
             self.ids[self.edst[eid]],
@@ -405,6 +424,7 @@ class MemGraph:
     def neighbors(
         self, i: int, direction: str = "both", types: frozenset[str] | None = None, limit: int = 100
     ) -> list[tuple[int, str, int]]:
+        """The first ``limit`` of :meth:`steps` from node ``i``, in adjacency order."""
         out: list[tuple[int, str, int]] = []
         for step in self.steps(i, direction, types):
             if len(out) >= limit:
@@ -413,6 +433,7 @@ class MemGraph:
         return out
 
     def build_path(self, nodes: list[int], edges: list[int]) -> Path:
+        """Node and edge indexes as a :class:`Path` record."""
         return Path([self.node(i) for i in nodes], [self.edge(e) for e in edges])
 
     def build_paths(self, found: Iterable[tuple[list[int], list[int]]]) -> list[Path]:
@@ -432,11 +453,13 @@ class MemGraph:
     def to_subgraph(
         self, nodes: list[int], edges: list[int], reached: int, truncated: bool
     ) -> Subgraph:
+        """Node and edge indexes as a :class:`Subgraph` record."""
         return Subgraph(
             [self.node(i) for i in nodes], [self.edge(e) for e in edges], reached, truncated
         )
 
     def live_nodes(self) -> Iterator[int]:
+        """Indexes of the nodes that exist: backed by a row or an endpoint of a live edge."""
         for i in range(len(self.ids)):
             if self.nprov[i] is not None or self.out[i] or self.inn[i]:
                 yield i

@@ -83,6 +83,7 @@ def entity_node_id(key: str) -> str:
 
 
 def category_node_id(name: str) -> str:
+    """A tag category's node id: ``cat:`` and the tag's slug, so spellings of one tag meet."""
     return f"cat:{slug(name)}"
 
 
@@ -93,11 +94,15 @@ def collection_node_id(collection_id: int) -> str:
 
 @dataclass
 class Node:
+    """A graph node: its id (see the module docstring for the id rules), type and properties."""
+
     id: str
     type: str
     properties: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """``{"id", "type", ...properties}``: properties flattened beside the record's own
+        fields (a property named ``id`` or ``type`` is left out rather than overwrite them)."""
         out: dict[str, Any] = {"id": self.id, "type": self.type}
         out.update((k, v) for k, v in self.properties.items() if k not in NODE_RESERVED)
         return out
@@ -105,6 +110,8 @@ class Node:
 
 @dataclass
 class Edge:
+    """A directed, typed edge; one edge per (source, target, type), ``weight`` 1.0 unless set."""
+
     source: str
     target: str
     type: str
@@ -112,6 +119,8 @@ class Edge:
     properties: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """``{"source", "target", "type", "weight", ...properties}``: properties flattened,
+        those named like a field left out."""
         out: dict[str, Any] = {
             "source": self.source,
             "target": self.target,
@@ -133,6 +142,7 @@ class Neighbor:
     depth: int = 1
 
     def to_dict(self) -> dict[str, Any]:
+        """``{"edge_type", "direction", "node", "edge", "depth"}``, node and edge as their dicts."""
         return {
             "edge_type": self.edge_type,
             "direction": self.direction,
@@ -144,14 +154,19 @@ class Neighbor:
 
 @dataclass
 class Path:
+    """A walk through the graph: ``nodes[i]`` and ``nodes[i + 1]`` joined by ``edges[i]``."""
+
     nodes: list[Node]
     edges: list[Edge]
 
     @property
     def length(self) -> int:
+        """The number of edges (a path of one node has length 0)."""
         return len(self.edges)
 
     def to_dict(self, *, key: str = "length") -> dict[str, Any]:
+        """``{key: length, "nodes", "edges"}``; ``key`` is ``depth`` where the path leads to a
+        node reached by a walk (traverse) and ``length`` elsewhere."""
         return {
             key: self.length,
             "nodes": [n.to_dict() for n in self.nodes],
@@ -161,6 +176,9 @@ class Path:
 
 @dataclass
 class Subgraph:
+    """The nodes around a start node and the edges among them; ``truncated`` when a limit cut
+    it short, ``depth_reached`` the farthest hop walked."""
+
     nodes: list[Node]
     edges: list[Edge]
     depth_reached: int
@@ -168,6 +186,8 @@ class Subgraph:
 
     @property
     def stats(self) -> dict[str, Any]:
+        """``node_count``, ``edge_count``, ``depth_reached`` and ``truncated``, as front ends print
+        them."""
         return {
             "node_count": len(self.nodes),
             "edge_count": len(self.edges),
@@ -176,6 +196,7 @@ class Subgraph:
         }
 
     def to_dict(self) -> dict[str, Any]:
+        """``{"nodes", "edges", "stats"}``."""
         return {
             "nodes": [n.to_dict() for n in self.nodes],
             "edges": [e.to_dict() for e in self.edges],
@@ -194,6 +215,7 @@ class ContextItem:
     via: str
 
     def to_dict(self) -> dict[str, Any]:
+        """``{"edge_type", "direction", "node", "depth", "via"}``."""
         return {
             "edge_type": self.edge_type,
             "direction": self.direction,
@@ -205,11 +227,14 @@ class ContextItem:
 
 @dataclass
 class GraphSearchResult:
+    """One seed hit of a graph search and the graph context around it."""
+
     seed: Hit
     context: list[ContextItem]
     source: str = "vector"  # which leg found the seed: vector | graph | both
 
     def to_dict(self) -> dict[str, Any]:
+        """``{"seed": hit, "context": [...], "source"}``."""
         return {
             "seed": self.seed.to_dict(),
             "context": [c.to_dict() for c in self.context],
@@ -219,20 +244,26 @@ class GraphSearchResult:
 
 @dataclass
 class NeighborsResult:
+    """The start node of :meth:`Graph.neighbors` and the steps one edge away from it."""
+
     node: Node
     neighbors: list[Neighbor]
 
     def to_dict(self) -> dict[str, Any]:
+        """``{"node", "neighbors"}``."""
         return {"node": self.node.to_dict(), "neighbors": [n.to_dict() for n in self.neighbors]}
 
 
 @dataclass
 class TraverseResult:
+    """The start of a walk and one shortest path to each node reached, nearest first."""
+
     start: Node
     paths: list[Path]
     truncated: bool = False
 
     def to_dict(self) -> dict[str, Any]:
+        """``{"node": start, "paths", "truncated"}``; each path carries its ``depth``."""
         return {
             "node": self.start.to_dict(),
             "paths": [p.to_dict(key="depth") for p in self.paths],
@@ -242,20 +273,26 @@ class TraverseResult:
 
 @dataclass
 class PathsResult:
+    """Paths between two nodes, shortest first; ``truncated`` when the limit left some out."""
+
     paths: list[Path]
     truncated: bool = False
 
     def to_dict(self) -> dict[str, Any]:
+        """``{"paths", "truncated"}``; each path carries its ``length``."""
         return {"paths": [p.to_dict() for p in self.paths], "truncated": self.truncated}
 
 
 @dataclass
 class GraphSearchResults:
+    """What :meth:`Graph.search` returns: the query, the strategy and the seeds in rank order."""
+
     query: str
     strategy: str
     results: list[GraphSearchResult]
 
     def to_dict(self) -> dict[str, Any]:
+        """``{"query", "strategy", "results"}``."""
         return {
             "query": self.query,
             "strategy": self.strategy,

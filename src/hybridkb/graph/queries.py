@@ -40,12 +40,14 @@ BACK = {"out": "in", "in": "out", "both": "both"}
 
 
 def check_direction(direction: str) -> str:
+    """``direction`` if it is ``in``, ``out`` or ``both``, else GraphError."""
     if direction not in DIRECTIONS:
         raise GraphError(f"direction: {direction!r} unknown; use in, out or both")
     return direction
 
 
 def check_bound(name: str, value: int, *, low: int = 0, high: int = 1_000_000) -> int:
+    """``value`` if a whole number from ``low`` to ``high``, else GraphError naming ``name``."""
     if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
         raise GraphError(f"{name}: must be a whole number from {low} to {high}, got {value!r}")
     return value
@@ -80,6 +82,8 @@ class Frontier:
         return eids[shift + np.arange(total)], np.repeat(nodes, lens)
 
     def expand(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One step from ``nodes``: the edges taken, the node each came from and the node it
+        reaches, over the CSR snapshot and the edges added since."""
         c, g = self.c, self.g
         base = nodes[nodes < c.n]
         parts_e, parts_f, parts_t = [], [], []

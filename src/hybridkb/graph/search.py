@@ -290,6 +290,12 @@ def context_for(
     limit: int,
     edge_types: frozenset[str] | None,
 ) -> list[ContextItem]:
+    """The graph context of one seed chunk, at most ``limit`` items.
+
+    First the chunk's ancestors (section, document), then the nodes reached within
+    ``depth`` hops ranked by spreading activation, with room kept for the document's own
+    non-structural links (user edges, imports), which would otherwise be crowded out.
+    """
     i = g.index.get(chunk_id)
     if i is None or limit <= 0:
         return []
@@ -341,6 +347,8 @@ def graph_search(
     collections: Iterable[str] | None = None,
     where: Any = None,
 ) -> GraphSearchResults:
+    """The graph search behind :meth:`hybridkb.api.GraphAPI.search` (arguments, results and
+    errors as documented there)."""
     if strategy not in STRATEGIES:
         raise GraphError(f"strategy: {strategy!r} unknown; use one of {', '.join(STRATEGIES)}")
     check_query(query, search_limit, "hybrid")

@@ -42,15 +42,15 @@ def node_line(node: Node) -> str:
         if p.get("page") is not None:
             parts.append(f"p. {p['page']}")
         if p.get("section"):
-            parts.append("§ " + render.clip(render.compact(str(p["section"])), 60))
+            parts.append("§ " + render.clip(render.fold_whitespace(str(p["section"])), 60))
         if p.get("document_id"):
             parts.append(f"doc {p['document_id']}")
         text += " " + " | ".join(parts)
         preview = p.get("preview") or name
         if isinstance(preview, str):
-            text += ": " + render.clip(render.compact(preview), 120)
+            text += ": " + render.clip(render.fold_whitespace(preview), 120)
     elif isinstance(name, str) and name != node.id:
-        text += " " + render.clip(render.compact(name), 100)
+        text += " " + render.clip(render.fold_whitespace(name), 100)
     return text
 
 
@@ -62,21 +62,33 @@ class ToolHost(Protocol):
     workspace: str
 
     @property
-    def graph(self) -> Any: ...
-    def in_workspace(self, workspace: str) -> ToolHost: ...
+    def graph(self) -> Any:
+        """The workspace's graph (:class:`hybridkb.api.GraphAPI`)."""
+        ...
+
+    def in_workspace(self, workspace: str) -> ToolHost:
+        """The same store bound to another workspace (the tools' ``workspace`` argument)."""
+        ...
 
 
 class GraphToolkit:
+    """The operations behind the graph tools, bound to one knowledge base; each returns
+    ``(text, artifact)`` and raises KBError for bad input (the tool wrappers turn it into a
+    ToolException)."""
+
     def __init__(self, kb: ToolHost) -> None:
         self.kb = kb
 
     @property
     def graph(self) -> Any:
+        """The bound knowledge base's graph, looked up per call (a lazy one opens on first use)."""
         return self.kb.graph
 
     def neighbors(
         self, node_id: str, edge_types: str = "", direction: str = "both", limit: int = 20
     ) -> Result:
+        """graph_neighbors: the nodes one edge from ``node_id`` (``edge_types`` comma-separated,
+        ``limit`` at most 200), one line each, within the listing budget."""
         result = self.graph.neighbors(
             node_id,
             edge_types=_types(edge_types),
@@ -110,6 +122,8 @@ class GraphToolkit:
         max_depth: int = 4,
         limit: int = 5,
     ) -> Result:
+        """graph_find_paths: up to ``limit`` (20) shortest paths of at most ``max_depth`` (8)
+        edges, each as arrows between node ids, then one line per node on them."""
         result = self.graph.find_paths(
             source_id,
             target_id,
@@ -148,6 +162,8 @@ class GraphToolkit:
         depth: int = 1,
         limit: int = 5,
     ) -> Result:
+        """graph_search_kb: graph-expanded search; the passages get three quarters of the search
+        budget, the graph context around them the rest."""
         if not isinstance(query, str) or not query.strip():
             raise ConfigError("query: empty; pass the question or words to look for")
         collections = (
@@ -187,6 +203,7 @@ class GraphToolkit:
         return text, result.to_dict()
 
     def relate(self, source_id: str, target_id: str, relation: str = "related") -> Result:
+        """graph_relate: link two existing nodes with a user edge of type ``relation``."""
         edge = self.graph.relate(source_id, target_id, relation)
         return f"Linked {edge.source} -{edge.type}-> {edge.target}.", edge.to_dict()
 

@@ -43,6 +43,9 @@ def recall_decisions(vector: VectorIndex) -> dict[str, Any]:
 
 @dataclass
 class CollectionIndexes:
+    """One collection's derived indexes in memory (keyword and vector) and the write
+    generation of the tables they reflect."""
+
     keyword: KeywordIndex
     vector: VectorIndex
     generation: int
@@ -140,6 +143,7 @@ def add_terms(
 
 
 def snapshot_paths(folder: Path, collection_id: int) -> dict[str, Path]:
+    """The files of a collection's index snapshot in ``folder``: keyword, vector and meta."""
     return {
         "keyword": folder / f"c{collection_id}.keyword.bin",
         "vector": folder / f"c{collection_id}.vector.bin",
@@ -219,6 +223,8 @@ def load_snapshot(
 
 
 def drop_snapshot(folder: Path, collection_id: int) -> None:
+    """Delete a collection's snapshot files and the leftovers of an interrupted save (missing
+    ones are fine)."""
     for path in [
         *snapshot_paths(folder, collection_id).values(),
         *_leftovers(folder, collection_id),

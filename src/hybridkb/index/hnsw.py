@@ -1,12 +1,19 @@
-"""The vector index's HNSW graph: usearch's compiled extension, used directly.
+"""The vector index's HNSW graph: the one module that touches usearch.
 
-usearch's Python package imports urllib (with http and ssl) for a downloader, and its
-wrapper module tqdm, ~50 ms of a cold search that uses neither. The compiled extension
-is loaded here on its own, as the package would load it (NumKong's kernels made
-global first), and wrapped in the few calls the index makes; with an older usearch,
-or anything unexpected, the package is imported as usual.
+usearch is loaded past its package, by :func:`load_usearch_extension`, and wrapped in
+:class:`Graph` (the few calls the index makes); no other module imports usearch
+(``tests/test_vector_index.py`` checks). Two rules live here and nowhere else:
 
-Import duckdb before this module (``vector.py`` does, and says why).
+- **Not through the package.** usearch's ``__init__`` imports urllib (with http and
+  ssl) for a model downloader, and its wrapper module tqdm: ~50 ms of a cold search
+  that uses neither. The compiled extension is loaded on its own, as the package
+  would load it (NumKong's kernels made global first); with an older usearch, on
+  Windows, or on anything unexpected, the package is imported as usual.
+- **duckdb first.** usearch's extension carries its own copy of C++ runtime code,
+  whose unique symbols bind process-wide when it is the first to load libstdc++; a
+  later ``import onnxruntime`` then dies with SIGSEGV, and pyarrow segfaults
+  converting time-zoned timestamps. duckdb loads the system libstdc++ first, and
+  every hybridkb process imports it anyway, so this module imports it before usearch.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
+import duckdb  # noqa: F401  # before usearch: see "duckdb first" above
 import numpy as np
 
 
@@ -45,7 +53,13 @@ def _load_alone() -> ModuleType:
     raise ImportError("usearch's compiled extension not found")
 
 
-def _compiled() -> ModuleType:
+def load_usearch_extension() -> ModuleType:
+    """``usearch.compiled``, loaded without the usearch package where possible.
+
+    Already loaded (by us, or by a program that imported usearch itself): that module.
+    Else the extension alone (no downloader, no tqdm); should that fail, through the
+    package as usual. The module docstring says why.
+    """
     found = sys.modules.get("usearch.compiled")
     if found is not None:
         return found
@@ -60,10 +74,10 @@ if TYPE_CHECKING:
     from usearch.compiled import Index as _Index
     from usearch.compiled import MetricKind, ScalarKind
 else:
-    _module = _compiled()
+    _module = load_usearch_extension()
     _Index, MetricKind, ScalarKind = _module.Index, _module.MetricKind, _module.ScalarKind
 
-__all__ = ["Graph", "MetricKind", "ScalarKind"]
+__all__ = ["Graph", "MetricKind", "ScalarKind", "load_usearch_extension"]
 
 
 class Graph:
@@ -98,14 +112,17 @@ class Graph:
         )
 
     def __len__(self) -> int:
+        """Rows in the graph (deleted ones no longer count)."""
         return len(self._index)
 
     @property
     def ndim(self) -> int:
+        """Dimensions as usearch counts them (bits for ``ScalarKind.B1``)."""
         return int(self._index.ndim)
 
     @property
     def memory_usage(self) -> int:
+        """Bytes the graph holds (links and its copies of the rows)."""
         return int(self._index.memory_usage)
 
     @property
@@ -115,10 +132,12 @@ class Graph:
 
     @property
     def expansion_search(self) -> int:
+        """Beam width while searching; set it to trade speed for recall."""
         return int(self._index.expansion_search)
 
     @expansion_search.setter
     def expansion_search(self, beam: int) -> None:
+        """Set the search beam width."""
         self._index.expansion_search = beam
 
     def add(self, keys: np.ndarray, rows: np.ndarray, *, threads: int = 0) -> None:
@@ -133,6 +152,7 @@ class Graph:
         self._index.remove_many(_ukeys(keys), compact=False, threads=0)  # type: ignore[arg-type]
 
     def contains(self, keys: np.ndarray) -> np.ndarray:
+        """Whether each key is in the graph (bool array, one per key)."""
         return np.asarray(self._index.contains_many(_ukeys(keys)), dtype=bool)
 
     def search(self, query: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
@@ -148,6 +168,7 @@ class Graph:
         return found[0, :n].view(np.int64), distances[0, :n]
 
     def save(self) -> bytes:
+        """The graph serialised, for :meth:`load` or :meth:`view`."""
         return bytes(self._index.save_index_to_buffer(None))
 
     def load(self, buffer: memoryview) -> None:

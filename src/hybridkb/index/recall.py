@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .compact import top_per_query
+from .quantized import top_per_query
 
 RECALL_TARGET = 0.98
 RECALL_K = 10
@@ -45,7 +45,7 @@ AUDIT_QUERIES = 64
 AUDIT_REGROWTH = 2.0
 
 
-class Stopped(Exception):
+class InterpreterExiting(Exception):
     """The interpreter is exiting: a background check gives up between two steps."""
 
 
@@ -60,7 +60,7 @@ def in_background(target: Callable[[], object], name: str) -> threading.Thread:
     def run() -> None:
         try:
             target()
-        except Stopped:
+        except InterpreterExiting:
             pass
 
     thread = threading.Thread(target=run, name=name, daemon=True)
@@ -71,7 +71,7 @@ def in_background(target: Callable[[], object], name: str) -> threading.Thread:
 
 def _step() -> None:
     if _EXITING.is_set() and threading.current_thread() in _BACKGROUND:
-        raise Stopped
+        raise InterpreterExiting
 
 
 @atexit.register
@@ -150,6 +150,7 @@ def exact_neighbours(
 
 
 def measure(found: list[set[int]], exact: list[set[int]]) -> float:
+    """Mean recall@``RECALL_K`` of ``found`` against the ``exact`` answers, query by query."""
     return float(
         np.mean(
             [len(f & e) / max(min(RECALL_K, len(e)), 1) for f, e in zip(found, exact, strict=True)]
@@ -193,6 +194,7 @@ class QueryLog:
         self._lock = threading.Lock()
 
     def record(self, query: np.ndarray) -> None:
+        """Keep ``query``, replacing the oldest past :data:`AUDIT_QUERIES` of them (thread-safe)."""
         with self._lock:
             self._rows[self._next] = query
             self._next = (self._next + 1) % AUDIT_QUERIES

@@ -13,7 +13,7 @@ Two layouts, chosen by size (figures from ``bench/vector.py``):
   a shared machine, slows ~20x (0.6 ms at 20k, 14 ms at 50k under load).
 * **hnsw** (above the threshold): the same matrix plus a usearch HNSW graph over
   copies of its rows scaled to one norm and searched by inner product (cheaper
-  than cosine, same order up to rounding; ``compact.graph_rows``), updated
+  than cosine, same order up to rounding; ``quantized.graph_rows``), updated
   incrementally. The graph's candidates are re-scored with the matrix's rows, so
   scores are the same cosines as the flat layout's. Filters scan the permitted rows
   exactly when they are few, and otherwise search the graph with growing
@@ -37,7 +37,7 @@ A lock serialises every call, so one index can serve several threads (the backgr
 check takes it in short holds).
 
 One class holds both layouts and their persistence (over our usual size: the layouts
-share every entry point); the compact rows and exact scans live in ``compact.py``,
+share every entry point); the compact rows and exact scans live in ``quantized.py``,
 the graph in ``hnsw.py``, the recall self-check's measures in ``recall.py`` and the
 file framing in ``fileheader.py``.
 """
@@ -52,15 +52,11 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
-# duckdb before usearch, on purpose: usearch's extension carries its own copy of C++
-# runtime code, whose unique symbols bind process-wide when it is the first to load
-# libstdc++; a later `import onnxruntime` then dies with SIGSEGV, and pyarrow segfaults
-# converting time-zoned timestamps. duckdb loads the system libstdc++ first, and every
-# hybridkb process has it (pyarrow would too, but a search does not otherwise need it).
-import duckdb  # noqa: F401
 import numpy as np
 
-from .compact import (
+from .fileheader import read_sections, write_sections
+from .hnsw import Graph, MetricKind, ScalarKind
+from .quantized import (
     NUMPY_DTYPE,
     OVERSAMPLE,
     FlatRows,
@@ -74,8 +70,6 @@ from .compact import (
     ranked,
     scan,
 )
-from .fileheader import read_sections, write_sections
-from .hnsw import Graph, MetricKind, ScalarKind
 from .recall import (
     AUDIT_QUERIES,
     AUDIT_REGROWTH,
@@ -128,7 +122,7 @@ _MAX_OVERSAMPLED = 20_000
 _SCAN_BATCH = 65_536
 # Graph candidates re-scored with the matrix's rows: twice the count asked, at least
 # 100 (the copies' coarser steps reorder close neighbours; 100 recovered recall@10 in
-# full on the 100k bench set, see compact.py).
+# full on the 100k bench set, see quantized.py).
 RESCORE_FACTOR = 2
 RESCORE_MIN = 100
 

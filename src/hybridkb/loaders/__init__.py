@@ -20,7 +20,7 @@ from typing import BinaryIO
 from hybridkb.errors import ExtractionError, KBError, UnsupportedFileType
 from hybridkb.files import OpenedFile, allowed_root, open_file
 from hybridkb.loaders.budget import FileBudget, FileLimits, counting_zip_reads
-from hybridkb.loaders.text import iter_text_blocks
+from hybridkb.loaders.text import iter_text_blocks, load_markdown, load_text, stream_markdown
 from hybridkb.normalize import display_name
 from hybridkb.types import Block, FailedFile, LoadedFile, SkippedFile
 
@@ -70,14 +70,10 @@ def _load_docx(stream: BinaryIO, name: str, options: LoadOptions, budget: FileBu
 def _load_markdown(
     stream: BinaryIO, name: str, options: LoadOptions, budget: FileBudget
 ) -> LoadedFile:
-    from hybridkb.loaders.text import load_markdown
-
     return load_markdown(stream, name=name, budget=budget)
 
 
 def _load_text(stream: BinaryIO, name: str, options: LoadOptions, budget: FileBudget) -> LoadedFile:
-    from hybridkb.loaders.text import load_text
-
     return load_text(stream, name=name, budget=budget)
 
 
@@ -238,7 +234,6 @@ def stream_blocks(source: OpenedFile, *, limits: FileLimits | None = None) -> It
         ExtractionError: Binary content, no text, unreadable CSV, or too many rows.
     """
     from hybridkb.loaders.sheets import stream_csv
-    from hybridkb.loaders.text import stream_markdown
 
     suffix = source.path.suffix.lower()
     source.stream.seek(0)

@@ -66,6 +66,7 @@ class TextLine:
 
     @property
     def height(self) -> float:
+        """The line's height in pixels (bottom minus top)."""
         return self.bottom - self.top
 
 

@@ -71,9 +71,11 @@ class HeadingPath:
 
     @property
     def section(self) -> str | None:
+        """The open headings joined with `` > `` (``before_first`` before any heading)."""
         return " > ".join(title for _, title in self.open) or self.before_first
 
     def enter(self, level: int, title: str) -> None:
+        """Open a heading at ``level`` (1 = top), closing those of its level or deeper."""
         while self.open and self.open[-1][0] >= level:
             self.open.pop()
         self.open.append((level, title[:MAX_TITLE_CHARS].rstrip()))

@@ -18,6 +18,7 @@ DatabaseLocked naming the owner.
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 import uuid
@@ -74,8 +75,6 @@ def _remove_on_sigterm(server: OwnerServer) -> None:
     """An owner stopped by SIGTERM removes its endpoint file (no client is sent to a
     dead owner's address). Only where nobody else handles SIGTERM: a program with its
     own handler (the MCP server) closes its knowledge base there, which does the same."""
-    import signal
-
     _SERVERS.append(server)
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGTERM"):
         return
@@ -133,12 +132,15 @@ class RemoteKnowledgeBase:
 
     @property
     def storage(self) -> Storage:
+        """The storage, only once this client has taken the file over from an owner that
+        exited; while an owner holds it, DatabaseLocked (the file is not this process's)."""
         if self._local is not None:
             return self._local.storage
         raise self._held()
 
     @property
     def graph(self) -> RemoteGraph:
+        """The owner's graph; see :attr:`hybridkb.api.KnowledgeBaseAPI.graph`."""
         return RemoteGraph(self)
 
     def call(self, op: str, **args: Any) -> Any:
@@ -232,6 +234,8 @@ class RemoteKnowledgeBase:
             return
 
     def close(self) -> None:
+        """Run ``on_close``, close the link to the owner (and the file if taken over); see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.close`."""
         while self.on_close:
             self.on_close.pop()()
         if self._link is not None:
@@ -247,6 +251,8 @@ class RemoteKnowledgeBase:
         self.close()
 
     def in_workspace(self, workspace: str) -> RemoteKnowledgeBase:
+        """Another workspace through the same owner; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.in_workspace`."""
         other = RemoteKnowledgeBase(
             with_overrides(self.settings, workspace=workspace),
             self.db_path,
@@ -275,15 +281,23 @@ class RemoteKnowledgeBase:
     # -- models: a client embeds only with its own given embedders (the owner asks) ----
 
     def embedder(self, model: str, recipe: Recipe | None = None) -> Embedder:
+        """An embedder loaded in this process (the owner embeds for searches and adds); see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.embedder`."""
         return load_embedder(self.settings, self._given, model, recipe)
 
     def embedder_for(self, coll: CollectionRecord) -> Embedder:
+        """The collection's model loaded in this process; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.embedder_for`."""
         return checked_embedder(self.embedder, coll)
 
     def embedding_cache(self) -> EmbeddingCache | None:
+        """None: the owner embeds, and caches; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.embedding_cache`."""
         return None  # this process embeds nothing to cache: the owner does
 
     def reranker(self) -> Reranker | None:
+        """None: the owner reranks with its own settings; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.reranker`."""
         return None  # the owner reranks, with its own settings
 
     def warm_up(self) -> None:
@@ -295,10 +309,15 @@ class RemoteKnowledgeBase:
             self._local.prepare_search(collections)
 
     def record(self, name: str) -> CollectionRecord:
+        """A collection's catalog record from the owner; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.record`."""
         found: CollectionRecord = self.call("record", name=name)
         return found
 
     def with_reranker(self, reranker: Reranker) -> RemoteKnowledgeBase:
+        """Refused with ConfigError: a reranker is code, and the owner ranks with its own (set
+        HYBRIDKB_RERANKER where it runs); see :meth:`hybridkb.api.KnowledgeBaseAPI.with_reranker`.
+        """
         raise ConfigError(
             f"{self.db_path}: process {self.owner_pid} holds the knowledge base and ranks "
             "for this process with its own settings; set HYBRIDKB_RERANKER where it runs"
@@ -307,12 +326,18 @@ class RemoteKnowledgeBase:
     # -- the facade ------------------------------------------------------------------------
 
     def list_collections(self) -> list[CollectionInfo]:
+        """Every collection with its counts, from the owner; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.list_collections`."""
         return list(self.call("list_collections"))
 
     def collection_names(self) -> list[str]:
+        """The collections' names, from the owner; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.collection_names`."""
         return list(self.call("collection_names"))
 
     def describe(self, name: str) -> CollectionInfo:
+        """One collection's counts and sources, from the owner; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.describe`."""
         info: CollectionInfo = self.call("describe", name=name)
         return info
 
@@ -327,6 +352,12 @@ class RemoteKnowledgeBase:
         language: str | None = None,
         exist_ok: bool = False,
     ) -> RemoteCollection:
+        """Create a collection at the owner; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.create_collection`.
+
+        If the owner went away after it may have committed, the re-run's CollectionExists is
+        this call's own collection, not a clash.
+        """
         given = {
             "model": model,
             "chunk_strategy": chunk_strategy,
@@ -351,6 +382,8 @@ class RemoteKnowledgeBase:
     def collection(
         self, name: str, *, create: bool = False, model: str | None = None
     ) -> RemoteCollection:
+        """A checked handle, the check run at the owner; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.collection`."""
         found = self.call("collection", name=name, create=create, model=model)
         return RemoteCollection(self, str(found))
 
@@ -358,6 +391,13 @@ class RemoteKnowledgeBase:
         return RemoteCollection(self, check_name(name))
 
     def drop_collection(self, name: str) -> None:
+        """Drop a collection at the owner; see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.drop_collection`.
+
+        If the owner went away after it may have committed, the re-run's CollectionNotFound
+        means this call dropped it.
+        """
+
         def settle(outcome: Any) -> None:
             # Gone when re-run: the owner that went away dropped it before exiting.
             if isinstance(outcome, KBError) and not isinstance(outcome, CollectionNotFound):
@@ -375,6 +415,8 @@ class RemoteKnowledgeBase:
         collections: Iterable[str] | None = None,
         rerank: bool | None = None,
     ) -> list[Hit]:
+        """Search at the owner (which reranks with its own reranker); see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.search`."""
         names = None if collections is None else list(collections)
         # The owner reranks with its own reranker: a model object cannot cross the socket.
         return list(
@@ -386,19 +428,25 @@ class RemoteKnowledgeBase:
     # -- maintenance verbs: the owner runs them -------------------------------------------
 
     def doctor(self, name: str | None = None, *, repair: bool = False) -> list[CollectionHealth]:
+        """Check collections at the owner; see :meth:`hybridkb.api.KnowledgeBaseAPI.doctor`."""
         return list(self.call("doctor", name=name, repair=repair))
 
     def reembed(
         self, name: str, *, model: str | None = None, progress: bool = True
     ) -> dict[str, Any]:
+        """Re-embed at the owner (no progress bar here); see
+        :meth:`hybridkb.api.KnowledgeBaseAPI.reembed`."""
         return dict(self.call("reembed", name=name, model=model))  # no bar: the owner embeds
 
     def compact(self) -> dict[str, int]:
+        """Compact at the owner; see :meth:`hybridkb.api.KnowledgeBaseAPI.compact`."""
         return dict(self.call("compact"))
 
     def copy_to(
         self, dst_url: str, *, workspace: str | None = None, progress: CopyProgress | None = None
     ) -> dict[str, Any]:
+        """Copy at the owner, a file ``dst_url`` made absolute here (``progress`` is not
+        called: the owner copies); see :meth:`hybridkb.api.KnowledgeBaseAPI.copy_to`."""
         from hybridkb.copy import absolute_url
 
         return dict(self.call("copy", to=absolute_url(dst_url), workspace=workspace))
@@ -411,6 +459,7 @@ class RemoteKnowledgeBase:
         timeout: float | None = None,
         max_bytes: int | None = None,
     ) -> SQLResult:
+        """Run the SELECT at the owner; see :meth:`hybridkb.api.KnowledgeBaseAPI.sql`."""
         from hybridkb.sql_tool import sql_from_dict
 
         limits = {"max_rows": max_rows, "timeout": timeout, "max_bytes": max_bytes}

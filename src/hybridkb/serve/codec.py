@@ -122,6 +122,8 @@ def encode(value: Any) -> Any:
 
 
 def decode(value: Any) -> Any:
+    """A JSON value back as Python: tagged objects rebuilt as the dataclass they name (only
+    those this module lists: KeyError for any other), containers decoded recursively."""
     if isinstance(value, dict):
         if "__type__" in value:
             name = value["__type__"]
@@ -137,6 +139,7 @@ def decode(value: Any) -> Any:
 
 
 def dumps(message: dict[str, Any]) -> bytes:
+    """One message as a line of JSON (UTF-8, newline-terminated)."""
     try:
         return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
     except UnicodeEncodeError:
@@ -147,6 +150,8 @@ def dumps(message: dict[str, Any]) -> bytes:
 
 
 def error_payload(exc: BaseException) -> dict[str, str]:
+    """An exception as it crosses the socket: a KBError by class name and message; any other
+    as a BackendError saying the owner failed (its traceback stays with the owner)."""
     if isinstance(exc, errors.KBError):
         return {"type": type(exc).__name__, "message": str(exc)}
     return {
@@ -156,6 +161,8 @@ def error_payload(exc: BaseException) -> dict[str, str]:
 
 
 def error_from(payload: dict[str, Any]) -> errors.KBError:
+    """The KBError a payload names, rebuilt with its message; an unknown or non-KBError name
+    becomes BackendError, so a message can never make the client build another class."""
     cls = getattr(errors, str(payload.get("type")), None)
     if not (isinstance(cls, type) and issubclass(cls, errors.KBError)):
         cls = errors.BackendError

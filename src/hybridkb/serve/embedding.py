@@ -47,11 +47,13 @@ class ClientEmbedder:
         return normalize_rows(array)
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:
+        """The vectors of ``texts``, asked of the client that owns the model."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return self._vectors({"embed": list(texts), "model": self.model_id}, len(texts))
 
     def embed_query(self, text: str) -> np.ndarray:
+        """The query vector of ``text``, asked of the client that owns the model."""
         vector: np.ndarray = self._vectors({"embed_query": text, "model": self.model_id}, 1)[0]
         return vector
 

@@ -74,6 +74,7 @@ class Endpoint:
 
     @property
     def transport(self) -> Transport:
+        """``tcp`` or ``unix``, from the address's prefix."""
         return "tcp" if self.address.startswith("tcp:") else "unix"
 
     @property
@@ -197,6 +198,9 @@ def open_connection(endpoint: Endpoint, timeout: float | None = None) -> socket.
 
 
 def write_endpoint(db_path: str | Path, endpoint: Endpoint) -> None:
+    """Publish ``endpoint`` for ``db_path``'s clients: written to a temporary file only this
+    user can read (it holds the token), then renamed into place, so a reader never sees
+    half a file."""
     target = endpoint_file(db_path)
     temp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -242,6 +246,8 @@ def _owned_by_me(info: os.stat_result) -> bool:
 
 
 def read_endpoint(db_path: str | Path) -> Endpoint | None:
+    """The endpoint published for ``db_path``, or None when there is none or it cannot be
+    trusted (a link, another user's file, a malformed one)."""
     try:
         path = endpoint_file(db_path)
         info = path.lstat()

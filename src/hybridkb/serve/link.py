@@ -59,6 +59,7 @@ class OwnerLink:
         return decode(answer["ok"])
 
     def close(self) -> None:
+        """Close the connection to the owner (errors ignored: it may be gone already)."""
         try:
             self.reader.close()
             self.sock.close()

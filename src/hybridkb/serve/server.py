@@ -40,6 +40,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hybridkb.errors import ConfigError
 from hybridkb.kb import KnowledgeBase
 from hybridkb.serve.codec import (
     MAX_MESSAGE_BYTES,
@@ -235,8 +236,6 @@ class OwnerServer:
         try:
             operation = OPERATIONS.get(op)
             if operation is None:
-                from hybridkb.errors import ConfigError
-
                 raise ConfigError(f"unknown operation {op!r}")
             kb = self._in(str(request.get("workspace") or self.kb.workspace))
             for model_id, dim in dict(request.get("embedders") or {}).items():
@@ -247,6 +246,8 @@ class OwnerServer:
             return {"error": error_payload(exc)}
 
     def close(self) -> None:
+        """Stop serving: withdraw the endpoint first (no new client finds it), wake and close
+        the listening socket, and wait up to 5 s for the accept thread."""
         self._closed.set()
         remove_endpoint(self.db_path, self.endpoint)
         try:

@@ -3,8 +3,9 @@ embedded DuckDB; ``postgresql://...`` is PostgreSQL + pgvector."""
 
 from __future__ import annotations
 
+from .backends import backend_for
 from .base import Capabilities, ChunkRecord, CollectionRecord, DocumentRecord, Storage
-from .urls import check_store_url, is_postgres_url, redact_url
+from .urls import is_postgres_url, redact_url
 
 __all__ = [
     "Capabilities",
@@ -25,20 +26,20 @@ def open_storage(
     lock_timeout: float = 10.0,
     row_cache_mb: int | None = None,
 ) -> Storage:
-    check_store_url(url)
-    if is_postgres_url(url):
-        from .postgres import PostgresStorage
+    """Open the store a URL names with the backend that takes it (see ``backends``).
 
-        return PostgresStorage(url, read_only=read_only)
-    # duckdb:///abs/path -> /abs/path, duckdb://rel/path -> rel/path
-    path = url.removeprefix("duckdb://")
-    from .duckdb import DuckDBStorage
+    Args:
+        url: a DuckDB file path, ``duckdb:///path``, ``:memory:`` or ``postgresql://...``
+            (or a URL of a registered backend).
+        read_only: open without write access.
+        lock_timeout: seconds to wait for a file another process holds (DuckDB).
+        row_cache_mb: chunk rows kept in memory (DuckDB); None for the default.
 
-    if row_cache_mb is None:
-        return DuckDBStorage(path or ":memory:", read_only=read_only, lock_timeout=lock_timeout)
-    return DuckDBStorage(
-        path or ":memory:",
-        read_only=read_only,
-        lock_timeout=lock_timeout,
-        row_cache_bytes=row_cache_mb << 20,
+    Raises:
+        ConfigError: no backend takes the URL.
+        DatabaseLocked: another process holds the DuckDB file past ``lock_timeout``.
+        BackendError: the store cannot be opened.
+    """
+    return backend_for(url).open(
+        url, read_only=read_only, lock_timeout=lock_timeout, row_cache_mb=row_cache_mb
     )

@@ -3,9 +3,11 @@
 This module is the whole contract between the core and a backend. Backends return
 ranked ``(chunk_key, score)`` lists; fusion happens in the core (``hybridkb.fusion``)
 so every backend ranks the same way. Differences between backends are data: the
-flags of :class:`Capabilities`, and the optional parts (:attr:`Storage.graph_sql`,
-:attr:`Storage.maintenance`) that are ``None`` where a backend lacks them. Callers
-test those, never a backend's class or name.
+flags of :class:`Capabilities` (how the store behaves), and the optional parts
+(:attr:`Storage.graph_sql`, :attr:`Storage.maintenance`, :attr:`Storage.reembedding`):
+objects that are ``None`` where a backend lacks them, the one way a backend says it
+lacks something. Callers test those, never a backend's class or name, and never
+probe with ``hasattr``.
 """
 
 from __future__ import annotations
@@ -30,17 +32,29 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What a backend offers, as data callers test (never the backend's class or name)."""
+    """How a store behaves, as data callers test (never the backend's class or name).
+
+    What a backend may lack is not a flag here but an optional part of :class:`Storage`
+    (``graph_sql``, ``maintenance``, ``reembedding``), None where it is absent.
+    """
 
     name: str  # "duckdb" | "postgres": for messages and reports only
-    concurrent_writers: bool  # many processes may write at once (else one owner per file)
+    # Many processes may write at once; else one process holds the file and serves the
+    # others (declared before opening by storage.backends.Backend, which opening asks).
+    concurrent_writers: bool
     persistent: bool  # False for :memory:
-    graph: bool = True  # graph tables (Storage.graph_sql is not None)
-    maintenance: bool = False  # doctor / reembed / compact (Storage.maintenance is not None)
 
 
 @dataclass
 class CollectionRecord:
+    """A collection's catalog row: what every add and search of it must use.
+
+    ``id`` is unique in the store and names the collection's tables; ``model``, ``dim``,
+    ``chunking`` and ``language`` are fixed at creation (``reembed`` changes the model);
+    ``generation`` grows with every write to the collection, so ``(id, generation)`` keys
+    a cache that can never serve stale data.
+    """
+
     id: int
     workspace: str
     name: str
@@ -59,6 +73,12 @@ class CollectionRecord:
 
 @dataclass
 class DocumentRecord:
+    """A document's catalog row (one per file or added text; its text lives in its chunks).
+
+    ``document_id`` is unique within the collection; ``chunk_count`` is the number of
+    chunks stored for the current ``content_hash``.
+    """
+
     document_id: str
     path: str | None
     filename: str | None
@@ -97,6 +117,14 @@ class FileState:
 
 @dataclass(slots=True)  # many live at once (ingest batches, the row cache)
 class ChunkRecord:
+    """One stored chunk: its text, where it sits in its document, and what filters see.
+
+    ``key`` is ``chunk_key(chunk_id)``, the integer the derived indexes rank by;
+    ``char_start``/``char_end`` are offsets into the document text; ``terms`` are the
+    analysed keywords the BM25 index holds; ``metadata`` is the user's, the built-in fields
+    being the other attributes.
+    """
+
     key: int
     chunk_id: str
     document_id: str
@@ -126,6 +154,8 @@ class PutItem:
 
 @dataclass
 class CollectionStats:
+    """Counts of one collection: documents, chunks, languages seen, bytes of source, last write."""
+
     documents: int
     chunks: int
     languages: list[str]
@@ -144,6 +174,7 @@ def make_chunk_id(collection_id: int, document_id: str, content_hash: str, index
 
 
 def chunk_key(chunk_id: str) -> int:
+    """The integer key derived indexes use: the chunk's 16-hex-digit id as a number (< 2**63)."""
     return int(chunk_id, 16)
 
 
@@ -159,7 +190,10 @@ class Connection(Protocol):
     a backend's own helpers (its :class:`GraphSQL`) may use more of their driver.
     """
 
-    def execute(self, query: str, parameters: Any = ..., /) -> Any: ...
+    def execute(self, query: str, parameters: Any = ..., /) -> Any:
+        """Run one statement with positional parameters; the result has
+        ``fetchall()``/``fetchone()``."""
+        ...
 
 
 @dataclass
@@ -233,8 +267,14 @@ class GraphSQL(Protocol):
     graph version in the same transaction, so an in-memory copy can tell it is current.
     """
 
-    def ensure_schema(self, con: Connection) -> None: ...
-    def has_schema(self, con: Connection) -> bool: ...
+    def ensure_schema(self, con: Connection) -> None:
+        """Create the graph tables if they are missing (idempotent)."""
+        ...
+
+    def has_schema(self, con: Connection) -> bool:
+        """Whether the graph tables exist (a read-only store cannot create them)."""
+        ...
+
     def version(self, con: Connection, workspace: str) -> int:
         """The workspace's graph version (0 before the first write)."""
         ...
@@ -250,7 +290,10 @@ class GraphSQL(Protocol):
         collection_id: int,
         document_id: str,
         rows: Sequence[NodeRow],
-    ) -> None: ...
+    ) -> None:
+        """Insert one document's nodes (no delete first: see :meth:`replace_documents`)."""
+        ...
+
     def insert_edges(
         self,
         con: Connection,
@@ -258,7 +301,10 @@ class GraphSQL(Protocol):
         collection_id: int,
         document_id: str,
         rows: Sequence[EdgeRow],
-    ) -> None: ...
+    ) -> None:
+        """Insert one document's edges (no delete first: see :meth:`replace_documents`)."""
+        ...
+
     def replace_documents(
         self,
         con: Connection,
@@ -282,20 +328,29 @@ class GraphSQL(Protocol):
         nodes that lost their last row go too."""
         ...
 
-    def drop_collection(self, con: Connection, workspace: str, collection_id: int) -> None: ...
-    def upsert_user_nodes(
-        self, con: Connection, workspace: str, rows: Sequence[NodeRow]
-    ) -> None: ...
-    def upsert_user_edges(
-        self, con: Connection, workspace: str, rows: Sequence[EdgeRow]
-    ) -> None: ...
+    def drop_collection(self, con: Connection, workspace: str, collection_id: int) -> None:
+        """Delete every row that came from the collection's documents (user rows stay)."""
+        ...
+
+    def upsert_user_nodes(self, con: Connection, workspace: str, rows: Sequence[NodeRow]) -> None:
+        """Insert user nodes (``collection_id = 0``), replacing those with the same id."""
+        ...
+
+    def upsert_user_edges(self, con: Connection, workspace: str, rows: Sequence[EdgeRow]) -> None:
+        """Insert user edges, replacing those with the same source, target and type."""
+        ...
+
     def delete_user_edge(
         self, con: Connection, workspace: str, source: str, target: str, etype: str
     ) -> int:
         """Delete the user edge source -(etype)-> target; return how many rows went."""
         ...
 
-    def delete_user_node(self, con: Connection, workspace: str, node_id: str) -> int: ...
+    def delete_user_node(self, con: Connection, workspace: str, node_id: str) -> int:
+        """Delete the user node ``node_id`` (and the user edges on it when no row of the node
+        is left); return how many node rows went."""
+        ...
+
     def load(self, con: Connection, workspace: str) -> tuple[int, Table, Table]:
         """(version, nodes, edges): nodes of ``columns.GRAPH_NODES`` (id, type, properties,
         collection_id, document_id), edges of ``columns.GRAPH_EDGES`` (source, target,
@@ -314,10 +369,13 @@ class GraphSQL(Protocol):
         """A collection's id by name inside the caller's transaction (for graph links)."""
         ...
 
-    def aliases(self, con: Connection, workspace: str) -> dict[str, str]: ...
-    def set_alias(
-        self, con: Connection, workspace: str, alias: str, canonical: str | None
-    ) -> None: ...
+    def aliases(self, con: Connection, workspace: str) -> dict[str, str]:
+        """The workspace's alias table: normalised alias -> canonical entity name."""
+        ...
+
+    def set_alias(self, con: Connection, workspace: str, alias: str, canonical: str | None) -> None:
+        """Set (or with ``canonical`` None remove) one alias of the workspace."""
+        ...
 
 
 # -- maintenance -------------------------------------------------------------------------
@@ -333,6 +391,7 @@ class Finding:
     repaired: bool = False
 
     def to_dict(self) -> dict[str, Any]:
+        """The finding as JSON-ready data (for the CLI's --json and the MCP tools)."""
         return {
             "check": self.check,
             "count": self.count,
@@ -343,14 +402,18 @@ class Finding:
 
 @dataclass
 class CollectionHealth:
+    """What :meth:`Maintenance.check` found in one collection."""
+
     collection: str
     findings: list[Finding] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
+        """True when every finding counts zero problems or was repaired."""
         return all(f.count == 0 or f.repaired for f in self.findings)
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the collection, ``ok``, and only the findings with problems."""
         return {
             "collection": self.collection,
             "ok": self.ok,
@@ -365,6 +428,15 @@ class Maintenance(Protocol):
         """Tables vs each other, vs the derived indexes and the graph; repair if asked."""
         ...
 
+    def compact(self) -> dict[str, int]:
+        """Rewrite the store without dead space; return sizes before/after in bytes."""
+        ...
+
+
+class Reembedding(Protocol):
+    """Re-embedding in place, which a backend may offer (``Storage.reembedding``; None
+    where it does not)."""
+
     def reembed(
         self,
         coll: CollectionRecord,
@@ -377,25 +449,62 @@ class Maintenance(Protocol):
         number of chunks. Searches keep working meanwhile."""
         ...
 
-    def compact(self) -> dict[str, int]:
-        """Rewrite the store without dead space; return sizes before/after in bytes."""
-        ...
-
 
 class Storage(Protocol):
     """What the core needs from a database. One instance per open knowledge base.
 
-    Every driver error is raised as a :class:`~hybridkb.errors.BackendError` (or a
-    subclass), never as the driver's own exception.
+    A backend must:
+
+    * make every write atomic: ``put_document``, ``put_documents``,
+      ``put_document_stream``, ``delete_documents`` and ``drop_collection`` each commit
+      all of their rows (chunks, vectors, catalog, and whatever the write ``hooks``
+      write in the same transaction) or none, and bump the collection's
+      ``generation``; a reader (another thread, or another process where
+      ``capabilities.concurrent_writers``) sees the old state or the new one, never a
+      mix;
+    * rank only: the searches return ``(chunk_key, score)`` pairs, best first, at most
+      ``k``, each a chunk that matches ``where`` (filters apply before the cut, so a
+      filtered search is not a post-filtered top k), ties broken by key so the same
+      store answers the same way; the core fuses, dresses hits and applies settings;
+    * see its own writes at once: a search or read after a write returns commits
+      made before it (derived in-memory indexes are brought up to date first);
+    * take identifiers from :class:`CollectionRecord` ids only: no name or other user
+      text is ever spliced into SQL (values travel as bound parameters, filters
+      through :func:`hybridkb.filters.to_sql`);
+    * raise every driver error as a :class:`~hybridkb.errors.BackendError` (or a
+      subclass, e.g. :class:`~hybridkb.errors.DatabaseLocked` when another process
+      holds the file past the lock timeout), keeping the driver's as the cause; never
+      the driver's own exception;
+    * refuse writes with BackendError when ``read_only``.
+
+    A backend must never chunk, parse files, load models or embed (the core hands it
+    finished rows and vectors; :meth:`Maintenance.reembed` uses the embedder it is
+    given), call back into the core except through ``hooks``, or let a connection
+    escape :meth:`transaction`. What a backend lacks is said
+    by :class:`Capabilities` and the ``None`` optional parts, never by raising
+    NotImplementedError from a member.
     """
 
     capabilities: Capabilities
     read_only: bool
     hooks: list[WriteHook]  # called inside every document write/delete/drop transaction
-    graph_sql: GraphSQL | None  # the graph's tables; None where the backend has none
-    maintenance: Maintenance | None  # doctor / reembed / compact; None where not offered
 
-    def close(self) -> None: ...
+    # Optional parts: None where the backend does not offer them (the one way a backend
+    # declares what it lacks). A caller reads the attribute and handles None, naming the
+    # backend (``capabilities.name``) in its message.
+    graph_sql: GraphSQL | None
+    """The graph's tables (the knowledge graph needs them); None: no graph here."""
+    maintenance: Maintenance | None
+    """doctor / compact; None: the backend offers no housekeeping."""
+    reembedding: Reembedding | None
+    """reembed in place; None: the backend cannot (a copy through another store can)."""
+
+    def close(self) -> None:
+        """Release the store: save what must persist (e.g. index snapshots), close the
+        connections and the file lock. Closing again does nothing; no other member may
+        be called afterwards."""
+        ...
+
     def transaction(self, fn: Callable[[Connection], T]) -> T:
         """Run ``fn(con)`` in one transaction (committed if it returns, rolled back if it
         raises) under the backend's lock; for the graph and copy helpers."""
@@ -416,16 +525,41 @@ class Storage(Protocol):
         chunking: dict[str, Any],
         language: str,
         recipe: dict[str, Any] | None = None,
-    ) -> CollectionRecord: ...
-    def get_collection(self, workspace: str, name: str) -> CollectionRecord | None: ...
-    def list_collections(self, workspace: str) -> list[CollectionRecord]: ...
-    def drop_collection(self, coll: CollectionRecord) -> None: ...
+    ) -> CollectionRecord:
+        """Add a collection to the catalog and create its tables, in one transaction.
+
+        Returns:
+            Its record, with a new ``id`` and ``generation`` 0.
+
+        Raises:
+            CollectionExists: ``name`` is taken in ``workspace`` (the message names it).
+        """
+        ...
+
+    def get_collection(self, workspace: str, name: str) -> CollectionRecord | None:
+        """The record of ``name`` in ``workspace``, read afresh; None if there is none."""
+        ...
+
+    def list_collections(self, workspace: str) -> list[CollectionRecord]:
+        """The workspace's collections, sorted by name."""
+        ...
+
+    def drop_collection(self, coll: CollectionRecord) -> None:
+        """Delete the collection: catalog row, tables, sources, file states and derived
+        indexes, in one transaction; write hooks see a ``drop`` event before the tables go."""
+        ...
 
     # documents
-    def get_document(self, coll: CollectionRecord, document_id: str) -> DocumentRecord | None: ...
+    def get_document(self, coll: CollectionRecord, document_id: str) -> DocumentRecord | None:
+        """A document's record; None if the collection has no such document."""
+        ...
+
     def list_documents(
         self, coll: CollectionRecord, *, limit: int = 100, offset: int = 0
-    ) -> list[DocumentRecord]: ...
+    ) -> list[DocumentRecord]:
+        """One page of the collection's documents, ordered by ``added_at`` then ``document_id``."""
+        ...
+
     def put_document(
         self,
         coll: CollectionRecord,
@@ -461,7 +595,10 @@ class Storage(Protocol):
         """Delete; return the ids that existed."""
         ...
 
-    def stats(self, coll: CollectionRecord) -> CollectionStats: ...
+    def stats(self, coll: CollectionRecord) -> CollectionStats:
+        """Counts of one collection (see :meth:`stats_many` for several)."""
+        ...
+
     def prepare(self, coll: CollectionRecord) -> None:
         """Load now what a search of ``coll`` will need (derived indexes), e.g. in a thread
         while the query's model loads; a backend with nothing to load does nothing."""
@@ -474,10 +611,22 @@ class Storage(Protocol):
     # search: ranked (chunk_key, score), best first, at most k, only chunks matching `where`
     def keyword_search(
         self, coll: CollectionRecord, terms: Sequence[str], k: int, where: Filter | None
-    ) -> Ranked: ...
+    ) -> Ranked:
+        """BM25 over the chunks' analysed ``terms``; an empty ``terms`` ranks nothing.
+
+        Scores are the BM25 scores of the backend's index (only ranks compare across
+        backends: the core fuses ranks and normalised scores, never raw BM25).
+        """
+        ...
+
     def vector_search(
         self, coll: CollectionRecord, query: np.ndarray, k: int, where: Filter | None
-    ) -> Ranked: ...
+    ) -> Ranked:
+        """Chunks by cosine similarity to ``query`` (a unit vector of the collection's
+        dimension). The search may be approximate (an index), but with ``where`` it must
+        still return ``k`` hits whenever ``k`` chunks match."""
+        ...
+
     def filter_search(
         self,
         coll: CollectionRecord,

@@ -1,10 +1,9 @@
-"""Store URLs: which backend a URL names, and how to show it without its password."""
+"""Store URLs: their scheme, whether one is PostgreSQL's, and how to show one without its
+password (which backend takes a URL: ``backends.py``)."""
 
 from __future__ import annotations
 
 import re
-
-from ..errors import ConfigError
 
 SUPPORTED = "a file path, duckdb:///path, :memory: or postgresql://user@host/db"
 # A scheme before ':' (two letters or more: C:\ is a Windows drive). DuckDB itself reads
@@ -13,6 +12,8 @@ _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):")
 
 
 def is_postgres_url(url: str) -> bool:
+    """Whether ``url`` names a Postgres database (``postgresql://``, ``postgres://``, or
+    SQLAlchemy's ``postgresql+psycopg://``)."""
     return url.startswith(("postgresql://", "postgres://", "postgresql+psycopg://"))
 
 
@@ -28,16 +29,7 @@ def redact_url(url: str) -> str:
     return f"{head}{sep}{user}:***@{rest}" if ":" in cred else url
 
 
-def check_store_url(url: str) -> None:
-    """Refuse a URL of a store we do not support, before anything is opened or created.
-
-    Raises:
-        ConfigError: naming the scheme and the forms that are supported.
-    """
+def url_scheme(url: str) -> str | None:
+    """The scheme before ``:`` of a store URL, or None for a path (and ``:memory:``)."""
     found = _SCHEME.match(url)
-    if found is None or url == ":memory:" or url.startswith("duckdb:") or is_postgres_url(url):
-        return
-    raise ConfigError(
-        f"{redact_url(url)[:200]}: '{found.group(1)}:' is not a store hybridkb opens; "
-        f"give --db (or HYBRIDKB_DB) {SUPPORTED}"
-    )
+    return None if found is None else found.group(1)

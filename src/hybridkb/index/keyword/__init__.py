@@ -56,10 +56,12 @@ class KeywordIndex:
 
     @property
     def k1(self) -> float:
+        """BM25 term-frequency saturation."""
         return self.postings.k1
 
     @property
     def b(self) -> float:
+        """BM25 document-length normalisation (0: none, 1: full)."""
         return self.postings.b
 
     def __len__(self) -> int:
@@ -111,7 +113,7 @@ class KeywordIndex:
     # -- persistence ------------------------------------------------------------
 
     def save(self, path: str | Path) -> None:
-        """Write the index to one file atomically (compacted first)."""
+        """Write the index to one file atomically (tombstones dropped first)."""
         snapshot.save(self.postings, path)
 
     @classmethod

@@ -24,6 +24,7 @@ class Buffer:
         self.size = len(initial)
 
     def extend(self, values: npt.ArrayLike) -> None:
+        """Append ``values``, growing the storage by half when it is full."""
         values = np.asarray(values)
         if not len(values):
             return
@@ -43,6 +44,7 @@ class Buffer:
         return buffer
 
     def view(self) -> np.ndarray[Any, Any]:
+        """The filled part, without copying."""
         return self.data[: self.size]
 
     def trim(self) -> None:
@@ -71,6 +73,7 @@ class Csr:
 
     @classmethod
     def empty(cls) -> Csr:
+        """A matrix with no terms and no postings."""
         return cls(np.zeros(1, np.int64), np.empty(0, np.int32), np.empty(0, np.uint16))
 
     def padded_ptr(self, n_terms: int) -> IntArray:

@@ -267,6 +267,8 @@ def accumulate(
 def add_into(
     p: Postings, scratch: np.ndarray[Any, Any], item: PostingList, weights: list[float]
 ) -> PostingList:
+    """Add one posting list's BM25 contributions (term weight ``weights[j]``) into
+    ``scratch``, indexed by row; returns the list."""
     j, rows, tf16, _ = item
     np.add.at(scratch, rows, p.contrib(weights[j], rows, tf16))
     return item

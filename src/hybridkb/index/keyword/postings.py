@@ -10,8 +10,8 @@ Layout (a "row" is a dense id given to each added document, in add order):
   appending), which keeps an add of a few documents O(their terms).
 * The forward index (``fptr``, ``fterm``) lists each row's distinct term ids, so a
   remove decrements document frequencies without touching postings.
-* Removed rows are tombstones until a compaction renumbers the rows, which happens
-  once they are a quarter of all rows (amortised O(1) per remove).
+* Removed rows are tombstones until :meth:`Postings.drop_tombstones` renumbers the
+  rows, which happens once they are a quarter of all rows (amortised O(1) per remove).
 
 The attributes are public for the modules of this package (``bm25.py`` reads them,
 ``snapshot.py`` writes and restores them); everything else uses :class:`KeywordIndex`.
@@ -42,8 +42,8 @@ CHUNK_TERMS = 4_000_000  # terms per slice of a bulk add
 MERGE_MIN = 65_536  # tail postings below this never trigger a merge
 MERGE_FRACTION = 0.25
 APPEND_COST = 32  # one tail append costs about as much as merging 32 postings
-COMPACT_MIN = 1_024  # tombstones below this never trigger a compaction
-COMPACT_FRACTION = 0.25
+TOMBSTONE_DROP_MIN = 1_024  # tombstones below this never trigger drop_tombstones
+TOMBSTONE_DROP_FRACTION = 0.25
 
 # One posting list of a query term: (the term's position in the query, rows, tfs,
 # whether it is the term's base list). A term has a base and a tail list at most;
@@ -278,6 +278,7 @@ class Postings:
     def append_tail(
         self, ids: np.ndarray[Any, Any], rows: np.ndarray[Any, Any], tfs: np.ndarray[Any, Any]
     ) -> None:
+        """Append (term id, row, tf) postings to the tail, which a merge folds in later."""
         tail = self.tail
         for tid, row, tf in zip(ids.tolist(), rows.tolist(), tfs.tolist(), strict=False):
             entry = tail.get(tid)
@@ -311,10 +312,11 @@ class Postings:
         self.dead += len(rows)
 
     def changed(self) -> None:
+        """After a write: invalidate cached norms, and drop tombstones once they are many."""
         self.generation += 1
         self.norm_cache = None
-        if self.dead >= max(COMPACT_MIN, COMPACT_FRACTION * self.keys.size):
-            self.compact()
+        if self.dead >= max(TOMBSTONE_DROP_MIN, TOMBSTONE_DROP_FRACTION * self.keys.size):
+            self.drop_tombstones()
 
     def merge(self, extra: Sequence[Csr] = ()) -> None:
         """Fold the tail (and ``extra``, newer rows in order) into the base; drop tombstones."""
@@ -338,7 +340,7 @@ class Postings:
         for buffer in (self.df, self.keys, self.dl, self.live, self.fptr, self.fterm):
             buffer.trim()
 
-    def compact(self) -> None:
+    def drop_tombstones(self) -> None:
         """Merge the tail, renumber rows without tombstones, drop terms no document has."""
         self.merge()
         self.norm_cache = None
@@ -385,6 +387,7 @@ class Postings:
         return out
 
     def term_ids(self, terms: Sequence[str]) -> list[int]:
+        """Ids of the distinct ``terms`` that some live document has, in first-seen order."""
         df = self.df.data
         found = (self.vocab.get(term) for term in dict.fromkeys(terms))
         return [tid for tid in found if tid is not None and df[tid] > 0]

@@ -31,7 +31,7 @@ ALIGN = 64
 def save(p: Postings, path: str | Path) -> None:
     """Write the index to one file atomically (temp file, fsync, rename).
 
-    The index is compacted first, so the file holds only live documents. The
+    Tombstones are dropped first, so the file holds only live documents. The
     file is a JSON header followed by the raw arrays, aligned, so :func:`load`
     maps them instead of parsing or copying them.
 
@@ -41,7 +41,7 @@ def save(p: Postings, path: str | Path) -> None:
     Raises:
         BackendError: the file cannot be written.
     """
-    p.compact()
+    p.drop_tombstones()
     path = Path(path)
     arrays: dict[str, np.ndarray[Any, Any]] = {
         "ptr": p.base.ptr,
@@ -186,7 +186,7 @@ def from_arrays(meta: dict[str, Any], data: dict[str, Any]) -> Postings:
         and tf.dtype == np.uint16
     ):
         raise ValueError("inconsistent array sizes")
-    # Out-of-range ids would raise mid-search; a saved index is compacted, so
+    # Out-of-range ids would raise mid-search; a saved index has no tombstones, so
     # every term has postings and every row is live.
     if (
         np.any(np.diff(ptr) <= 0)
@@ -197,7 +197,7 @@ def from_arrays(meta: dict[str, Any], data: dict[str, Any]) -> Postings:
         raise ValueError("ids out of range")
     index.vocab = Vocab(zip(terms, range(len(terms)), strict=False))
     index.base = Csr(ptr, rows, tf)
-    index.df = Buffer.adopt(np.diff(ptr))  # saved compacted: postings are all live
+    index.df = Buffer.adopt(np.diff(ptr))  # saved without tombstones: postings are all live
     index.keys = Buffer.adopt(keys)
     index.dl = Buffer.adopt(dl)
     index.live = Buffer.adopt(np.ones(len(keys), np.bool_))

@@ -9,7 +9,6 @@ nobody else changes it while it is open here.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -18,32 +17,16 @@ from typing import Any, TypeVar
 import duckdb
 
 from ..base import CollectionRecord, CollectionStats, WriteEvent, WriteHook
+from ..records import collection_record
 from .connection import open_duckdb
-from .rows import TEXT_TIME, timestamp
+from .rows import TEXT_TIME
 
 T = TypeVar("T")
 
-CATALOG_COLUMNS = (  # a select list; times as text (rows.TEXT_TIME says why)
+CATALOG_COLUMNS = (  # records.collection_record's order; times as text (see rows.TEXT_TIME)
     f"id, workspace, name, model, dim, chunking, language, {TEXT_TIME.format('created_at')},"
     f" {TEXT_TIME.format('updated_at')}, generation, embedding"
 )
-
-
-def collection_record(row: tuple[Any, ...]) -> CollectionRecord:
-    """A row of CATALOG_COLUMNS."""
-    return CollectionRecord(
-        id=int(row[0]),
-        workspace=row[1],
-        name=row[2],
-        model=row[3],
-        dim=int(row[4]),
-        chunking=json.loads(row[5]) if row[5] else {},
-        language=row[6],
-        created_at=timestamp(row[7]),
-        updated_at=timestamp(row[8]),
-        generation=int(row[9] or 0),
-        recipe=json.loads(row[10]) if row[10] else {},
-    )
 
 
 class Engine:

@@ -25,11 +25,12 @@ from ...index.derived import (
     save_snapshot,
 )
 from ..base import ChunkRecord, CollectionRecord
+from ..records import chunk_record
 from .bulk import fetch_vectors_sql
 from .engine import Engine
 from .filter_columns import FilterColumns, field_query
 from .row_cache import ROW_OVERHEAD_BYTES, RowCache
-from .rows import CHUNK_COLUMNS, chunk_record, count, key_list_sql
+from .rows import CHUNK_COLUMNS, count, key_list_sql
 from .schema import table_names
 
 # Vectors read per query when the indexes are built (keeps the temporary key column small).

@@ -8,7 +8,6 @@ definition of every statement.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,8 +15,9 @@ from typing import Any
 import duckdb
 import numpy as np
 
-from ...limits import within_depth
 from ..base import ChunkRecord, CollectionRecord, DocumentRecord
+from ..records import CHUNK_COLUMNS as CHUNK_COLUMN_NAMES
+from ..records import DOC_COLUMNS
 from .bulk import TERMS_SQL, insert_vectors, joined_terms, json_payload, json_rows_sql
 from .schema import table_names
 
@@ -25,19 +25,13 @@ from .schema import table_names
 SQL_KEY_LIST = "(SELECT unnest(from_json(?, '[\"BIGINT\"]')))"
 SQL_ID_LIST = "(SELECT unnest(from_json(?, '[\"VARCHAR\"]')))"
 
-# Timestamps are read as DuckDB's text and turned into ISO 8601 by timestamp(): a
-# TIMESTAMPTZ value made DuckDB look its time zone up with pytz, whose first lookup in a
-# process opens ~600 zone files (25-100 ms of a cold search, for the catalog alone).
+# Timestamps are read as DuckDB's text and turned into ISO 8601 by records.timestamp():
+# a TIMESTAMPTZ value made DuckDB look its time zone up with pytz, whose first lookup in
+# a process opens ~600 zone files (25-100 ms of a cold search, for the catalog alone).
 TEXT_TIME = "CAST({0} AS VARCHAR) AS {0}_text"
-DOC_COLUMNS = (  # the column names (INSERT); DOC_SELECT reads them
-    "document_id, path, filename, source, content_hash, signature, metadata, language, bytes,"
-    " chunk_count, added_at"
-)
+# Select lists in the orders of records.DOC_COLUMNS and records.CHUNK_COLUMNS.
 DOC_SELECT = DOC_COLUMNS.removesuffix("added_at") + TEXT_TIME.format("added_at")
-CHUNK_COLUMNS = (  # a select list
-    "key, chunk_id, document_id, chunk_index, text, page, section, char_start, char_end,"
-    " content_hash, language, metadata, filename, path, " + TEXT_TIME.format("added_at")
-)
+CHUNK_COLUMNS = CHUNK_COLUMN_NAMES.removesuffix("added_at") + TEXT_TIME.format("added_at")
 
 # DuckDB probes an ART index only for a constant IN list (up to index_scan_max_count,
 # 2048 by default); a bound list becomes a hash semi-join that scans the table. Keys
@@ -58,80 +52,6 @@ def key_list_sql(keys: Sequence[int]) -> tuple[str, list[Any]]:
     if len(keys) <= INLINE_KEYS_MAX:
         return "(" + ",".join(str(int(k)) for k in keys) + ")", []
     return SQL_KEY_LIST, [json_list(keys)]
-
-
-# DuckDB's text for a TIMESTAMPTZ in the session's time zone: "2024-05-01 12:00:00.5+02".
-_DUCKDB_TIME = re.compile(
-    r"(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)(?:\.(\d{1,6}))?([+-]\d\d)(?::(\d\d))?(?::(\d\d))?"
-)
-
-
-def timestamp(value: Any) -> str | None:
-    """A timestamp as ``datetime.isoformat()`` writes it ("2024-05-01T12:00:00.500000+02:00"),
-    from a datetime or from DuckDB's text for one (see TEXT_TIME)."""
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        return str(value.isoformat())
-    found = _DUCKDB_TIME.fullmatch(value)
-    if found is None:
-        return value  # a form DuckDB does not write for our rows (a year before 1000, BC)
-    day, clock, fraction, hours, minutes, seconds = found.groups()
-    micro = f".{fraction:0<6}" if fraction else ""  # isoformat: all six digits, or none
-    offset = f"{hours}:{minutes or '00'}" + (f":{seconds}" if seconds else "")
-    return f"{day}T{clock}{micro}{offset}"
-
-
-def load_metadata(text: str | None) -> dict[str, Any]:
-    """Stored metadata JSON as a dict; a row that does not decode reads as empty, so one
-    bad row can never break a read of the others."""
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
-        return {}
-    # Written before ingest bounded metadata: deeper than anything may recurse into.
-    return value if isinstance(value, dict) and within_depth(value) else {}
-
-
-def document_record(row: tuple[Any, ...]) -> DocumentRecord:
-    """A row of DOC_COLUMNS."""
-    return DocumentRecord(
-        document_id=row[0],
-        path=row[1],
-        filename=row[2],
-        source=row[3],
-        content_hash=row[4],
-        signature=row[5],
-        metadata=load_metadata(row[6]),
-        language=row[7] or "und",
-        bytes=int(row[8] or 0),
-        chunk_count=int(row[9] or 0),
-        added_at=timestamp(row[10]),
-    )
-
-
-def chunk_record(r: tuple[Any, ...], terms: Sequence[str] = ()) -> ChunkRecord:
-    """A row of CHUNK_COLUMNS."""
-    return ChunkRecord(
-        key=int(r[0]),
-        chunk_id=r[1],
-        document_id=r[2],
-        chunk_index=int(r[3]),
-        text=r[4],
-        page=r[5],
-        section=r[6],
-        char_start=int(r[7] or 0),
-        char_end=int(r[8] or 0),
-        content_hash=r[9] or "",
-        language=r[10] or "und",
-        terms=list(terms),
-        metadata=load_metadata(r[11]),
-        filename=r[12],
-        path=r[13],
-        added_at=timestamp(r[14]),
-    )
 
 
 # The chunk columns a write sends (json_rows_sql), in the chunks table's order.

@@ -10,6 +10,8 @@ from collections.abc import Callable
 
 import duckdb
 
+from ..shared import check_schema_version
+
 SCHEMA_VERSION_KEY = "schema_version"
 # A collection's sources and file states (storage/duckdb/sources.py), keyed by its id.
 SOURCES = "hybridkb_sources"
@@ -234,13 +236,7 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
         "SELECT value FROM hybridkb_meta WHERE key = ?", [SCHEMA_VERSION_KEY]
     ).fetchone()
     version = int(row[0]) if row else 0
-    if version > len(MIGRATIONS):
-        from ...errors import BackendError
-
-        raise BackendError(
-            f"database schema version {version} is newer than this hybridkb supports "
-            f"({len(MIGRATIONS)}); upgrade hybridkb"
-        )
+    check_schema_version(version, len(MIGRATIONS))
     if version == len(MIGRATIONS):
         return version
     for number in range(version + 1, len(MIGRATIONS) + 1):

@@ -6,38 +6,18 @@ collection's own tables: a migration creates them once for every collection.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from typing import Any
 
 import duckdb
 
 from ..base import CollectionRecord, FileState, SourceRecord
 from ..boundary import driver_errors
+from ..records import source_options, source_record
 from .bulk import json_payload, json_rows_sql
 from .connection import translate
 from .engine import Engine
 from .rows import SQL_ID_LIST, json_list
 from .schema import FILE_STATES, SOURCES
-
-
-def source_options(source: SourceRecord) -> str:
-    return json.dumps(
-        {"recursive": source.recursive, "types": source.types, "metadata": source.metadata},
-        sort_keys=True,
-    )
-
-
-def source_record(path: str, options: Any, added_at: Any) -> SourceRecord:
-    opts: dict[str, Any] = json.loads(options) if isinstance(options, str) else dict(options)
-    types = opts.get("types")
-    return SourceRecord(
-        path=path,
-        recursive=bool(opts.get("recursive", True)),
-        types=[str(t) for t in types] if isinstance(types, list) else None,
-        metadata=dict(opts.get("metadata") or {}),
-        added_at=str(added_at) if added_at is not None else None,
-    )
 
 
 @driver_errors(translate)

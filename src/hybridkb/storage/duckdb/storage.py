@@ -22,9 +22,10 @@ from typing import Any, TypeVar
 import duckdb
 import numpy as np
 
-from ...errors import CollectionExists, KBError
+from ...errors import KBError
 from ...filters import Filter
 from ...index.derived import drop_snapshot
+from ..backends import DUCKDB
 from ..base import (
     Capabilities,
     ChunkRecord,
@@ -36,11 +37,14 @@ from ..base import (
     Maintenance,
     PutItem,
     Ranked,
+    Reembedding,
     WriteEvent,
     WriteHook,
 )
 from ..boundary import driver_errors
 from ..columns import EXPORT_CHUNKS, EXPORT_DOCUMENTS, Table
+from ..records import chunk_record, document_record
+from ..shared import StorageDefaults, collection_exists, refuse_repeated_ids
 from .bulk import fetch_vectors_sql
 from .connection import translate
 from .engine import Engine
@@ -53,11 +57,9 @@ from .rows import (
     SQL_ID_LIST,
     TEXT_TIME,
     bump_generation,
-    chunk_record,
     chunk_rows,
     count,
     delete_rows,
-    document_record,
     document_rows,
     existing_documents,
     insert_rows,
@@ -76,7 +78,7 @@ DEFAULT_ROW_CACHE_BYTES = 256 << 20
 
 
 @driver_errors(translate)
-class DuckDBStorage(DuckDBSources):
+class DuckDBStorage(DuckDBSources, StorageDefaults):
     """Storage protocol over one DuckDB file (or ``:memory:``)."""
 
     # Rewrite the file once this share of the live chunks has been deleted or replaced:
@@ -96,17 +98,16 @@ class DuckDBStorage(DuckDBSources):
         self.path = path
         self.read_only = read_only
         self.capabilities = Capabilities(
-            name="duckdb",
-            concurrent_writers=False,
+            name=DUCKDB.name,
+            concurrent_writers=DUCKDB.concurrent_writers,
             persistent=self.engine.persistent,
-            graph=True,
-            maintenance=True,
         )
         self.hooks: list[WriteHook] = self.engine.hooks
         self.derived = Derived(self.engine, row_cache_bytes)
         self.graph_sql: GraphSQL | None = DuckDBGraphSQL()
         self.tools = DuckDBMaintenance(self.engine, self.derived)
         self.maintenance: Maintenance | None = self.tools
+        self.reembedding: Reembedding | None = self.tools
         con = self.engine.con
         if not read_only:
             self.schema_version = migrate(con)
@@ -128,7 +129,7 @@ class DuckDBStorage(DuckDBSources):
         """Persist the in-memory indexes that changed since they were last saved."""
         self.derived.save()
 
-    def _maybe_compact(self) -> None:
+    def _compact_if_mostly_deleted(self) -> None:
         if self.read_only or not self.capabilities.persistent:
             return
         con = self.engine.con
@@ -151,7 +152,7 @@ class DuckDBStorage(DuckDBSources):
             return
         self.derived.rows.stop()  # a warm-up's cursor would keep the file open
         with self.engine.lock:
-            self._maybe_compact()
+            self._compact_if_mostly_deleted()
             self.derived.save()
             self.derived.indexes.clear()
             self.engine.close()
@@ -184,9 +185,7 @@ class DuckDBStorage(DuckDBSources):
                 [workspace, name],
             ).fetchone()
             if exists:
-                raise CollectionExists(
-                    f"collection {name!r} already exists; use it, or drop it first"
-                )
+                raise collection_exists(name)
             (new_id,) = con.execute("SELECT nextval('hybridkb_collection_ids')").fetchone()  # type: ignore[misc]
             con.execute(
                 "INSERT INTO hybridkb_collections"
@@ -257,15 +256,6 @@ class DuckDBStorage(DuckDBSources):
         )
         return [document_record(r) for r in rows]
 
-    def put_document(
-        self,
-        coll: CollectionRecord,
-        doc: DocumentRecord,
-        chunks: Sequence[ChunkRecord],
-        vectors: np.ndarray,
-    ) -> None:
-        self.put_documents(coll, [PutItem(doc, chunks, vectors)])
-
     def put_documents(self, coll: CollectionRecord, items: Sequence[PutItem]) -> None:
         """Replace several documents in ONE transaction (a commit costs ~3 ms here)."""
         if not items:
@@ -273,8 +263,7 @@ class DuckDBStorage(DuckDBSources):
         chunks = [c for item in items for c in item.chunks]
         docs = [item.document for item in items]
         ids = [d.document_id for d in docs]
-        if len(set(ids)) != len(ids):
-            raise ValueError("put_documents: a document id appears twice in one batch")
+        refuse_repeated_ids(ids)
         vectors = (
             np.concatenate(
                 [np.asarray(i.vectors, dtype=np.float32).reshape(-1, coll.dim) for i in items]

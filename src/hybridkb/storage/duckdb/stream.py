@@ -40,13 +40,13 @@ import numpy as np
 
 from ...errors import BackendError
 from ..base import ChunkRecord, CollectionRecord, DocumentRecord, WriteEvent
+from ..records import DOC_COLUMNS
 from .bulk import fetch_vectors_sql, json_rows_sql, vector_list_sql
 from .engine import Engine
 from .memory import Derived
 from .rows import (
     CHUNK_PAYLOAD,
     CHUNK_VALUES,
-    DOC_COLUMNS,
     ChunkRows,
     bump_generation,
     chunk_rows,

@@ -6,6 +6,7 @@ from typing import Any
 
 from ...errors import BackendError, KBError
 from ..boundary import first_line
+from ..shared import check_schema_version
 from ..urls import redact_url as redact
 from .schema import MIGRATIONS, current_version, migrate
 
@@ -80,11 +81,7 @@ def prepare(con: Any, url: str, *, read_only: bool) -> tuple[int, str]:
                     f"{redact(url)}: no knowledge base here yet; open it once without "
                     "read_only to create the schema"
                 )
-            if version > len(MIGRATIONS):
-                raise BackendError(
-                    f"database schema version {version} is newer than this hybridkb supports "
-                    f"({len(MIGRATIONS)}); upgrade hybridkb"
-                )
+            check_schema_version(version, len(MIGRATIONS))
         else:
             try:
                 if not con.execute(

@@ -12,21 +12,19 @@
   makes dead rows reusable and returns trailing pages only; ``VACUUM FULL`` would
   rewrite the tables under an exclusive lock that stops every other process's
   searches, which a shared server should not do unasked.
-- ``reembed`` is not offered here yet (it is the DuckDB backend's side-table switch):
-  the error says how to do it through ``hybridkb copy``.
+- ``reembed`` is not offered here yet (``PostgresStorage.reembedding`` is None; it is
+  the DuckDB backend's side-table switch): the error says how to do it through
+  ``hybridkb copy``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ...errors import ConfigError
 from ..base import CollectionHealth, CollectionRecord, Finding
 from .graph import EDGES, NODES
 
 if TYPE_CHECKING:
-    from ...embedders import Embedder
     from .storage import PostgresStorage
 
 CATALOG = "hybridkb.hybridkb_collections"
@@ -187,19 +185,6 @@ class PostgresMaintenance:
             )
 
         self.storage.transaction(fix)
-
-    def reembed(
-        self,
-        coll: CollectionRecord,
-        embedder: Embedder,
-        *,
-        signature: str,
-        progress: Callable[[int, int], None] | None = None,
-    ) -> int:
-        raise ConfigError(
-            "reembed: not offered on PostgreSQL yet; copy the knowledge base to a DuckDB file "
-            "(hybridkb copy --to kb.duckdb), reembed there, and copy it to a new database"
-        )
 
     def compact(self) -> dict[str, int]:
         import psycopg

@@ -13,23 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from ...limits import within_depth
 from ..base import ChunkRecord, CollectionRecord, DocumentRecord
 
-DOC_COLUMNS = (
-    "document_id, path, filename, source, content_hash, signature, metadata, language, bytes,"
-    " chunk_count, added_at"
-)
-CHUNK_COLUMNS = (
-    "key, chunk_id, document_id, chunk_index, text, page, section, char_start, char_end,"
-    " content_hash, language, metadata, filename, path, added_at"
-)
-
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def timestamp(value: Any) -> str | None:
-    return value.isoformat() if value is not None else None
 
 
 def clean(value: str | None) -> str | None:
@@ -67,8 +53,16 @@ def parse_vector(text: str) -> np.ndarray:
 
 
 def lock_key(collection_id: int, document_id: str) -> int:
+    """The advisory lock key of one document of a collection (64 bits of a hash)."""
     raw = f"{collection_id}\x00{document_id}".encode("utf-8", "surrogatepass")
     return int.from_bytes(hashlib.blake2b(raw, digest_size=8).digest(), "big", signed=True)
+
+
+def lock_documents(con: Any, collection_id: int, document_ids: Sequence[str]) -> None:
+    """Take the documents' advisory locks until the transaction ends, in one order for
+    every writer, so two batches never deadlock (``con``: psycopg connection)."""
+    for key in sorted({lock_key(collection_id, i) for i in document_ids}):
+        con.execute("SELECT pg_advisory_xact_lock(%s)", [key])
 
 
 def hash32(text: str) -> int:
@@ -76,59 +70,6 @@ def hash32(text: str) -> int:
         hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=4).digest(),
         "big",
         signed=True,
-    )
-
-
-def metadata_value(value: Any) -> dict[str, Any]:
-    """JSONB metadata as a dict; a value that does not decode reads as empty, so one bad
-    row can never break a read of the others."""
-    if isinstance(value, dict):
-        return value if within_depth(value) else {}
-    if not value:
-        return {}
-    try:
-        decoded = json.loads(value)
-    except (ValueError, RecursionError):
-        return {}
-    return decoded if isinstance(decoded, dict) and within_depth(decoded) else {}
-
-
-def document_record(row: tuple[Any, ...]) -> DocumentRecord:
-    """A row of DOC_COLUMNS."""
-    return DocumentRecord(
-        document_id=row[0],
-        path=row[1],
-        filename=row[2],
-        source=row[3],
-        content_hash=row[4],
-        signature=row[5],
-        metadata=metadata_value(row[6]),
-        language=row[7] or "und",
-        bytes=int(row[8] or 0),
-        chunk_count=int(row[9] or 0),
-        added_at=timestamp(row[10]),
-    )
-
-
-def chunk_record(r: tuple[Any, ...], terms: Sequence[str] = ()) -> ChunkRecord:
-    """A row of CHUNK_COLUMNS."""
-    return ChunkRecord(
-        key=int(r[0]),
-        chunk_id=r[1],
-        document_id=r[2],
-        chunk_index=int(r[3]),
-        text=r[4],
-        page=r[5],
-        section=r[6],
-        char_start=int(r[7] or 0),
-        char_end=int(r[8] or 0),
-        content_hash=r[9] or "",
-        language=r[10] or "und",
-        terms=list(terms),
-        metadata=metadata_value(r[11]),
-        filename=r[12],
-        path=r[13],
-        added_at=timestamp(r[14]),
     )
 
 
@@ -213,8 +154,14 @@ def copy_rows(
                     cp.write_row(p)
 
 
-def delete_rows(con: Any, t: dict[str, str], ids: Sequence[str | None]) -> None:
-    """Delete documents with their chunks and postings."""
+def delete_rows(con: Any, t: dict[str, str], ids: Sequence[str | None]) -> tuple[int, int]:
+    """Delete documents with their chunks and postings; return the chunks and the terms
+    they held (every write moves the catalog's BM25 totals by them)."""
+    chunks, terms = con.execute(
+        f"SELECT count(*), coalesce(sum(cardinality(terms)), 0) FROM {t['chunks']}"
+        " WHERE document_id = ANY(%s)",
+        [list(ids)],
+    ).fetchone()
     # Postings are found through the old chunks' terms, so the (term, key)
     # primary key serves the delete and no second index on key is needed.
     con.execute(
@@ -225,3 +172,4 @@ def delete_rows(con: Any, t: dict[str, str], ids: Sequence[str | None]) -> None:
     )
     con.execute(f"DELETE FROM {t['chunks']} WHERE document_id = ANY(%s)", [list(ids)])
     con.execute(f"DELETE FROM {t['documents']} WHERE document_id = ANY(%s)", [list(ids)])
+    return int(chunks), int(terms)

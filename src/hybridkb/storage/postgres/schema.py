@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..shared import check_schema_version
 from .sources import create_source_tables
 
 CATALOG_SCHEMA = "hybridkb"
@@ -217,15 +218,9 @@ def migrate(conn: Any) -> int:
 
     Concurrent first connections serialise on the lock, so each step runs once.
     """
-    from ...errors import BackendError
-
     with conn.cursor() as cur:
         version = current_version(cur)
-    if version > len(MIGRATIONS):
-        raise BackendError(
-            f"database schema version {version} is newer than this hybridkb supports "
-            f"({len(MIGRATIONS)}); upgrade hybridkb"
-        )
+    check_schema_version(version, len(MIGRATIONS))
     if version == len(MIGRATIONS):
         return version
     # A session lock taken outside the transaction: a transaction that began before

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ..base import CollectionRecord, FileState, SourceRecord
+from ..records import source_options, source_record
 
 T = TypeVar("T")
 Run = Callable[[Callable[[Any], Any]], Any]
@@ -44,25 +44,6 @@ def drop_sources(con: Any, collection_id: int) -> None:
     con.execute(f"DELETE FROM {FILE_STATES} WHERE collection_id = %s", [collection_id])
 
 
-def _options(source: SourceRecord) -> str:
-    return json.dumps(
-        {"recursive": source.recursive, "types": source.types, "metadata": source.metadata},
-        sort_keys=True,
-    )
-
-
-def _source(path: str, options: Any, added_at: Any) -> SourceRecord:
-    opts = json.loads(options) if isinstance(options, str) else dict(options)
-    types = opts.get("types")
-    return SourceRecord(
-        path=path,
-        recursive=bool(opts.get("recursive", True)),
-        types=[str(t) for t in types] if isinstance(types, list) else None,
-        metadata=dict(opts.get("metadata") or {}),
-        added_at=added_at.isoformat() if added_at is not None else None,
-    )
-
-
 class PostgresSources:
     """The source and file-state methods of the Storage protocol; ``read``/``write`` run a
     function on the storage's connection (in a transaction for ``write``)."""
@@ -86,7 +67,7 @@ class PostgresSources:
             lambda con: con.execute(
                 f"INSERT INTO {SOURCES} (collection_id, path, options) VALUES (%s, %s, %s)"
                 " ON CONFLICT (collection_id, path) DO UPDATE SET options = excluded.options",
-                [coll.id, source.path, _options(source)],
+                [coll.id, source.path, source_options(source)],
             )
         )
 
@@ -100,7 +81,7 @@ class PostgresSources:
                 [coll.id],
             ).fetchall()
         )
-        return [_source(*r) for r in rows]
+        return [source_record(*r) for r in rows]
 
     def delete_source(self, coll: CollectionRecord, path: str) -> bool:
         rows = self._write_sources(

@@ -22,15 +22,15 @@ document end with it stored once; readers never wait for writers (MVCC).
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
 
-from ...errors import BackendError, CollectionExists, CollectionNotFound, MissingDependency
+from ...errors import BackendError, CollectionNotFound, MissingDependency
 from ...filters import Filter
+from ..backends import POSTGRES
 from ..base import (
     Capabilities,
     ChunkRecord,
@@ -41,30 +41,34 @@ from ..base import (
     Maintenance,
     PutItem,
     Ranked,
+    Reembedding,
     WriteEvent,
     WriteHook,
 )
 from ..boundary import driver_errors
 from ..columns import EXPORT_CHUNKS, EXPORT_DOCUMENTS, Table
+from ..records import (
+    CHUNK_COLUMNS,
+    DOC_COLUMNS,
+    chunk_record,
+    collection_record,
+    document_record,
+    timestamp,
+)
+from ..shared import StorageDefaults, collection_exists, refuse_repeated_ids
 from .connection import connect, pg_errors, plain_url, prepare, psycopg, translate
 from .graph import PostgresGraphSQL
 from .maintenance import PostgresMaintenance
 from .rows import (
-    CHUNK_COLUMNS,
-    DOC_COLUMNS,
-    chunk_record,
     chunk_rows,
     clean,
     copy_rows,
     delete_rows,
-    document_record,
     document_row,
     dumps,
     hash32,
-    lock_key,
-    metadata_value,
+    lock_documents,
     parse_vector,
-    timestamp,
     vector_text,
 )
 from .schema import (
@@ -82,7 +86,7 @@ T = TypeVar("T")
 
 
 @driver_errors(translate)
-class PostgresStorage(PostgresSources):
+class PostgresStorage(PostgresSources, StorageDefaults):
     """Storage protocol over one PostgreSQL database (pgvector required)."""
 
     def __init__(self, url: str, *, read_only: bool = False, connect_timeout: float = 10.0) -> None:
@@ -93,11 +97,14 @@ class PostgresStorage(PostgresSources):
         self.url = plain_url(url)
         self.read_only = read_only
         self.capabilities = Capabilities(
-            name="postgres", concurrent_writers=True, persistent=True, graph=True, maintenance=True
+            name=POSTGRES.name,
+            concurrent_writers=POSTGRES.concurrent_writers,
+            persistent=True,
         )
         self.hooks: list[WriteHook] = []
         self.graph_sql: GraphSQL | None = PostgresGraphSQL()
         self.maintenance: Maintenance | None = PostgresMaintenance(self)
+        self.reembedding: Reembedding | None = None  # see maintenance.py: not offered yet
         self._lock = threading.RLock()
         self._connect_timeout = connect_timeout
         self._ef = 0
@@ -215,20 +222,7 @@ class PostgresStorage(PostgresSources):
 
     def _record(self, row: tuple[Any, ...]) -> CollectionRecord:
         self._schemas[int(row[0])] = workspace_schema(int(row[10]))
-        chunking = row[5] if isinstance(row[5], dict) else json.loads(row[5] or "{}")
-        return CollectionRecord(
-            id=int(row[0]),
-            workspace=row[1],
-            name=row[2],
-            model=row[3],
-            dim=int(row[4]),
-            chunking=chunking,
-            language=row[6],
-            created_at=timestamp(row[7]),
-            updated_at=timestamp(row[8]),
-            generation=int(row[9] or 0),
-            recipe=metadata_value(row[11]),
-        )
+        return collection_record((*row[:10], row[11]))  # all but workspace_id
 
     def create_collection(
         self,
@@ -251,9 +245,7 @@ class PostgresStorage(PostgresSources):
                 "SELECT 1 FROM hybridkb.hybridkb_collections WHERE workspace = %s AND name = %s",
                 [workspace, name],
             ).fetchone():
-                raise CollectionExists(
-                    f"collection {name!r} already exists; use it, or drop it first"
-                )
+                raise collection_exists(name)
             con.execute(
                 "INSERT INTO hybridkb.hybridkb_workspaces (name) VALUES (%s) ON CONFLICT (name) DO NOTHING",
                 [workspace],
@@ -291,9 +283,7 @@ class PostgresStorage(PostgresSources):
             row = self._write(create)
         except BackendError as exc:
             if isinstance(exc.__cause__, pg_errors.UniqueViolation):
-                raise CollectionExists(
-                    f"collection {name!r} already exists; use it, or drop it first"
-                ) from exc
+                raise collection_exists(name) from exc
             raise
         return self._record(row)
 
@@ -358,23 +348,13 @@ class PostgresStorage(PostgresSources):
         )
         return [document_record(r) for r in rows]
 
-    def put_document(
-        self,
-        coll: CollectionRecord,
-        doc: DocumentRecord,
-        chunks: Sequence[ChunkRecord],
-        vectors: np.ndarray,
-    ) -> None:
-        self.put_documents(coll, [PutItem(doc, chunks, vectors)])
-
     def put_documents(self, coll: CollectionRecord, items: Sequence[PutItem]) -> None:
         """Replace several documents in ONE transaction (all or none)."""
         if not items:
             return
         t = self.tables(coll)
         ids = [clean(item.document.document_id) or "" for item in items]
-        if len(set(ids)) != len(ids):
-            raise ValueError("put_documents: a document id appears twice in one batch")
+        refuse_repeated_ids(ids)
         doc_rows: list[tuple[Any, ...]] = []
         new_chunks: list[tuple[Any, ...]] = []
         postings: list[tuple[Any, ...]] = []
@@ -388,15 +368,8 @@ class PostgresStorage(PostgresSources):
             n_chunks += len(item.chunks)
 
         def put(con: Any) -> None:
-            # One lock order for every writer, so batches never deadlock.
-            for key in sorted({lock_key(coll.id, i) for i in ids}):
-                con.execute("SELECT pg_advisory_xact_lock(%s)", [key])
-            old_n, old_len = con.execute(
-                f"SELECT count(*), coalesce(sum(cardinality(terms)), 0) FROM {t['chunks']}"
-                " WHERE document_id = ANY(%s)",
-                [ids],
-            ).fetchone()
-            delete_rows(con, t, ids)
+            lock_documents(con, coll.id, ids)
+            old_n, old_len = delete_rows(con, t, ids)
             copy_rows(con, t, doc_rows, new_chunks, postings)
             for item in items:
                 self._emit(
@@ -405,7 +378,7 @@ class PostgresStorage(PostgresSources):
                         "put", coll, [item.document.document_id], item.document, item.chunks
                     ),
                 )
-            self._bump(con, coll, n_chunks - int(old_n), new_len - int(old_len))
+            self._bump(con, coll, n_chunks - old_n, new_len - old_len)
 
         self._write(put, coll)
 
@@ -423,13 +396,8 @@ class PostgresStorage(PostgresSources):
         doc_id = clean(doc.document_id) or ""
 
         def put(con: Any) -> int:
-            con.execute("SELECT pg_advisory_xact_lock(%s)", [lock_key(coll.id, doc_id)])
-            old_n, old_len = con.execute(
-                f"SELECT count(*), coalesce(sum(cardinality(terms)), 0) FROM {t['chunks']}"
-                " WHERE document_id = %s",
-                [doc_id],
-            ).fetchone()
-            delete_rows(con, t, [doc_id])
+            lock_documents(con, coll.id, [doc_id])
+            old_n, old_len = delete_rows(con, t, [doc_id])
             count = total = 0
             for chunks, vectors in batches:
                 if not chunks:
@@ -440,7 +408,7 @@ class PostgresStorage(PostgresSources):
                 total += length
             copy_rows(con, t, [document_row(doc, doc_id, count)], [], [])
             self._emit(con, WriteEvent("put", coll, [doc.document_id], doc, []))
-            self._bump(con, coll, count - int(old_n), total - int(old_len))
+            self._bump(con, coll, count - old_n, total - old_len)
             return count
 
         return int(self._write(put, coll))
@@ -463,10 +431,7 @@ class PostgresStorage(PostgresSources):
         cleaned = [clean(i) for i in ids]
 
         def delete(con: Any) -> list[str]:
-            for key in sorted(
-                {lock_key(coll.id, i or "") for i in cleaned}
-            ):  # one order: no deadlock
-                con.execute("SELECT pg_advisory_xact_lock(%s)", [key])
+            lock_documents(con, coll.id, [i or "" for i in cleaned])
             found = [
                 r[0]
                 for r in con.execute(
@@ -476,14 +441,9 @@ class PostgresStorage(PostgresSources):
             ]
             if not found:
                 return []
-            n, total = con.execute(
-                f"SELECT count(*), coalesce(sum(cardinality(terms)), 0) FROM {t['chunks']}"
-                " WHERE document_id = ANY(%s)",
-                [found],
-            ).fetchone()
-            delete_rows(con, t, found)
+            n, total = delete_rows(con, t, found)
             self._emit(con, WriteEvent("delete", coll, found))
-            self._bump(con, coll, -int(n), -int(total))
+            self._bump(con, coll, -n, -total)
             return found
 
         found = set(self._write(delete, coll))

@@ -1,4 +1,4 @@
-"""Compact vectors and exact scans over them: what both layouts of the vector index share.
+"""Quantized vectors and exact scans over them: what both layouts of the vector index share.
 
 Vectors are stored compactly: ``"i8"`` (per-row scaled int8), ``"b1"`` (sign bits) or
 ``"f32"``; scores are cosines between compact vectors, computed with numkong's SIMD
@@ -28,6 +28,7 @@ OVERSAMPLE = 2
 
 
 def optional_module(name: str) -> Any:
+    """The module ``name`` if it can be imported, else None (a faster kernel when present)."""
     try:
         return importlib.import_module(name)
     except ImportError:  # pragma: no cover - depends on the installed usearch
