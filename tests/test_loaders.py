@@ -15,6 +15,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from pdfgen import Page, encrypt_pdf, make_pdf, write_pdf
 
 from hybridkb.errors import ExtractionError, UnsupportedFileType
 from hybridkb.loaders import (
@@ -28,12 +29,6 @@ from hybridkb.loaders.encoding import decode_bytes
 from hybridkb.loaders.pdf import page_ranges, split_page_paragraphs
 from hybridkb.loaders.text import markdown_blocks, text_blocks
 from hybridkb.types import FailedFile, SkippedFile
-
-try:  # tests/ on sys.path (rootdir-relative "prepend" import mode)
-    from pdfgen import Page, encrypt_pdf, make_pdf, write_pdf
-except ImportError:  # tests/ imported as a package
-    from tests.pdfgen import Page, encrypt_pdf, make_pdf, write_pdf
-
 
 OFF = "; OCR is off: set HYBRIDKB_OCR=true to read scans"
 
