@@ -7,8 +7,8 @@ folder of a streamed add, the raw DuckDB connection), so they need the concrete 
 A test opens its own store (a file in tmp_path, ``:memory:`` or a test database) with
 nobody serving it, so it gets the in-process ``KnowledgeBase`` over the backend it named.
 
-These helpers narrow the types once, with an ``isinstance`` check, instead of a
-``type: ignore`` at every call: a wrong assumption (say, a client of an owner process)
+These helpers narrow the types once, with an ``isinstance`` check, instead of silencing
+the type checker at every call: a wrong assumption (say, a client of an owner process)
 fails the test with a message naming what it got, and mypy checks every use.
 """
 

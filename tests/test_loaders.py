@@ -13,6 +13,7 @@ import os
 import struct
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pdfgen import Page, encrypt_pdf, make_pdf, write_pdf
@@ -33,9 +34,10 @@ from hybridkb.types import FailedFile, SkippedFile
 OFF = "; OCR is off: set HYBRIDKB_OCR=true to read scans"
 
 
-def _error(path: Path, **kwargs: object) -> str:
+def _error(path: Path, **kwargs: Any) -> str:
+    """load_file's one-line error for ``path`` (``kwargs`` go to load_file)."""
     with pytest.raises(ExtractionError) as info:
-        load_file(path, **kwargs)  # type: ignore[arg-type]
+        load_file(path, **kwargs)
     message = str(info.value)
     assert "\n" not in message
     assert message.startswith(f"{path.name}: ")
