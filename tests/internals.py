@@ -60,9 +60,11 @@ def postgres_storage(of: KnowledgeBaseAPI | Storage) -> PostgresStorage:
 def sql_rows(
     of: KnowledgeBaseAPI | Storage, sql: str, params: Sequence[Any] | None = None
 ) -> list[tuple[Any, ...]]:
-    """The rows of one SQL statement run on the store itself, whichever backend it is
-    (both have the same ``query``; the ``Storage`` protocol leaves it out, as the core
-    never runs SQL of its own through it)."""
+    """The rows of one SQL statement run on the store itself, whichever backend it is.
+
+    Both backends have the same ``query``; the ``Storage`` protocol leaves it out because
+    nothing above the storage layer runs raw SQL on a store (only inside ``transaction``).
+    """
     storage = _storage(of)
     if isinstance(storage, DuckDBStorage):
         return storage.query(sql, params)
