@@ -208,8 +208,7 @@ def test_a_snapshot_checked_again_on_another_machine_is_saved_once(
     derived.save_snapshot(tmp_path, 1, _graph_indexes())
     # Another CPU or usearch version: the loaded graph checks its recall again.
     import hybridkb.index.vector as vector_module
-
-    here = vector_module.build_environment
+    from hybridkb.index.recall import build_environment as here  # what vector.py calls
 
     def elsewhere(isa: str) -> dict[str, str]:
         return {**here(isa), "isa": "another-cpu"}
