@@ -5,9 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh dev
-echo "== ruff check, ruff format --check, mypy --strict src"
+echo "== ruff check, ruff format --check, mypy --strict src tests"
 .venv/bin/ruff check src tests bench
 .venv/bin/ruff format --check src tests bench
-.venv/bin/mypy --strict src
+.venv/bin/mypy --strict src tests
 export HF_HUB_OFFLINE=1
 exec .venv/bin/python -m pytest -m "not slow" "$@"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pg_server
 import pytest
+from internals import local
 
 import hybridkb
 
@@ -59,7 +60,7 @@ def isolated_env(
 def kb(tmp_path: Path) -> Iterator[hybridkb.KnowledgeBase]:
     """A fresh knowledge base in a real DuckDB file, with the deterministic fake embedder."""
     with hybridkb.connect(tmp_path / "kb.duckdb", model="fake") as base:
-        yield base
+        yield local(base)
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import random
 import sys
+from collections.abc import Callable
 from pathlib import Path
+
+from internals import duckdb_storage
 
 import hybridkb
 from hybridkb import maintenance
@@ -44,13 +47,12 @@ def main() -> None:
                 tmp.replace(path)
                 coll.add(path)
             elif op == "maintain":
-                rng.choice(
-                    [
-                        lambda: maintenance.doctor(kb, repair=True),
-                        lambda: kb.storage.save_indexes(),  # type: ignore[attr-defined]
-                        lambda: maintenance.compact(kb),
-                    ]
-                )()
+                chores: list[Callable[[], object]] = [
+                    lambda: maintenance.doctor(kb, repair=True),
+                    lambda: duckdb_storage(kb).save_indexes(),
+                    lambda: maintenance.compact(kb),
+                ]
+                rng.choice(chores)()
             else:
                 coll.search("shared words", k=5)
 

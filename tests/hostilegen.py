@@ -13,10 +13,9 @@ import zipfile
 from collections.abc import Iterable
 from pathlib import Path
 
-try:  # tests/ on sys.path (rootdir-relative "prepend" import mode)
-    from formatgen import Slide, epub_bytes, pptx_bytes, xlsx_bytes
-except ImportError:  # tests/ imported as a package, or from bench/
-    from tests.formatgen import Slide, epub_bytes, pptx_bytes, xlsx_bytes
+# tests/ is on sys.path (pytest's rootdir-relative "prepend" import mode; bench/ puts it
+# there too), so the test helpers import as top-level modules, as mypy resolves them.
+from formatgen import Slide, epub_bytes, pptx_bytes, xlsx_bytes
 
 _MB = 1024 * 1024
 _W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"

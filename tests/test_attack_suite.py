@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from internals import duckdb_storage
 from langchain_core.messages import ToolMessage
 
 import hybridkb
@@ -324,11 +325,12 @@ def test_break5_metadata_stored_before_the_bound_cannot_break_search(tmp_path: P
         coll.add_texts(["depreciation of vans"], ids=["v"])
         poison = deep(900, "1", "object")
         table = f"kb_c{coll.record.id}_chunks"
-        kb.storage.query(
+        storage = duckdb_storage(kb)
+        storage.query(
             f"UPDATE {table} SET metadata = ?::JSON", [poison]
         )  # as an old version stored it
-        kb.storage.query(f"UPDATE kb_c{coll.record.id}_documents SET metadata = ?::JSON", [poison])
-        kb.storage.derived.forget(coll.record.id)
+        storage.query(f"UPDATE kb_c{coll.record.id}_documents SET metadata = ?::JSON", [poison])
+        storage.derived.forget(coll.record.id)
     with hybridkb.connect(tmp_path / "old.duckdb", model="fake") as kb:
         for _ in range(3):  # the row cache path too
             hits = kb.search("depreciation", k=1)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import io
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from formatgen import epub_bytes, xlsx_bytes
@@ -34,6 +36,7 @@ from hybridkb.loaders.budget import BudgetExceeded, FileBudget, counting_zip_rea
 from hybridkb.loaders.ocr import ocr_available
 from hybridkb.loaders.sheets import load_csv
 from hybridkb.loaders.text import markdown_blocks, stream_markdown
+from hybridkb.types import LoadedFile
 
 needs_ocr = pytest.mark.skipif(not ocr_available(), reason="the OCR extra is not installed")
 
@@ -125,8 +128,10 @@ def test_any_exception_a_parser_raises_is_that_files_one_line_failure(
         ("headers.docx", lambda: docx_with_headers(8, 2)),
     ],
 )
-def test_zip_parts_are_charged_whatever_their_name(tmp_path: Path, name: str, make: object) -> None:
-    path = _write(tmp_path, name, make())  # type: ignore[operator]
+def test_zip_parts_are_charged_whatever_their_name(
+    tmp_path: Path, name: str, make: Callable[[], bytes]
+) -> None:
+    path = _write(tmp_path, name, make())
     message = _over(path, FileLimits(archive_mb=4), "ARCHIVE_MB")
     assert "MB uncompressed, limit 4 MB" in message
     load_file(path, limits=FileLimits(archive_mb=64, xml_mb=64))  # within budget it reads
@@ -159,7 +164,7 @@ def test_shared_strings_are_clipped_before_each_cell_is_built(tmp_path: Path) ->
 
 
 def test_a_sheet_and_a_csv_are_charged_per_row(tmp_path: Path) -> None:
-    rows = [["n", "word"], *([n, "lemur"] for n in range(1000))]
+    rows: list[list[object]] = [["n", "word"], *([n, "lemur"] for n in range(1000))]
     xlsx = _write(tmp_path, "rows.xlsx", xlsx_bytes({"Sheet": rows}))
     csv = _write(tmp_path, "rows.csv", "".join(f"{a},{b}\n" for a, b in rows).encode())
     for path in (xlsx, csv):
@@ -305,10 +310,13 @@ def test_large_markdown_and_csv_are_streamed_through_add(
     monkeypatch.setattr(ingest, "STREAM_BYTES", 1_000)
     monkeypatch.setattr(ingest, "WINDOW_CHARS", 2_000)
     read_whole: list[str] = []
-    real = ingest.load_file
-    monkeypatch.setattr(
-        ingest, "load_file", lambda *a, **k: read_whole.append("x") or real(*a, **k)
-    )
+    real = load_file  # what ingest.py calls
+
+    def counted(*a: Any, **k: Any) -> LoadedFile:
+        read_whole.append("x")
+        return real(*a, **k)
+
+    monkeypatch.setattr(ingest, "load_file", counted)
     path = _write(tmp_path, name, body.encode())
     coll = kb.create_collection("C")
     report = coll.add(path)

@@ -244,9 +244,9 @@ def test_ascii_text_is_tokenized_as_the_full_tokenizer_would(text: str) -> None:
 def test_times_read_as_text_match_isoformat(zone: str, value: str) -> None:
     con = duckdb.connect()
     con.execute(f"SET TimeZone = '{zone}'")
-    as_time, as_text = con.execute(
-        "SELECT ?::TIMESTAMPTZ, ?::TIMESTAMPTZ::VARCHAR", [value, value]
-    ).fetchone()  # type: ignore[misc]
+    row = con.execute("SELECT ?::TIMESTAMPTZ, ?::TIMESTAMPTZ::VARCHAR", [value, value]).fetchone()
+    assert row is not None
+    as_time, as_text = row
     assert isinstance(as_time, dt.datetime)
     assert timestamp(as_text) == as_time.isoformat() == timestamp(as_time)
     assert timestamp(None) is None

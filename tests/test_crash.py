@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from internals import sql_rows
 
 import hybridkb
 from hybridkb import maintenance
@@ -55,7 +56,8 @@ def _reference(corpus: Path, tmp: Path) -> dict[str, list[str]]:
             coll.add(folder)
             t = table_names(coll.record.id)
             for doc in coll.documents(limit=1000):
-                rows = kb.storage.query(  # type: ignore[attr-defined]
+                rows = sql_rows(
+                    kb,
                     f"SELECT text FROM {t['chunks']} WHERE document_id = ? ORDER BY chunk_index",
                     [doc.document_id],
                 )
@@ -71,7 +73,8 @@ def _verify(db: Path, ref: dict[str, list[str]]) -> None:
         t = table_names(coll.record.id)
         docs = coll.documents(limit=1000)
         for doc in docs:
-            rows = kb.storage.query(  # type: ignore[attr-defined]
+            rows = sql_rows(
+                kb,
                 f"SELECT text FROM {t['chunks']} WHERE document_id = ? ORDER BY chunk_index",
                 [doc.document_id],
             )
@@ -83,7 +86,7 @@ def _verify(db: Path, ref: dict[str, list[str]]) -> None:
             if f.count and f.check != "derived_indexes"
         }
         assert table_problems == {}
-        live = {r[0] for r in kb.storage.query(f"SELECT chunk_id FROM {t['chunks']}")}  # type: ignore[attr-defined]
+        live = {r[0] for r in sql_rows(kb, f"SELECT chunk_id FROM {t['chunks']}")}
         for mode in ("keyword", "vector", "hybrid"):
             hits = coll.search("shared words alpha", k=1000, mode=mode)
             assert {h.chunk_id for h in hits} <= live

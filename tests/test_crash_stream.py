@@ -15,6 +15,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from internals import duckdb_storage, sql_rows
 
 import hybridkb
 from hybridkb import ingest, maintenance
@@ -73,9 +74,9 @@ def _write(path: Path, version: str) -> None:
     )
 
 
-def _texts(kb: hybridkb.KnowledgeBase) -> list[str]:
+def _texts(kb: hybridkb.KnowledgeBaseAPI) -> list[str]:
     t = table_names(kb.collection("Big").record.id)
-    rows = kb.storage.query(f"SELECT text FROM {t['chunks']} ORDER BY chunk_index")  # type: ignore[attr-defined]
+    rows = sql_rows(kb, f"SELECT text FROM {t['chunks']} ORDER BY chunk_index")
     return [r[0] for r in rows]
 
 
@@ -142,7 +143,7 @@ def test_a_killed_stream_leaves_one_whole_version(
         assert {
             f.check: f.count for h in maintenance.doctor(kb) for f in h.findings if f.count
         } == {}
-        assert duckdb_stream.stage_dir(kb.storage.engine) == folder  # type: ignore[arg-type]
+        assert duckdb_stream.stage_dir(duckdb_storage(kb).engine) == folder
         assert list(folder.iterdir()) == []
         # The same file again: streamed to completion this time (or found unchanged).
         report = coll.add(path)

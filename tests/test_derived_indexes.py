@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from internals import duckdb_storage as duckdb_backend
 
 import hybridkb
 from hybridkb.index import derived
@@ -128,7 +129,7 @@ def test_build_from_coded_terms_equals_the_list_build(tmp_path: Path) -> None:
     with hybridkb.connect(tmp_path / "kb.duckdb", model="fake") as kb:
         coll = kb.create_collection("c")
         coll.add_texts(["x"] * 4, ids=["a", "b", "c", "d"])
-        storage = kb.storage
+        storage = duckdb_backend(kb)
         t = table_names(coll.record.id)["chunks"]
         keys = [k for (k,) in storage.engine.query(f"SELECT key FROM {t} ORDER BY key")]
         for key, row in zip(keys, terms, strict=True):  # our terms, written as a list column
@@ -212,8 +213,7 @@ def test_a_snapshot_checked_again_on_another_machine_is_saved_once(
     derived.save_snapshot(tmp_path, 1, _graph_indexes())
     # Another CPU or usearch version: the loaded graph checks its recall again.
     import hybridkb.index.vector as vector_module
-
-    here = vector_module.build_environment
+    from hybridkb.index.recall import build_environment as here  # what vector.py calls
 
     def elsewhere(isa: str) -> dict[str, str]:
         return {**here(isa), "isa": "another-cpu"}

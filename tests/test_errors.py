@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from internals import duckdb_storage, local
 
 import hybridkb
 from hybridkb.errors import BackendError, ConfigError, KBError, ModelUnavailable
@@ -34,13 +36,15 @@ def test_overrides_given_with_settings_are_validated() -> None:
         lambda kb: kb.drop_collection("Notes"),
     ],
 )
-def test_writes_to_a_read_only_duckdb_are_backend_errors(tmp_path: Path, write: object) -> None:
+def test_writes_to_a_read_only_duckdb_are_backend_errors(
+    tmp_path: Path, write: Callable[[hybridkb.KnowledgeBaseAPI], object]
+) -> None:
     db = tmp_path / "kb.duckdb"
     with hybridkb.connect(db, model="fake") as kb:
         kb.create_collection("Notes").add_texts(["alpha"], ids=["a"])
     with hybridkb.connect(db, model="fake", read_only=True) as kb:
         with pytest.raises(BackendError, match="read-only") as caught:
-            write(kb)  # type: ignore[operator]
+            write(kb)
         assert caught.value.code == "backend_error"
         assert kb["Notes"].search("alpha", k=1)[0].document_id == "a"  # reads still work
 
@@ -49,11 +53,11 @@ def test_driver_errors_never_leave_the_storage_boundary(tmp_path: Path) -> None:
     import duckdb
 
     db = tmp_path / "kb.duckdb"
-    with hybridkb.connect(db, model="fake") as kb:
+    with local(hybridkb.connect(db, model="fake")) as kb:
         coll = kb.create_collection("Notes")
         coll.add_texts(["alpha"], ids=["a"])
         record = coll.record
-        kb.storage.query(f"DROP TABLE kb_c{record.id}_vectors")  # damage behind its back
+        duckdb_storage(kb).query(f"DROP TABLE kb_c{record.id}_vectors")  # damage behind its back
         with pytest.raises(KBError) as caught:
             kb.storage.fetch_vectors(record, [1])
         assert not isinstance(caught.value, duckdb.Error)

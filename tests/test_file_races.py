@@ -55,8 +55,8 @@ def places(tmp_path: Path) -> tuple[Path, Path]:
     return inside, outside
 
 
-def _stored_texts(kb: hybridkb.KnowledgeBase) -> str:
-    out = []
+def _stored_texts(kb: hybridkb.KnowledgeBaseAPI) -> str:
+    out: list[str] = []
     for name in kb.collection_names():
         coll = kb.collection(name)
         for doc in coll.documents(limit=10_000):

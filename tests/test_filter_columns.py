@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from test_filters import filter_table, reference_keys, sql_keys
 
 import hybridkb
-from hybridkb.filters import parse_filter
+from hybridkb.filters import Filter, parse_filter
 from hybridkb.storage.duckdb.filter_columns import MAX_DISTINCT, FilterColumns, field_query
 
 # Mixed types on purpose: numbers as text, floats, booleans, nulls, missing keys.
@@ -49,12 +49,19 @@ def _columns(con: duckdb.DuckDBPyConnection) -> FilterColumns:
     return FilterColumns(load)
 
 
-def _sql(con: duckdb.DuckDBPyConnection, where: dict) -> set[int]:
+def _sql(con: duckdb.DuckDBPyConnection, where: dict[str, Any]) -> set[int]:
     return sql_keys(con, where)
 
 
-def _py(where: dict) -> set[int]:
+def _py(where: dict[str, Any]) -> set[int]:
     return reference_keys(ROWS, where)
+
+
+def _tree(where: dict[str, Any]) -> Filter:
+    """``where`` parsed; every filter here has a condition (parse_filter({}) is None)."""
+    tree = parse_filter(where)
+    assert tree is not None, where
+    return tree
 
 
 CASES = [
@@ -87,9 +94,9 @@ CASES = [
 
 @pytest.mark.parametrize("where", CASES)
 def test_in_memory_filters_agree_with_sql_and_reference(
-    con: duckdb.DuckDBPyConnection, where: dict
+    con: duckdb.DuckDBPyConnection, where: dict[str, Any]
 ) -> None:
-    got = _columns(con).allowed(parse_filter(where))  # type: ignore[arg-type]
+    got = _columns(con).allowed(_tree(where))
     assert got is not None
     assert list(got) == sorted(got)  # sorted keys, as the vector index wants them
     assert set(got.tolist()) == _sql(con, where) == _py(where)
@@ -109,13 +116,14 @@ def test_in_memory_filters_agree_with_sql_and_reference(
 def test_random_comparisons_agree(
     con: duckdb.DuckDBPyConnection, key: str, op: str, value: object
 ) -> None:
+    where: dict[str, Any]
     if op in ("$in", "$nin"):
         where = {key: {op: [value]}}
     elif op in ("$gt", "$gte", "$lt", "$lte") and (value is None or isinstance(value, bool)):
         return  # refused by the parser
     else:
         where = {key: {op: value}}
-    got = _columns(con).allowed(parse_filter(where))  # type: ignore[arg-type]
+    got = _columns(con).allowed(_tree(where))
     builtin_corner = key in ("filename", "page") and (
         isinstance(value, bool) or (key == "filename" and isinstance(value, int))
     )
@@ -138,15 +146,15 @@ def test_nested_values_and_added_at_are_left_to_sql() -> None:
         return np.array([r[0] for r in rows], np.int64), [r[1] for r in rows]
 
     cols = FilterColumns(load)
-    assert cols.allowed(parse_filter({"obj": "x"})) is None  # type: ignore[arg-type]
-    assert cols.allowed(parse_filter({"added_at": {"$gt": "2000"}})) is None  # type: ignore[arg-type]
+    assert cols.allowed(_tree({"obj": "x"})) is None
+    assert cols.allowed(_tree({"added_at": {"$gt": "2000"}})) is None
 
 
 def test_high_cardinality_fields_are_left_to_sql() -> None:
     n = MAX_DISTINCT + 10
     keys = np.arange(n, dtype=np.int64)
     cols = FilterColumns(lambda field: (keys, [json.dumps(i) for i in range(n)]))
-    assert cols.allowed(parse_filter({"id": 5})) is None  # type: ignore[arg-type]
+    assert cols.allowed(_tree({"id": 5})) is None
 
 
 def test_filtered_search_is_fresh_after_writes(tmp_path: Any, isolated_env: Any) -> None:

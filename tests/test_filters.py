@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import duckdb
 import pytest
 from hypothesis import given, settings
@@ -22,7 +24,7 @@ ROWS = [
 ]
 
 
-def filter_table(rows: list[dict]) -> duckdb.DuckDBPyConnection:
+def filter_table(rows: list[dict[str, Any]]) -> duckdb.DuckDBPyConnection:
     """An in-memory table ``t`` shaped like a chunks table, holding ``rows``."""
     import json
 
@@ -38,7 +40,7 @@ def filter_table(rows: list[dict]) -> duckdb.DuckDBPyConnection:
     return c
 
 
-def reference_keys(rows: list[dict], where: dict) -> set[int]:
+def reference_keys(rows: list[dict[str, Any]], where: dict[str, Any]) -> set[int]:
     """Keys of ``rows`` that pass ``where`` under the Python reference semantics."""
     tree = parse_filter(where)
     return {
@@ -51,7 +53,7 @@ def reference_keys(rows: list[dict], where: dict) -> set[int]:
     }
 
 
-def sql_keys(con: duckdb.DuckDBPyConnection, where: dict) -> set[int]:
+def sql_keys(con: duckdb.DuckDBPyConnection, where: dict[str, Any]) -> set[int]:
     """Keys of table ``t`` that pass ``where`` compiled to SQL."""
     tree = parse_filter(where)
     assert tree is not None
@@ -64,11 +66,11 @@ def con() -> duckdb.DuckDBPyConnection:
     return filter_table(ROWS)
 
 
-def _py(where: dict) -> set[int]:
+def _py(where: dict[str, Any]) -> set[int]:
     return reference_keys(ROWS, where)
 
 
-def _sql(con: duckdb.DuckDBPyConnection, where: dict) -> set[int]:
+def _sql(con: duckdb.DuckDBPyConnection, where: dict[str, Any]) -> set[int]:
     return sql_keys(con, where)
 
 
@@ -92,7 +94,9 @@ CASES = [
 
 
 @pytest.mark.parametrize("where", CASES)
-def test_sql_agrees_with_python_reference(con: duckdb.DuckDBPyConnection, where: dict) -> None:
+def test_sql_agrees_with_python_reference(
+    con: duckdb.DuckDBPyConnection, where: dict[str, Any]
+) -> None:
     assert _sql(con, where) == _py(where)
 
 

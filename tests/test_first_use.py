@@ -10,7 +10,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -226,9 +226,13 @@ def test_a_collection_keeps_the_recipe_it_was_made_with_when_the_verdict_comes(
             embedder = kb.embedder_for(kb.record(name))
             own = embedder.embed_query
 
-            def spy(text: str, own: object = own, precision: str = recipe_of(embedder).precision):
+            def spy(
+                text: str,
+                own: Callable[[str], np.ndarray] = own,
+                precision: str = recipe_of(embedder).precision,
+            ) -> np.ndarray:
                 used.append(precision)
-                return own(text)  # type: ignore[operator]
+                return own(text)
 
             monkeypatch.setattr(embedder, "embed_query", spy)
         hits = kb.search("w1 w2 w3 w4", collections=["early", "late"], k=4, mode="vector")

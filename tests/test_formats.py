@@ -8,11 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from hybridkb.errors import ExtractionError
-from hybridkb.loaders import load_file
-from hybridkb.render import page_label
-from tests.formatgen import (
+from formatgen import (
     CSV_TEXT,
     HTML_PAGE,
     Slide,
@@ -20,6 +16,11 @@ from tests.formatgen import (
     pptx_bytes,
     xlsx_bytes,
 )
+
+from hybridkb.errors import ExtractionError
+from hybridkb.kb import KnowledgeBase
+from hybridkb.loaders import load_file
+from hybridkb.render import page_label
 
 
 def _blocks(path: Path) -> list[tuple[str, int | None, str | None, str]]:
@@ -139,12 +140,12 @@ def test_csv_dialect_is_sniffed_and_rows_keep_their_numbers(tmp_path: Path) -> N
     ]
 
 
-def test_short_rows_are_each_cited_by_their_own_row(tmp_path: Path, kb: object) -> None:
+def test_short_rows_are_each_cited_by_their_own_row(tmp_path: Path, kb: KnowledgeBase) -> None:
     # Rows shorter than a heading ("id: 37; qty: 5") once chained together like headings,
     # so a match in row 38 was cited as row 2.
     path = tmp_path / "stock.csv"
     path.write_text("id,qty\n" + "".join(f"{n},{n % 9}\n" for n in range(1, 60)))
-    coll = kb.create_collection("Stock")  # type: ignore[attr-defined]
+    coll = kb.create_collection("Stock")
     assert coll.add([path]).added[0].chunks == 59
     hit = coll.search("37", k=1, mode="keyword")[0]
     assert (hit.page, hit.text) == (38, "id: 37; qty: 1")
@@ -202,8 +203,8 @@ def _folder(tmp_path: Path) -> Path:
     return folder
 
 
-def test_every_format_is_searchable_with_its_citation(tmp_path: Path, kb: object) -> None:
-    coll = kb.create_collection("Mixed")  # type: ignore[attr-defined]
+def test_every_format_is_searchable_with_its_citation(tmp_path: Path, kb: KnowledgeBase) -> None:
+    coll = kb.create_collection("Mixed")
     report = coll.add([_folder(tmp_path)])
     assert not report.failed and len(report.added) == 5
     expected = {

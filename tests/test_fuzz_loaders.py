@@ -36,36 +36,20 @@ from pathlib import Path
 
 import pytest
 
+# tests/ is on sys.path (pytest's rootdir-relative "prepend" import mode; bench/reliability.py
+# puts it there too), so the test helpers import as top-level modules.
+from formatgen import CSV_TEXT, HTML_PAGE, Slide, epub_bytes, pptx_bytes, repack, xlsx_bytes
+from hostilegen import (
+    docx_with_image,
+    epub_spine_repeated,
+    pdf_shared_stream,
+    xlsx_shared_string_bomb,
+)
+from pdfgen import Page, encrypt_pdf, make_pdf
+
 from hybridkb.errors import KBError
 from hybridkb.loaders import load_file
 from hybridkb.types import Block, LoadedFile
-
-try:  # tests/ on sys.path (rootdir-relative "prepend" import mode)
-    from formatgen import CSV_TEXT, HTML_PAGE, Slide, epub_bytes, pptx_bytes, repack, xlsx_bytes
-    from hostilegen import (
-        docx_with_image,
-        epub_spine_repeated,
-        pdf_shared_stream,
-        xlsx_shared_string_bomb,
-    )
-    from pdfgen import Page, encrypt_pdf, make_pdf
-except ImportError:  # tests/ imported as a package, or from bench/
-    from tests.formatgen import (
-        CSV_TEXT,
-        HTML_PAGE,
-        Slide,
-        epub_bytes,
-        pptx_bytes,
-        repack,
-        xlsx_bytes,
-    )
-    from tests.hostilegen import (
-        docx_with_image,
-        epub_spine_repeated,
-        pdf_shared_stream,
-        xlsx_shared_string_bomb,
-    )
-    from tests.pdfgen import Page, encrypt_pdf, make_pdf
 
 CALL_GUARD_SECONDS = 20.0  # a call running this long counts as a hang, not as slow
 

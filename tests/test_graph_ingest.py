@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from internals import local, sql_rows
 
 import hybridkb
 from hybridkb.errors import GraphError
@@ -59,7 +60,7 @@ def tax(tmp_path: Path, corpus: Path) -> Iterator[hybridkb.KnowledgeBase]:
         report = coll.add(corpus, metadata={"tags": ["tax", "guides"]})
         assert report.ok and len(report.added) == 2
         coll.add_texts([OLD], ids=["old-act"], metadatas=[{"tags": "history"}])
-        yield kb
+        yield local(kb)
 
 
 def doc_node(kb: hybridkb.KnowledgeBase, filename: str) -> str:
@@ -129,7 +130,8 @@ def test_document_section_chunk_structure(tax: hybridkb.KnowledgeBase) -> None:
     }
     assert {"Depreciation", "Records"} <= children
     chunks = g.chunks_of(guide)
-    assert len(chunks) == tax.collection("Tax Documents").get(guide.split(":", 2)[2]).chunk_count
+    doc = tax.collection("Tax Documents").get(guide.split(":", 2)[2])
+    assert doc is not None and len(chunks) == doc.chunk_count
     # next edges chain the chunks in reading order
     chain = g.traverse(chunks[0], edge_types="next", direction="out", max_depth=10)
     assert len(chain.paths) == len(chunks) - 1
@@ -145,6 +147,7 @@ def test_document_section_chunk_structure(tax: hybridkb.KnowledgeBase) -> None:
 
 def test_every_hit_chunk_and_document_is_a_node(tax: hybridkb.KnowledgeBase) -> None:
     for hit in tax.search("depreciation business costs", k=5):
+        assert hit.document_node is not None
         assert tax.graph.node(hit.chunk_id).type == "chunk"
         assert tax.graph.node(hit.document_node).type == "document"
         assert hit.chunk_id in tax.graph.chunks_of(hit.document_node)
@@ -233,8 +236,8 @@ def test_user_relation_between_documents(tax: hybridkb.KnowledgeBase) -> None:
 
 def _rows(kb: hybridkb.KnowledgeBase, where: str) -> int:
     return int(
-        kb.storage.query(f"SELECT count(*) FROM hybridkb_graph_nodes WHERE {where}")[0][0]
-    ) + int(kb.storage.query(f"SELECT count(*) FROM hybridkb_graph_edges WHERE {where}")[0][0])
+        sql_rows(kb, f"SELECT count(*) FROM hybridkb_graph_nodes WHERE {where}")[0][0]
+    ) + int(sql_rows(kb, f"SELECT count(*) FROM hybridkb_graph_edges WHERE {where}")[0][0])
 
 
 def test_delete_prunes_exactly_the_document(tax: hybridkb.KnowledgeBase) -> None:
@@ -265,6 +268,7 @@ def test_delete_prunes_exactly_the_document(tax: hybridkb.KnowledgeBase) -> None
 
 def test_reingest_replaces_rows(tax: hybridkb.KnowledgeBase, corpus: Path) -> None:
     before = tax.graph.stats()
+    rows_before = _rows(tax, "true")
     (corpus / "ruling.md").write_text(RULING.replace("2024-03-01", "2024-04-02"), encoding="utf-8")
     report = tax.collection("Tax Documents").add(corpus, metadata={"tags": ["tax", "guides"]})
     assert len(report.added) == 1
@@ -273,10 +277,11 @@ def test_reingest_replaces_rows(tax: hybridkb.KnowledgeBase, corpus: Path) -> No
     assert tax.graph.has_node("ent:date:2024-04-02") and not tax.graph.has_node(
         "ent:date:2024-03-01"
     )
-    assert _rows(tax, "true") == _rows(tax, "true")  # no duplicate rows appear on replace
-    (dupes,) = tax.storage.query(
+    assert _rows(tax, "true") == rows_before  # replaced, not added beside the old rows
+    (dupes,) = sql_rows(
+        tax,
         "SELECT count(*) FROM (SELECT source, target, type, collection_id, document_id FROM"
-        " hybridkb_graph_edges GROUP BY ALL HAVING count(*) > 1)"
+        " hybridkb_graph_edges GROUP BY ALL HAVING count(*) > 1)",
     )[0]
     assert dupes == 0
 

@@ -10,6 +10,7 @@ from xml.etree import ElementTree as ET
 import duckdb
 import numpy as np
 import pytest
+from internals import local
 
 import hybridkb
 from hybridkb.errors import GraphError
@@ -25,7 +26,7 @@ def kb(tmp_path: Path) -> Iterator[hybridkb.KnowledgeBase]:
     with hybridkb.connect(
         tmp_path / "io.duckdb", model="fake", chunk_size=200, chunk_overlap=0
     ) as base:
-        yield base
+        yield local(base)
 
 
 def write_set(folder: Path, name: str, dim: int, *, vectors: bool = True) -> None:

@@ -10,17 +10,19 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from internals import local, sql_rows
 
 import hybridkb
 from hybridkb.errors import GraphError
 from hybridkb.graph import queries
 from hybridkb.graph.queries import MemGraph
+from hybridkb.storage.base import Connection
 
 
 @pytest.fixture
 def gkb(tmp_path: Path) -> Iterator[hybridkb.KnowledgeBase]:
     with hybridkb.connect(tmp_path / "g.duckdb", model="fake") as kb:
-        yield kb
+        yield local(kb)
 
 
 def build(
@@ -178,8 +180,8 @@ def test_edge_upsert_is_idempotent(gkb: hybridkb.KnowledgeBase) -> None:
     assert g.stats()["edges"] == before + 1
     edges = [n.edge for n in g.neighbors("a", edge_types="related").neighbors]
     assert len(edges) == 1 and edges[0].weight == 3.0 and edges[0].properties == {"note": "n"}
-    (count,) = gkb.storage.query(
-        "SELECT count(*) FROM hybridkb_graph_edges WHERE source = 'a' AND target = 'x'"
+    (count,) = sql_rows(
+        gkb, "SELECT count(*) FROM hybridkb_graph_edges WHERE source = 'a' AND target = 'x'"
     )[0]
     assert count == 1
     assert g.unrelate("a", "x", "related") is True
@@ -214,7 +216,7 @@ def test_rolled_back_write_does_not_reach_memory(gkb: hybridkb.KnowledgeBase) ->
     gkb.graph.neighbors("a")
     store = gkb.graph.store
 
-    def failing(con: object) -> None:
+    def failing(con: Connection) -> None:
         store.sql.upsert_user_edges(con, gkb.workspace, [])
         raise RuntimeError("boom")
 

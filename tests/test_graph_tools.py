@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from internals import local
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 
@@ -28,7 +29,7 @@ def kb(tmp_path: Path) -> Iterator[hybridkb.KnowledgeBase]:
             ids=["guide", "ruling", "home"],
             metadatas=[{"graph_links": [{"type": "CITES", "target": "ruling"}]}, None, None],
         )
-        yield base
+        yield local(base)
 
 
 def call(t: BaseTool, **args: Any) -> ToolMessage:
@@ -86,7 +87,8 @@ def test_neighbors_and_paths(kb: hybridkb.KnowledgeBase) -> None:
 def test_errors_become_observations(kb: hybridkb.KnowledgeBase) -> None:
     tools = by_name(make_graph_tools(kb))
     msg = call(tools["graph_neighbors"], node_id="ent:nothing-here")
-    assert msg.status == "error" and msg.content.startswith("Error (graph_error): unknown node")
+    assert msg.status == "error" and isinstance(msg.content, str)
+    assert msg.content.startswith("Error (graph_error): unknown node")
     msg = call(tools["graph_find_paths"], source_id="a", target_id="b", limit=500)
     assert msg.status == "error" and "limit" in msg.content
 

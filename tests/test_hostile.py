@@ -22,16 +22,12 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
+from pdfgen import Page, encrypt_pdf, make_pdf
 
 import hybridkb
 from hybridkb.kb import Collection
 from hybridkb.loaders import SUPPORTED_EXTENSIONS, load_file
 from hybridkb.types import AddReport, FailedFile
-
-try:  # tests/ on sys.path (rootdir-relative "prepend" import mode)
-    from pdfgen import Page, encrypt_pdf, make_pdf
-except ImportError:  # tests/ imported as a package
-    from tests.pdfgen import Page, encrypt_pdf, make_pdf
 
 POSIX = os.name == "posix"
 SHARED_DOCS = Path(__file__).resolve().parents[2] / "shared/data/docs"

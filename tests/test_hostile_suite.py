@@ -43,18 +43,18 @@ TESTS = Path(__file__).parent
 @dataclass(frozen=True)
 class Crafted:
     name: str
-    make: Callable[[Path], None]  # writes the file at the path
+    make: Callable[[Path], object]  # writes the file at the path
     setting: str | None  # the HYBRIDKB_MAX_FILE_* it must name; None: another one-line error
     env: dict[str, str] = field(default_factory=dict)
     needs_ocr: bool = False
     expect: str = ""  # a phrase of the error when ``setting`` is None
 
 
-def _bytes(make: Callable[[], bytes]) -> Callable[[Path], None]:
+def _bytes(make: Callable[[], bytes]) -> Callable[[Path], object]:
     return lambda path: path.write_bytes(make()) and None
 
 
-def _csv(mb: int) -> Callable[[Path], None]:
+def _csv(mb: int) -> Callable[[Path], object]:
     return lambda path: write_lines(path, b"2024,rent,14400,flat\n", mb << 20) and None
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from internals import sql_rows
 
 import hybridkb
 from hybridkb.errors import (
@@ -229,7 +231,9 @@ def test_filtered_search_returns_exactly_k_at_one_percent(
         ({"$and": [{"n": {"$lt": 4}}, {"group": {"$nin": ["g0", "g1"]}}]}, {2, 3}),
     ],
 )
-def test_filter_operators(kb: hybridkb.KnowledgeBase, where: dict, expected: set[int]) -> None:
+def test_filter_operators(
+    kb: hybridkb.KnowledgeBase, where: dict[str, Any], expected: set[int]
+) -> None:
     coll = kb.create_collection("Reports")
     _corpus(coll, 100)
     hits = coll.search("report", k=50, mode="vector", where=where)
@@ -284,7 +288,7 @@ def test_drop_removes_everything(kb: hybridkb.KnowledgeBase) -> None:
     tables = table_names(coll.record.id)
     kb.drop_collection("Notes")
     assert kb.collection_names() == []
-    existing = {r[0] for r in kb.storage.query("SELECT table_name FROM information_schema.tables")}  # type: ignore[attr-defined]
+    existing = {r[0] for r in sql_rows(kb, "SELECT table_name FROM information_schema.tables")}
     assert not set(tables.values()) & existing
     with pytest.raises(CollectionNotFound):
         kb.drop_collection("Notes")
@@ -337,7 +341,9 @@ def test_collection_keeps_its_model(tmp_path: Path) -> None:
             kb.collection("Notes", model="fake:32")
 
 
-def test_nan_and_zero_vectors_are_refused_before_storage(kb: hybridkb.KnowledgeBase) -> None:
+def test_nan_and_zero_vectors_are_refused_before_storage(
+    kb: hybridkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from hybridkb.embedders import validate_vectors
 
     bad = np.ones((2, 64), dtype=np.float32)
@@ -356,11 +362,12 @@ def test_nan_and_zero_vectors_are_refused_before_storage(kb: hybridkb.KnowledgeB
             return out
 
         def embed_query(self, text: str) -> np.ndarray:
-            return self.embed_documents([text])[0]
+            vector: np.ndarray = self.embed_documents([text])[0]
+            return vector
 
     coll = kb.create_collection("Notes")
     coll.add_texts([LEAVE], ids=["ok"])
-    kb.embedder = lambda model, recipe=None: NaNEmbedder()  # type: ignore[method-assign]
+    monkeypatch.setattr(kb, "embedder", lambda model, recipe=None: NaNEmbedder())
     report = coll.add_texts([TAX], ids=["t"])
     assert [(f.filename, f.code) for f in report.failed] == [("t", "embedding_mismatch")]
     assert "NaN" in report.failed[0].error

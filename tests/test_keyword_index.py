@@ -57,8 +57,8 @@ def assert_like_reference(
     assert got == sorted(got, key=lambda kv: (-kv[1], kv[0]))
 
 
-def build(docs: Mapping[int, Sequence[str]], **kwargs: float) -> KeywordIndex:
-    index = KeywordIndex(k1=K1, b=B, **kwargs)
+def build(docs: Mapping[int, Sequence[str]]) -> KeywordIndex:
+    index = KeywordIndex(k1=K1, b=B)
     index.add(list(docs), list(docs.values()))
     return index
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import duckdb
 import pytest
+from internals import sql_rows
 
 import hybridkb
 from hybridkb import maintenance
@@ -59,7 +60,7 @@ def _open_and_close(db: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def _names(coll: hybridkb.Collection) -> set[str]:
+def _names(coll: hybridkb.CollectionAPI) -> set[str]:
     return {d.filename or d.document_id for d in coll.documents(limit=10_000)}
 
 
@@ -83,9 +84,9 @@ def _seed(tmp_path: Path) -> tuple[Path, Path]:
     return db, corpus
 
 
-def _problems(kb: hybridkb.KnowledgeBase) -> dict[str, int]:
+def _problems(kb: hybridkb.KnowledgeBaseAPI) -> dict[str, int]:
     return {
-        f"{h.name}:{f.check}": f.count
+        f"{h.collection}:{f.check}": f.count
         for h in maintenance.doctor(kb)
         for f in h.findings
         if f.count and f.check not in ("derived_indexes", "staged_leftovers")
@@ -93,7 +94,7 @@ def _problems(kb: hybridkb.KnowledgeBase) -> dict[str, int]:
 
 
 def _use_everything(
-    kb: hybridkb.KnowledgeBase, corpus: Path, present: set[str], *, reembed: bool
+    kb: hybridkb.KnowledgeBaseAPI, corpus: Path, present: set[str], *, reembed: bool
 ) -> None:
     """Every operation again, on the documents the kill left: delete and re-add them."""
     base = kb.collection("Base")
@@ -108,9 +109,8 @@ def _use_everything(
         base.add_texts([f"re-added note {n} shared words" for n in notes], ids=notes)
     assert _names(base) == present
     live = {
-        r[0]
-        for r in kb.storage.query(f"SELECT chunk_id FROM {table_names(base.record.id)['chunks']}")
-    }  # type: ignore[attr-defined]
+        r[0] for r in sql_rows(kb, f"SELECT chunk_id FROM {table_names(base.record.id)['chunks']}")
+    }
     for mode in ("keyword", "vector", "hybrid"):
         assert {h.chunk_id for h in base.search("shared words alpha", k=1000, mode=mode)} <= live
     extra = kb.create_collection("After", exist_ok=True)
@@ -214,15 +214,18 @@ def _index_misses(db: Path) -> int:
     """Keys the chunk and vector key indexes do not find (a lookup by equality uses them)."""
     con = duckdb.connect(str(db), read_only=True)
     try:
-        (cid,) = con.execute("SELECT id FROM hybridkb_collections WHERE name = 'Base'").fetchone()  # type: ignore[misc]
+        row = con.execute("SELECT id FROM hybridkb_collections WHERE name = 'Base'").fetchone()
+        assert row is not None
+        (cid,) = row
         misses = 0
         for kind in ("chunks", "vectors"):
             table = table_names(int(cid))[kind]
             for (key,) in con.execute(f"SELECT key FROM {table}").fetchall():
-                (n,) = con.execute(
+                found = con.execute(
                     f"SELECT count(*) FROM {table} WHERE key = {int(key)}"
-                ).fetchone()  # type: ignore[misc]
-                misses += int(n == 0)
+                ).fetchone()
+                assert found is not None  # count(*) always returns one row
+                misses += int(found[0] == 0)
         return misses
     finally:
         con.close()

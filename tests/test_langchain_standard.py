@@ -34,7 +34,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-def _seeded_kb(name: str) -> hybridkb.KnowledgeBase:
+def _seeded_kb(name: str) -> hybridkb.KnowledgeBaseAPI:
     """A fresh in-memory knowledge base holding just what the tool's example call needs."""
     kb = hybridkb.connect(":memory:", model="fake", enable_sql_tool=True)
     if name in (
@@ -66,7 +66,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
 
 
 def _tool_suite(name: str, base: type) -> type:
-    class Suite(base):  # type: ignore[misc, valid-type]
+    class Suite(base):  # type: ignore[misc]  # a base class chosen at run time
         @property
         def tool_constructor(self) -> BaseTool:
             if base is ToolsUnitTests:
@@ -112,7 +112,7 @@ class TestHybridKBVectorStoreOwnModel(VectorStoreIntegrationTests):
             kb.close()
 
 
-def _retriever_kb() -> hybridkb.KnowledgeBase:
+def _retriever_kb() -> hybridkb.KnowledgeBaseAPI:
     kb = hybridkb.connect(":memory:", model="fake")
     texts = [f"Depreciation note {i}: assets lose value over {i + 2} years." for i in range(6)]
     kb.create_collection("Tax Documents").add_texts(texts, [{"n": i} for i in range(6)])
@@ -155,7 +155,8 @@ def test_long_text_comes_back_exactly_although_chunked(store: HybridKBVectorStor
     )
     meta = {"filename": "mine.txt", "page": 7, "nested": {"a": [1, 2]}, "source": "user"}
     [doc_id] = store.add_documents([Document(text, metadata=meta)])
-    assert store.collection.get(doc_id).chunk_count > 1
+    stored = store.collection.get(doc_id)
+    assert stored is not None and stored.chunk_count > 1
     [got] = store.get_by_ids([doc_id])
     assert got.page_content == text
     assert got.metadata == meta  # exactly as given, nothing of ours
@@ -166,7 +167,8 @@ def test_long_text_comes_back_exactly_although_chunked(store: HybridKBVectorStor
 def test_plain_text_round_trips_without_a_stored_copy(store: HybridKBVectorStore) -> None:
     text = "Short, already normal text."
     [doc_id] = store.add_texts([text])
-    assert TEXT_KEY not in store.collection.get(doc_id).metadata
+    stored = store.collection.get(doc_id)
+    assert stored is not None and TEXT_KEY not in stored.metadata
     assert store.get_by_ids([doc_id])[0].page_content == text
 
 

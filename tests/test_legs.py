@@ -52,7 +52,12 @@ def test_merged_keeps_the_best_by_score_then_collection_then_key(
 def test_the_helper_runs_a_call_in_its_own_thread_and_hands_back_its_value() -> None:
     helper = Helper()
     names: list[str] = []
-    job = helper.start(lambda: names.append(threading.current_thread().name) or 42)
+
+    def work() -> int:
+        names.append(threading.current_thread().name)
+        return 42
+
+    job = helper.start(work)
     assert job.result() == 42
     assert names == ["hybridkb-search-leg"]
     again = helper.start(lambda: threading.current_thread().name)

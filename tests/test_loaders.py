@@ -13,8 +13,10 @@ import os
 import struct
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
+from pdfgen import Page, encrypt_pdf, make_pdf, write_pdf
 
 from hybridkb.errors import ExtractionError, UnsupportedFileType
 from hybridkb.loaders import (
@@ -29,18 +31,13 @@ from hybridkb.loaders.pdf import page_ranges, split_page_paragraphs
 from hybridkb.loaders.text import markdown_blocks, text_blocks
 from hybridkb.types import FailedFile, SkippedFile
 
-try:  # tests/ on sys.path (rootdir-relative "prepend" import mode)
-    from pdfgen import Page, encrypt_pdf, make_pdf, write_pdf
-except ImportError:  # tests/ imported as a package
-    from tests.pdfgen import Page, encrypt_pdf, make_pdf, write_pdf
-
-
 OFF = "; OCR is off: set HYBRIDKB_OCR=true to read scans"
 
 
-def _error(path: Path, **kwargs: object) -> str:
+def _error(path: Path, **kwargs: Any) -> str:
+    """load_file's one-line error for ``path`` (``kwargs`` go to load_file)."""
     with pytest.raises(ExtractionError) as info:
-        load_file(path, **kwargs)  # type: ignore[arg-type]
+        load_file(path, **kwargs)
     message = str(info.value)
     assert "\n" not in message
     assert message.startswith(f"{path.name}: ")

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+from internals import duckdb_storage, local
 
 import hybridkb
 from hybridkb import maintenance
@@ -15,7 +16,7 @@ TEXTS = [f"document {i} talks about subject {i % 5} with words" for i in range(3
 
 
 def _kb(tmp_path: Path, model: str = "fake") -> hybridkb.KnowledgeBase:
-    return hybridkb.connect(tmp_path / "kb.duckdb", model=model)
+    return local(hybridkb.connect(tmp_path / "kb.duckdb", model=model))
 
 
 def _problems(kb: hybridkb.KnowledgeBase) -> dict[str, int]:
@@ -34,7 +35,7 @@ def test_doctor_finds_and_repairs_orphans_and_bad_vectors(tmp_path: Path) -> Non
         coll = kb.create_collection("Notes")
         coll.add_texts(TEXTS, ids=[f"d{i}" for i in range(30)])
         t = table_names(coll.record.id)
-        con = kb.storage.engine.con  # type: ignore[attr-defined]
+        con = duckdb_storage(kb).engine.con
         # Damage the tables the way a buggy writer or a disk fault might.
         con.execute(f"DELETE FROM {t['documents']} WHERE document_id = 'd1'")
         con.execute(

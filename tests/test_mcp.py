@@ -15,9 +15,11 @@ from typing import Any
 
 import anyio
 import pytest
+from internals import local
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from pdfgen import Page, write_pdf
+from pydantic import BaseModel
 
 import hybridkb
 from hybridkb.mcp_server import build_server, tool_catalog
@@ -38,7 +40,7 @@ def anyio_backend() -> str:
 @pytest.fixture
 def mcpkb(tmp_path: Path) -> Iterator[hybridkb.KnowledgeBase]:
     with hybridkb.connect(tmp_path / "mcp.duckdb", model="fake") as kb:
-        yield kb
+        yield local(kb)
 
 
 def _text(result: Any) -> str:
@@ -53,16 +55,20 @@ async def test_lists_the_same_tools_with_the_same_arguments(mcpkb: Any) -> None:
     assert [t.name for t in listed] == [t.name for t in lc_tools]
     assert [t.name for t in listed][: len(TOOL_NAMES)] == list(TOOL_NAMES)
     for mcp_tool, lc_tool in zip(listed, lc_tools, strict=True):
-        lc_schema = lc_tool.get_input_schema().model_json_schema()
+        lc_model = lc_tool.get_input_schema()
+        assert issubclass(lc_model, BaseModel)  # our tools take pydantic v2 models
+        lc_schema = lc_model.model_json_schema()
         assert mcp_tool.input_schema.get("properties", {}) == lc_schema.get("properties", {})
         assert sorted(mcp_tool.input_schema.get("required", [])) == sorted(
             lc_schema.get("required", [])
         )
         assert mcp_tool.description == lc_tool.description
     hints = {t.name: t.annotations for t in listed}
-    assert hints["search_kb"].read_only_hint is True
-    assert hints["add_kb_documents"].read_only_hint is False
-    assert hints["drop_kb_collection"].destructive_hint is True
+    search, add, drop = hints["search_kb"], hints["add_kb_documents"], hints["drop_kb_collection"]
+    assert search is not None and add is not None and drop is not None
+    assert search.read_only_hint is True
+    assert add.read_only_hint is False
+    assert drop.destructive_hint is True
 
 
 async def test_call_each_tool(mcpkb: Any, tmp_path: Path) -> None:

@@ -24,7 +24,9 @@ import pytest
 from test_mcp_stdio import INIT, Session
 
 import hybridkb
+from hybridkb.embedders import Embedder
 from hybridkb.serve.endpoint import endpoint_file
+from hybridkb.storage.base import CollectionRecord
 
 
 def _wait_for(path: Path, timeout: float = 60) -> None:
@@ -163,17 +165,19 @@ def test_a_stop_signal_closes_the_knowledge_base_cleanly(
         assert _stored_ids(db) == {"kept"}
 
 
-def test_close_waits_for_the_threads_prepare_search_started(tmp_path: Path) -> None:
+def test_close_waits_for_the_threads_prepare_search_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     loaded = threading.Event()
     with hybridkb.connect(tmp_path / "kb.duckdb", model="fake") as kb:
         kb.create_collection("notes")
 
-        def slow_load(record: Any) -> Any:
+        def slow_load(record: CollectionRecord) -> Embedder:
             time.sleep(0.5)
             loaded.set()
             return kb.embedder(record.model)
 
-        kb.embedder_for = slow_load  # type: ignore[method-assign]
+        monkeypatch.setattr(kb, "embedder_for", slow_load)
         kb.prepare_search(["notes"])
     assert loaded.is_set(), "close returned while prepare_search's model load ran"
 

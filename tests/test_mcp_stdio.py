@@ -79,10 +79,10 @@ class Session:
         while True:
             line = self.lines.get(timeout=timeout)
             assert line, f"the server exited: {self.stderr_path.read_text()[-2000:]}"
-            got = json.loads(line)  # every line on stdout is one JSON message
-            if got.get("id") == ident:
-                return got
-            self.seen.append(got)
+            message: dict[str, Any] = json.loads(line)  # every line on stdout is one JSON message
+            if message.get("id") == ident:
+                return message
+            self.seen.append(message)
 
     def call(self, ident: Any, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
         result = self.request(ident, "tools/call", {"name": name, "arguments": arguments})

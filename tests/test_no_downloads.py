@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from internals import sql_rows
 
 import hybridkb
 from hybridkb.errors import ConfigError
@@ -43,8 +44,9 @@ def test_an_unknown_store_url_is_refused_in_one_line_and_creates_nothing(
 
 def test_every_duckdb_connection_refuses_to_install_or_load_extensions(tmp_path: Path) -> None:
     with hybridkb.connect(tmp_path / "kb.duckdb", model="fake") as kb:
-        rows = kb.storage.query(
+        rows = sql_rows(
+            kb,
             "SELECT current_setting('autoinstall_known_extensions'), "
-            "current_setting('autoload_known_extensions')"
+            "current_setting('autoload_known_extensions')",
         )
     assert [tuple(r) for r in rows] == [(False, False)]

@@ -106,5 +106,5 @@ def test_no_module_imports_pyarrow() -> None:
             elif isinstance(node, ast.ImportFrom) and node.module:
                 names = [node.module]
             if any(n == "pyarrow" or n.startswith("pyarrow.") for n in names):
-                found.append(f"{path.relative_to(SRC)}:{node.lineno}")
+                found.append(f"{path.relative_to(SRC)}: {', '.join(names)}")
     assert found == []

@@ -9,11 +9,12 @@ import re
 from pathlib import Path
 
 import pytest
+from pdfgen import Page, make_pdf, scan_pdf
 
+from hybridkb.kb import KnowledgeBase
 from hybridkb.loaders import load_file
 from hybridkb.loaders.ocr import TextLine, lines_to_paragraphs, ocr_available
 from hybridkb.loaders.respace import respace
-from tests.pdfgen import Page, make_pdf, scan_pdf
 
 needs_ocr = pytest.mark.skipif(not ocr_available(), reason="the ocr extra is not installed")
 
@@ -86,10 +87,10 @@ def test_only_pages_without_a_text_layer_are_read_by_ocr(tmp_path: Path) -> None
 
 
 @needs_ocr
-def test_scanned_pdf_is_searchable_through_a_collection(tmp_path: Path, kb: object) -> None:
+def test_scanned_pdf_is_searchable_through_a_collection(tmp_path: Path, kb: KnowledgeBase) -> None:
     path = tmp_path / "scan.pdf"
     path.write_bytes(scan_pdf(make_pdf([Page(TEXT)])))
-    coll = kb.create_collection("Scans")  # type: ignore[attr-defined]
+    coll = kb.create_collection("Scans")
     report = coll.add([path])
     assert report.added and "read by OCR" in report.added[0].warnings[0]
     hit = coll.search("laptops written off", k=1, mode="keyword")[0]

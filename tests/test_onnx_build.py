@@ -8,6 +8,7 @@ import json
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -19,8 +20,12 @@ from hybridkb.errors import MissingDependency, NotExportable
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", *[f"w{i}" for i in range(28)]]
 
 
-def tiny_config(**overrides: object) -> dict[str, object]:
-    config: dict[str, object] = {
+# A model's config.json: JSON values, read by key as the builder reads them.
+Config = dict[str, Any]
+
+
+def tiny_config(**overrides: Any) -> Config:
+    config: Config = {
         "model_type": "bert",
         "vocab_size": len(VOCAB),
         "hidden_size": 16,
@@ -37,21 +42,21 @@ def tiny_config(**overrides: object) -> dict[str, object]:
     return config
 
 
-def random_weights(config: dict[str, object], seed: int = 0) -> dict[str, np.ndarray]:
+def random_weights(config: Config, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    h, inner = int(config["hidden_size"]), int(config["intermediate_size"])  # type: ignore[call-overload]
+    h, inner = int(config["hidden_size"]), int(config["intermediate_size"])
 
     def w(*shape: int) -> np.ndarray:
         return rng.normal(scale=0.3, size=shape).astype(np.float32)
 
     out = {
-        "embeddings.word_embeddings.weight": w(int(config["vocab_size"]), h),  # type: ignore[call-overload]
-        "embeddings.position_embeddings.weight": w(int(config["max_position_embeddings"]), h),  # type: ignore[call-overload]
-        "embeddings.token_type_embeddings.weight": w(int(config["type_vocab_size"]), h),  # type: ignore[call-overload]
+        "embeddings.word_embeddings.weight": w(int(config["vocab_size"]), h),
+        "embeddings.position_embeddings.weight": w(int(config["max_position_embeddings"]), h),
+        "embeddings.token_type_embeddings.weight": w(int(config["type_vocab_size"]), h),
         "embeddings.LayerNorm.weight": 1 + w(h),
         "embeddings.LayerNorm.bias": w(h),
     }
-    for i in range(int(config["num_hidden_layers"])):  # type: ignore[call-overload]
+    for i in range(int(config["num_hidden_layers"])):
         p = f"encoder.layer.{i}."
         for name, (rows, cols) in {
             "attention.self.query": (h, h),
@@ -104,7 +109,7 @@ def stored(array: np.ndarray, dtype: str) -> np.ndarray:
 
 def make_folder(
     root: Path,
-    config: dict[str, object],
+    config: Config,
     *,
     prefix: str = "",
     dtype: str = "F32",
@@ -152,21 +157,24 @@ def make_folder(
 
 
 def reference_tokens(
-    weights: dict[str, np.ndarray], config: dict[str, object], ids: np.ndarray, mask: np.ndarray
+    weights: dict[str, np.ndarray], config: Config, ids: np.ndarray, mask: np.ndarray
 ) -> np.ndarray:
     """BERT's encoder in numpy: the token vectors the graph must reproduce."""
-    heads, hidden = int(config["num_attention_heads"]), int(config["hidden_size"])  # type: ignore[call-overload]
+    heads, hidden = int(config["num_attention_heads"]), int(config["hidden_size"])
     size = hidden // heads
-    eps = float(config["layer_norm_eps"])  # type: ignore[arg-type]
+    eps = float(config["layer_norm_eps"])
 
     def norm(x: np.ndarray, name: str) -> np.ndarray:
         mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
-        return (x - mean) / np.sqrt(var + eps) * weights[f"{name}.weight"] + weights[f"{name}.bias"]
+        out: np.ndarray = (x - mean) / np.sqrt(var + eps) * weights[f"{name}.weight"]
+        out = out + weights[f"{name}.bias"]
+        return out
 
     def dense(x: np.ndarray, name: str) -> np.ndarray:
-        return x @ weights[f"{name}.weight"].T + weights[f"{name}.bias"]
+        out: np.ndarray = x @ weights[f"{name}.weight"].T + weights[f"{name}.bias"]
+        return out
 
-    offset = int(config["pad_token_id"]) + 1 if config["model_type"] != "bert" else 0  # type: ignore[call-overload]
+    offset = int(config["pad_token_id"]) + 1 if config["model_type"] != "bert" else 0
     positions = np.arange(ids.shape[1]) + offset
     x = (
         weights["embeddings.word_embeddings.weight"][ids]
@@ -176,7 +184,7 @@ def reference_tokens(
     x = norm(x, "embeddings.LayerNorm")
     bias = (1.0 - mask[:, None, None, :]) * -1e9
     erf = np.vectorize(math.erf)
-    for i in range(int(config["num_hidden_layers"])):  # type: ignore[call-overload]
+    for i in range(int(config["num_hidden_layers"])):
         p = f"encoder.layer.{i}."
 
         def split(t: np.ndarray) -> np.ndarray:
@@ -224,7 +232,7 @@ def padded_batch(lengths: list[int], seed: int = 1) -> tuple[np.ndarray, np.ndar
     ids=["bert", "bert-prefixed-6-heads", "xlm-roberta-positions", "f16", "bf16"],
 )
 def test_built_graph_matches_a_numpy_bert(
-    tmp_path: Path, config: dict[str, object], prefix: str, dtype: str
+    tmp_path: Path, config: Config, prefix: str, dtype: str
 ) -> None:
     folder, weights = make_folder(tmp_path / "m", config, prefix=prefix, dtype=dtype)
     onnx_build.write_graph(folder, tmp_path / "raw.onnx")

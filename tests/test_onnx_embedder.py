@@ -155,7 +155,7 @@ def test_serving_graph_pools_and_normalises_inside(tmp_path: Path, opset: int) -
     import onnxruntime as ort
 
     helper = onnx.helper
-    tensor = ["b", "s", 4]
+    tensor: list[str | int | None] = ["b", "s", 4]
     skip_ln = helper.make_node(
         "SkipLayerNormalization",
         ["x", "skip", "gamma", "beta"],

@@ -11,19 +11,30 @@ import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
 from conftest import DB_COUNTER
+from internals import local, postgres_storage
 
 import hybridkb
 from hybridkb.copy import copy_kb
 from hybridkb.errors import BackendError, CollectionExists, CollectionNotFound, KBError
 from hybridkb.filters import POSTGRES, parse_filter, to_sql
 from hybridkb.settings import load_settings
-from hybridkb.storage.base import ChunkRecord, DocumentRecord, chunk_key, make_chunk_id
+from hybridkb.storage.base import (
+    ChunkRecord,
+    CollectionRecord,
+    Connection,
+    DocumentRecord,
+    chunk_key,
+    make_chunk_id,
+)
 from hybridkb.storage.postgres import search as pg_search_module
+
+if TYPE_CHECKING:
+    from hybridkb.storage.postgres import PostgresStorage
 
 pytestmark = pytest.mark.postgres
 
@@ -42,10 +53,10 @@ def pg_empty_url(pg_admin_url: str) -> Iterator[str]:
 @pytest.fixture
 def pg_kb(pg_url: str) -> Iterator[hybridkb.KnowledgeBase]:
     with hybridkb.connect(pg_url, model="fake") as kb:
-        yield kb
+        yield local(kb)
 
 
-def _storage(url: str) -> Any:
+def _storage(url: str) -> PostgresStorage:
     from hybridkb.storage.postgres import PostgresStorage
 
     return PostgresStorage(url)
@@ -56,7 +67,7 @@ def _storage(url: str) -> Any:
 
 def test_env_url_selects_postgres(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HYBRIDKB_DB", pg_url.replace("postgresql://", "postgres://", 1))
-    with hybridkb.connect(model="fake") as kb:
+    with local(hybridkb.connect(model="fake")) as kb:
         assert kb.storage.capabilities.name == "postgres"
         kb.create_collection("From Env")
     with hybridkb.connect(pg_url, model="fake") as kb:
@@ -66,7 +77,7 @@ def test_env_url_selects_postgres(pg_url: str, monkeypatch: pytest.MonkeyPatch) 
 def test_workspaces_get_their_own_schema(pg_kb: hybridkb.KnowledgeBase) -> None:
     pg_kb.create_collection("A")
     pg_kb.in_workspace("other").create_collection("A")
-    rows = pg_kb.storage.query(
+    rows = postgres_storage(pg_kb).query(
         "SELECT table_schema, count(*) FROM information_schema.tables"
         " WHERE table_schema LIKE 'hkb_ws%%' GROUP BY 1 ORDER BY 1"
     )
@@ -77,14 +88,14 @@ def test_collection_indexes_use_hnsw_cosine_and_language_config(
     pg_kb: hybridkb.KnowledgeBase,
 ) -> None:
     coll = pg_kb.create_collection("German", language="de")
-    rows = pg_kb.storage.query(
+    rows = postgres_storage(pg_kb).query(
         "SELECT indexdef FROM pg_indexes WHERE tablename = %s", [f"c{coll.record.id}_chunks"]
     )
     defs = " ".join(r[0] for r in rows)
     assert "USING hnsw (embedding vector_cosine_ops)" in defs
     assert "'german'::regconfig" in defs
     coll.add_texts(["Die Häuser wurden gebaut"], ids=["h"])
-    matched = pg_kb.storage.query(
+    matched = postgres_storage(pg_kb).query(
         f"SELECT count(*) FROM hkb_ws1.c{coll.record.id}_chunks"
         " WHERE to_tsvector('german'::regconfig, text) @@ to_tsquery('german', 'Haus')"
     )
@@ -148,11 +159,11 @@ def test_lost_connection_is_replaced_and_closed_is_final(pg_url: str, pg_admin_u
 
     with hybridkb.connect(pg_url, model="fake") as kb:
         kb.create_collection("C").add_texts(["survives a server-side disconnect"], ids=["s"])
-        (pid,) = kb.storage.query("SELECT pg_backend_pid()")[0]
+        storage = postgres_storage(kb)
+        (pid,) = storage.query("SELECT pg_backend_pid()")[0]
         with psycopg.connect(pg_admin_url, autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", [pid])
         assert [h.document_id for h in kb.search("disconnect", k=1)] == ["s"]  # read retried
-        storage = kb.storage
     with pytest.raises(BackendError, match="closed"):
         storage.query("SELECT 1")
 
@@ -171,7 +182,7 @@ def test_filtered_hnsw_search_returns_k(
     ]
     coll.add_texts(["\n\n".join(paragraphs)], ids=["big"])
     assert coll.describe().chunks == 1000
-    storage = pg_kb.storage
+    storage = postgres_storage(pg_kb)
     monkeypatch.setattr(pg_search_module, "EXACT_SCAN_ROWS", 0)  # force the index path
     record = coll.record
     q = pg_kb.embedder("fake").embed_query("paragraph words common")
@@ -196,7 +207,7 @@ def test_filtered_hnsw_search_returns_k(
 
 
 def _exact(
-    storage: Any, record: Any, q: np.ndarray, k: int, predicate: str
+    storage: PostgresStorage, record: CollectionRecord, q: np.ndarray, k: int, predicate: str
 ) -> list[tuple[int, float]]:
     t = storage.tables(record)
     rows = storage.query(
@@ -212,7 +223,13 @@ def test_postgres_filter_dialect_survives_odd_values(
 ) -> None:
     """Numeric comparisons on text that is not a number neither fail nor differ from DuckDB."""
     values = ["e", "-", "+", ".", "1e3", " 7 ", "12", "abc", "3.5", "-2", True, None, 5, "1e5x"]
-    wheres = [{"v": {"$gt": 4}}, {"v": {"$lte": 3.5}}, {"v": 12}, {"v": {"$ne": 5}}, {"v": "e"}]
+    wheres: list[dict[str, Any]] = [
+        {"v": {"$gt": 4}},
+        {"v": {"$lte": 3.5}},
+        {"v": 12},
+        {"v": {"$ne": 5}},
+        {"v": "e"},
+    ]
     found = []
     with hybridkb.connect(tmp_path / "odd.duckdb", model="fake") as duck:
         for kb in (pg_kb, duck):
@@ -230,7 +247,9 @@ def test_postgres_filter_dialect_survives_odd_values(
             )
     assert found[0] == found[1]
     assert found[0][0] == ["o12", "o4", "o5", "o6"]
-    sql, params = to_sql(parse_filter({"v": {"$gte": 1}}), POSTGRES)
+    gte_one = parse_filter({"v": {"$gte": 1}})
+    assert gte_one is not None
+    sql, params = to_sql(gte_one, POSTGRES)
     assert sql.count("%s") == len(params)
 
 
@@ -305,17 +324,16 @@ def test_eight_processes_ingesting_lose_nothing_and_duplicate_nothing(pg_url: st
         assert sorted(d.document_id for d in docs) == sorted(
             expected_ids
         )  # nothing lost or doubled
-        counts = kb.storage.consistency(record)
+        storage = postgres_storage(kb)
+        counts = storage.consistency(record)
         assert counts["documents"] == len(expected_ids)
         assert counts["chunks"] == counts["document_chunk_count"] == counts["distinct_chunk_ids"]
         assert counts["stat_chunks"] == counts["chunks"]
         assert counts["stat_total_len"] == counts["terms"]
         assert counts["postings"] == counts["expected_postings"]
         # Each document's chunks are exactly the set its stored version produces.
-        t = kb.storage.tables(record)
-        rows = kb.storage.query(
-            f"SELECT document_id, chunk_index, chunk_id, text FROM {t['chunks']}"
-        )
+        t = storage.tables(record)
+        rows = storage.query(f"SELECT document_id, chunk_index, chunk_id, text FROM {t['chunks']}")
         by_doc: dict[str, list[tuple[int, str, str]]] = {}
         for doc_id, index, chunk_id, text in rows:
             by_doc.setdefault(doc_id, []).append((index, chunk_id, text))
@@ -437,7 +455,7 @@ def test_same_document_from_two_writers_ends_once(pg_url: str) -> None:
         t.join(60)
     assert not errors
     coll = kbs[0]["race"]
-    counts = kbs[0].storage.consistency(coll.record)
+    counts = postgres_storage(kbs[0]).consistency(coll.record)
     assert counts["documents"] == 1
     assert counts["chunks"] == counts["document_chunk_count"] == counts["stat_chunks"]
     assert counts["postings"] == counts["expected_postings"]
@@ -446,7 +464,10 @@ def test_same_document_from_two_writers_ends_once(pg_url: str) -> None:
 
 
 def test_dropped_collection_elsewhere_is_not_found(pg_url: str) -> None:
-    with hybridkb.connect(pg_url, model="fake") as a, hybridkb.connect(pg_url, model="fake") as b:
+    with (
+        local(hybridkb.connect(pg_url, model="fake")) as a,
+        hybridkb.connect(pg_url, model="fake") as b,
+    ):
         coll = a.create_collection("Gone")
         record = coll.record
         b.drop_collection("Gone")
@@ -521,7 +542,7 @@ def test_text_postgres_cannot_hold_is_stored_safely(pg_kb: hybridkb.KnowledgeBas
 # -- copy between backends -------------------------------------------------------------
 
 
-def _fill(kb: hybridkb.KnowledgeBase) -> None:
+def _fill(kb: hybridkb.KnowledgeBaseAPI) -> None:
     a = kb.create_collection("Tax Documents", chunk_size=100, chunk_overlap=0)
     a.add_texts(
         [
@@ -540,7 +561,7 @@ def _fill(kb: hybridkb.KnowledgeBase) -> None:
 def _snapshot(url: str) -> dict[str, Any]:
     """What a copy must keep: collections, every stored row and vector, keyword ranking."""
     out: dict[str, Any] = {}
-    with hybridkb.connect(url, model="fake") as kb:
+    with local(hybridkb.connect(url, model="fake")) as kb:
         for ws in ("default", "team"):
             w = kb.in_workspace(ws)
             for info in w.list_collections():
@@ -633,9 +654,10 @@ GRAPH_DOCS = [
 ]
 
 
-def _graph_view(kb: hybridkb.KnowledgeBase) -> dict[str, Any]:
+def _graph_view(kb: hybridkb.KnowledgeBaseAPI) -> dict[str, Any]:
     coll = kb["Tax"]
     hit = coll.search("laptops depreciation", k=1)[0]
+    assert hit.document_node is not None
     walk = kb.graph.traverse(hit.document_node, max_depth=2).to_dict()
     nodes = {
         n["id"].replace(f":{coll.record.id}:", ":C:") for p in walk["paths"] for n in p["nodes"]
@@ -674,19 +696,21 @@ def test_graph_on_postgres_matches_duckdb(pg_kb: hybridkb.KnowledgeBase, tmp_pat
     assert views[0] == views[1] and len(views[0]["nodes"]) > 4
     # The same reach in SQL (recursive CTE) as in memory.
     hit = pg_kb["Tax"].search("laptops depreciation", k=1)[0]
+    start = hit.document_node
+    assert start is not None
     for direction in ("out", "both"):
-        in_sql = pg_kb.storage.transaction(
-            lambda con, d=direction: PostgresGraphSQL().traverse(
-                con, "default", hit.document_node, max_depth=2, direction=d
-            )
-        )
-        in_memory = pg_kb.graph.traverse(
-            hit.document_node, max_depth=2, direction=direction
-        ).to_dict()
+
+        def reach(con: Connection, d: str = direction) -> list[tuple[str, int]]:
+            return PostgresGraphSQL().traverse(con, "default", start, max_depth=2, direction=d)
+
+        in_sql = pg_kb.storage.transaction(reach)
+        in_memory = pg_kb.graph.traverse(start, max_depth=2, direction=direction).to_dict()
         assert {n for n, _ in in_sql} == {n["id"] for p in in_memory["paths"] for n in p["nodes"]}
     # Deleting a document prunes its rows in the same transaction.
     pg_kb["Tax"].delete(["b"])
-    rows = pg_kb.storage.query("SELECT count(*) FROM hybridkb_graph_nodes WHERE document_id = 'b'")
+    rows = postgres_storage(pg_kb).query(
+        "SELECT count(*) FROM hybridkb_graph_nodes WHERE document_id = 'b'"
+    )
     assert rows == [(0,)]
 
 

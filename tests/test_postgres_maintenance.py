@@ -10,6 +10,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from internals import postgres_storage
 
 import hybridkb
 from hybridkb import maintenance
@@ -90,7 +91,7 @@ def test_doctor_finds_and_repairs_what_the_tables_disagree_on(pg_url: str) -> No
         assert amcheck.count == 0 and (
             "checked with amcheck" in amcheck.detail or "skipped" in amcheck.detail
         )
-        t = kb.storage.tables(kb.record("Notes"))  # type: ignore[attr-defined]
+        t = postgres_storage(kb).tables(kb.record("Notes"))
         with psycopg.connect(pg_url, autocommit=True) as con:  # damage it behind our back
             con.execute(f"DELETE FROM {t['chunks']} WHERE document_id = 'b'")
             con.execute(f"INSERT INTO {t['postings']} VALUES ('ghost', 42, 1, 1)")

@@ -66,7 +66,11 @@ def test_int8_is_chosen_only_when_faster_and_equivalent(
     rows: tuple[tuple[float, float], ...],
     chosen: object,
 ) -> None:
-    monkeypatch.setattr(precision, "measure", lambda m, c: verdicts.append(1) or fake_trials(*rows))
+    def measured(model: str, cache: object) -> list[precision.Trial]:
+        verdicts.append(1)
+        return fake_trials(*rows)
+
+    monkeypatch.setattr(precision, "measure", measured)
     assert precision.choose_int8("m", None) == chosen
     assert precision.choose_int8("m", None) == chosen  # read back, not measured again
     assert len(verdicts) == 1

@@ -61,7 +61,7 @@ def test_transformers_bars_are_off_while_preparing(monkeypatch: pytest.MonkeyPat
 
             seen.append(not hf_logging.is_progress_bar_enabled())
         elif "huggingface_hub" in sys.modules:
-            from huggingface_hub.utils import are_progress_bars_disabled
+            from huggingface_hub.utils.tqdm import are_progress_bars_disabled
 
             seen.append(are_progress_bars_disabled())
         else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from internals import sql_rows
 
 import hybridkb
 from hybridkb.errors import ModelUnavailable
@@ -36,8 +37,9 @@ def test_a_collection_whose_model_cannot_load_says_so(tmp_path: Path) -> None:
     db = tmp_path / "kb.duckdb"
     with hybridkb.connect(db, model="fake") as kb:
         kb.create_collection("Notes").add_texts(["text"], ids=["a"])
-        kb.storage.query(  # type: ignore[attr-defined]
-            "UPDATE hybridkb_collections SET model = 'no-such-model-anywhere' WHERE name = 'Notes'"
+        sql_rows(
+            kb,
+            "UPDATE hybridkb_collections SET model = 'no-such-model-anywhere' WHERE name = 'Notes'",
         )
     with hybridkb.connect(db, model="fake") as kb:
         with pytest.raises(ModelUnavailable, match="no-such-model-anywhere.*reembed"):

@@ -32,7 +32,7 @@ MODES = ("hybrid", "vector", "keyword", "filter")
 
 
 @pytest.fixture(scope="module")
-def small(tmp_path_factory: pytest.TempPathFactory) -> Iterator[hybridkb.kb.Collection]:
+def small(tmp_path_factory: pytest.TempPathFactory) -> Iterator[hybridkb.CollectionAPI]:
     """Forty short documents that all contain "common"; every third is tagged "a".
 
     Built once for the module (searches do not change it), so caches go to tmp explicitly.
@@ -42,7 +42,7 @@ def small(tmp_path_factory: pytest.TempPathFactory) -> Iterator[hybridkb.kb.Coll
         yield _fill(kb.create_collection("Small"))
 
 
-def _fill(coll: hybridkb.kb.Collection) -> hybridkb.kb.Collection:
+def _fill(coll: hybridkb.CollectionAPI) -> hybridkb.CollectionAPI:
     rng = random.Random(5)
     words = ["river", "stone", "lantern", "harbour", "meadow", "quartz", "tide", "ember"]
     texts = [

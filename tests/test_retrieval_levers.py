@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from internals import local
 
 import hybridkb
 from hybridkb.chunking import contextual_text
@@ -23,7 +24,7 @@ BODY = [
 OTHER = "Tax notes\n\n" + "Depreciation spreads the cost of equipment over its useful life. " * 3
 
 
-def _add(kb: hybridkb.KnowledgeBase) -> hybridkb.Collection:
+def _add(kb: hybridkb.KnowledgeBaseAPI) -> hybridkb.CollectionAPI:
     coll = kb.collection("Field notes", create=True)
     coll.add_texts(["\n\n".join([TITLE, *BODY]), OTHER], ids=["zebra", "tax"])
     return coll
@@ -72,7 +73,7 @@ def test_vector_feedback_rescores_the_candidates_from_the_best_first_pass_chunk(
 ) -> None:
     db = tmp_path / "kb.duckdb"
     query = "animals crossing rivers"
-    with hybridkb.connect(db, model="fake", vector_feedback=0) as kb:
+    with local(hybridkb.connect(db, model="fake", vector_feedback=0)) as kb:
         coll = _add(kb)
         calls = _vector_calls(kb, monkeypatch)
         first_pass = coll.search(query, k=10)
@@ -80,7 +81,7 @@ def test_vector_feedback_rescores_the_candidates_from_the_best_first_pass_chunk(
         keys = {h.chunk_id: chunk_key(h.chunk_id) for h in first_pass}
         stored = kb.storage.fetch_vectors(coll.record, list(keys.values()))
         vectors = {cid: stored[i] for i, cid in enumerate(keys)}
-    with hybridkb.connect(db, model="fake", vector_feedback=0.4) as kb:
+    with local(hybridkb.connect(db, model="fake", vector_feedback=0.4)) as kb:
         calls = _vector_calls(kb, monkeypatch)
         hits = kb.collection("Field notes").search(query, k=10)
         assert len(calls) == 1  # no second search: the candidates are re-scored

@@ -5,14 +5,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from internals import duckdb_storage, local, sql_rows
 
 import hybridkb
 from hybridkb.storage.base import ChunkRecord
 from hybridkb.storage.duckdb.row_cache import WARM_AFTER_FETCHES, RowCache
+
+# What the cache hands a warm-up: it reads every row of the collection (None: over budget).
+Collect = Callable[[Iterator[ChunkRecord]], dict[int, ChunkRecord] | None]
 
 
 def _row(key: int, text: str = "t") -> ChunkRecord:
@@ -38,10 +42,10 @@ class Loader:
     def estimate(self) -> int:
         return sum(len(r.text) + 600 for r in self.rows.values())
 
-    def warm(self, cache: RowCache, cid: int = 1):  # type: ignore[no-untyped-def]
+    def warm(self, cache: RowCache, cid: int = 1) -> Callable[[Collect], None]:
         """A synchronous stand-in for the backend's warm-up thread."""
 
-        def start(collect):  # type: ignore[no-untyped-def]
+        def start(collect: Collect) -> None:
             epoch = cache.epoch(cid)
             rows = collect(self.every())
             if rows is not None:
@@ -110,36 +114,36 @@ def _texts(n: int, word: str = "lemur") -> list[str]:
 
 def _all_keys(kb: hybridkb.KnowledgeBase, name: str) -> list[int]:
     rec = kb.record(name)
-    return [int(r[0]) for r in kb.storage.query(f"SELECT key FROM kb_c{rec.id}_chunks")]  # type: ignore[attr-defined]
+    return [int(r[0]) for r in sql_rows(kb, f"SELECT key FROM kb_c{rec.id}_chunks")]
 
 
 def test_cached_rows_equal_the_table_rows(tmp_path: Path, isolated_env: Path) -> None:
     db = tmp_path / "kb.duckdb"
-    with hybridkb.connect(db, model="fake") as kb:
+    with local(hybridkb.connect(db, model="fake")) as kb:
         coll = kb.create_collection("Notes")
         coll.add_texts(_texts(40), metadatas=[{"n": i, "tag": "x"} for i in range(40)])
         keys = _all_keys(kb, "Notes")
         for _ in range(WARM_AFTER_FETCHES):
             kb.storage.fetch_chunks(coll.record, keys)
-        kb.storage.derived.rows.wait()  # type: ignore[attr-defined]
+        duckdb_storage(kb).derived.rows.wait()
         cached = kb.storage.fetch_chunks(coll.record, keys)
-        assert kb.storage.derived.rows.used_bytes > 0  # type: ignore[attr-defined]
-    with hybridkb.connect(db, model="fake", row_cache_mb=0) as kb:
+        assert duckdb_storage(kb).derived.rows.used_bytes > 0
+    with local(hybridkb.connect(db, model="fake", row_cache_mb=0)) as kb:
         direct = kb.storage.fetch_chunks(kb.record("Notes"), keys)
-        assert kb.storage.derived.rows.used_bytes == 0  # type: ignore[attr-defined]
+        assert duckdb_storage(kb).derived.rows.used_bytes == 0
     assert cached == direct and len(direct) == 40
 
 
 def test_deleted_and_replaced_documents_are_never_served_from_memory(
     tmp_path: Path, isolated_env: Path
 ) -> None:
-    with hybridkb.connect(tmp_path / "kb.duckdb", model="fake") as kb:
+    with local(hybridkb.connect(tmp_path / "kb.duckdb", model="fake")) as kb:
         coll = kb.create_collection("Notes")
         coll.add_texts(["the lemur sleeps in the baobab tree", "otters hold hands"], ids=["a", "b"])
         for _ in range(WARM_AFTER_FETCHES + 1):
             assert coll.search("lemur baobab", k=1, mode="keyword")[0].document_id == "a"
-            kb.storage.derived.rows.wait()  # type: ignore[attr-defined]
-        assert kb.storage.derived.rows.used_bytes > 0  # type: ignore[attr-defined]
+            duckdb_storage(kb).derived.rows.wait()
+        assert duckdb_storage(kb).derived.rows.used_bytes > 0
         old_keys = _all_keys(kb, "Notes")
 
         coll.add_texts(["the lemur now sleeps in a mango tree"], ids=["a"], metadatas=[{"v": 2}])
@@ -153,13 +157,13 @@ def test_deleted_and_replaced_documents_are_never_served_from_memory(
 
 
 def test_a_dropped_and_recreated_collection_starts_cold(tmp_path: Path, isolated_env: Path) -> None:
-    with hybridkb.connect(tmp_path / "kb.duckdb", model="fake") as kb:
+    with local(hybridkb.connect(tmp_path / "kb.duckdb", model="fake")) as kb:
         coll = kb.create_collection("Notes")
         coll.add_texts(["alpha beta gamma"], ids=["a"])
         for _ in range(WARM_AFTER_FETCHES + 1):
             coll.search("alpha", k=1)
-        kb.storage.derived.rows.wait()  # type: ignore[attr-defined]
-        assert kb.storage.derived.rows.used_bytes > 0  # type: ignore[attr-defined]
+        duckdb_storage(kb).derived.rows.wait()
+        assert duckdb_storage(kb).derived.rows.used_bytes > 0
         kb.drop_collection("Notes")
         coll = kb.create_collection("Notes")
         coll.add_texts(["delta epsilon"], ids=["a"])
@@ -169,14 +173,14 @@ def test_a_dropped_and_recreated_collection_starts_cold(tmp_path: Path, isolated
 def test_a_warm_up_racing_a_delete_never_serves_the_deleted_rows(
     tmp_path: Path, isolated_env: Path
 ) -> None:
-    with hybridkb.connect(tmp_path / "kb.duckdb", model="fake") as kb:
+    with local(hybridkb.connect(tmp_path / "kb.duckdb", model="fake")) as kb:
         coll = kb.create_collection("Notes")
         coll.add_texts(_texts(300), ids=[f"d{i}" for i in range(300)])
         keys = _all_keys(kb, "Notes")
         for _ in range(WARM_AFTER_FETCHES):
             kb.storage.fetch_chunks(coll.record, keys[:5])  # starts the warm-up thread
         coll.delete([f"d{i}" for i in range(0, 300, 2)])  # races it
-        kb.storage.derived.rows.wait()  # type: ignore[attr-defined]
+        duckdb_storage(kb).derived.rows.wait()
         live = set(_all_keys(kb, "Notes"))
         assert set(kb.storage.fetch_chunks(coll.record, keys)) == live
         assert all(
@@ -186,7 +190,7 @@ def test_a_warm_up_racing_a_delete_never_serves_the_deleted_rows(
 
 def test_closing_waits_for_a_warm_up_and_frees_the_file(tmp_path: Path, isolated_env: Path) -> None:
     db = tmp_path / "kb.duckdb"
-    with hybridkb.connect(db, model="fake") as kb:
+    with local(hybridkb.connect(db, model="fake")) as kb:
         coll = kb.create_collection("Notes")
         coll.add_texts(_texts(2000))
         keys = _all_keys(kb, "Notes")

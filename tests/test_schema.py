@@ -6,6 +6,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from internals import duckdb_storage
 
 import hybridkb
 from hybridkb.errors import BackendError
@@ -24,9 +25,9 @@ def _indexes(db: Path) -> set[str]:
 def _version(db: Path) -> int:
     con = duckdb.connect(str(db), read_only=True)
     try:
-        (value,) = con.execute(
-            "SELECT value FROM hybridkb_meta WHERE key = 'schema_version'"
-        ).fetchone()  # type: ignore[misc]
+        row = con.execute("SELECT value FROM hybridkb_meta WHERE key = 'schema_version'").fetchone()
+        assert row is not None
+        (value,) = row
         return int(value)
     finally:
         con.close()
@@ -80,7 +81,7 @@ def test_a_read_only_open_does_not_migrate(tmp_path: Path, isolated_env: Path) -
     _make(db)
     _set_version(db, 2)
     with hybridkb.connect(db, model="fake", read_only=True) as kb:
-        assert kb.storage.schema_version == 2
+        assert duckdb_storage(kb).schema_version == 2
         assert kb["Notes"].search("otters", k=1)[0].document_id == "b"
     assert _version(db) == 2
 

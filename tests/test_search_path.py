@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from internals import local
 
 import hybridkb
 from hybridkb import fusion, legs
@@ -50,7 +51,7 @@ def _inline(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(legs.HELPER, "start", run_here)
 
 
-def _every_search(kb: hybridkb.KnowledgeBase) -> list[Any]:
+def _every_search(kb: hybridkb.KnowledgeBaseAPI) -> list[Any]:
     return [
         [h.to_dict() for h in kb.search(q, k=k, mode=mode, collections=names)]
         for q in QUERIES
@@ -58,6 +59,15 @@ def _every_search(kb: hybridkb.KnowledgeBase) -> list[Any]:
         for k in (1, 3, 10)
         for names in (["Tax"], ["Tax", "HR"])
     ]
+
+
+def _chunk_keys(fused: list[fusion.Fused]) -> list[int]:
+    """The chunk keys of fused hits, keyed (collection id, chunk key) as search keys them."""
+    keys = []
+    for f in fused:
+        assert isinstance(f.key, tuple)
+        keys.append(f.key[1])
+    return keys
 
 
 @pytest.mark.parametrize("fusion_kind", ["zscore", "weighted", "rrf"])
@@ -75,7 +85,7 @@ def test_legs_side_by_side_give_exactly_the_hits_of_legs_in_turn(
 def test_a_hybrid_search_runs_its_keyword_legs_in_the_helper_thread(
     filled: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with hybridkb.connect(filled, model="fake") as kb:
+    with local(hybridkb.connect(filled, model="fake")) as kb:
         threads: list[str] = []
         real = kb.storage.keyword_search
 
@@ -92,7 +102,7 @@ def test_a_hybrid_search_runs_its_keyword_legs_in_the_helper_thread(
 def test_an_error_in_either_leg_reaches_the_caller(
     filled: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with hybridkb.connect(filled, model="fake") as kb:
+    with local(hybridkb.connect(filled, model="fake")) as kb:
         real_keyword, real_vector = kb.storage.keyword_search, kb.storage.vector_search
         finished: list[str] = []
 
@@ -121,7 +131,7 @@ def test_an_error_in_either_leg_reaches_the_caller(
 
 def test_hybrid_hits_are_the_pure_fusion_of_the_legs(filled: Path) -> None:
     """The array path gives what fusion.zscore and feedback_leg give on the legs."""
-    with hybridkb.connect(filled, model="fake") as kb:
+    with local(hybridkb.connect(filled, model="fake")) as kb:
         record = kb.record("Tax")
         target = kb._target(record)
         storage, settings = kb.storage, kb.settings
@@ -143,7 +153,7 @@ def test_hybrid_hits_are_the_pure_fusion_of_the_legs(filled: Path) -> None:
             hits = kb.search(query, k=10, collections=["Tax"])
             assert [h.score for h in hits] == pytest.approx([f.score for f in want], abs=1e-9)
             got_keys = [chunk_key(h.chunk_id) for h in hits]
-            assert got_keys == [key for (_, key), _ in (f for f in want)]
+            assert got_keys == _chunk_keys(want)
             vector_of = dict(moved)
             for hit in hits:
                 key = (record.id, chunk_key(hit.chunk_id))
@@ -151,7 +161,7 @@ def test_hybrid_hits_are_the_pure_fusion_of_the_legs(filled: Path) -> None:
 
 
 def test_feedback_leg_takes_the_fused_list_as_before(filled: Path) -> None:
-    with hybridkb.connect(filled, model="fake") as kb:
+    with local(hybridkb.connect(filled, model="fake")) as kb:
         record = kb.record("Tax")
         target = Target(record, kb.embedder_for(record), ["en"])
         qvec = target.embedder.embed_query("depreciation")

@@ -468,7 +468,8 @@ def test_dump_is_a_copy_and_equality_is_by_value() -> None:
     dumped["allowed_paths"].append(Path("/elsewhere"))
     assert s.allowed_paths == [Path.cwd().resolve()]
     assert s == Settings(model="fake") and s != Settings(model="other")
-    assert s != dumped
+    as_object: object = dumped  # a dict is no Settings, however alike
+    assert s != as_object
     assert with_overrides(s) == s and with_overrides(s) is not s
     with pytest.raises(TypeError):
         hash(s)

@@ -62,7 +62,7 @@ def test_how_many_pdfs_did_i_add_last_month(sqlkb: Any, tmp_path: Path) -> None:
     msg = tools["query_kb_sql"].invoke(
         {"type": "tool_call", "id": "1", "name": "query_kb_sql", "args": {"sql": sql}}
     )
-    assert isinstance(msg, ToolMessage)
+    assert isinstance(msg, ToolMessage) and isinstance(msg.content, str)
     assert msg.content.splitlines() == ["1 row:", "n", "2"]
     assert msg.artifact["rows"] == [[2]]
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from internals import local
 from test_mcp_stdio import INIT, Session
 
 import hybridkb
@@ -41,7 +42,7 @@ def temp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def sqlkb(tmp_path: Path, temp_root: Path) -> Iterator[Any]:
-    with hybridkb.connect(tmp_path / "sql.duckdb", model="fake", enable_sql_tool=True) as kb:
+    with local(hybridkb.connect(tmp_path / "sql.duckdb", model="fake", enable_sql_tool=True)) as kb:
         kb.create_collection("notes").add_texts(["herons wade", "egrets stand"])
         yield kb
         for engine in (engine_for(kb), engine_for(kb.in_workspace("other"))):

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pytest
+from internals import local
 
 import hybridkb
 from hybridkb.analysis import analyze
@@ -43,7 +44,7 @@ def _token(i: int) -> str:
     return "zq" + "".join(chr(97 + int(c)) for c in f"{i:02d}") + "zq"
 
 
-DOCS = [
+DOCS: list[dict[str, Any]] = [
     {
         "id": f"doc{i:02d}",
         "text": f"Report {i} on {COLORS[i % 3]} apples and pears. "
@@ -94,7 +95,9 @@ def _ids(hits: list[hybridkb.Hit]) -> list[str]:
     return [h.document_id for h in hits]
 
 
-def _fill(kb: hybridkb.KnowledgeBase, docs: list[dict[str, Any]] = DOCS) -> hybridkb.Collection:
+def _fill(
+    kb: hybridkb.KnowledgeBaseAPI, docs: list[dict[str, Any]] = DOCS
+) -> hybridkb.CollectionAPI:
     coll = kb.create_collection("Fruit Reports", language="en")
     report = coll.add_texts(
         [d["text"] for d in docs], metadatas=[d["meta"] for d in docs], ids=[d["id"] for d in docs]
@@ -123,7 +126,7 @@ class StorageContract:
         raise NotImplementedError
 
     @pytest.fixture
-    def empty_kb(self, db_url: str) -> Iterator[hybridkb.KnowledgeBase]:
+    def empty_kb(self, db_url: str) -> Iterator[hybridkb.KnowledgeBaseAPI]:
         with hybridkb.connect(db_url, model="fake") as kb:
             yield kb
 
@@ -135,25 +138,27 @@ class StorageContract:
     @pytest.fixture(scope="class")
     def shared(
         self, shared_url: str, tmp_path_factory: pytest.TempPathFactory
-    ) -> Iterator[hybridkb.Collection]:
+    ) -> Iterator[hybridkb.CollectionAPI]:
         """DOCS in one collection, written once per backend; tests using it must not write."""
         cache = tmp_path_factory.mktemp("cache")
         with hybridkb.connect(shared_url, model="fake", cache_dir=cache) as kb:
             yield _fill(kb)
 
     @pytest.fixture
-    def filled(self, empty_kb: hybridkb.KnowledgeBase) -> hybridkb.Collection:
+    def filled(self, empty_kb: hybridkb.KnowledgeBaseAPI) -> hybridkb.CollectionAPI:
         """The first 8 DOCS in a fresh store, for tests that change it."""
         return _fill(empty_kb, SMALL)
 
     # -- catalog --------------------------------------------------------------------
 
-    def test_store_starts_empty(self, empty_kb: hybridkb.KnowledgeBase) -> None:
+    def test_store_starts_empty(self, empty_kb: hybridkb.KnowledgeBaseAPI) -> None:
         assert empty_kb.collection_names() == []
         assert empty_kb.list_collections() == []
         assert empty_kb.search("anything", k=3) == []
 
-    def test_create_describe_and_list_collections(self, empty_kb: hybridkb.KnowledgeBase) -> None:
+    def test_create_describe_and_list_collections(
+        self, empty_kb: hybridkb.KnowledgeBaseAPI
+    ) -> None:
         empty_kb.create_collection("Tax Documents")
         empty_kb.create_collection('l\'été "quoted"; DROP TABLE x; --')
         assert empty_kb.collection_names() == sorted(
@@ -164,7 +169,7 @@ class StorageContract:
         assert info.chunking["strategy"] == "paragraph"
         assert info.workspace == "default"
 
-    def test_listing_counts_follow_every_write(self, empty_kb: hybridkb.KnowledgeBase) -> None:
+    def test_listing_counts_follow_every_write(self, empty_kb: hybridkb.KnowledgeBaseAPI) -> None:
         a, b = empty_kb.create_collection("A"), empty_kb.create_collection("B")
 
         def counts() -> dict[str, tuple[int, int]]:
@@ -186,21 +191,21 @@ class StorageContract:
         empty_kb.drop_collection("A")
         assert [i.name for i in empty_kb.list_collections()] == ["B"]
 
-    def test_duplicate_collection_is_refused(self, empty_kb: hybridkb.KnowledgeBase) -> None:
+    def test_duplicate_collection_is_refused(self, empty_kb: hybridkb.KnowledgeBaseAPI) -> None:
         empty_kb.create_collection("A")
         with pytest.raises(CollectionExists):
             empty_kb.create_collection("A")
         assert empty_kb.create_collection("A", exist_ok=True).name == "A"
         assert empty_kb.collection_names() == ["A"]
 
-    def test_missing_collection_is_not_found(self, empty_kb: hybridkb.KnowledgeBase) -> None:
+    def test_missing_collection_is_not_found(self, empty_kb: hybridkb.KnowledgeBaseAPI) -> None:
         empty_kb.create_collection("Present")
         with pytest.raises(CollectionNotFound, match="Present"):
             empty_kb.collection("Absent")
 
     # -- writes ---------------------------------------------------------------------
 
-    def test_add_is_idempotent(self, filled: hybridkb.Collection) -> None:
+    def test_add_is_idempotent(self, filled: hybridkb.CollectionAPI) -> None:
         before = filled.describe()
         again = filled.add_texts(
             [d["text"] for d in SMALL],
@@ -214,7 +219,7 @@ class StorageContract:
         assert _ids(hits) == ["doc07"]
 
     def test_add_files_is_idempotent(
-        self, empty_kb: hybridkb.KnowledgeBase, tmp_path: Path
+        self, empty_kb: hybridkb.KnowledgeBaseAPI, tmp_path: Path
     ) -> None:
         folder = tmp_path / "docs"
         folder.mkdir()
@@ -231,8 +236,8 @@ class StorageContract:
         hit = coll.search("wombats", k=1, mode="keyword")[0]
         assert hit.filename == "b.md" and hit.metadata["path"].endswith("b.md")
 
-    def test_sources_and_file_states_round_trip(self, empty_kb: hybridkb.KnowledgeBase) -> None:
-        storage = empty_kb.storage
+    def test_sources_and_file_states_round_trip(self, empty_kb: hybridkb.KnowledgeBaseAPI) -> None:
+        storage = local(empty_kb).storage
         record = empty_kb.create_collection("Files").record
         assert storage.list_sources(record) == [] and storage.file_states(record) == {}
         storage.put_source(record, SourceRecord("/b", metadata={"year": 2024}))
@@ -256,7 +261,7 @@ class StorageContract:
         assert storage.list_sources(again) == [] and storage.file_states(again) == {}
 
     def test_sync_follows_the_folder(
-        self, empty_kb: hybridkb.KnowledgeBase, tmp_path: Path
+        self, empty_kb: hybridkb.KnowledgeBaseAPI, tmp_path: Path
     ) -> None:
         folder = tmp_path / "docs"
         folder.mkdir()
@@ -278,7 +283,7 @@ class StorageContract:
         assert coll.count() == 3
         assert len(coll.remove_source(folder).deleted) == 3 and coll.count() == 0
 
-    def test_changed_document_replaces_chunks(self, empty_kb: hybridkb.KnowledgeBase) -> None:
+    def test_changed_document_replaces_chunks(self, empty_kb: hybridkb.KnowledgeBaseAPI) -> None:
         coll = empty_kb.create_collection("C")
         coll.add_texts(["old words about zebras\n\nmore zebras"], ids=["x"])
         coll.add_texts(["new words about giraffes"], ids=["x"])
@@ -292,12 +297,12 @@ class StorageContract:
         record = coll.get("x")
         assert record is not None and record.chunk_count == 1
 
-    def test_delete_missing_is_noop(self, filled: hybridkb.Collection) -> None:
+    def test_delete_missing_is_noop(self, filled: hybridkb.CollectionAPI) -> None:
         report = filled.delete(["nope", "also-nope"])
         assert report.deleted == [] and report.not_found == ["nope", "also-nope"]
         assert filled.count() == 8
 
-    def test_delete_removes_from_every_mode(self, filled: hybridkb.Collection) -> None:
+    def test_delete_removes_from_every_mode(self, filled: hybridkb.CollectionAPI) -> None:
         report = filled.delete(["doc07", "nope", "doc07"])
         assert report.deleted == ["doc07"] and report.not_found == ["nope"]
         assert filled.get("doc07") is None
@@ -305,7 +310,7 @@ class StorageContract:
             assert "doc07" not in _ids(filled.search(_token(7) + " apples", k=8, mode=mode))
         assert filled.describe().chunks == 7
 
-    def test_failed_write_leaves_nothing(self, empty_kb: hybridkb.KnowledgeBase) -> None:
+    def test_failed_write_leaves_nothing(self, empty_kb: hybridkb.KnowledgeBaseAPI) -> None:
         coll = empty_kb.create_collection("Atomic")
         coll.add_texts(["keep this text"], ids=["keep"])
 
@@ -313,19 +318,19 @@ class StorageContract:
             if event.kind == "put":
                 raise RuntimeError("hook failed")
 
-        empty_kb.storage.hooks.append(boom)
+        local(empty_kb).storage.hooks.append(boom)
         try:
             with pytest.raises(RuntimeError):
                 coll.add_texts(["replacement text"], ids=["keep"])
             with pytest.raises(RuntimeError):
                 coll.add_texts(["brand new text"], ids=["new"])
         finally:
-            empty_kb.storage.hooks.remove(boom)
+            local(empty_kb).storage.hooks.remove(boom)
         assert coll.count() == 1
         assert [h.text for h in coll.search("keep text", k=5, mode="keyword")] == ["keep this text"]
         assert coll.get("new") is None
 
-    def test_write_hooks_see_every_change(self, empty_kb: hybridkb.KnowledgeBase) -> None:
+    def test_write_hooks_see_every_change(self, empty_kb: hybridkb.KnowledgeBaseAPI) -> None:
         seen: list[tuple[str, list[str], int]] = []
 
         def hook(con: object, ev: WriteEvent) -> None:
@@ -335,7 +340,7 @@ class StorageContract:
             else:
                 seen.append((ev.kind, list(ev.document_ids), len(ev.chunks)))
 
-        empty_kb.storage.hooks.append(hook)
+        local(empty_kb).storage.hooks.append(hook)
         coll = empty_kb.create_collection("Hooked")
         coll.add_texts(["one text", "two text"], ids=["a", "b"])
         coll.delete(["a", "zzz"])
@@ -343,7 +348,7 @@ class StorageContract:
         assert seen == [("put", ["a"], 1), ("put", ["b"], 1), ("delete", ["a"], 0), ("drop", [], 0)]
 
     def test_streamed_document_replaces_in_one_write(
-        self, empty_kb: hybridkb.KnowledgeBase
+        self, empty_kb: hybridkb.KnowledgeBaseAPI
     ) -> None:
         """put_document_stream (huge files): batches land in one transaction, old chunks go."""
         coll = empty_kb.create_collection("Stream", language="en")
@@ -378,9 +383,9 @@ class StorageContract:
                 yield chunks, embedder.embed_documents(texts)
 
         doc = DocumentRecord("big", "/big.txt", "big.txt", "file", "v1", "sig")
-        assert empty_kb.storage.put_document_stream(record, doc, batches("v1", 4)) == 12
+        assert local(empty_kb).storage.put_document_stream(record, doc, batches("v1", 4)) == 12
         doc2 = DocumentRecord("big", "/big.txt", "big.txt", "file", "v2", "sig")
-        assert empty_kb.storage.put_document_stream(record, doc2, batches("v2", 2)) == 6
+        assert local(empty_kb).storage.put_document_stream(record, doc2, batches("v2", 2)) == 6
         info = coll.describe()
         assert (info.documents, info.chunks) == (1, 6)
         hits = coll.search("lemurs streamed", k=20, mode="keyword")
@@ -388,7 +393,7 @@ class StorageContract:
         got = coll.get("big")
         assert got is not None and got.chunk_count == 6 and got.content_hash == "v2"
 
-    def test_drop_removes_everything(self, filled: hybridkb.Collection) -> None:
+    def test_drop_removes_everything(self, filled: hybridkb.CollectionAPI) -> None:
         kb = filled.kb
         filled.drop()
         assert kb.collection_names() == []
@@ -401,7 +406,7 @@ class StorageContract:
 
     # -- reads ----------------------------------------------------------------------
 
-    def test_get_and_list_documents(self, shared: hybridkb.Collection) -> None:
+    def test_get_and_list_documents(self, shared: hybridkb.CollectionAPI) -> None:
         record = shared.get("doc03")
         assert record is not None
         assert record.metadata == DOCS[3]["meta"] and record.source == "text"
@@ -412,14 +417,14 @@ class StorageContract:
         ids = [d.document_id for d in page1 + page2 + page3]
         assert len(ids) == 48 and set(ids) == {d["id"] for d in DOCS}
 
-    def test_describe_counts(self, shared: hybridkb.Collection) -> None:
+    def test_describe_counts(self, shared: hybridkb.CollectionAPI) -> None:
         info = shared.describe()
         assert (info.documents, info.chunks) == (48, 48)
         assert info.languages == ["en"]
         assert info.bytes > 0 and info.updated_at and info.created_at
 
     @pytest.mark.parametrize("mode", MODES)
-    def test_hits_carry_citations(self, shared: hybridkb.Collection, mode: str) -> None:
+    def test_hits_carry_citations(self, shared: hybridkb.CollectionAPI, mode: str) -> None:
         hits = shared.search("depreciation apples", k=5, mode=mode)
         assert hits and [h.rank for h in hits] == list(range(1, len(hits) + 1))
         scores = [h.score for h in hits]
@@ -429,7 +434,7 @@ class StorageContract:
             assert h.metadata["document_id"] == h.document_id
             assert h.metadata["color"] in COLORS
 
-    def test_keyword_scores_are_bm25(self, shared: hybridkb.Collection) -> None:
+    def test_keyword_scores_are_bm25(self, shared: hybridkb.CollectionAPI) -> None:
         """Same BM25 (formula, k1, b, N, avgdl) as the reference index, so rankings agree."""
         ref = KeywordIndex()
         ref.add(list(range(len(DOCS))), [analyze(d["text"], "en") for d in DOCS])
@@ -443,7 +448,7 @@ class StorageContract:
                 {round(s, 6) for _, s in expected}
             ) < len(expected)  # ties may order differently but score lists must match
 
-    def test_vector_scores_are_cosine(self, shared: hybridkb.Collection) -> None:
+    def test_vector_scores_are_cosine(self, shared: hybridkb.CollectionAPI) -> None:
         embedder = shared.kb.embedder("fake")
         query = "apples and pears"
         q = embedder.embed_query(query)
@@ -455,7 +460,7 @@ class StorageContract:
             # DuckDB ranks on int8 vectors (exact re-rank is opt-in): cosines to ~1e-3.
             assert h.score == pytest.approx(expected, abs=5e-3)
 
-    def test_filtered_search_returns_k(self, empty_kb: hybridkb.KnowledgeBase) -> None:
+    def test_filtered_search_returns_k(self, empty_kb: hybridkb.KnowledgeBaseAPI) -> None:
         # One document of 300 one-paragraph chunks: one write, 1 % and 10 % filters.
         coll = empty_kb.create_collection("Many", chunk_size=100, chunk_overlap=0)
         paragraphs = [
@@ -474,7 +479,7 @@ class StorageContract:
 
     @pytest.mark.parametrize("where", FILTERS, ids=lambda w: json.dumps(w))
     def test_every_mode_and_filter_operator(
-        self, shared: hybridkb.Collection, where: dict[str, Any]
+        self, shared: hybridkb.CollectionAPI, where: dict[str, Any]
     ) -> None:
         tree = parse_filter(where)
         expected = {d["id"] for d in DOCS if matches(tree, _row(d))}
@@ -492,7 +497,7 @@ class StorageContract:
             == expected
         )
 
-    def test_search_across_collections(self, empty_kb: hybridkb.KnowledgeBase) -> None:
+    def test_search_across_collections(self, empty_kb: hybridkb.KnowledgeBaseAPI) -> None:
         a = empty_kb.create_collection("A")
         b = empty_kb.create_collection("B")
         a.add_texts(["kangaroo facts in collection A"], ids=["a1"])
@@ -503,7 +508,7 @@ class StorageContract:
         only_b = empty_kb.search("kangaroo", k=5, collections=["B"])
         assert [h.collection for h in only_b] == ["B"]
 
-    def test_workspaces_are_isolated(self, empty_kb: hybridkb.KnowledgeBase) -> None:
+    def test_workspaces_are_isolated(self, empty_kb: hybridkb.KnowledgeBaseAPI) -> None:
         other = empty_kb.in_workspace("team b")
         mine = empty_kb.create_collection("Notes")
         theirs = other.create_collection("Notes")
@@ -521,14 +526,18 @@ class StorageContract:
         assert other.collection_names() == [] and mine.count() == 1
         assert empty_kb.in_workspace("nobody").collection_names() == []
 
-    def test_unicode_and_hostile_text_are_data(self, empty_kb: hybridkb.KnowledgeBase) -> None:
+    def test_unicode_and_hostile_text_are_data(self, empty_kb: hybridkb.KnowledgeBaseAPI) -> None:
         coll = empty_kb.create_collection("Ünïcødé 📚 '; DROP TABLE hybridkb_collections; --")
         texts = [
             "多线程编程 is multi-threaded programming",
             "Grüße aus Köln: Straße, Maß und Fuß",
             "quotes ' \" \\ and %s %(name)s ? $1 placeholders",
         ]
-        metas = [{"tag": "中文"}, {"tag": "de", "nested": {"a": [1, 2]}}, {"tag": 'it\'s "odd" %s'}]
+        metas: list[dict[str, Any]] = [
+            {"tag": "中文"},
+            {"tag": "de", "nested": {"a": [1, 2]}},
+            {"tag": 'it\'s "odd" %s'},
+        ]
         report = coll.add_texts(texts, metadatas=metas, ids=["zh", "de", "odd ' id"])
         assert report.ok
         assert _ids(coll.search("线程", k=3, mode="keyword"))[:1] == ["zh"]
@@ -546,8 +555,8 @@ class StorageContract:
             assert _ids(kb.search("platypus", k=3)) == ["p"]
             assert kb["Keep"].count() == 1
 
-    def test_storage_returns_ranked_pairs(self, shared: hybridkb.Collection) -> None:
-        storage = shared.kb.storage
+    def test_storage_returns_ranked_pairs(self, shared: hybridkb.CollectionAPI) -> None:
+        storage = local(shared.kb).storage
         record = shared.record
         q = shared.kb.embedder("fake").embed_query("apples")
         for ranked in (
@@ -575,11 +584,11 @@ class StorageContract:
     # -- the rest of the declared protocol ------------------------------------------
 
     def test_capabilities_match_the_declarations(
-        self, db_url: str, empty_kb: hybridkb.KnowledgeBase
+        self, db_url: str, empty_kb: hybridkb.KnowledgeBaseAPI
     ) -> None:
         from hybridkb.storage.backends import backend_for
 
-        storage = empty_kb.storage
+        storage = local(empty_kb).storage
         caps = storage.capabilities
         # What opening decided from (who serves) is what the open store reports.
         declared = backend_for(db_url)
@@ -591,29 +600,29 @@ class StorageContract:
         assert storage.read_only is False
 
     def test_prepare_loads_ahead_and_changes_no_answer(
-        self, empty_kb: hybridkb.KnowledgeBase
+        self, empty_kb: hybridkb.KnowledgeBaseAPI
     ) -> None:
         coll = empty_kb.create_collection("P")
-        empty_kb.storage.prepare(coll.record)  # empty: nothing to load, no error
+        local(empty_kb).storage.prepare(coll.record)  # empty: nothing to load, no error
         coll.add_texts(["harbour fees rise", "the lease runs ten years"], ids=["a", "b"])
         before = [(h.chunk_id, h.score) for h in coll.search("harbour lease", k=2)]
-        empty_kb.storage.prepare(coll.record)
-        empty_kb.storage.prepare(coll.record)  # twice: still one set of indexes
+        local(empty_kb).storage.prepare(coll.record)
+        local(empty_kb).storage.prepare(coll.record)  # twice: still one set of indexes
         assert [(h.chunk_id, h.score) for h in coll.search("harbour lease", k=2)] == before
 
     def test_list_workspaces_names_those_with_collections(
-        self, empty_kb: hybridkb.KnowledgeBase
+        self, empty_kb: hybridkb.KnowledgeBaseAPI
     ) -> None:
-        assert empty_kb.storage.list_workspaces() == []
+        assert local(empty_kb).storage.list_workspaces() == []
         empty_kb.in_workspace("zeta").create_collection("Z")
         empty_kb.create_collection("D")
         empty_kb.in_workspace("alpha").create_collection("A")
-        assert empty_kb.storage.list_workspaces() == ["alpha", "default", "zeta"]
+        assert local(empty_kb).storage.list_workspaces() == ["alpha", "default", "zeta"]
         empty_kb.in_workspace("zeta").drop_collection("Z")
-        assert empty_kb.storage.list_workspaces() == ["alpha", "default"]
+        assert local(empty_kb).storage.list_workspaces() == ["alpha", "default"]
 
-    def test_transaction_commits_or_rolls_back(self, empty_kb: hybridkb.KnowledgeBase) -> None:
-        storage = empty_kb.storage
+    def test_transaction_commits_or_rolls_back(self, empty_kb: hybridkb.KnowledgeBaseAPI) -> None:
+        storage = local(empty_kb).storage
         assert storage.graph_sql is not None
         sql = storage.graph_sql
         storage.transaction(sql.ensure_schema)
@@ -631,8 +640,8 @@ class StorageContract:
             storage.transaction(bump_then_fail)
         assert storage.transaction(lambda con: sql.version(con, "default")) == before + 1
 
-    def test_export_gives_back_every_row_and_vector(self, filled: hybridkb.Collection) -> None:
-        storage = filled.kb.storage
+    def test_export_gives_back_every_row_and_vector(self, filled: hybridkb.CollectionAPI) -> None:
+        storage = local(filled.kb).storage
         record = filled.record
         exported = list(storage.export_documents(record, batch=3))  # several batches
         assert sorted(d.document_id for d, _, _ in exported) == [d["id"] for d in SMALL]
@@ -643,12 +652,12 @@ class StorageContract:
             assert np.allclose(vectors, want, atol=1e-6)
         assert storage.count_vectors(record) == len(SMALL)
 
-    def test_export_tables_have_the_declared_schemas(self, filled: hybridkb.Collection) -> None:
+    def test_export_tables_have_the_declared_schemas(self, filled: hybridkb.CollectionAPI) -> None:
         import datetime
 
         from hybridkb.storage.columns import EXPORT_CHUNKS, EXPORT_DOCUMENTS
 
-        docs, chunks = filled.kb.storage.export_tables(filled.record)
+        docs, chunks = local(filled.kb).storage.export_tables(filled.record)
         assert docs.schema == EXPORT_DOCUMENTS
         assert chunks.schema == EXPORT_CHUNKS
         assert sorted(docs.column("document_id")) == [d["id"] for d in SMALL]
@@ -659,19 +668,19 @@ class StorageContract:
         assert added.tzinfo is not None and added.year >= 2024
         assert chunks.num_rows == len(SMALL) and all(chunks.column("text"))
         empty = filled.kb.create_collection("Empty")
-        docs, chunks = filled.kb.storage.export_tables(empty.record)
+        docs, chunks = local(filled.kb).storage.export_tables(empty.record)
         assert (docs.num_rows, chunks.num_rows) == (0, 0)
         assert (docs.schema, chunks.schema) == (EXPORT_DOCUMENTS, EXPORT_CHUNKS)
 
     def test_read_only_store_refuses_writes_with_backend_error(
-        self, db_url: str, filled: hybridkb.Collection
+        self, db_url: str, filled: hybridkb.CollectionAPI
     ) -> None:
         from hybridkb.errors import BackendError
 
-        if filled.kb.storage.capabilities.concurrent_writers is False:
+        if local(filled.kb).storage.capabilities.concurrent_writers is False:
             filled.kb.close()  # one process holds a DuckDB file for writing
         with hybridkb.connect(db_url, model="fake", read_only=True) as ro:
-            assert ro.storage.read_only
+            assert local(ro).storage.read_only
             with pytest.raises(BackendError, match="read-only"):
                 ro.create_collection("New")
             with pytest.raises(BackendError, match="read-only"):
@@ -706,9 +715,9 @@ class TestPostgresContract(StorageContract):
         yield pg_server.create_database(pg_admin_url, name)
         pg_server.drop_database(pg_admin_url, name)
 
-    def test_connect_reports_postgres(self, empty_kb: hybridkb.KnowledgeBase) -> None:
-        assert empty_kb.storage.capabilities.name == "postgres"
-        assert empty_kb.storage.capabilities.concurrent_writers
+    def test_connect_reports_postgres(self, empty_kb: hybridkb.KnowledgeBaseAPI) -> None:
+        assert local(empty_kb).storage.capabilities.name == "postgres"
+        assert local(empty_kb).storage.capabilities.concurrent_writers
 
 
 _STORAGE_LEVEL = (
@@ -755,13 +764,13 @@ class TestClientContract(StorageContract):
         yield from self._owner(tmp_path_factory.mktemp("shared") / "shared.duckdb")
 
     @pytest.fixture
-    def empty_kb(self, db_url: str) -> Iterator[hybridkb.KnowledgeBase]:
+    def empty_kb(self, db_url: str) -> Iterator[hybridkb.KnowledgeBaseAPI]:
         with hybridkb.connect(db_url, model="fake") as kb:
             assert isinstance(kb, RemoteKnowledgeBase)  # every call goes to the owner
             yield kb
 
     def test_read_only_store_refuses_writes_with_backend_error(
-        self, db_url: str, filled: hybridkb.Collection
+        self, db_url: str, filled: hybridkb.CollectionAPI
     ) -> None:
         from hybridkb.errors import BackendError
 

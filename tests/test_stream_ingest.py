@@ -8,17 +8,24 @@ Kill tests for the staged path live in test_crash_stream.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
+from internals import duckdb_storage, sql_rows
 
 import hybridkb
 from hybridkb import ingest, maintenance
 from hybridkb.analysis import analyze
 from hybridkb.errors import IngestError
-from hybridkb.storage.base import ChunkRecord, DocumentRecord, chunk_key, make_chunk_id
+from hybridkb.storage.base import (
+    ChunkRecord,
+    CollectionRecord,
+    DocumentRecord,
+    chunk_key,
+    make_chunk_id,
+)
 from hybridkb.storage.duckdb import stream as duckdb_stream
 from hybridkb.storage.duckdb.schema import table_names
 
@@ -70,11 +77,11 @@ def _doc(version: str) -> DocumentRecord:
 
 def _table_texts(kb: hybridkb.KnowledgeBase, coll: hybridkb.Collection) -> list[str]:
     t = table_names(coll.record.id)
-    return [r[0] for r in kb.storage.query(f"SELECT text FROM {t['chunks']} ORDER BY chunk_index")]  # type: ignore[attr-defined]
+    return [r[0] for r in sql_rows(kb, f"SELECT text FROM {t['chunks']} ORDER BY chunk_index")]
 
 
 def _stage_files(kb: hybridkb.KnowledgeBase) -> list[Path]:
-    folder = duckdb_stream.stage_dir(kb.storage.engine)  # type: ignore[arg-type]
+    folder = duckdb_stream.stage_dir(duckdb_storage(kb).engine)
     return sorted(folder.iterdir()) if folder is not None and folder.exists() else []
 
 
@@ -112,7 +119,8 @@ def test_old_version_stays_searchable_until_the_switch(
     )
     assert seen == [0, 1, 2, 3, 4]
     assert _stage_files(kb) == []
-    assert coll.describe().chunks == 15 and coll.get("big").chunk_count == 15  # type: ignore[union-attr]
+    got = coll.get("big")
+    assert coll.describe().chunks == 15 and got is not None and got.chunk_count == 15
     hits = coll.search("lemurs streamed", k=50, mode="keyword")
     assert len(hits) == 15 and all(h.text.startswith("v2") for h in hits)
     assert {h.text for h in coll.search("lemurs streamed", k=50, mode="vector")} == set(
@@ -124,17 +132,17 @@ def test_the_indexes_are_extended_not_rebuilt(kb: hybridkb.KnowledgeBase) -> Non
     coll = kb.create_collection("Stream", language="en")
     coll.add_texts(["a small note about otters"], ids=["note"])
     coll.search("otters", k=3)
-    storage = kb.storage
-    loaded = storage.derived.indexes[coll.record.id]  # type: ignore[attr-defined]
+    storage = duckdb_storage(kb)
+    loaded = storage.derived.indexes[coll.record.id]
     storage.put_document_stream(coll.record, _doc("v1"), _batches(kb, coll, "v1", 3))
     storage.put_document_stream(coll.record, _doc("v2"), _batches(kb, coll, "v2", 2))
-    assert storage.derived.indexes[coll.record.id] is loaded  # type: ignore[attr-defined]
-    assert loaded.generation == kb.storage.get_collection(kb.workspace, "Stream").generation  # type: ignore[union-attr]
+    assert storage.derived.indexes[coll.record.id] is loaded
+    assert loaded.generation == kb.record("Stream").generation
     mirrored = {
         m: [(h.chunk_id, round(h.score, 5)) for h in coll.search("v2 lemurs part 1", k=20, mode=m)]
         for m in ("keyword", "vector")
     }
-    storage.derived.forget(coll.record.id)  # type: ignore[attr-defined]
+    storage.derived.forget(coll.record.id)
     rebuilt = {
         m: [(h.chunk_id, round(h.score, 5)) for h in coll.search("v2 lemurs part 1", k=20, mode=m)]
         for m in ("keyword", "vector")
@@ -148,7 +156,7 @@ def test_a_failed_stream_leaves_the_old_version_and_no_staged_file(
 ) -> None:
     coll = kb.create_collection("Stream", language="en")
     kb.storage.put_document_stream(coll.record, _doc("v1"), _batches(kb, coll, "v1", 2))
-    generation = kb.storage.get_collection(kb.workspace, "Stream").generation  # type: ignore[union-attr]
+    generation = kb.record("Stream").generation
 
     def fail(b: int) -> None:
         if b == 2:
@@ -160,22 +168,24 @@ def test_a_failed_stream_leaves_the_old_version_and_no_staged_file(
         )
     assert _stage_files(kb) == []
     assert _table_texts(kb, coll)[0].startswith("v1") and len(_table_texts(kb, coll)) == 6
-    assert kb.storage.get_collection(kb.workspace, "Stream").generation == generation  # type: ignore[union-attr]
+    assert kb.record("Stream").generation == generation
     assert all(h.text.startswith("v1") for h in coll.search("lemurs", k=50))
 
 
 def test_the_switch_restores_duckdb_settings(kb: hybridkb.KnowledgeBase) -> None:
     coll = kb.create_collection("Stream", language="en")
-    con = kb.storage.engine.con  # type: ignore[attr-defined]
+    con = duckdb_storage(kb).engine.con
     con.execute("SET memory_limit = '300MB'")
     con.execute("SET threads = 2")
     settings = "SELECT current_setting('memory_limit'), current_setting('threads')"
     before = con.execute(settings).fetchone()
-    seen: list[tuple[object, ...]] = []
+    assert before is not None
+    seen: list[tuple[str, int]] = []  # (memory_limit, threads)
     # Hooks run inside the switch: the pool is held to a headroom, one thread copies.
     kb.storage.hooks.append(lambda c, event: seen.append(c.execute(settings).fetchone()))
     kb.storage.put_document_stream(coll.record, _doc("v1"), _batches(kb, coll, "v1", 2))
     after = con.execute(settings).fetchone()
+    assert after is not None
     # Restored from DuckDB's rounded display ("286.1 MiB"): equal to a display digit.
     assert after[1] == 2 and abs(_mib(after[0]) - _mib(before[0])) <= 0.1
     [(limit, threads)] = seen
@@ -200,7 +210,7 @@ def test_an_empty_stream_replaces_the_document_with_no_chunks(kb: hybridkb.Knowl
 def test_staged_leftovers_are_reported_repaired_and_swept(kb: hybridkb.KnowledgeBase) -> None:
     coll = kb.create_collection("Stream", language="en")
     other = kb.create_collection("Other", language="en")
-    folder = duckdb_stream.stage_dir(kb.storage.engine)  # type: ignore[arg-type]
+    folder = duckdb_stream.stage_dir(duckdb_storage(kb).engine)
     assert folder is not None and folder.name == "kb.duckdb.hkbstage"
     folder.mkdir()
     (folder / f"c{coll.record.id}-deadbeef.parquet").write_bytes(b"half a file")
@@ -256,9 +266,15 @@ def test_a_big_file_streams_through_add(
     staged: list[list[Path]] = []
     real = duckdb_stream._stage
 
-    def spy(coll: object, batches: object, folder: Path, stream: str, parts: list[Path]) -> int:
+    def spy(
+        coll: CollectionRecord,
+        batches: Iterable[tuple[Sequence[ChunkRecord], np.ndarray]],
+        folder: Path,
+        stream: str,
+        parts: list[Path],
+    ) -> int:
         staged.append(parts)
-        return real(coll, batches, folder, stream, parts)  # type: ignore[arg-type]
+        return real(coll, batches, folder, stream, parts)
 
     monkeypatch.setattr(duckdb_stream, "_stage", spy)
     with hybridkb.connect(
@@ -288,12 +304,12 @@ def test_an_index_build_skips_rows_the_tables_disagree_on(kb: hybridkb.Knowledge
         [f"note {i} about {words[i % 8]} and {words[(i * 3) % 8]}" for i in range(40)],
         ids=[f"n{i}" for i in range(40)],
     )
-    storage = kb.storage
+    storage = duckdb_storage(kb)
     t = table_names(coll.record.id)
     # Tables that disagree: a vector with no chunk, a chunk with no vector; neither is indexed.
-    lone = storage.query(f"SELECT key FROM {t['vectors']} LIMIT 1")[0][0]  # type: ignore[attr-defined]
+    lone = storage.query(f"SELECT key FROM {t['vectors']} LIMIT 1")[0][0]
     storage.transaction(
-        lambda con: (  # type: ignore[attr-defined]
+        lambda con: (
             con.execute(
                 f"INSERT INTO {t['vectors']} SELECT 12345, embedding FROM {t['vectors']} LIMIT 1"
             ),
@@ -302,7 +318,7 @@ def test_an_index_build_skips_rows_the_tables_disagree_on(kb: hybridkb.Knowledge
     )
     record = storage.get_collection(kb.workspace, "Paged")
     assert record is not None
-    full = build_indexes(record.dim, record.generation, lambda: storage.derived.load_rows(record))  # type: ignore[attr-defined]
+    full = build_indexes(record.dim, record.generation, lambda: storage.derived.load_rows(record))
     assert len(full.keyword) == len(full.vector) == 39
     assert lone not in full.vector and 12345 not in full.vector and lone not in full.keyword
     query = kb.embedder("fake").embed_query("otter heron")

@@ -145,8 +145,13 @@ def test_same_content_new_mtime_only_records_the_time(
     assert not report.changed
     # The new time was recorded: the next sync opens nothing.
     opened: list[Path] = []
-    real_open = ingest.open_file
-    monkeypatch.setattr(ingest, "open_file", lambda p, **kw: opened.append(p) or real_open(p, **kw))
+    real_open = files.open_file  # what ingest.py calls
+
+    def counted(p: Path, **kw: Any) -> files.OpenedFile:
+        opened.append(p)
+        return real_open(p, **kw)
+
+    monkeypatch.setattr(ingest, "open_file", counted)
     coll.sync()
     assert opened == []
 

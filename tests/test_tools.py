@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool, tool
 from pdfgen import Page, write_pdf
+from pydantic import BaseModel
 
 import hybridkb
 from hybridkb import render
@@ -22,7 +23,7 @@ from hybridkb.tools import TOOL_NAMES, WRITE_TOOLS, make_tools
 from hybridkb.types import AddReport, CollectionInfo, FailedFile, FileResult, Hit
 
 NO_VALUE = "optional, default null"  # a parameter whose default is None (None means required)
-EXPECTED_PARAMS = {
+EXPECTED_PARAMS: dict[str, list[tuple[str, object]]] = {
     "create_kb_collection": [("collection_name", None), ("documents", "")],
     "search_kb": [("query", None), ("collection_name", ""), ("limit", 5), ("where", NO_VALUE)],
     "kb_list": [],
@@ -43,6 +44,19 @@ def call(t: BaseTool, **args: Any) -> ToolMessage:
     msg = t.invoke({"type": "tool_call", "id": "call-1", "name": t.name, "args": args})
     assert isinstance(msg, ToolMessage)
     return msg
+
+
+def reply_text(msg: ToolMessage) -> str:
+    """A tool's answer as text: our tools answer with one string, never content blocks."""
+    assert isinstance(msg.content, str), msg.content
+    return msg.content
+
+
+def input_schema(t: BaseTool) -> dict[str, Any]:
+    """The JSON schema of a tool's arguments (our tools take pydantic v2 models)."""
+    model = t.get_input_schema()
+    assert issubclass(model, BaseModel), model
+    return model.model_json_schema()
 
 
 @pytest.fixture
@@ -68,7 +82,7 @@ def test_make_tools_has_the_fixed_names_and_parameters(tools: dict[str, BaseTool
     assert list(tools)[: len(TOOL_NAMES)] == list(TOOL_NAMES)
     assert not set(list(tools)[len(TOOL_NAMES) :]) & set(TOOL_NAMES)  # graph tools may follow
     for name, params in EXPECTED_PARAMS.items():
-        schema = tools[name].get_input_schema().model_json_schema()
+        schema = input_schema(tools[name])
         props = schema.get("properties", {})
         assert list(props) == [p for p, _ in params], name
         for param, default in params:
@@ -85,10 +99,10 @@ def test_descriptions_say_when_to_use_and_give_examples(tools: dict[str, BaseToo
     for name in TOOL_NAMES:
         t = tools[name]
         assert "Use this" in t.description, name
-        for prop, spec in t.get_input_schema().model_json_schema().get("properties", {}).items():
+        for prop, spec in input_schema(t).get("properties", {}).items():
             assert len(spec.get("description", "")) > 15, (name, prop)
     for name in ("create_kb_collection", "search_kb", "add_kb_documents", "delete_kb_documents"):
-        assert "e.g." in json.dumps(tools[name].get_input_schema().model_json_schema()), name
+        assert "e.g." in json.dumps(input_schema(tools[name])), name
 
 
 def test_module_level_tools_have_the_same_names_and_bind_lazily(
@@ -136,7 +150,7 @@ def test_create_add_search_delete_a_pdf(tools: dict[str, BaseTool], tax_pdf: Pat
     doc_id = added.artifact["added"][0]["document_id"]
     assert doc_id in added.content
     found = call(tools["search_kb"], query="depreciation", collection_name="Tax Documents")
-    first = found.content.splitlines()[1]
+    first = reply_text(found).splitlines()[1]
     assert first.startswith("[1] Tax Documents | guide.pdf | p. 2 | doc " + doc_id)
     assert DEPRECIATION in found.content
     assert found.artifact[0]["page"] == 2
@@ -278,7 +292,7 @@ def test_unknown_collection_lists_existing(tools: dict[str, BaseTool]) -> None:
     ]:
         msg = call(tools[name], **args)
         assert msg.status == "error", name
-        assert msg.content.startswith("Error (collection_not_found)"), name
+        assert reply_text(msg).startswith("Error (collection_not_found)"), name
         assert "existing: 'Tax Documents'" in msg.content, name
 
 
@@ -331,7 +345,7 @@ def test_search_answer_respects_the_budget(tmp_path: Path) -> None:
         call(tools["add_kb_documents"], collection_name="Big", documents=json.dumps(records))
         msg = call(tools["search_kb"], query="depreciation rule", limit=10)
         assert len(msg.content) <= 200 * 4
-        assert msg.content.splitlines()[-1].startswith("[cut to fit ~200 tokens")
+        assert reply_text(msg).splitlines()[-1].startswith("[cut to fit ~200 tokens")
         assert len(msg.artifact) == 10  # the artifact keeps every hit
     finally:
         kb.close()
@@ -345,7 +359,7 @@ def test_listing_respects_the_budget(tmp_path: Path) -> None:
             kb.create_collection(f"Collection number {i:02d}")
         msg = call(tools["kb_list"])
         assert len(msg.content) <= 100 * 4
-        assert "more not shown" in msg.content.splitlines()[-1]
+        assert "more not shown" in reply_text(msg).splitlines()[-1]
         assert len(msg.artifact) == 12
     finally:
         kb.close()
@@ -371,7 +385,7 @@ def test_paths_outside_allowed_folders_are_refused(kb: Any, tmp_path: Path) -> N
     ]:
         msg = call(tools["add_kb_documents"], collection_name="C", documents=documents)
         assert msg.status == "error", documents
-        assert msg.content.startswith("Error (access_denied)"), documents
+        assert reply_text(msg).startswith("Error (access_denied)"), documents
         assert str(inside) in msg.content, documents
     (inside / "link.txt").symlink_to(outside / "secret.txt")
     msg = call(tools["add_kb_documents"], collection_name="C", documents=str(inside / "link.txt"))
@@ -470,7 +484,7 @@ def test_graph_tools_extension_point(kb: Any, monkeypatch: pytest.MonkeyPatch) -
         return [kb_neighbors]
 
     fake = types.ModuleType("hybridkb.graph.tools")
-    fake.make_graph_tools = make_graph_tools  # type: ignore[attr-defined]
+    monkeypatch.setattr(fake, "make_graph_tools", make_graph_tools, raising=False)
     monkeypatch.setitem(sys.modules, "hybridkb.graph.tools", fake)
     names = [t.name for t in make_tools(kb, workspace="w1", read_only=True)]
     assert names[-1] == "kb_neighbors"
@@ -571,7 +585,7 @@ def test_render_hits_keeps_rank_order_and_drops_the_tail() -> None:
     assert f"{dropped} lower-ranked passage{'s' if dropped > 1 else ''} not shown" in out.text
 
 
-text_st = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=3000)
+text_st = st.text(alphabet=st.characters(blacklist_categories=["Cs"]), max_size=3000)
 
 
 @settings(max_examples=200, deadline=None)

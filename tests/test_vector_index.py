@@ -21,7 +21,8 @@ DIM = 48
 
 def unit_rows(n: int, seed: int = 0, dim: int = DIM) -> np.ndarray:
     rows = np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
-    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    unit: np.ndarray = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    return unit
 
 
 def brute_force(
@@ -126,7 +127,8 @@ def test_remove_then_add_keeps_flat_rows_consistent() -> None:
     index.add(keys[:20], vectors[:20])
     live = np.array(sorted(set(keys.tolist()) - set(keys[20:150:2].tolist())))
     for key in live[::17]:
-        assert index.search(vectors[key - 1000], 1)[0] == (key, pytest.approx(1.0, abs=1e-5))
+        [(found, score)] = index.search(vectors[key - 1000], 1)
+        assert found == key and score == pytest.approx(1.0, abs=1e-5)
     assert len(index) == len(live)
 
 
@@ -185,7 +187,12 @@ def test_filtered_graph_search_with_wide_filter_returns_k(
 
     allowed = keys[::2]
     scanned: list[tuple[int, ...]] = []
-    monkeypatch.setattr(module, "prefer_scan", lambda *args: scanned.append(args) or False)
+
+    def graph_not_scan(*args: int) -> bool:
+        scanned.append(args)
+        return False
+
+    monkeypatch.setattr(module, "prefer_scan", graph_not_scan)
     hits = index.search(unit_rows(1, seed=12)[0], 25, allowed=allowed)
     assert scanned  # the graph path was the one taken
     assert len(hits) == 25
@@ -230,7 +237,7 @@ def test_binary_with_rerank_recovers_exact_top_hits() -> None:
     query /= np.linalg.norm(query)
     hits = index.search(query, 5, rerank=table_reader(keys, vectors))
     want = brute_force(vectors, keys, query, 5)
-    assert hits[0] == (want[0][0], pytest.approx(want[0][1], abs=1e-5))
+    assert hits[0][0] == want[0][0] and hits[0][1] == pytest.approx(want[0][1], abs=1e-5)
 
 
 def test_rerank_with_wrong_shape_raises() -> None:
@@ -383,7 +390,12 @@ def test_the_graph_search_beam_widens_with_the_graph(monkeypatch: pytest.MonkeyP
     index.add(np.arange(60), rows / np.linalg.norm(rows, axis=1, keepdims=True))
     assert index.layout == "hnsw"
     seen: list[int] = []
-    monkeypatch.setattr(vector_module, "expansion_search_for", lambda n: seen.append(n) or 77)
+
+    def expansion(rows: int) -> int:
+        seen.append(rows)
+        return 77
+
+    monkeypatch.setattr(vector_module, "expansion_search_for", expansion)
     index.search(rows[0], 5)
     assert seen == [60]
     assert index._hnsw is not None and index._hnsw.expansion_search == 77
@@ -505,7 +517,12 @@ def test_check_needs_every_query_set_to_reach_the_target() -> None:
     assert failing.by_set == {"sample": 1.0, "served": 0.5}
     # An audit widens from the factor in use, never below it.
     tried: list[int] = []
-    recall_module.check(lambda q, f: tried.append(f) or [-1], [sample], start=2)
+
+    def never_found(query: np.ndarray, factor: int) -> list[int]:
+        tried.append(factor)
+        return [-1]
+
+    recall_module.check(never_found, [sample], start=2)
     assert sorted(set(tried)) == [2, 4]
 
 

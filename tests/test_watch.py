@@ -151,6 +151,7 @@ def test_mcp_watch_keeps_two_clients_in_step(tmp_path: Path) -> None:
     import anyio
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
+    from mcp.types import TextContent
 
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -171,7 +172,9 @@ def test_mcp_watch_keeps_two_clients_in_step(tmp_path: Path) -> None:
                 found = await assistant.call_tool(
                     "search_kb", {"query": query, "collection_name": "Notes"}
                 )
-                return str(found.content[0].text)
+                first = found.content[0]
+                assert isinstance(first, TextContent), first  # search_kb answers in text
+                return first.text
 
             assert "quokkas" in await answers("quokkas")
             (docs / "b.md").write_text("Beta notes about wombats.", "utf-8")
