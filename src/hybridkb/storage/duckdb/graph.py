@@ -67,10 +67,12 @@ class DuckDBGraphSQL:
     name = "duckdb"
 
     def ensure_schema(self, con: Connection) -> None:
+        """See :meth:`hybridkb.storage.base.GraphSQL.ensure_schema`."""
         for statement in SCHEMA:
             con.execute(statement)
 
     def has_schema(self, con: Connection) -> bool:
+        """See :meth:`hybridkb.storage.base.GraphSQL.has_schema`."""
         rows = con.execute(
             "SELECT count(*) FROM information_schema.tables WHERE table_name IN (?, ?, ?, ?)",
             [NODES, EDGES, STATE, ALIASES],
@@ -80,6 +82,7 @@ class DuckDBGraphSQL:
     # -- versions -------------------------------------------------------------------
 
     def version(self, con: Connection, workspace: str) -> int:
+        """See :meth:`hybridkb.storage.base.GraphSQL.version`."""
         row = con.execute(
             f"SELECT max(version) FROM {STATE} WHERE workspace = ?", [workspace]
         ).fetchone()
@@ -157,6 +160,7 @@ class DuckDBGraphSQL:
         document_id: str,
         rows: Sequence[NodeRow],
     ) -> None:
+        """See :meth:`hybridkb.storage.base.GraphSQL.insert_nodes`."""
         self._insert_nodes(con, workspace, collection_id, [(document_id, r) for r in rows])
 
     def insert_edges(
@@ -167,6 +171,7 @@ class DuckDBGraphSQL:
         document_id: str,
         rows: Sequence[EdgeRow],
     ) -> None:
+        """See :meth:`hybridkb.storage.base.GraphSQL.insert_edges`."""
         self._insert_edges(con, workspace, collection_id, [(document_id, r) for r in rows])
 
     def _prune_vanished(self, con: Connection, workspace: str, old_ids: Iterable[str]) -> None:
@@ -235,6 +240,7 @@ class DuckDBGraphSQL:
         self._prune_vanished(con, workspace, old)
 
     def drop_collection(self, con: Connection, workspace: str, collection_id: int) -> None:
+        """See :meth:`hybridkb.storage.base.GraphSQL.drop_collection`."""
         where = "workspace = ? AND collection_id = ?"
         params = [workspace, collection_id]
         old = [
@@ -248,6 +254,7 @@ class DuckDBGraphSQL:
         self._prune_vanished(con, workspace, old)
 
     def upsert_user_nodes(self, con: Connection, workspace: str, rows: Sequence[NodeRow]) -> None:
+        """See :meth:`hybridkb.storage.base.GraphSQL.upsert_user_nodes`."""
         ids = [r.id for r in rows]
         con.execute(
             f"DELETE FROM {NODES} WHERE workspace = ? AND collection_id = 0 AND id IN {_IDS}",
@@ -256,6 +263,7 @@ class DuckDBGraphSQL:
         self.insert_nodes(con, workspace, 0, "", rows)
 
     def upsert_user_edges(self, con: Connection, workspace: str, rows: Sequence[EdgeRow]) -> None:
+        """See :meth:`hybridkb.storage.base.GraphSQL.upsert_user_edges`."""
         if not rows:
             return
         keys = json_payload({
@@ -273,6 +281,7 @@ class DuckDBGraphSQL:
     def delete_user_edge(
         self, con: Connection, workspace: str, source: str, target: str, etype: str
     ) -> int:
+        """See :meth:`hybridkb.storage.base.GraphSQL.delete_user_edge`."""
         where = "workspace = ? AND collection_id = 0 AND source = ? AND target = ? AND type = ?"
         params = [workspace, source, target, etype]
         (count,) = con.execute(f"SELECT count(*) FROM {EDGES} WHERE {where}", params).fetchone()
@@ -280,6 +289,7 @@ class DuckDBGraphSQL:
         return int(count)
 
     def delete_user_node(self, con: Connection, workspace: str, node_id: str) -> int:
+        """See :meth:`hybridkb.storage.base.GraphSQL.delete_user_node`."""
         params = [workspace, node_id]
         (count,) = con.execute(
             f"SELECT count(*) FROM {NODES} WHERE workspace = ? AND collection_id = 0 AND id = ?",
@@ -325,6 +335,7 @@ class DuckDBGraphSQL:
         return Table.from_rows(COLLECTION_NODES, nodes), Table.from_rows(COLLECTION_EDGES, edges)
 
     def find_collection(self, con: Connection, workspace: str, name: str) -> int | None:
+        """See :meth:`hybridkb.storage.base.GraphSQL.find_collection`."""
         row = con.execute(
             "SELECT id FROM hybridkb_collections WHERE workspace = ? AND name = ?",
             [workspace, name],
@@ -334,6 +345,7 @@ class DuckDBGraphSQL:
     # -- aliases --------------------------------------------------------------------
 
     def aliases(self, con: Connection, workspace: str) -> dict[str, str]:
+        """See :meth:`hybridkb.storage.base.GraphSQL.aliases`."""
         rows = con.execute(
             f"SELECT alias, canonical FROM {ALIASES} WHERE workspace = ? ORDER BY alias",
             [workspace],
@@ -341,6 +353,7 @@ class DuckDBGraphSQL:
         return {a: c for a, c in rows}
 
     def set_alias(self, con: Connection, workspace: str, alias: str, canonical: str | None) -> None:
+        """See :meth:`hybridkb.storage.base.GraphSQL.set_alias`."""
         con.execute(f"DELETE FROM {ALIASES} WHERE workspace = ? AND alias = ?", [workspace, alias])
         if canonical is not None:
             con.execute(f"INSERT INTO {ALIASES} VALUES (?, ?, ?)", [workspace, alias, canonical])

@@ -65,6 +65,7 @@ class PostgresGraphSQL:
     name = "postgres"
 
     def ensure_schema(self, con: Connection) -> None:
+        """See :meth:`hybridkb.storage.base.GraphSQL.ensure_schema`."""
         if self.has_schema(con):
             return
         con.execute("SELECT pg_advisory_xact_lock(%s, 0)", [_LOCK_SCHEMA])
@@ -72,6 +73,7 @@ class PostgresGraphSQL:
             con.execute(statement)
 
     def has_schema(self, con: Connection) -> bool:
+        """See :meth:`hybridkb.storage.base.GraphSQL.has_schema`."""
         row = con.execute(
             "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'hybridkb'"
             " AND table_name IN ('hybridkb_graph_nodes', 'hybridkb_graph_edges',"
@@ -82,6 +84,7 @@ class PostgresGraphSQL:
     # -- versions -------------------------------------------------------------------
 
     def version(self, con: Connection, workspace: str) -> int:
+        """See :meth:`hybridkb.storage.base.GraphSQL.version`."""
         row = con.execute(
             f"SELECT version FROM {STATE} WHERE workspace = %s", [workspace]
         ).fetchone()
@@ -106,6 +109,7 @@ class PostgresGraphSQL:
         document_id: str,
         rows: Sequence[NodeRow],
     ) -> None:
+        """See :meth:`hybridkb.storage.base.GraphSQL.insert_nodes`."""
         if not rows:
             return
         pg = cast(Any, con)  # COPY is psycopg's own
@@ -131,6 +135,7 @@ class PostgresGraphSQL:
         document_id: str,
         rows: Sequence[EdgeRow],
     ) -> None:
+        """See :meth:`hybridkb.storage.base.GraphSQL.insert_edges`."""
         if not rows:
             return
         pg = cast(Any, con)
@@ -203,10 +208,12 @@ class PostgresGraphSQL:
         collection_id: int,
         per_doc: Sequence[tuple[str, Sequence[NodeRow], Sequence[EdgeRow]]],
     ) -> None:
+        """See :meth:`hybridkb.storage.base.GraphSQL.replace_documents_many`."""
         for doc_id, nodes, edges in per_doc:
             self.replace_documents(con, workspace, collection_id, [doc_id], nodes, edges)
 
     def drop_collection(self, con: Connection, workspace: str, collection_id: int) -> None:
+        """See :meth:`hybridkb.storage.base.GraphSQL.drop_collection`."""
         where = "workspace = %s AND collection_id = %s"
         params = [workspace, collection_id]
         old = [
@@ -220,6 +227,7 @@ class PostgresGraphSQL:
         self._prune_vanished(con, workspace, old)
 
     def upsert_user_nodes(self, con: Connection, workspace: str, rows: Sequence[NodeRow]) -> None:
+        """See :meth:`hybridkb.storage.base.GraphSQL.upsert_user_nodes`."""
         con.execute(
             f"DELETE FROM {NODES} WHERE workspace = %s AND collection_id = 0 AND id = ANY(%s)",
             [workspace, [_clean(r.id) for r in rows]],
@@ -227,6 +235,7 @@ class PostgresGraphSQL:
         self.insert_nodes(con, workspace, 0, "", rows)
 
     def upsert_user_edges(self, con: Connection, workspace: str, rows: Sequence[EdgeRow]) -> None:
+        """See :meth:`hybridkb.storage.base.GraphSQL.upsert_user_edges`."""
         if not rows:
             return
         con.execute(
@@ -245,6 +254,7 @@ class PostgresGraphSQL:
     def delete_user_edge(
         self, con: Connection, workspace: str, source: str, target: str, etype: str
     ) -> int:
+        """See :meth:`hybridkb.storage.base.GraphSQL.delete_user_edge`."""
         cur = con.execute(
             f"DELETE FROM {EDGES} WHERE workspace = %s AND collection_id = 0 AND source = %s"
             " AND target = %s AND type = %s",
@@ -253,6 +263,7 @@ class PostgresGraphSQL:
         return int(cur.rowcount)
 
     def delete_user_node(self, con: Connection, workspace: str, node_id: str) -> int:
+        """See :meth:`hybridkb.storage.base.GraphSQL.delete_user_node`."""
         cur = con.execute(
             f"DELETE FROM {NODES} WHERE workspace = %s AND collection_id = 0 AND id = %s",
             [workspace, _clean(node_id)],
@@ -295,6 +306,7 @@ class PostgresGraphSQL:
         return Table.from_rows(COLLECTION_NODES, nodes), Table.from_rows(COLLECTION_EDGES, edges)
 
     def find_collection(self, con: Connection, workspace: str, name: str) -> int | None:
+        """See :meth:`hybridkb.storage.base.GraphSQL.find_collection`."""
         row = con.execute(
             "SELECT id FROM hybridkb.hybridkb_collections WHERE workspace = %s AND name = %s",
             [workspace, name],
@@ -336,6 +348,7 @@ class PostgresGraphSQL:
     # -- aliases --------------------------------------------------------------------
 
     def aliases(self, con: Connection, workspace: str) -> dict[str, str]:
+        """See :meth:`hybridkb.storage.base.GraphSQL.aliases`."""
         rows = con.execute(
             f"SELECT alias, canonical FROM {ALIASES} WHERE workspace = %s ORDER BY alias",
             [workspace],
@@ -343,6 +356,7 @@ class PostgresGraphSQL:
         return {a: c for a, c in rows}
 
     def set_alias(self, con: Connection, workspace: str, alias: str, canonical: str | None) -> None:
+        """See :meth:`hybridkb.storage.base.GraphSQL.set_alias`."""
         con.execute(
             f"DELETE FROM {ALIASES} WHERE workspace = %s AND alias = %s", [workspace, alias]
         )

@@ -130,6 +130,7 @@ class PostgresStorage(PostgresSources, StorageDefaults):
         return version
 
     def close(self) -> None:
+        """See :meth:`hybridkb.storage.base.Storage.close`."""
         with self._lock:
             self._closed = True
             self._con.close()
@@ -235,6 +236,7 @@ class PostgresStorage(PostgresSources, StorageDefaults):
         language: str,
         recipe: dict[str, Any] | None = None,
     ) -> CollectionRecord:
+        """See :meth:`hybridkb.storage.base.Storage.create_collection`."""
         if not isinstance(dim, int) or not 0 < dim <= 16_000:
             raise BackendError(f"dimension {dim!r} is outside pgvector's range (1..16000)")
         config = text_config(language)
@@ -288,6 +290,7 @@ class PostgresStorage(PostgresSources, StorageDefaults):
         return self._record(row)
 
     def get_collection(self, workspace: str, name: str) -> CollectionRecord | None:
+        """See :meth:`hybridkb.storage.base.Storage.get_collection`."""
         rows = self._query(
             f"SELECT {self._CATALOG_COLUMNS} FROM hybridkb.hybridkb_collections"
             " WHERE workspace = %s AND name = %s",
@@ -296,6 +299,7 @@ class PostgresStorage(PostgresSources, StorageDefaults):
         return self._record(rows[0]) if rows else None
 
     def list_collections(self, workspace: str) -> list[CollectionRecord]:
+        """See :meth:`hybridkb.storage.base.Storage.list_collections`."""
         rows = self._query(
             f"SELECT {self._CATALOG_COLUMNS} FROM hybridkb.hybridkb_collections WHERE workspace = %s"
             " ORDER BY name",
@@ -328,6 +332,7 @@ class PostgresStorage(PostgresSources, StorageDefaults):
     # -- documents ------------------------------------------------------------------
 
     def get_document(self, coll: CollectionRecord, document_id: str) -> DocumentRecord | None:
+        """See :meth:`hybridkb.storage.base.Storage.get_document`."""
         t = self.tables(coll)
         rows = self._query(
             f"SELECT {DOC_COLUMNS} FROM {t['documents']} WHERE document_id = %s",
@@ -339,6 +344,7 @@ class PostgresStorage(PostgresSources, StorageDefaults):
     def list_documents(
         self, coll: CollectionRecord, *, limit: int = 100, offset: int = 0
     ) -> list[DocumentRecord]:
+        """See :meth:`hybridkb.storage.base.Storage.list_documents`."""
         t = self.tables(coll)
         rows = self._query(
             f"SELECT {DOC_COLUMNS} FROM {t['documents']} ORDER BY added_at, document_id"
@@ -426,6 +432,7 @@ class PostgresStorage(PostgresSources, StorageDefaults):
         return int(row[0])
 
     def delete_documents(self, coll: CollectionRecord, document_ids: Sequence[str]) -> list[str]:
+        """See :meth:`hybridkb.storage.base.Storage.delete_documents`."""
         t = self.tables(coll)
         ids = list(dict.fromkeys(document_ids))
         cleaned = [clean(i) for i in ids]
@@ -450,12 +457,15 @@ class PostgresStorage(PostgresSources, StorageDefaults):
         return [i for i, c in zip(ids, cleaned, strict=True) if c in found]
 
     def stats_many(self, colls: Sequence[CollectionRecord]) -> dict[int, CollectionStats]:
+        """See :meth:`hybridkb.storage.base.Storage.stats_many`."""
         return {c.id: self.stats(c) for c in colls}
 
     def prepare(self, coll: CollectionRecord) -> None:
+        """See :meth:`hybridkb.storage.base.Storage.prepare`."""
         return None  # the indexes live in the server; nothing to load here
 
     def stats(self, coll: CollectionRecord) -> CollectionStats:
+        """See :meth:`hybridkb.storage.base.Storage.stats`."""
         t = self.tables(coll)
         rows = self._query(
             f"SELECT (SELECT count(*) FROM {t['documents']}),"
@@ -488,6 +498,7 @@ class PostgresStorage(PostgresSources, StorageDefaults):
     def keyword_search(
         self, coll: CollectionRecord, terms: Sequence[str], k: int, where: Filter | None
     ) -> Ranked:
+        """See :meth:`hybridkb.storage.base.Storage.keyword_search`."""
         terms = list(dict.fromkeys(clean(x) or "" for x in terms))
         if not terms or k <= 0:
             return []
@@ -517,6 +528,7 @@ class PostgresStorage(PostgresSources, StorageDefaults):
     def vector_search(
         self, coll: CollectionRecord, query: np.ndarray, k: int, where: Filter | None
     ) -> Ranked:
+        """See :meth:`hybridkb.storage.base.Storage.vector_search`."""
         predicate, params = where_sql(where)
         return self._nearest(coll, query, k, predicate, params)
 
@@ -528,6 +540,7 @@ class PostgresStorage(PostgresSources, StorageDefaults):
         k: int,
         where: Filter | None,
     ) -> Ranked:
+        """See :meth:`hybridkb.storage.base.Storage.filter_search`."""
         terms = list(dict.fromkeys(clean(x) or "" for x in terms))
         if not terms:
             return []
@@ -537,6 +550,7 @@ class PostgresStorage(PostgresSources, StorageDefaults):
         return self._nearest(coll, query, k, predicate, [terms, *params])
 
     def fetch_chunks(self, coll: CollectionRecord, keys: Sequence[int]) -> dict[int, ChunkRecord]:
+        """See :meth:`hybridkb.storage.base.Storage.fetch_chunks`."""
         if not len(keys):
             return {}
         t = self.tables(coll)
@@ -548,6 +562,7 @@ class PostgresStorage(PostgresSources, StorageDefaults):
         return {int(r[0]): chunk_record(r) for r in rows}
 
     def vector_directions(self, coll: CollectionRecord, keys: Sequence[int]) -> np.ndarray:
+        """See :meth:`hybridkb.storage.base.Storage.vector_directions`."""
         return self.fetch_vectors(coll, keys)  # the server holds no faster copy
 
     def fetch_vectors(self, coll: CollectionRecord, keys: Sequence[int]) -> np.ndarray:
@@ -655,4 +670,5 @@ class PostgresStorage(PostgresSources, StorageDefaults):
         return self._read(run, coll)
 
     def count_vectors(self, coll: CollectionRecord) -> int:
+        """See :meth:`hybridkb.storage.base.Storage.count_vectors`."""
         return int(self.consistency(coll)["chunks"])  # vectors live in the chunk rows (NOT NULL)
