@@ -12,17 +12,19 @@ Tables (one set per database; every row carries its workspace and provenance):
 Rows from a document have ``collection_id > 0``; rows a user made through the API
 have ``collection_id = 0`` and ``document_id = ''``. There are no unique constraints:
 each write deletes the rows it replaces first, which keeps upserts idempotent and
-the SQL plain (a Postgres twin only changes the array parameters and bulk load).
+the SQL plain. That SQL is shared with the Postgres twin in
+:class:`hybridkb.storage.graph_sql.GraphSQLBase`; this module adds the schema, the
+version bump, the id-list parameter and the bulk load.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from ..base import Connection, EdgeRow, NodeRow, dump_props
-from ..columns import COLLECTION_EDGES, COLLECTION_NODES, GRAPH_EDGES, GRAPH_NODES, Table
+from ..base import Connection, EdgeRow, dump_props
+from ..graph_sql import EdgePairs, GraphSQLBase, NodePairs
 from .bulk import json_payload, json_rows_sql
 
 NODES = "hybridkb_graph_nodes"
@@ -61,10 +63,15 @@ _EDGE_KEYS = (("source", "VARCHAR"), ("target", "VARCHAR"), ("type", "VARCHAR"))
 _IDS = "(SELECT unnest(from_json(?, '[\"VARCHAR\"]')))"
 
 
-class DuckDBGraphSQL:
+class DuckDBGraphSQL(GraphSQLBase):
     """SQL for the graph tables; ``con`` is the connection inside the caller's transaction."""
 
     name = "duckdb"
+    nodes_table = NODES
+    edges_table = EDGES
+    state_table = STATE
+    aliases_table = ALIASES
+    collections_table = "hybridkb_collections"
 
     def ensure_schema(self, con: Connection) -> None:
         """See :meth:`hybridkb.storage.base.GraphSQL.ensure_schema`."""
@@ -79,15 +86,6 @@ class DuckDBGraphSQL:
         ).fetchone()
         return bool(rows and rows[0] == 4)
 
-    # -- versions -------------------------------------------------------------------
-
-    def version(self, con: Connection, workspace: str) -> int:
-        """See :meth:`hybridkb.storage.base.GraphSQL.version`."""
-        row = con.execute(
-            f"SELECT max(version) FROM {STATE} WHERE workspace = ?", [workspace]
-        ).fetchone()
-        return int(row[0]) if row and row[0] is not None else 0
-
     def bump(self, con: Connection, workspace: str) -> tuple[int, int]:
         """Advance the workspace's graph version inside the write; return (before, after)."""
         before = self.version(con, workspace)
@@ -99,7 +97,13 @@ class DuckDBGraphSQL:
             con.execute(f"INSERT INTO {STATE} VALUES (?, ?)", [workspace, before + 1])
         return before, before + 1
 
-    # -- writes ---------------------------------------------------------------------
+    # -- dialect hooks of GraphSQLBase ------------------------------------------------
+
+    def _in_list(self, column: str) -> str:
+        return f"{column} IN {_IDS}"
+
+    def _list_param(self, values: Sequence[str]) -> str:
+        return json.dumps(list(values))
 
     def _insert(
         self,
@@ -115,11 +119,7 @@ class DuckDBGraphSQL:
         )
 
     def _insert_nodes(
-        self,
-        con: Connection,
-        workspace: str,
-        collection_id: int,
-        pairs: Sequence[tuple[str, NodeRow]],
+        self, con: Connection, workspace: str, collection_id: int, pairs: NodePairs
     ) -> None:
         n = len(pairs)
         self._insert(con, NODES, _NODE_PAYLOAD, {
@@ -133,11 +133,7 @@ class DuckDBGraphSQL:
         })  # fmt: skip
 
     def _insert_edges(
-        self,
-        con: Connection,
-        workspace: str,
-        collection_id: int,
-        pairs: Sequence[tuple[str, EdgeRow]],
+        self, con: Connection, workspace: str, collection_id: int, pairs: EdgePairs
     ) -> None:
         m = len(pairs)
         self._insert(con, EDGES, _EDGE_PAYLOAD, {
@@ -152,120 +148,17 @@ class DuckDBGraphSQL:
             "chunk_id": [r.chunk_id for _, r in pairs],
         })  # fmt: skip
 
-    def insert_nodes(
-        self,
-        con: Connection,
-        workspace: str,
-        collection_id: int,
-        document_id: str,
-        rows: Sequence[NodeRow],
+    def _delete_counted(
+        self, con: Connection, table: str, where: str, params: Sequence[Any]
+    ) -> int:
+        # DuckDB's cursor reports rowcount -1 for a DELETE: count the rows first.
+        (count,) = con.execute(f"SELECT count(*) FROM {table} WHERE {where}", params).fetchone()
+        con.execute(f"DELETE FROM {table} WHERE {where}", params)
+        return int(count)
+
+    def _delete_user_edge_keys(
+        self, con: Connection, workspace: str, rows: Sequence[EdgeRow]
     ) -> None:
-        """See :meth:`hybridkb.storage.base.GraphSQL.insert_nodes`."""
-        self._insert_nodes(con, workspace, collection_id, [(document_id, r) for r in rows])
-
-    def insert_edges(
-        self,
-        con: Connection,
-        workspace: str,
-        collection_id: int,
-        document_id: str,
-        rows: Sequence[EdgeRow],
-    ) -> None:
-        """See :meth:`hybridkb.storage.base.GraphSQL.insert_edges`."""
-        self._insert_edges(con, workspace, collection_id, [(document_id, r) for r in rows])
-
-    def _prune_vanished(self, con: Connection, workspace: str, old_ids: Iterable[str]) -> None:
-        """Drop user edges on nodes that lost their last row."""
-        old = list(dict.fromkeys(old_ids))
-        if not old:
-            return
-        still = {
-            r[0]
-            for r in con.execute(
-                f"SELECT DISTINCT id FROM {NODES} WHERE workspace = ? AND id IN {_IDS}",
-                [workspace, json.dumps(old)],
-            ).fetchall()
-        }
-        vanished = [i for i in old if i not in still]
-        if vanished:
-            con.execute(
-                f"DELETE FROM {EDGES} WHERE workspace = ? AND collection_id = 0 AND"
-                f" (source IN {_IDS} OR target IN {_IDS})",
-                [workspace, json.dumps(vanished), json.dumps(vanished)],
-            )
-
-    def replace_documents(
-        self,
-        con: Connection,
-        workspace: str,
-        collection_id: int,
-        document_ids: Sequence[str],
-        nodes: Sequence[NodeRow] = (),
-        edges: Sequence[EdgeRow] = (),
-    ) -> None:
-        """Delete the rows of these documents, then insert the given rows (for the first one)."""
-        docs = list(document_ids)
-        if not docs:
-            return
-        self.replace_documents_many(
-            con,
-            workspace,
-            collection_id,
-            [(docs[0], nodes, edges)] + [(d, (), ()) for d in docs[1:]],
-        )
-
-    def replace_documents_many(
-        self,
-        con: Connection,
-        workspace: str,
-        collection_id: int,
-        per_doc: Sequence[tuple[str, Sequence[NodeRow], Sequence[EdgeRow]]],
-    ) -> None:
-        """replace_documents for a batch: one delete, one insert per table, one prune."""
-        docs = [d for d, _, _ in per_doc]
-        where = f"workspace = ? AND collection_id = ? AND document_id IN {_IDS}"
-        params = [workspace, collection_id, json.dumps(docs)]
-        old = [
-            r[0]
-            for r in con.execute(
-                f"SELECT DISTINCT id FROM {NODES} WHERE {where}", params
-            ).fetchall()
-        ]
-        con.execute(f"DELETE FROM {NODES} WHERE {where}", params)
-        con.execute(f"DELETE FROM {EDGES} WHERE {where}", params)
-        node_rows = [(d, r) for d, nodes, _ in per_doc for r in nodes]
-        edge_rows = [(d, r) for d, _, edges in per_doc for r in edges]
-        self._insert_nodes(con, workspace, collection_id, node_rows)
-        self._insert_edges(con, workspace, collection_id, edge_rows)
-        self._prune_vanished(con, workspace, old)
-
-    def drop_collection(self, con: Connection, workspace: str, collection_id: int) -> None:
-        """See :meth:`hybridkb.storage.base.GraphSQL.drop_collection`."""
-        where = "workspace = ? AND collection_id = ?"
-        params = [workspace, collection_id]
-        old = [
-            r[0]
-            for r in con.execute(
-                f"SELECT DISTINCT id FROM {NODES} WHERE {where}", params
-            ).fetchall()
-        ]
-        con.execute(f"DELETE FROM {NODES} WHERE {where}", params)
-        con.execute(f"DELETE FROM {EDGES} WHERE {where}", params)
-        self._prune_vanished(con, workspace, old)
-
-    def upsert_user_nodes(self, con: Connection, workspace: str, rows: Sequence[NodeRow]) -> None:
-        """See :meth:`hybridkb.storage.base.GraphSQL.upsert_user_nodes`."""
-        ids = [r.id for r in rows]
-        con.execute(
-            f"DELETE FROM {NODES} WHERE workspace = ? AND collection_id = 0 AND id IN {_IDS}",
-            [workspace, json.dumps(ids)],
-        )
-        self.insert_nodes(con, workspace, 0, "", rows)
-
-    def upsert_user_edges(self, con: Connection, workspace: str, rows: Sequence[EdgeRow]) -> None:
-        """See :meth:`hybridkb.storage.base.GraphSQL.upsert_user_edges`."""
-        if not rows:
-            return
         keys = json_payload({
             "source": [r.source for r in rows], "target": [r.target for r in rows],
             "type": [r.type for r in rows],
@@ -276,84 +169,3 @@ class DuckDBGraphSQL:
             " AND e.target = k.target AND e.type = k.type)",
             [workspace, keys],
         )
-        self.insert_edges(con, workspace, 0, "", rows)
-
-    def delete_user_edge(
-        self, con: Connection, workspace: str, source: str, target: str, etype: str
-    ) -> int:
-        """See :meth:`hybridkb.storage.base.GraphSQL.delete_user_edge`."""
-        where = "workspace = ? AND collection_id = 0 AND source = ? AND target = ? AND type = ?"
-        params = [workspace, source, target, etype]
-        (count,) = con.execute(f"SELECT count(*) FROM {EDGES} WHERE {where}", params).fetchone()
-        con.execute(f"DELETE FROM {EDGES} WHERE {where}", params)
-        return int(count)
-
-    def delete_user_node(self, con: Connection, workspace: str, node_id: str) -> int:
-        """See :meth:`hybridkb.storage.base.GraphSQL.delete_user_node`."""
-        params = [workspace, node_id]
-        (count,) = con.execute(
-            f"SELECT count(*) FROM {NODES} WHERE workspace = ? AND collection_id = 0 AND id = ?",
-            params,
-        ).fetchone()
-        con.execute(
-            f"DELETE FROM {NODES} WHERE workspace = ? AND collection_id = 0 AND id = ?", params
-        )
-        self._prune_vanished(con, workspace, [node_id])
-        return int(count)
-
-    # -- reads ----------------------------------------------------------------------
-
-    def load(self, con: Connection, workspace: str) -> tuple[int, Table, Table]:
-        """(version, nodes, edges) of the workspace's graph (see GraphSQL.load)."""
-        version = self.version(con, workspace)
-        nodes = con.execute(
-            f"SELECT id, type, properties::VARCHAR AS properties, collection_id, document_id"
-            f" FROM {NODES} WHERE workspace = ?",
-            [workspace],
-        ).fetchall()
-        edges = con.execute(
-            f"SELECT source, target, type, weight, properties::VARCHAR AS properties, collection_id,"
-            f" document_id FROM {EDGES} WHERE workspace = ?",
-            [workspace],
-        ).fetchall()
-        return version, Table.from_rows(GRAPH_NODES, nodes), Table.from_rows(GRAPH_EDGES, edges)
-
-    def rows_of_collection(
-        self, con: Connection, workspace: str, collection_id: int
-    ) -> tuple[Table, Table]:
-        """One collection's graph rows for copying (see GraphSQL.rows_of_collection)."""
-        nodes = con.execute(
-            f"SELECT id, type, properties::VARCHAR AS properties, document_id, chunk_id FROM {NODES}"
-            " WHERE workspace = ? AND collection_id = ?",
-            [workspace, collection_id],
-        ).fetchall()
-        edges = con.execute(
-            f"SELECT source, target, type, weight, properties::VARCHAR AS properties, document_id,"
-            f" chunk_id FROM {EDGES} WHERE workspace = ? AND collection_id = ?",
-            [workspace, collection_id],
-        ).fetchall()
-        return Table.from_rows(COLLECTION_NODES, nodes), Table.from_rows(COLLECTION_EDGES, edges)
-
-    def find_collection(self, con: Connection, workspace: str, name: str) -> int | None:
-        """See :meth:`hybridkb.storage.base.GraphSQL.find_collection`."""
-        row = con.execute(
-            "SELECT id FROM hybridkb_collections WHERE workspace = ? AND name = ?",
-            [workspace, name],
-        ).fetchone()
-        return int(row[0]) if row else None
-
-    # -- aliases --------------------------------------------------------------------
-
-    def aliases(self, con: Connection, workspace: str) -> dict[str, str]:
-        """See :meth:`hybridkb.storage.base.GraphSQL.aliases`."""
-        rows = con.execute(
-            f"SELECT alias, canonical FROM {ALIASES} WHERE workspace = ? ORDER BY alias",
-            [workspace],
-        ).fetchall()
-        return {a: c for a, c in rows}
-
-    def set_alias(self, con: Connection, workspace: str, alias: str, canonical: str | None) -> None:
-        """See :meth:`hybridkb.storage.base.GraphSQL.set_alias`."""
-        con.execute(f"DELETE FROM {ALIASES} WHERE workspace = ? AND alias = ?", [workspace, alias])
-        if canonical is not None:
-            con.execute(f"INSERT INTO {ALIASES} VALUES (?, ?, ?)", [workspace, alias, canonical])
