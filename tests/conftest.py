@@ -12,6 +12,7 @@ import pytest
 from internals import local
 
 import hybridkb
+from hybridkb.embedders import judge
 
 
 @pytest.fixture(scope="session")
@@ -54,6 +55,20 @@ def isolated_env(
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.chdir(tmp_path)
     return tmp_path
+
+
+@pytest.fixture(autouse=True)
+def no_judge_outlives_its_test() -> Iterator[None]:
+    """An int8 judge a test started in the background (first use of a model with no verdict)
+    is a detached child meant to outlive its process: here it ends with its test, so it
+    neither loads the machine during later tests nor counts as theirs."""
+    yield
+    started = judge.background_judges()
+    for child in started:
+        if child.poll() is None:
+            child.kill()
+        child.wait(60)
+    started.clear()
 
 
 @pytest.fixture

@@ -48,15 +48,10 @@ def forget_loaded() -> None:
 
 @pytest.fixture(autouse=True)
 def fresh_process_state() -> Iterator[None]:
-    """No embedder loaded by an earlier test; no judge this test started outlives it."""
+    """No embedder loaded by an earlier test (conftest ends the judges a test started)."""
     embedders._CACHE.clear()
     yield
     embedders._CACHE.clear()
-    for child in judge.background_judges():
-        if child.poll() is None:
-            child.kill()
-        child.wait(HANG_GUARD)
-    judge.background_judges().clear()
 
 
 def only_judge() -> subprocess.Popen[bytes]:
