@@ -267,7 +267,7 @@ def add(
     Unchanged files are skipped. A file that cannot be read is reported and the
     others are still added; the exit code is then 1.
     """
-    from .ingest import checked_file_metadata
+    from .metadata_check import checked_file_metadata
 
     # Checked before the collection is created: a refused add leaves nothing behind.
     meta = checked_file_metadata(parse_json_object(metadata, "--metadata")) or None

@@ -26,7 +26,6 @@ from .embed_cache import EmbeddingCache, embed_with_cache
 from .embedders import Embedder
 from .errors import ConfigError, KBError
 from .files import OpenedFile, open_file
-from .limits import MAX_METADATA_BYTES, check_value
 from .loaders import (
     STREAMED_EXTENSIONS,
     check_streamed,
@@ -38,6 +37,7 @@ from .loaders import (
     stream_blocks,
 )
 from .loaders.budget import FileLimits
+from .metadata_check import checked_file_metadata, checked_metadata
 from .normalize import display_name, normalize_text, printable
 from .settings import Settings
 from .storage.base import (
@@ -51,25 +51,6 @@ from .storage.base import (
     make_chunk_id,
 )
 from .types import AddReport, Block, ChunkDraft, FailedFile, FileResult, SkippedFile
-
-# Chunk metadata fields the system owns; user metadata never overrides them.
-RESERVED_KEYS = frozenset(
-    {
-        "filename",
-        "path",
-        "document_id",
-        "chunk_id",
-        "page",
-        "section",
-        "chunk_index",
-        "char_start",
-        "char_end",
-        "content_hash",
-        "added_at",
-        "language",
-        "collection",
-    }
-)
 
 
 @dataclass
@@ -98,40 +79,6 @@ def signature(coll: CollectionRecord) -> str:
     """What, besides content, decides a document's chunks and vectors."""
     # v2: chunks embed and index their section ("title > heading") before their text.
     return json.dumps({"chunking": coll.chunking, "model": coll.model, "v": 2}, sort_keys=True)
-
-
-def _user_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Validated before anything is stored: a value no later search could read back
-    (too deep, too large, NaN, non-JSON) is refused here, with the fix."""
-    if metadata is None:
-        return {}
-    if not isinstance(metadata, Mapping):
-        raise ConfigError("metadata: expected an object mapping keys to values")
-    check_value(dict(metadata), what="metadata", max_bytes=MAX_METADATA_BYTES)
-    return {str(k): v for k, v in metadata.items()}
-
-
-def checked_file_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The metadata given for added files, validated before anything is stored (front
-    ends call it before they create a collection, so a refused add leaves nothing).
-
-    Raises:
-        ConfigError: a value no later search could read back (too deep, too large,
-            NaN, non-JSON), or a key that shadows a built-in field such as ``page``.
-    """
-    user_meta = _user_metadata(metadata)
-    shadowing = sorted(RESERVED_KEYS & set(user_meta))
-    if shadowing:
-        # A file's built-in fields come from the file (its name, its pages), and filters
-        # and citations read those: a user value under the same name would be stored but
-        # never found, so it is refused rather than dropped.
-        key = shadowing[0]
-        raise ConfigError(
-            f"metadata: {key!r} is a built-in field every passage of a file has (read from "
-            f'the file), so it cannot be set; filter on it as it is (where={{"{key}": ...}}) '
-            f"or store your value under another name, e.g. 'doc_{key}'"
-        )
-    return user_meta
 
 
 def _language(ctx: IngestContext, text: str) -> str:
@@ -514,7 +461,7 @@ def ingest_texts(
         if not isinstance(text, str):
             raise ConfigError(f"texts[{n}]: expected a string, got {type(text).__name__}")
     metas = [
-        _user_metadata(metadatas[n] if metadatas is not None else None) for n in range(len(texts))
+        checked_metadata(metadatas[n] if metadatas is not None else None) for n in range(len(texts))
     ]
     doc_ids = list(ids) if ids is not None else [_text_hash(t)[:16] for t in texts]
     if ids is None and len(set(doc_ids)) != len(doc_ids):
