@@ -28,12 +28,33 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _scratch() -> Path:
+    """The benches' folder for knowledge bases and work files, this user's alone:
+    ``HYBRIDKB_BENCH_DIR``, else ``<temp>/hkb-bench-<uid>`` (made 0700, checked).
+    hybridkb refuses a knowledge base whose folder others may write (``/tmp`` itself),
+    and a fixed name in ``/tmp`` may be another user's."""
+    from hybridkb.private_files import private_folder, temp_folder
+
+    named = os.environ.get("HYBRIDKB_BENCH_DIR")
+    folder = Path(named) if named else temp_folder() / f"hkb-bench-{os.getuid()}"
+    return private_folder(folder, secret=True, fix="or set HYBRIDKB_BENCH_DIR to a folder of yours")
+
+
+SCRATCH = _scratch()
 RESULTS = ROOT / "bench" / "results"
 SCIFACT = Path(os.environ.get("HYBRIDKB_BENCH_SCIFACT", "/work/shared/data/scifact"))
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 
 
 # -- the machine ------------------------------------------------------------------------
+
+
+def engine_of(kb: Any) -> Any:
+    """The engine a knowledge base's calls run on (``kb.door``), where a bench swaps the
+    query embedder; a source tree from before the engine (issue 33) ran them on ``kb``."""
+    return getattr(kb, "door", kb)
 
 
 def _meminfo() -> dict[str, int]:

@@ -33,7 +33,6 @@ import json
 import platform
 import random
 import statistics
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -44,11 +43,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+import _common as C
+
 import hybridkb
 from hybridkb.graph.model import Edge, Node
 
 SCIFACT = Path("/work/shared/data/scifact")
-WORK = Path(tempfile.gettempdir()) / "hybridkb_graph_bench"
+WORK = C.SCRATCH / "graph"  # knowledge bases: a folder of this user's alone
 RESULTS = ROOT / "bench" / "results" / "graph.json"
 
 

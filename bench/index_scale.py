@@ -1,9 +1,9 @@
 """The derived search indexes alone at 100k and 1M chunks (issue 3: scale).
 
-Reads a synthetic KB built by ``bench/search.py`` (``/tmp/bench-100k.duckdb``,
-``/tmp/bench-1m.duckdb``) READ-ONLY through Arrow, then measures, in one process:
+Reads a synthetic KB built by ``bench/search.py`` (``bench-100k.duckdb``,
+``bench-1m.duckdb`` in its scratch folder, ``_common.SCRATCH``) READ-ONLY (numpy columns), then measures, in one process:
 
-* build: Arrow load of terms and vectors, keyword index from the Arrow column
+* build: columnar load of terms and vectors, keyword index from the coded terms
   (``derived.add_terms``), vector index (HNSW), CPU and peak RSS;
 * keyword search at depth 100 over the SciFact test queries: the pruned top-k
   (``KeywordIndex.search``) against the dense exhaustive scorer the index used
@@ -37,8 +37,10 @@ from hybridkb.index import derived
 from hybridkb.index.keyword import KeywordIndex, bm25
 from hybridkb.index.recall import AUDIT_QUERIES
 from hybridkb.index.vector import VectorIndex, expansion_search_for
+from hybridkb.storage.duckdb.bulk import fetch_vectors_sql
+from hybridkb.storage.duckdb.memory import coded_terms
 
-DBS = {"100k": Path("/tmp/bench-100k.duckdb"), "1m": Path("/tmp/bench-1m.duckdb")}
+DBS = {"100k": C.SCRATCH / "bench-100k.duckdb", "1m": C.SCRATCH / "bench-1m.duckdb"}
 DEPTH = 100
 
 
@@ -46,35 +48,28 @@ def peak_mb() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
 
 
-def load_arrow(db: Path) -> tuple[np.ndarray, Any, np.ndarray, dict[str, Any]]:
-    """keys, Arrow terms column, float32 vectors: the columnar form of _load_rows."""
+def load_columns(db: Path) -> tuple[np.ndarray, Any, np.ndarray, dict[str, Any]]:
+    """keys, terms (CodedTerms), float32 vectors in key order: the columnar form the
+    storage reads (numpy, no Arrow: the dev venv has none)."""
     con = duckdb.connect(str(db), read_only=True)
     try:
         (cid,) = con.execute("SELECT min(id) FROM hybridkb_collections").fetchone()  # type: ignore[misc]
-        table, wall_t, cpu_t = C.timed(
-            lambda: con.execute(
-                f"SELECT key, terms FROM kb_c{cid}_chunks ORDER BY key"
-            ).to_arrow_table()
-        )
-        vec, wall_v, cpu_v = C.timed(
-            lambda: con.execute(
-                f"SELECT key, embedding FROM kb_c{cid}_vectors ORDER BY key"
-            ).to_arrow_table()
+        (keys, terms), wall_t, cpu_t = C.timed(lambda: coded_terms(con, f"kb_c{cid}_chunks"))
+        (vkeys, vectors), wall_v, cpu_v = C.timed(
+            lambda: fetch_vectors_sql(con, f"SELECT key, embedding FROM kb_c{cid}_vectors", 384)
         )
     finally:
         con.close()
-    keys = table.column("key").to_numpy()
-    assert np.array_equal(keys, vec.column("key").to_numpy())
-    flat = vec.column("embedding").combine_chunks().values.to_numpy(zero_copy_only=False)
-    vectors = np.asarray(flat, np.float32).reshape(len(keys), -1)
-    del vec, flat
+    order = np.argsort(vkeys, kind="stable")
+    vectors = vectors[order]
+    assert np.array_equal(keys, vkeys[order])
     info = {
         "fetch_terms_s": round(wall_t, 1),
         "fetch_terms_cpu_s": round(cpu_t, 1),
         "fetch_vectors_s": round(wall_v, 1),
         "fetch_vectors_cpu_s": round(cpu_v, 1),
     }
-    return keys, table.column("terms"), vectors, info
+    return keys, terms, vectors, info
 
 
 def exhaustive(index: KeywordIndex, terms: list[str], k: int) -> list[tuple[int, float]]:
@@ -208,12 +203,12 @@ def scale(
     print(f"\n# {label}", flush=True)
     gc.collect()
     rss0 = C.rss_mb()
-    keys, terms, vectors, out = load_arrow(Path(args.db_dir) / DBS[label].name)
+    keys, terms, vectors, out = load_columns(Path(args.db_dir) / DBS[label].name)
     dim = vectors.shape[1]
     print(f"  loaded {len(keys):,} rows: {out}", flush=True)
     keyword = KeywordIndex()
     c0, t0 = time.process_time(), time.perf_counter()
-    with derived._gc_paused():
+    with derived.gc_paused():
         derived.add_terms(keyword, keys, terms)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     del terms
@@ -238,7 +233,7 @@ def scale(
     else:
         vector = VectorIndex(dim)
         c0, t0 = time.process_time(), time.perf_counter()
-        with derived._gc_paused():
+        with derived.gc_paused():
             vector.add(keys, vectors)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         out["vector_build"] = {
@@ -309,7 +304,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--vector-cache", default="", help="folder keeping built vector indexes")
     ap.add_argument(
-        "--db-dir", default="/tmp", help="folder of bench/search.py's scale collections"
+        "--db-dir", default=str(C.SCRATCH), help="folder of bench/search.py's scale collections"
     )
     args = ap.parse_args()
     C.expendable()

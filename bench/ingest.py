@@ -64,11 +64,11 @@ import hybridkb
 from hybridkb import ingest as ingest_module
 from hybridkb.embedders import FakeEmbedder
 
-WORK = Path(tempfile.gettempdir()) / "hkb-bench-ingest"
+WORK = C.SCRATCH / "ingest"
 SHARED_PDFS = Path("/work/shared/data/docs/pdf")
 SHARED_DOCS = SHARED_PDFS.parent
 NOT_TEXT_PDFS = {"password.pdf", "libreoffice-writer-password.pdf", "imagemagick-images.pdf"}
-SCALE_100K = Path("/tmp/bench-100k.duckdb")
+SCALE_100K = C.SCRATCH / "bench-100k.duckdb"
 SCALE_NAME = "bench"
 
 
@@ -312,7 +312,7 @@ def folder_case(name: str, folder: Path, args: argparse.Namespace, *, model: str
         inner = kb.embedder_for(coll.record)
         raw_embedder = inner
         rec = Recorder(inner)
-        kb.embedder_for = lambda record, rec=rec: rec  # type: ignore[method-assign]
+        C.engine_of(kb).embedder_for = lambda record, rec=rec: rec
         raw_before = None
         if r % 2 == 1 and runs:  # alternate the order: raw first on odd repeats
             raw_before = _time_batches(inner, runs[0]["_batches"])
@@ -469,7 +469,7 @@ def small_case(args: argparse.Namespace, abstracts: list[tuple[str, str]]) -> di
     kb = hybridkb.connect(str(db), cache_dir=str(folder / "cache"))
     record = kb.record(SCALE_NAME)
     fake = FakeDocuments(record.model, record.dim)
-    kb.embedder_for = lambda rec: fake  # type: ignore[method-assign]
+    C.engine_of(kb).embedder_for = lambda rec: fake
     coll = kb.collection(SCALE_NAME)
     _, warm, _ = C.timed(lambda: coll.search("warm up the indexes"))
     chunks_before = kb.describe(SCALE_NAME).chunks

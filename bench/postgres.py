@@ -11,7 +11,10 @@ Measures, on one machine:
 * throughput of 8 processes ingesting disjoint slices into ONE PostgreSQL collection
   (and a check that nothing was lost or duplicated);
 * filtered vector search on the HNSW path: hits returned for k=10 under a 1 %
-  filter with and without pgvector's iterative scan.
+  filter with and without pgvector's iterative scan;
+* hybrid p50 side by side, against DuckDB's hybrid and PostgreSQL's slower leg;
+* the load curve (bench/pg_load.py): 1/4/16/64 clients searching while two writers
+  add and a ``hybridkb watch`` syncs a folder, p50/p95/p99 and throughput.
 
 Vectors are cached in /tmp (scifact_vecs.npy, scifact_qvecs.npy; the packaged
 all-MiniLM-L6-v2 takes ~4 min for the corpus on this machine). Each SciFact
@@ -19,6 +22,7 @@ abstract is one chunk, so both backends hold exactly the same rows.
 
 Usage:
     python -P bench/postgres.py [--url postgresql://...] [--queries 300]
+        [--clients 1,4,16,64] [--load-seconds 15]
 
 
 
@@ -33,7 +37,6 @@ import hashlib
 import json
 import multiprocessing
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -46,6 +49,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.append(str(ROOT / "tests"))  # pg_server: the throwaway server the tests use
+sys.path.append(str(ROOT / "bench"))  # _common (the machine), pg_load (the load curve)
+
+from pg_load import Lookup  # noqa: E402
 
 from hybridkb.analysis import analyze  # noqa: E402
 from hybridkb.search import Target, run_search  # noqa: E402
@@ -59,6 +65,7 @@ from hybridkb.storage.base import (  # noqa: E402
     chunk_key,
     make_chunk_id,
 )
+from hybridkb.types import Hit  # noqa: E402
 
 SCIFACT = Path("/work/shared/data/scifact")
 DOC_CACHE = Path("/tmp/scifact_vecs.npy")
@@ -68,6 +75,7 @@ MODEL = "all-MiniLM-L6-v2"
 MODES = ("hybrid", "vector", "keyword", "filter")
 BATCH = 64
 K = 10
+LOAD_WRITES = 1500  # documents per writer per load level (see curve)
 
 
 # -- data -------------------------------------------------------------------------------
@@ -125,7 +133,7 @@ def items_for(
             "text",
             content_hash,
             "bench",
-            {"n": int(doc_id) % 100},
+            {"n": int(doc_id) % 100 if doc_id.isdigit() else 0},
             language="en",
             bytes=len(text.encode()),
             chunk_count=1,
@@ -150,22 +158,6 @@ def items_for(
         )
         out.append(PutItem(doc, [chunk], vec.reshape(1, -1)))
     return out
-
-
-class Lookup:
-    """An embedder that answers queries from the cached vectors (same vectors everywhere)."""
-
-    model_id = MODEL
-    dim = 384
-
-    def __init__(self, texts: list[str], vecs: np.ndarray) -> None:
-        self.table = dict(zip(texts, vecs, strict=True))
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return self.table[text]
-
-    def embed_documents(self, texts: list[str]) -> np.ndarray:
-        return np.stack([self.table[t] for t in texts])
 
 
 def ndcg(ranked: list[list[str]], qrels: list[dict[str, int]]) -> float:
@@ -230,6 +222,92 @@ def search_all(
     return out
 
 
+class ServerClock:
+    """CPU time the PostgreSQL backends serving this process have used, in ms: the
+    ``/proc/<pid>/schedstat`` of each connection named ``hybridkb <our pid>`` (readable
+    when the server runs on this machine; otherwise None and only wall time counts)."""
+
+    def __init__(self, storage: Any) -> None:
+        rows = storage.query(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = %s",
+            [f"hybridkb {os.getpid()}"],
+        )
+        self.pids = [int(r[0]) for r in rows]
+
+    def ms(self) -> float | None:
+        total = 0
+        for pid in self.pids:
+            try:
+                with open(f"/proc/{pid}/schedstat", encoding="ascii") as f:
+                    total += int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                return None
+        return total / 1e6
+
+
+def hybrid_ab(
+    stores: dict[str, tuple[Any, CollectionRecord]],
+    queries: list[tuple[str, str]],
+    qrels: list[dict[str, int]],
+    lookup: Lookup,
+) -> dict[str, Any]:
+    """Hybrid search on both backends and PostgreSQL's two legs, query by query in turn
+    (the order flipped every query): whatever else runs on the machine weighs on each
+    alike. Wall time, and CPU time: this process's plus, for PostgreSQL, its backends'
+    (on a loaded machine the wall ratio drifts with the scheduler; the CPU ratio holds)."""
+    settings = load_settings(model="fake")
+    cases = [("duckdb", "hybrid"), ("postgres", "hybrid"), ("postgres", "keyword"),
+             ("postgres", "vector")]  # fmt: skip
+    targets = {name: Target(coll, lookup, ["en"]) for name, (_, coll) in stores.items()}
+
+    def run(case: tuple[str, str], text: str) -> list[Hit]:
+        storage = stores[case[0]][0]
+        return run_search(
+            storage, [targets[case[0]]], text, k=K, mode=case[1], where=None, settings=settings
+        )
+
+    for case in cases:
+        for _, text in queries[:5]:  # warm caches, prepared statements, the pool
+            run(case, text)
+    clock = ServerClock(stores["postgres"][0])
+    wall: dict[tuple[str, str], list[float]] = {c: [] for c in cases}
+    cpu: dict[tuple[str, str], list[float]] = {c: [] for c in cases}
+    ranked: dict[tuple[str, str], list[list[str]]] = {c: [] for c in cases}
+    for i, (_, text) in enumerate(queries):
+        for case in cases if i % 2 == 0 else cases[::-1]:
+            server = clock.ms() if case[0] == "postgres" else 0.0
+            c0, t0 = time.process_time(), time.perf_counter()
+            hits = run(case, text)
+            wall[case].append((time.perf_counter() - t0) * 1e3)
+            after = clock.ms() if case[0] == "postgres" else 0.0
+            used = (time.process_time() - c0) * 1e3
+            if server is None or after is None:
+                cpu[case].append(float("nan"))
+            else:
+                cpu[case].append(used + after - server)
+            ranked[case].append([h.document_id for h in hits])
+    out: dict[str, Any] = {}
+    for case in cases:
+        name = f"{case[0]}_{case[1]}"
+        out[name] = {
+            "p50_ms": pct(wall[case], 50),
+            "p95_ms": pct(wall[case], 95),
+            "cpu_p50_ms": pct(cpu[case], 50),
+            "ndcg@10": ndcg(ranked[case], qrels),
+        }
+    pg, duck = out["postgres_hybrid"], out["duckdb_hybrid"]
+    slower = max(out["postgres_keyword"]["p50_ms"], out["postgres_vector"]["p50_ms"])
+    slower_cpu = max(out["postgres_keyword"]["cpu_p50_ms"], out["postgres_vector"]["cpu_p50_ms"])
+    out["ratio"] = {
+        "hybrid_p50_pg_over_duckdb": pg["p50_ms"] / duck["p50_ms"],
+        "hybrid_cpu_pg_over_duckdb": pg["cpu_p50_ms"] / duck["cpu_p50_ms"],
+        "hybrid_p50_over_slower_leg": pg["p50_ms"] / slower,
+        "hybrid_cpu_over_slower_leg": pg["cpu_p50_ms"] / slower_cpu,
+    }
+    out["load_average_after"] = os.getloadavg()
+    return out
+
+
 def ts_rank_baseline(
     storage: Any, coll: CollectionRecord, queries: list[tuple[str, str]]
 ) -> dict[str, Any]:
@@ -272,6 +350,15 @@ def hnsw_section(
 
     saved = pg_storage.EXACT_SCAN_ROWS
     pg_storage.EXACT_SCAN_ROWS = 0
+    t = storage.tables(coll)
+    hnsw = f"c{coll.id}_chunks_hnsw"
+    t0 = time.perf_counter()
+    # What the write that takes a collection past EXACT_SCAN_ROWS builds.
+    storage.query(
+        f"CREATE INDEX IF NOT EXISTS {hnsw} ON {t['chunks']}"
+        " USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"
+    )
+    build_s = time.perf_counter() - t0
     try:
         res = search_all(storage, coll, queries, lookup)
         flt = parse_filter({"n": 7})  # metadata n = id % 100: about 1 % of the corpus
@@ -298,7 +385,14 @@ def hnsw_section(
             forced.append(count(q, "relaxed_order", 100))
     finally:
         pg_storage.EXACT_SCAN_ROWS = saved
+        # Leave the collection as ingest left it (no graph below 20,000 chunks, no
+        # tsvector column) for the copy and load measures.
+        storage.query(f"DROP INDEX {t['chunks'].split('.')[0]}.{hnsw}")
+        storage.query(f"DROP INDEX IF EXISTS {t['chunks'].split('.')[0]}.bench_tsv_gin")
+        storage.query(f"ALTER TABLE {t['chunks']} DROP COLUMN IF EXISTS bench_tsv")
+        storage.query(f"VACUUM ANALYZE {t['chunks']}")
     return {
+        "index_build_s": build_s,
         "ndcg@10": {m: ndcg(res[m]["ranked"], qrels) for m in ("vector", "hybrid")},
         "p50_ms": {m: res[m]["p50_ms"] for m in ("vector", "hybrid")},
         "filter_1pct_hits_of_10": {
@@ -383,22 +477,6 @@ def concurrent_ingest(
         drop_database(admin_url, name)
 
 
-def machine() -> dict[str, Any]:
-    cpu = platform.processor() or "?"
-    info = Path("/proc/cpuinfo")
-    if info.exists():
-        for line in info.read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    return {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-    }
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -406,8 +484,16 @@ def main() -> None:
     )
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--processes", type=int, default=8)
+    parser.add_argument("--clients", default="1,4,16,64", help="the load curve's levels")
+    parser.add_argument("--load-seconds", type=float, default=15.0)
+    parser.add_argument(
+        "--only-hybrid",
+        action="store_true",
+        help="ingest both backends and measure hybrid side by side only (writes "
+        "bench/results/postgres-hybrid.json)",
+    )
     args = parser.parse_args()
-
+    from _common import machine
     from pg_server import create_database, drop_database, start_server
 
     corpus, queries, doc_vecs, query_vecs, qrels = load()
@@ -424,7 +510,7 @@ def main() -> None:
     server = None
     admin = args.url
     if admin is None:
-        server = start_server(Path(tempfile.mkdtemp(prefix="hkbbench-")) / "data")
+        server = start_server()  # a temporary folder, deleted by server.stop()
         admin = server.url
     report: dict[str, Any] = {
         "machine": machine(),
@@ -437,8 +523,12 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             pg_url = create_database(admin, "hkb_bench")
             backends: dict[str, Any] = {}
+            opened: dict[str, tuple[Any, CollectionRecord]] = {}
             for name, url in (("duckdb", str(Path(tmp) / "bench.duckdb")), ("postgres", pg_url)):
                 storage, coll, secs = ingest(url, corpus, doc_vecs, terms)
+                opened[name] = (storage, coll)
+                if args.only_hybrid:
+                    continue
                 res = search_all(storage, coll, queries, lookup)
                 backends[name] = {
                     "ingest_s": secs,
@@ -456,9 +546,18 @@ def main() -> None:
                     backends[name]["hnsw_path"] = hnsw_section(
                         storage, coll, queries, query_vecs, qrels, lookup
                     )
+                    pg_coll = coll
+            report["hybrid_ab"] = hybrid_ab(opened, queries, qrels, lookup)
+            for storage, _ in opened.values():
                 storage.close()
-            drop_database(admin, "hkb_bench")
+            if args.only_hybrid:
+                return finish(report, RESULTS.with_name("postgres-hybrid.json"), server)
             report["backends"] = backends
+            report["copy"] = copy_rates(str(Path(tmp) / "bench.duckdb"), pg_url, admin, tmp)
+            report["load_curve"] = curve(
+                pg_url, pg_coll, corpus, doc_vecs, terms, queries, query_vecs, args
+            )
+            drop_database(admin, "hkb_bench")
             report["ndcg_gap"] = {
                 m: backends["postgres"]["ndcg@10"][m] - backends["duckdb"]["ndcg@10"][m]
                 for m in MODES
@@ -470,15 +569,91 @@ def main() -> None:
     finally:
         if server is not None:
             server.stop()
+    finish(report, RESULTS, None)
+
+
+def finish(report: dict[str, Any], path: Path, server: Any) -> None:
+    """Stop the throwaway server (if not yet), print the report and write it to ``path``."""
+    if server is not None:
+        server.stop()
     print_report(report)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"\nwrote {RESULTS.relative_to(ROOT)}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"\nwrote {path.relative_to(ROOT)}")
+
+
+def copy_rates(duckdb_file: str, pg_url: str, admin: str, tmp: str) -> dict[str, Any]:
+    """``hybridkb copy`` of the SciFact collection laptop -> server and back, documents/s."""
+    from pg_server import create_database, drop_database
+
+    from hybridkb.copy import copy_kb
+
+    out: dict[str, Any] = {}
+    target = create_database(admin, "hkb_copy")
+    try:
+        for label, src, dst in (
+            ("duckdb_to_postgres", duckdb_file, target),
+            ("postgres_to_duckdb", pg_url, str(Path(tmp) / "copy.duckdb")),
+        ):
+            t0 = time.perf_counter()
+            done = copy_kb(src, dst)
+            secs = time.perf_counter() - t0
+            out[label] = {"documents": done["documents"], "seconds": secs,
+                          "docs_per_s": done["documents"] / secs}  # fmt: skip
+    finally:
+        drop_database(admin, "hkb_copy")
+    return out
+
+
+def curve(
+    url: str,
+    coll: CollectionRecord,
+    corpus: list[tuple[str, str]],
+    vecs: np.ndarray,
+    terms: list[list[str]],
+    queries: list[tuple[str, str]],
+    qvecs: np.ndarray,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """The load curve on the PostgreSQL copy of SciFact (bench/pg_load.py)."""
+    from pg_load import load_curve
+
+    levels = [int(n) for n in args.clients.split(",")]
+    # Each writer gets fresh ids per level, at most LOAD_WRITES documents: the collection
+    # stays below the exact-scan size (20,000), so every level searches the same way.
+    per_writer = LOAD_WRITES
+
+    def new_items(writer: int, level: int) -> list[PutItem]:
+        picked = [(f"w{writer}-{level}-{i}", corpus[i % len(corpus)][1]) for i in range(per_writer)]
+        rows = [i % len(corpus) for i in range(per_writer)]
+        return items_for(coll, picked, vecs[rows], [terms[i] for i in rows])
+
+    return load_curve(url, [t for _, t in queries], qvecs, new_items, levels, args.load_seconds)
+
+
+def print_ab(ab: dict[str, Any]) -> None:
+    """The side-by-side hybrid measure (hybrid_ab)."""
+    print("hybrid side by side, query by query in turn (CPU: this process + its backends):")
+    for name in ("duckdb_hybrid", "postgres_hybrid", "postgres_keyword", "postgres_vector"):
+        c = ab[name]
+        print(
+            f"  {name.replace('_', ' '):<17} p50 {c['p50_ms']:6.2f} ms  p95 {c['p95_ms']:6.2f} ms"
+            f"  CPU p50 {c['cpu_p50_ms']:5.2f} ms  nDCG@10 {c['ndcg@10']:.4f}"
+        )
+    q = ab["ratio"]
+    print(
+        f"  PostgreSQL hybrid / DuckDB hybrid: {q['hybrid_p50_pg_over_duckdb']:.2f}x wall p50,"
+        f" {q['hybrid_cpu_pg_over_duckdb']:.2f}x CPU p50; / its slower leg:"
+        f" {q['hybrid_p50_over_slower_leg']:.2f}x wall, {q['hybrid_cpu_over_slower_leg']:.2f}x CPU"
+    )
+    print("  load average after: " + ", ".join(f"{x:.1f}" for x in ab["load_average_after"]))
+    print()
 
 
 def print_report(r: dict[str, Any]) -> None:
     m = r["machine"]
-    print(f"machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, {m['platform']}")
+    flags = " ".join(m["cpu_flags"]) or "no avx2/avx512/vnni/amx"
+    print(f"machine: {m['cpu']} ({flags}), {m['nproc']} cores, Python {m['versions']['python']}")
     print(
         "load average before the run: "
         + ", ".join(f"{x:.1f}" for x in r["load_average_before"])
@@ -487,6 +662,9 @@ def print_report(r: dict[str, Any]) -> None:
     print(
         f"SciFact: {r['corpus']} docs (one chunk each), {r['queries']} test queries, same vectors\n"
     )
+    print_ab(r["hybrid_ab"])
+    if "backends" not in r:
+        return
     d, p = r["backends"]["duckdb"], r["backends"]["postgres"]
     print(
         f"{'mode':<9} {'nDCG DuckDB':>12} {'nDCG PG':>9} {'gap':>8} {'p50 DuckDB':>11} {'p50 PG':>8}"
@@ -498,6 +676,12 @@ def print_report(r: dict[str, Any]) -> None:
             f" {r['ndcg_gap'][mode]:>+8.4f} {d['p50_ms'][mode]:>9.2f}ms {p['p50_ms'][mode]:>6.2f}ms"
             f" {d['p95_ms'][mode]:>9.2f}ms {p['p95_ms'][mode]:>6.2f}ms"
         )
+    slower = max(p["p50_ms"]["keyword"], p["p50_ms"]["vector"])
+    print(
+        f"\nhybrid p50: PostgreSQL {p['p50_ms']['hybrid']:.2f} ms = "
+        f"{p['p50_ms']['hybrid'] / d['p50_ms']['hybrid']:.2f}x DuckDB's {d['p50_ms']['hybrid']:.2f} ms"
+        f" and {p['p50_ms']['hybrid'] / slower:.2f}x its slower leg ({slower:.2f} ms)"
+    )
     ts = p["ts_rank_cd"]
     print(
         f"{'ts_rank':<9} {'':>12} {ts['ndcg@10']:>9.4f} {'':>8} {'':>11} {ts['p50_ms']:>6.2f}ms"
@@ -505,7 +689,8 @@ def print_report(r: dict[str, Any]) -> None:
     )
     h = p["hnsw_path"]
     print(
-        f"\nHNSW path forced (collections above {20_000:,} chunks): nDCG vector {h['ndcg@10']['vector']:.4f}"
+        f"\nHNSW path forced (collections above {20_000:,} chunks; index built in"
+        f" {h['index_build_s']:.1f} s): nDCG vector {h['ndcg@10']['vector']:.4f}"
         f", hybrid {h['ndcg@10']['hybrid']:.4f}; p50 vector {h['p50_ms']['vector']:.2f} ms,"
         f" hybrid {h['p50_ms']['hybrid']:.2f} ms"
     )
@@ -524,6 +709,14 @@ def print_report(r: dict[str, Any]) -> None:
             f"PostgreSQL, {c['processes']} process(es) into one collection: {c['docs_per_s']:.0f} docs/s"
             f" ({c['seconds']:.1f} s for {c['documents']} docs; consistent={c['consistent']})"
         )
+    for label, c in r.get("copy", {}).items():
+        print(
+            f"hybridkb copy {label.replace('_', ' ')}: {c['docs_per_s']:.0f} docs/s ({c['seconds']:.1f} s)"
+        )
+    if "load_curve" in r:
+        from pg_load import print_curve
+
+        print_curve(r["load_curve"])
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@
                                                          #   indexed (re-embeds ~10k chunks)
 
 The eval collection is built (or reused) by ``hybridkb eval``'s own code with the
-shipped defaults in ``--db`` (default /tmp/hkb-quality-scifact.duckdb), and its
+shipped defaults in ``--db`` (default quality-scifact.duckdb in ``_common.SCRATCH``), and its
 test figure with the defaults is printed first: that is what a user gets. The sweep
 then takes each query's keyword and vector legs once (300 deep, as ``hybridkb eval``
 asks for 300 chunks) and re-ranks them under each lever with the project's own
@@ -53,7 +53,7 @@ from hybridkb.index.keyword import KeywordIndex  # noqa: E402
 from hybridkb.search import Target, feedback_leg  # noqa: E402
 from hybridkb.storage.duckdb.schema import table_names  # noqa: E402
 
-DEFAULT_DB = Path("/tmp/hkb-quality-scifact.duckdb")
+DEFAULT_DB = C.SCRATCH / "quality-scifact.duckdb"  # hybridkb refuses /tmp itself
 NAME = "eval:scifact"
 DEPTH = 300
 # nDCG@10 differences on train (809 queries) below this are noise: a lever that adds

@@ -15,7 +15,7 @@ Parts, each with the fake embedder (the real model has short variants in the tes
 * churn: ingest 20 text files, then ten times rewrite every file and add the folder
   again (a process per round, as the CLI would); the database size after each round
   against the first ingest as shipped (the core compacts on close after heavy
-  churn), after ``maintenance.compact``, and with a free-block rule for comparison
+  churn), after ``kb.compact()``, and with a free-block rule for comparison
   (after a write: CHECKPOINT, then compact when free blocks are over a third of the file).
 * big: a 200 MB text file ingested in a child process; its peak RSS (VmHWM), and
   with ``--big-search`` the time and peak of the first search after it, with
@@ -54,7 +54,6 @@ from typing import Any
 from _common import RESULTS, machine, print_targets, target, write_json
 
 import hybridkb
-from hybridkb import maintenance
 from hybridkb.storage.duckdb.schema import table_names
 
 PARTS = ("crash", "churn", "big", "fuzz")
@@ -98,7 +97,7 @@ def _inspect(db: Path, ref: dict[str, list[str]], name: str = "Crash") -> dict[s
                 out["half"].append(doc.filename)
         out["problems"] = {
             f.check: f.count
-            for h in maintenance.doctor(kb)
+            for h in kb.doctor()
             for f in h.findings
             if f.count and f.check != "derived_indexes"
         }
@@ -247,7 +246,7 @@ def _checkpoint_and_maybe_compact(kb: hybridkb.KnowledgeBase) -> bool:
         " WHERE database_name = current_database()"
     )
     if free * 3 > total:
-        maintenance.compact(kb)
+        kb.compact()
         return True
     return False
 
@@ -423,7 +422,7 @@ def main() -> None:
                 target("size after churn (as shipped)", plain["ratio_after_churn"], 1.5, "x",
                        note=f"core auto-compacts on close; per round {plain['ratio_per_round']}"),
                 target("size after churn + compact", plain["ratio_after_compact"], 1.5, "x",
-                       note="maintenance.compact(kb) once at the end"),
+                       note="kb.compact() once at the end"),
                 target("size after churn (bench rule)", auto["ratio_after_churn"], 1.5, "x",
                        note=f"CHECKPOINT + compact if free > 1/3: {auto['compactions']} compactions, "
                             f"max {max(auto['ratio_per_round'])}x"),

@@ -19,7 +19,7 @@ the collection's embedder (cached in /tmp) and handed to the search through
 analysis, both legs, fusion, fetching the hit rows, building Hit objects).
 
 SciFact data: a copy of the ``eval:scifact`` collection built by
-``hybridkb --db /tmp/scifact.duckdb eval /work/shared/data/scifact`` (real
+``hybridkb --db $SCRATCH/scifact.duckdb eval /work/shared/data/scifact`` (real
 all-MiniLM-L6-v2 chunk vectors) when that file is complete and free; otherwise a
 document-level stand-in (one chunk per abstract, vectors from
 /tmp/scifact_vecs.npy written by bench/vector.py, or embedded here).
@@ -37,6 +37,14 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE] + [_HERE]
 os.environ.setdefault("HYBRIDKB_CACHE_DIR", "/tmp/hkb-cache")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# --emulate-avx2: numpy's AVX-512 kernels off for this process (read when numpy loads, so
+# set before it is imported); numkong's are switched off in main(). usearch's graph
+# kernels cannot be switched at run time (its 2.26 build ignores numkong's mask): the
+# JSON records the kernel it used.
+NUMPY_AVX512 = "X86_V4 AVX512_ICL AVX512_SPR"
+NUMKONG_AVX512 = ("skylake", "icelake", "genoa", "sapphire", "sapphireamx", "graniteamx", "turin")
+if "--emulate-avx2" in sys.argv:
+    os.environ["NPY_DISABLE_CPU_FEATURES"] = NUMPY_AVX512
 
 import argparse
 import cProfile
@@ -68,21 +76,23 @@ from hybridkb.evaluate import FINGERPRINT_ID, PrecomputedQuery, run_eval
 from hybridkb.index.recall import AUDIT_QUERIES
 from hybridkb.storage import open_storage
 from hybridkb.storage.base import ChunkRecord, DocumentRecord, PutItem, chunk_key, make_chunk_id
+from hybridkb.storage.duckdb.bulk import fetch_vectors_sql
 from hybridkb.storage.duckdb.schema import table_names
 
 K = 10
 SCALE_NAME = "bench"
-SCALE_DBS = {
-    10_000: Path("/tmp/bench-10k.duckdb"),
-    100_000: Path("/tmp/bench-100k.duckdb"),
-    1_000_000: Path("/tmp/bench-1m.duckdb"),
+SCALE_DBS = {  # knowledge bases in C.SCRATCH: hybridkb refuses /tmp itself (others write it)
+    10_000: C.SCRATCH / "bench-10k.duckdb",
+    100_000: C.SCRATCH / "bench-100k.duckdb",
+    1_000_000: C.SCRATCH / "bench-1m.duckdb",
 }
-EVAL_SRC = Path("/tmp/scifact.duckdb")
-EVAL_COPY = Path("/tmp/bench-scifact.duckdb")
+EVAL_SRC = C.SCRATCH / "scifact.duckdb"
+EVAL_COPY = C.SCRATCH / "bench-scifact.duckdb"
 EVAL_NAME = "eval:scifact"
-PROXY_DB = Path("/tmp/bench-scifact-doc.duckdb")
+PROXY_DB = C.SCRATCH / "bench-scifact-doc.duckdb"
 PROXY_NAME = "scifact-doc"
-DOC_VECS = Path("/tmp/scifact_vecs.npy")  # bench/vector.py: "title text" per corpus row
+# bench/vector.py: "title text" per corpus row (HYBRIDKB_BENCH_DOC_VECS: other SciFact vectors)
+DOC_VECS = Path(os.environ.get("HYBRIDKB_BENCH_DOC_VECS", "/tmp/scifact_vecs.npy"))
 CHUNKS_PER_DOC = 50
 GROUPS = 100  # metadata "group" takes 100 values: one is a 1 % filter
 VENV_BIN = C.ROOT / ".venv" / "bin"
@@ -102,7 +112,7 @@ class Searcher:
         self.record = self.kb.record(name)
         self.pq = PrecomputedQuery(self.record.model, self.record.dim)
         # Query embedding excluded: everything else in kb.search runs as users get it.
-        self.kb.embedder_for = lambda record: self.pq  # type: ignore[method-assign]
+        C.engine_of(self.kb).embedder_for = lambda record: self.pq
         self.coll = self.kb.collection(name)
         self.storage: Any = self.kb.storage
         rec = self.record
@@ -174,7 +184,7 @@ def scifact_source(args: argparse.Namespace) -> tuple[Path, str, str]:
     if args.scifact_db:
         return Path(args.scifact_db), EVAL_NAME, "eval (given)"
     if EVAL_COPY.exists() and _eval_complete(EVAL_COPY):
-        return EVAL_COPY, EVAL_NAME, "eval:scifact chunk-level (copy of /tmp/scifact.duckdb)"
+        return EVAL_COPY, EVAL_NAME, "eval:scifact chunk-level (copy of scifact.duckdb)"
     if EVAL_SRC.exists() and _eval_complete(EVAL_SRC):  # openable read-only: nobody writes it
         for suffix in ("", ".wal"):
             src = Path(str(EVAL_SRC) + suffix)
@@ -185,7 +195,7 @@ def scifact_source(args: argparse.Namespace) -> tuple[Path, str, str]:
                 dst.unlink()
         shutil.rmtree(str(EVAL_COPY) + ".hkbidx", ignore_errors=True)
         if _eval_complete(EVAL_COPY):
-            return EVAL_COPY, EVAL_NAME, "eval:scifact chunk-level (copy of /tmp/scifact.duckdb)"
+            return EVAL_COPY, EVAL_NAME, "eval:scifact chunk-level (copy of scifact.duckdb)"
     build_proxy()
     return PROXY_DB, PROXY_NAME, "document-level stand-in (1 chunk per abstract)"
 
@@ -356,6 +366,8 @@ def latency_block(
     out["first_search_s"] = round(time.perf_counter() - t0, 3)
     ix = s.indexes()
     rec = s.record
+    engine = C.engine_of(s.kb)  # a tree from before the engine named it _target
+    target_of = getattr(engine, "target", None) or engine._target
     runs: dict[str, Callable[[int], Any]] = {
         "public hybrid": lambda i: s.search(texts[i], vectors[i]),
         "public hybrid, legs in turn (no helper thread)": lambda i: legs_in_turn(
@@ -370,7 +382,7 @@ def latency_block(
         "keyword index only (depth)": lambda i: ix.keyword.search(terms[i], depth),
         "vector index only, no rerank (depth)": lambda i: ix.vector.search(vectors[i], depth),
         "query analysis (analyze_query)": lambda i: s.terms(texts[i]),
-        "kb._target (catalog record, languages)": lambda i: s.kb._target(rec),
+        "kb._target (catalog record, languages)": lambda i: target_of(rec),
     }
     legs = {i: (s.keyword_leg(terms[i], depth), s.vector_leg(vectors[i], depth)) for i in idx}
     runs["rrf fusion of two legs"] = lambda i: fusion.rrf(list(legs[i]), k=60)
@@ -685,7 +697,7 @@ def scale_label(n: int) -> str:
     return f"{n // 1_000_000}M" if n >= 1_000_000 else f"{n // 1000}k"
 
 
-SCALE_DIR = Path("/tmp")  # --scale-dir
+SCALE_DIR = C.SCRATCH  # --scale-dir
 
 
 def scale_db(n: int) -> Path:
@@ -832,6 +844,9 @@ def scale_bench(
             "rss_after_mb": round(rss1),
             "rss_delta_mb": round(rss1 - rss0),
             "vector_layout": s.indexes().vector.layout,
+            # Rows the graph did not hold yet (inserted in the background; scanned exactly).
+            # (getattr: the bench also measures trees from before the background graph)
+            "graph_pending_rows": getattr(s.indexes().vector, "pending", 0),
             "self_check": s.indexes().vector.recall_report(),
             "loadavg": C.loadavg(),
         }
@@ -853,6 +868,10 @@ def scale_bench(
         out[f"first_search_{info['kind'].replace(' ', '_')}"] = info
     try:
         recall_now(s, "snapshot loaded")
+        vector = s.indexes().vector
+        _, wait_s, _ = C.timed(lambda: getattr(vector, "wait_for_graph", lambda: None)())
+        out["graph_catch_up_s"] = round(wait_s, 2)  # background inserts still to do
+        print(f"  graph caught up with the rows in {wait_s:.1f}s more", flush=True)
         # The index checks its recall on the first queries it serves (recall.py); time
         # the state it settles on, as a long-running process would see it.
         for i in range(AUDIT_QUERIES):
@@ -966,16 +985,14 @@ def exact_truth(s: Searcher, queries: np.ndarray) -> dict[str, Any]:
     best: list[list[tuple[float, int]]] = [[] for _ in queries]
     offset, step = 0, 100_000
     while True:
-        tab = s.storage.engine.con.execute(  # bench-only read of the whole table, in slices
-            f"SELECT key, embedding FROM {t['vectors']} ORDER BY key LIMIT {step} OFFSET {offset}"
-        ).to_arrow_table()
-        if tab.num_rows == 0:
+        # Bench-only read of the whole table, in slices (numpy, no Arrow: the dev venv has none).
+        keys, mat = fetch_vectors_sql(
+            s.storage.engine.con,
+            f"SELECT key, embedding FROM {t['vectors']} ORDER BY key LIMIT {step} OFFSET {offset}",
+            s.record.dim,
+        )
+        if not len(keys):
             break
-        keys = tab.column("key").to_numpy()
-        mat = np.asarray(
-            tab.column("embedding").combine_chunks().values.to_numpy(zero_copy_only=False),
-            np.float32,
-        ).reshape(len(keys), -1)
         scores = queries @ mat.T
         for qi in range(len(queries)):
             top = np.argpartition(-scores[qi], K)[:K]
@@ -1261,7 +1278,7 @@ def quality_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dic
     if name != EVAL_NAME:
         print(
             "\n# quality: the eval:scifact collection is not available (run `hybridkb --db "
-            "/tmp/scifact.duckdb eval /work/shared/data/scifact`); the levers are swept by bench/quality.py"
+            f"{EVAL_SRC} eval /work/shared/data/scifact`); the levers are swept by bench/quality.py"
         )
         return [
             C.target(
@@ -1352,14 +1369,11 @@ def recall_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict
     s = Searcher(db, name)
     try:
         t = table_names(s.record.id)
-        tab = s.storage.engine.con.execute(
-            f"SELECT key, embedding FROM {t['vectors']} ORDER BY key"
-        ).to_arrow_table()
-        keys = tab.column("key").to_numpy()
-        mat = np.asarray(
-            tab.column("embedding").combine_chunks().values.to_numpy(zero_copy_only=False),
-            np.float32,
-        ).reshape(len(keys), -1)
+        keys, mat = fetch_vectors_sql(
+            s.storage.engine.con,
+            f"SELECT key, embedding FROM {t['vectors']} ORDER BY key",
+            s.record.dim,
+        )
         _, _, qv, _ = scifact_queries("test")
         exact = [set(keys[np.argsort(-(mat @ q))[:K]].tolist()) for q in qv]
         storage_got = [{k for k, _ in s.vector_leg(q, K)} for q in qv]
@@ -1494,6 +1508,42 @@ def seed_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[s
 SECTIONS = ("scifact", "scale", "sql", "cold", "quality", "recall", "seed")
 
 
+def cpu_kernels(avx2_only: bool) -> dict[str, Any]:
+    """Switch numkong's AVX-512 kernels off when ``avx2_only`` (numpy's were switched off
+    before it loaded) and report what each library now uses: the proof that the
+    emulation took (numpy's X86_V4 false, numkong's best level haswell)."""
+    import numkong
+
+    from hybridkb.index.hnsw import Graph, MetricKind, ScalarKind
+
+    if avx2_only:
+        for capability in NUMKONG_AVX512:
+            numkong.disable_capability(capability)
+    features = np._core._multiarray_umath.__cpu_features__  # type: ignore[attr-defined]
+    graph = Graph(
+        ndim=8,
+        metric=MetricKind.IP,
+        dtype=ScalarKind.I8,
+        connectivity=16,
+        expansion_add=16,
+        expansion_search=16,
+    )
+    return {
+        "emulate_avx2": avx2_only,
+        "numpy": {f: bool(features.get(f)) for f in ("X86_V3", "X86_V4", "AVX512_ICL")},
+        "numkong": sorted(c for c, on in numkong.get_capabilities().items() if on),
+        "usearch": graph.hardware_acceleration,
+    }
+
+
+def keyed(results: dict[str, Any], avx2_only: bool) -> dict[str, Any]:
+    """The sections of an AVX2-emulated run, named to sit beside the native run's in
+    search.json (``scale_100k_avx2`` next to ``scale_100k``)."""
+    if not avx2_only:
+        return results
+    return {key if key == "machine" else f"{key}_avx2": value for key, value in results.items()}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -1518,14 +1568,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--scale-queries", type=int, default=200)
     ap.add_argument(
         "--scale-dir",
-        default="/tmp",
+        default=str(C.SCRATCH),
         help="folder of the scale section's collections (bench-10k.duckdb, ...; built there "
-        "when missing; the sql and cold sections always use /tmp)",
+        "when missing; the sql and cold sections always use the default, HYBRIDKB_BENCH_DIR)",
     )
     ap.add_argument("--queries", type=int, default=100, help="SciFact test queries timed (of 300)")
     ap.add_argument("--cold-runs", type=int, default=3)
     ap.add_argument("--scifact-db", help="a DuckDB file holding eval:scifact (else found or built)")
+    ap.add_argument(
+        "--emulate-avx2",
+        action="store_true",
+        help="numpy's and numkong's AVX-512 kernels off (an AVX2-only CPU, but usearch's)",
+    )
     args = ap.parse_args(argv)
+    emulation = cpu_kernels(args.emulate_avx2)
     global SCALE_DIR
     SCALE_DIR = Path(args.scale_dir)
     sections = [x.strip() for x in args.only.split(",") if x.strip()]
@@ -1539,7 +1595,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: dict[str, Any] = {
         "machine": C.machine(),
         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "kernels": emulation,
     }
+    print(f"kernels: {emulation}", flush=True)
     print(
         f"machine: {results['machine']['cpu']}, {results['machine']['nproc']} cores, "
         f"{results['machine']['memory_gb']} GB, load {results['machine']['loadavg']}; "
@@ -1551,7 +1609,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for n in scales:
             results[f"build_{scale_label(n)}"] = ensure_scale(n, cm)
             print(results[f"build_{scale_label(n)}"], flush=True)
-        C.write_json("search", results)
+        C.write_json("search", keyed(results, args.emulate_avx2))
         return 0
     targets: list[dict[str, Any]] = []
     cm = corpus_model() if "scale" in sections else None
@@ -1568,18 +1626,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows = []
             for n in scales:
                 rows += scale_bench(n, args, results, cm)
-                C.write_json("search", {**results, "targets_scale": rows})
+                C.write_json("search", keyed({**results, "targets_scale": rows}, args.emulate_avx2))
         elif section in runners:
             rows = runners[section]()
         else:
             ap.error(f"unknown section {section!r}")
         results[f"targets_{section}"] = rows
         targets += rows
-        C.write_json("search", results)
+        C.write_json("search", keyed(results, args.emulate_avx2))
     results["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
     results["loadavg_end"] = C.loadavg()
     C.print_targets(targets, "search targets (verdict on best-of-rounds wall p50 unless noted)")
-    path = C.write_json("search", results)
+    path = C.write_json("search", keyed(results, args.emulate_avx2))
     print(f"\nwrote {path}")
     return 0
 

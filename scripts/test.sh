@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Set up .venv with the dev extras (idempotent), check the code (ruff lint and format,
-# mypy --strict), then run the whole test suite, real model and Postgres included.
+# mypy --strict, deptry: every import a declared dependency), then run the whole test
+# suite, real model and Postgres included.
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -m "not model"`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh dev
-echo "== ruff check, ruff format --check, mypy --strict src tests"
+echo "== ruff check, ruff format --check, mypy --strict src tests, deptry src"
 .venv/bin/ruff check src tests bench
 .venv/bin/ruff format --check src tests bench
 .venv/bin/mypy --strict src tests
+.venv/bin/deptry src
 export HF_HUB_OFFLINE=1
 exec .venv/bin/python -m pytest -m "not slow" "$@"

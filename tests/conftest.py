@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pg_server
@@ -111,3 +111,20 @@ def pg_url(pg_admin_url: str, pg_template: str) -> Iterator[str]:
     url = pg_server.create_database(pg_admin_url, name, template=pg_template)
     yield url
     pg_server.drop_database(pg_admin_url, name)
+
+
+@pytest.fixture
+def resident_file_mb() -> Callable[[], float]:
+    """Reads this process's resident pages of mapped files (Linux's RssFile), in MB;
+    skips the test where there is no /proc."""
+    status = Path("/proc/self/status")
+    if not status.exists():
+        pytest.skip("reads Linux's RssFile")
+
+    def read() -> float:
+        for line in status.read_text().splitlines():
+            if line.startswith("RssFile:"):
+                return int(line.split()[1]) / 1024
+        raise AssertionError("no RssFile in /proc/self/status")
+
+    return read

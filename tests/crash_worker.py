@@ -13,7 +13,6 @@ from pathlib import Path
 from internals import duckdb_storage
 
 import hybridkb
-from hybridkb import maintenance
 
 
 def main() -> None:
@@ -48,9 +47,9 @@ def main() -> None:
                 coll.add(path)
             elif op == "maintain":
                 chores: list[Callable[[], object]] = [
-                    lambda: maintenance.doctor(kb, repair=True),
+                    lambda: kb.doctor(repair=True),
                     lambda: duckdb_storage(kb).save_indexes(),
-                    lambda: maintenance.compact(kb),
+                    lambda: kb.compact(),
                 ]
                 rng.choice(chores)()
             else:

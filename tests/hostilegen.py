@@ -9,6 +9,7 @@ budgets (HYBRIDKB_MAX_FILE_*), the slow suite and bench/budgets.py the full ones
 from __future__ import annotations
 
 import io
+import re
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -275,4 +276,87 @@ def docx_with_paragraphs(body_mb: int) -> bytes:
             [f'<w:document xmlns:w="{_W}"><w:body>'.encode(),
              *_repeat(paragraph, body_mb * _MB), b"</w:body></w:document>"],
         )  # fmt: skip
+    return out.getvalue()
+
+
+# -- issue 32: HTML, whole-loaded text, sheets and CSV ------------------------------------------
+
+
+def html_paragraphs(path: Path, mb: int) -> Path:
+    """A page of ``mb`` MB of one-letter paragraphs: millions of elements and blocks."""
+    return write_lines(path, b"<p>a</p>", mb * _MB, prefix=b"<html><body>")
+
+
+def html_nested(path: Path, mb: int) -> Path:
+    """A page of ``mb`` MB of <div> never closed: millions of elements open at once."""
+    return write_lines(path, b"<div>", mb * _MB, prefix=b"<html><body>")
+
+
+def html_attributes(path: Path, mb: int) -> Path:
+    """A page whose one paragraph carries ``mb`` MB of distinct attributes."""
+    with path.open("wb") as out:
+        out.write(b"<html><body><p")
+        written = n = 0
+        while written < mb * _MB:
+            piece = "".join(f" a{n + k}" for k in range(10_000)).encode()
+            out.write(piece)
+            written += len(piece)
+            n += 10_000
+        out.write(b">The one paragraph.</p></body></html>")
+    return path
+
+
+def epub_chapter_of(unit: bytes, mb: int) -> bytes:
+    """An EPUB whose one chapter is ``unit`` (markup) repeated to ``mb`` MB."""
+    book = epub_bytes([("Chapter", "<p>short</p>")])
+    source = zipfile.ZipFile(io.BytesIO(book))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for info in source.infolist():
+            if not info.filename.endswith(".xhtml"):
+                archive.writestr(info, source.read(info.filename))
+        head = b'<html xmlns="http://www.w3.org/1999/xhtml"><body>'
+        pieces = [head, *_repeat(unit, mb * _MB), b"</body></html>"]
+        _put_stream(archive, "OEBPS/text/ch0.xhtml", pieces)
+    return out.getvalue()
+
+
+def pptx_with_paragraphs(mb: int) -> bytes:
+    """A PPTX whose one slide holds ``mb`` MB of one-letter paragraphs."""
+    base = pptx_bytes([Slide("A small deck", ["first"])])
+    source = zipfile.ZipFile(io.BytesIO(base))
+    out = io.BytesIO()
+    paragraph = b"<a:p><a:r><a:t>a</a:t></a:r></a:p>"
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for info in source.infolist():
+            data = source.read(info.filename)
+            if info.filename == "ppt/slides/slide1.xml":
+                head, _, tail = data.partition(b"</a:p>")
+                _put_stream(archive, info.filename, [head, b"</a:p>", *_repeat(paragraph, mb * _MB), tail])  # fmt: skip
+            else:
+                archive.writestr(info, data)
+    return out.getvalue()
+
+
+def xlsx_far_cells(rows: int, *, corner: bool) -> bytes:
+    """An XLSX declaring A1:XFD1048576 whose ``rows`` rows each hold one cell in the last
+    column; with ``corner``, one more row at the last row number (1,048,576)."""
+    base = xlsx_bytes({"Sheet": [["name", "value"], ["lemur", 1]]})
+    source = zipfile.ZipFile(io.BytesIO(base))
+    far = "".join(
+        f'<row r="{r}"><c r="XFD{r}" t="inlineStr"><is><t>far</t></is></c></row>'
+        for r in range(3, 3 + rows)
+    )
+    if corner:
+        far += '<row r="1048576"><c r="XFD1048576" t="inlineStr"><is><t>z</t></is></c></row>'
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for info in source.infolist():
+            data = source.read(info.filename)
+            if info.filename == "xl/worksheets/sheet1.xml":
+                data = re.sub(
+                    rb'<dimension ref="[^"]*"/>', b'<dimension ref="A1:XFD1048576"/>', data
+                )
+                data = data.replace(b"</sheetData>", far.encode() + b"</sheetData>")
+            archive.writestr(info, data)
     return out.getvalue()

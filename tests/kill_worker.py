@@ -16,8 +16,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from schemagen import old_schema_file
+
 import hybridkb
-from hybridkb import maintenance
 
 
 def names(coll: Any) -> list[str]:
@@ -36,9 +37,28 @@ def flip(path: Path) -> None:
     tmp.replace(path)
 
 
+def migrate(db: str, rng: random.Random) -> None:
+    """Take the (closed) file back to schema 1, 2 or 3, then open it: the open migrates it."""
+    old_schema_file(Path(db), rng.choice([1, 2, 3]))
+    print("begin " + json.dumps({"add": [], "remove": []}), flush=True)
+    with hybridkb.connect(db, model="fake", lock_timeout=30) as kb:
+        print("done " + json.dumps(names(kb.collection("Base"))), flush=True)
+
+
+def copy(kb: hybridkb.KnowledgeBase, db: str, step: int, seed: int) -> None:
+    """Copy the knowledge base into a new file beside it (test_kill_matrix checks them all)."""
+    target = Path(db).with_name(f"copy-{seed}-{step}.duckdb")
+    kb.copy_to(str(target))
+
+
 def main() -> None:
     db, corpus, op, seed = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
     rng = random.Random(seed)
+    if op == "migrate":
+        print("ready", flush=True)
+        for _ in range(10_000):
+            migrate(db, rng)
+        return
     with hybridkb.connect(db, model="fake", lock_timeout=30) as kb:
         base = kb.collection("Base")
         print("ready", flush=True)
@@ -80,9 +100,11 @@ def main() -> None:
                     else:  # a note: the same id with new text replaces it
                         base.add_texts([f"a changed note {step}"], ids=[name])
             elif op == "reembed":
-                maintenance.reembed(kb, "Base", model="fake", progress=False)
+                kb.reembed("Base", model="fake", progress=False)
             elif op == "compact":
-                maintenance.compact(kb)
+                kb.compact()
+            elif op == "copy":
+                copy(kb, db, step, seed)
             elif op == "graph":
                 kb.graph.add_node(f"topic-{seed}-{step}", "concept", {"step": step})
                 if step:

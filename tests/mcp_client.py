@@ -1,4 +1,4 @@
-"""Start ``hybridkb mcp`` the way MCP clients do, from the configs in README.md.
+"""Start ``hybridkb mcp`` the way MCP clients do, from the client configs of docs/guide/mcp.md.
 
 Claude Desktop, Claude Code, Cursor and VS Code spawn a stdio server with the command,
 arguments and ``"env"`` of their config, a few basics of their own (``PATH``, ``HOME``),
@@ -23,7 +23,7 @@ from typing import Any
 
 import hybridkb
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+MCP_PAGE = Path(__file__).resolve().parents[1] / "docs" / "guide" / "mcp.md"
 README_HOME = "/home/me"  # the home folder the README's examples write
 CONFIG_FILES = {
     "claude_desktop_config.json": "Claude Desktop",
@@ -52,12 +52,12 @@ class ClientConfig:
         return "uvx" if self.entry["command"] == "uvx" else "venv"
 
 
-def readme_configs(readme: Path = README) -> list[ClientConfig]:
-    """Every server entry of the JSON blocks in the README's MCP section, with the config
-    file named in the paragraph before its block."""
-    text = readme.read_text(encoding="utf-8")
-    start = text.index("### MCP (Claude Desktop, Cursor, ...)")
-    end = text.index("\n### ", start + 1)
+def readme_configs(page: Path = MCP_PAGE) -> list[ClientConfig]:
+    """Every server entry of the JSON blocks in the MCP guide's client section, with the
+    config file named in the paragraph before its block."""
+    text = page.read_text(encoding="utf-8")
+    start = text.index("## Configure your client")
+    end = text.index("\n## ", start + 1)
     section = text[start:end]
     found = []
     previous = 0
@@ -80,6 +80,15 @@ def venv_program() -> Path:
     return Path(sys.executable).parent / "hybridkb"
 
 
+def uvx_program() -> Path | None:
+    """uvx on PATH, else the one the dev extra (package ``uv``) installs beside this Python."""
+    found = shutil.which("uvx")
+    if found is not None:
+        return Path(found)
+    beside = Path(sys.executable).parent / "uvx"
+    return beside if beside.exists() else None
+
+
 def spawn_env(
     config: ClientConfig, home: Path, *, extra: dict[str, str] | None = None
 ) -> dict[str, str]:
@@ -89,8 +98,8 @@ def spawn_env(
         k: str(v).replace(README_HOME, str(home)) for k, v in config.entry.get("env", {}).items()
     }
     programs = [str(venv_program().parent)]
-    if (uvx := shutil.which("uvx")) is not None:  # where the user's uvx is, as in their PATH
-        programs.append(str(Path(uvx).parent))
+    if (uvx := uvx_program()) is not None:  # where the user's uvx is, as in their PATH
+        programs.append(str(uvx.parent))
     env["PATH"] = os.pathsep.join([*programs, "/usr/local/bin", "/usr/bin", "/bin"])
     env["HOME"] = str(home)
     env.update(extra or {})

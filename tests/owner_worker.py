@@ -2,7 +2,7 @@
 
 Usage: python owner_worker.py DB [--empty] [--die-after OP] [--max-files N]
 
---empty: create no collection. --die-after OP: run the served operation OP, then
+--empty: create no collection. --die-after OP: run the engine call OP, then
 exit at once without answering (an owner killed after committing a client's write).
 --max-files N: run with a descriptor limit of N (to exhaust it with few connections).
 """
@@ -14,17 +14,17 @@ import sys
 from typing import Any
 
 import hybridkb
-from hybridkb.serve import server
+from hybridkb.local import LocalEngine
 
 
 def _die_after(op: str) -> None:
-    run = server.OPERATIONS[op]
+    run = getattr(LocalEngine, op)
 
-    def run_then_die(kb: Any, args: dict[str, Any]) -> Any:
-        run(kb, args)
+    def run_then_die(engine: LocalEngine, *args: Any, **kwargs: Any) -> Any:
+        run(engine, *args, **kwargs)
         os._exit(9)
 
-    server.OPERATIONS[op] = run_then_die
+    setattr(LocalEngine, op, run_then_die)
 
 
 def main() -> None:
@@ -36,7 +36,7 @@ def main() -> None:
         resource.setrlimit(
             resource.RLIMIT_NOFILE, (limit, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
         )
-    with hybridkb.connect(sys.argv[1], model="fake") as kb:
+    with hybridkb.connect(sys.argv[1], model="fake", serve=True) as kb:
         if "--empty" not in flags:
             kb.create_collection("Tax", exist_ok=True)
         if "--die-after" in flags:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import string
+import threading
 
 import pytest
 from hypothesis import given, settings
@@ -14,6 +15,7 @@ from hybridkb.analysis import (
     analyze,
     analyze_query,
     detect_language,
+    detect_languages,
 )
 from hybridkb.index.keyword import KeywordIndex
 
@@ -230,3 +232,73 @@ def test_detect_language_is_und_for_short_or_letterless_text(text: str) -> None:
 
 def test_detect_language_reads_only_the_start_of_long_text() -> None:
     assert detect_language(ENGLISH * 12 + CHINESE * 200) == "en"
+
+
+# Words of several scripts and languages, mixed into texts of every length the detector
+# reads (up to past its 2,000-character window), with case, digits and marks.
+_SAMPLE_WORDS = (
+    "the of report tax deduction orchard apple quarterly review der die und Steuer "
+    "Abschreibung la le et impôt déduction el los impuesto deducción il della tassa "
+    "и в налог вычет отчёт και το φόρος έκθεση 税 年度 報告 これは テスト 세금 보고서 "
+    "ภาษี รายงาน कर रिपोर्ट ضريبة تقرير מס דוח ITAA GST s.40-880 2024 café naïve"
+).split()
+
+
+def _mixed_texts(n: int, seed: int) -> list[str]:
+    import random
+
+    rng = random.Random(seed)
+    texts = ["", " ", "ok", "42 17.5", "ALL CAPS ENGLISH HEADLINE ABOUT TAXES", ENGLISH, GERMAN]
+    for _ in range(n):
+        length = rng.choice([3, 8, 20, 60, 200, 700])
+        if rng.random() < 0.5:  # mostly one language
+            pool = rng.sample(_SAMPLE_WORDS, 6)
+        else:
+            pool = _SAMPLE_WORDS
+        words = [rng.choice(pool) for _ in range(length)]
+        text = " ".join(words)
+        texts.append(text.upper() if rng.random() < 0.05 else text)
+    return texts
+
+
+def test_detect_languages_gives_each_text_the_code_detect_language_gives() -> None:
+    texts = _mixed_texts(600, seed=11)
+    assert detect_languages(texts) == [detect_language(t) for t in texts]
+    assert detect_languages([]) == []
+
+
+def test_batch_classifier_scores_are_py3langids_to_the_bit() -> None:
+    from hybridkb.langid_model import BatchClassifier, load_identifier
+
+    identifier = load_identifier()
+    assert BatchClassifier.usable(identifier)
+    batch = BatchClassifier(identifier)
+    texts = [t[:2000] for t in _mixed_texts(400, seed=12)]
+    assert batch.classify(texts) == [identifier.classify(t) for t in texts]
+
+
+_ASCII_PIECES = st.sampled_from(
+    ["running", "Runs", "the", "C++", "c#", "s.40-880", "foo_bar", "e-mail", "3,14", "1,000",
+     "p53", "ITAA1997", "a/b", "at&t", "x" * 130, "std::vec", "'quoted'", "--", ",", "_a_"]
+)  # fmt: skip
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(_ASCII_PIECES | st.text(string.printable, max_size=8), max_size=20),
+    st.sampled_from(["en", "de", "und"]),
+)
+def test_ascii_text_gets_the_terms_the_unicode_tokenizer_gives(
+    pieces: list[str], lang: str
+) -> None:
+    """ASCII text takes a faster pattern and remembered terms; a non-ASCII word after it
+    sends the same tokens through the full Unicode tokenizer, in a thread whose
+    analysers remember nothing yet."""
+    text = " ".join(pieces)
+    warm = analyze(text, lang)
+    assert analyze(text, lang) == warm
+    fresh: list[list[str]] = []
+    worker = threading.Thread(target=lambda: fresh.append(analyze(text + " é", lang)))
+    worker.start()
+    worker.join()
+    assert fresh == [[*warm, "é"]]

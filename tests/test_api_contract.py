@@ -1,11 +1,11 @@
-"""One contract over the public API (hybridkb.api), run at every door: a knowledge base
-this process opened (local DuckDB), and one another process owns, served over a Unix
-socket and over loopback TCP, and Postgres (a server this process talks to; marked
-``postgres``). Each test runs once per door; where an answer may differ by door, the
-test says why.
+"""One contract over the public API (the handles of hybridkb.kb and hybridkb.graph), run
+at every door: a knowledge base this process opened (local DuckDB), and one another
+process owns, served over a Unix socket and over loopback TCP, and Postgres (a server
+this process talks to; marked ``postgres``). Each test runs once per door; where an
+answer may differ by door, the test says why.
 
-Also: every member of the declaration is served by the owner, answered in the client,
-or refused with a reason, each listed once in hybridkb.serve.operations.
+Also: what crosses to an owner is exactly the engine protocol's calls (hybridkb.engine),
+and every handle method reaches its engine through one of them or the plumbing.
 """
 
 from __future__ import annotations
@@ -16,26 +16,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from internals import through_owner
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 from langchain_tests.integration_tests import VectorStoreIntegrationTests
 from test_serve import start_owner_process
 from test_serve_doors import finish
-from test_serve_every_call import declared
 
 import hybridkb
-from hybridkb.api import CollectionAPI, GraphAPI, KnowledgeBaseAPI
+from hybridkb import engine
 from hybridkb.embedders import FakeEmbedder
 from hybridkb.errors import CollectionExists, CollectionNotFound, ConfigError
+from hybridkb.graph import Graph
+from hybridkb.kb import Collection, KnowledgeBase
 from hybridkb.langchain_store import HybridKBRetriever, HybridKBVectorStore
-from hybridkb.serve.client import RemoteKnowledgeBase
-from hybridkb.serve.operations import (
-    GRAPH_METHODS,
-    IN_CLIENT,
-    OPERATIONS,
-    REFUSED,
-    SERVED_AS,
-)
+from hybridkb.serve.wire import WIRE
 from hybridkb.tools import make_tools
 
 DOORS = ["local", "unix", "tcp", pytest.param("postgres", marks=pytest.mark.postgres)]
@@ -44,7 +39,7 @@ DOORS = ["local", "unix", "tcp", pytest.param("postgres", marks=pytest.mark.post
 class Door:
     """A knowledge base reached through one door, and a folder its files live in."""
 
-    def __init__(self, name: str, kb: KnowledgeBaseAPI, folder: Path) -> None:
+    def __init__(self, name: str, kb: KnowledgeBase, folder: Path) -> None:
         self.name = name
         self.kb = kb
         self.folder = folder
@@ -83,14 +78,14 @@ def door(
         proc = start_owner_process(db, folder, "--empty")
         try:
             with hybridkb.connect(db, model="fake") as kb:
-                assert isinstance(kb, RemoteKnowledgeBase)  # every call goes to the owner
+                assert through_owner(kb)  # every call goes to the owner
                 yield Door(name, kb, folder)
         finally:
             finish(proc)
 
 
 @pytest.fixture
-def coll(door: Door) -> CollectionAPI:
+def coll(door: Door) -> Collection:
     """A fresh collection of its own for each test (the door's store is shared)."""
     return door.kb.create_collection(f"C {uuid.uuid4().hex[:8]}")
 
@@ -102,29 +97,47 @@ NOTES = [
 ]
 
 
-def _fill(coll: CollectionAPI) -> None:
+def _fill(coll: Collection) -> None:
     coll.add_texts(NOTES, [{"n": n} for n in range(3)], ["lease", "receipts", "depreciation"])
 
 
 # -- the declaration and the wire -------------------------------------------------------
 
 
-def test_every_declared_member_is_served_answered_in_the_client_or_refused() -> None:
-    for protocol in (KnowledgeBaseAPI, CollectionAPI, GraphAPI):
-        for member in declared(protocol):
-            key = f"{protocol.__name__}.{member}"
-            places = [key in SERVED_AS, key in IN_CLIENT, key in REFUSED]
-            assert places.count(True) == 1, f"{key}: place it in one of the three tables"
-    listed = set(SERVED_AS) | set(IN_CLIENT) | set(REFUSED)
-    members = {
-        f"{p.__name__}.{m}"
-        for p in (KnowledgeBaseAPI, CollectionAPI, GraphAPI)
-        for m in declared(p)
-    }
-    assert listed == members, "a table names a member the declaration does not have"
-    assert set(SERVED_AS.values()) == set(OPERATIONS), "an operation serving no member"
-    graph_served = {k.split(".", 1)[1] for k, v in SERVED_AS.items() if k.startswith("GraphAPI.")}
-    assert graph_served == set(GRAPH_METHODS)
+def _methods(protocol: type) -> set[str]:
+    return {n for n, v in vars(protocol).items() if not n.startswith("_") and callable(v)}
+
+
+def test_the_wire_is_the_engine_protocol_and_nothing_else() -> None:
+    # Derived, not kept: every flat call crosses by its own name, the graph's under
+    # "graph.", and no plumbing or door member (models, closing, code objects) does.
+    expected = _methods(engine.Engine) | {f"graph.{m}" for m in _methods(engine.GraphEngine)}
+    assert set(WIRE) == expected
+    stays = _methods(engine.Plumbing) | _methods(engine.Door)
+    assert not stays & set(WIRE) and "graph" not in WIRE
+    writes = {name for name, call in WIRE.items() if call.write is not None}
+    assert {"add", "delete", "doctor", "graph.relate", "sync"} <= writes
+    assert not {"search", "copy_to", "graph.export_folder", "sql"} & writes
+
+
+def test_every_handle_method_is_a_call_or_plumbing() -> None:
+    # A handle method either makes the flat call of its name (a collection's calls
+    # name the collection; drop is drop_collection) or asks the door's plumbing.
+    door_properties = {n for n, v in vars(engine.Door).items() if isinstance(v, property)}
+    plumbing = (
+        _methods(engine.Plumbing)
+        | _methods(engine.Door)
+        | door_properties  # storage, read_only
+        | {"settings", "workspace"}
+    )
+    for handle, calls in (
+        (KnowledgeBase, _methods(engine.Engine)),
+        (Collection, _methods(engine.Engine) | {"drop"}),
+        (Graph, _methods(engine.GraphEngine)),
+    ):
+        public = {n for n, v in vars(handle).items() if not n.startswith("_")}
+        unplaced = public - calls - plumbing - {"graph", "record"}
+        assert unplaced == set(), f"{handle.__name__}: {sorted(unplaced)}"
 
 
 # -- collections -------------------------------------------------------------------------
@@ -151,7 +164,7 @@ def test_a_missing_collection_is_reported_the_same_at_every_door(door: Door) -> 
     assert made.name in door.kb.collection_names()
 
 
-def test_list_collections_and_workspaces_are_separate(door: Door, coll: CollectionAPI) -> None:
+def test_list_collections_and_workspaces_are_separate(door: Door, coll: Collection) -> None:
     assert coll.name in {c.name for c in door.kb.list_collections()}
     other = door.kb.in_workspace(f"ws-{uuid.uuid4().hex[:6]}")
     assert other.collection_names() == []
@@ -159,7 +172,7 @@ def test_list_collections_and_workspaces_are_separate(door: Door, coll: Collecti
     assert "Only there" not in door.kb.collection_names()
 
 
-def test_drop_removes_the_collection(door: Door, coll: CollectionAPI) -> None:
+def test_drop_removes_the_collection(door: Door, coll: Collection) -> None:
     coll.drop()
     assert coll.name not in door.kb.collection_names()
     with pytest.raises(CollectionNotFound):
@@ -169,14 +182,14 @@ def test_drop_removes_the_collection(door: Door, coll: CollectionAPI) -> None:
 # -- documents ---------------------------------------------------------------------------
 
 
-def test_add_texts_is_idempotent_by_id(coll: CollectionAPI) -> None:
+def test_add_texts_is_idempotent_by_id(coll: Collection) -> None:
     first = coll.add_texts(["One note."], ids=["a"])
     again = coll.add_texts(["One note."], ids=["a"])
     assert [f.document_id for f in first.added] == ["a"]
     assert [f.document_id for f in again.unchanged] == ["a"] and coll.count() == 1
 
 
-def test_add_files_confined_to_the_callers_folders(door: Door, coll: CollectionAPI) -> None:
+def test_add_files_confined_to_the_callers_folders(door: Door, coll: Collection) -> None:
     inside = door.folder / "inside"
     inside.mkdir(exist_ok=True)
     (inside / "memo.md").write_text("# Travel\n\nMileage is paid at 0.30 per km.")
@@ -187,14 +200,14 @@ def test_add_files_confined_to_the_callers_folders(door: Door, coll: CollectionA
     assert [f.filename for f in coll.add([door.folder / "outside.txt"]).added] == ["outside.txt"]
 
 
-def test_delete_reports_missing_ids(coll: CollectionAPI) -> None:
+def test_delete_reports_missing_ids(coll: Collection) -> None:
     _fill(coll)
     report = coll.delete(["lease", "nope"])
     assert (report.deleted, report.not_found) == (["lease"], ["nope"])
     assert coll.get("lease") is None and coll.count() == 2
 
 
-def test_get_chunks_and_text_give_the_document_back(coll: CollectionAPI) -> None:
+def test_get_chunks_and_text_give_the_document_back(coll: Collection) -> None:
     _fill(coll)
     doc = coll.get("receipts")
     assert doc is not None and doc.metadata == {"n": 1}
@@ -203,7 +216,7 @@ def test_get_chunks_and_text_give_the_document_back(coll: CollectionAPI) -> None
     assert coll.chunks("nope") == [] and coll.document_text("nope") is None
 
 
-def test_documents_page_and_count(coll: CollectionAPI) -> None:
+def test_documents_page_and_count(coll: Collection) -> None:
     _fill(coll)
     page = coll.documents(limit=2, offset=1)
     assert len(page) == 2 and coll.count() == 3 == coll.describe().documents
@@ -213,19 +226,19 @@ def test_documents_page_and_count(coll: CollectionAPI) -> None:
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "keyword", "vector"])
-def test_search_finds_the_note(coll: CollectionAPI, mode: str) -> None:
+def test_search_finds_the_note(coll: Collection, mode: str) -> None:
     _fill(coll)
     hits = coll.search("harbour lease", k=1, mode=mode)
     assert [h.document_id for h in hits] == ["lease"] and hits[0].collection == coll.name
 
 
-def test_search_filters_and_spans_collections(door: Door, coll: CollectionAPI) -> None:
+def test_search_filters_and_spans_collections(door: Door, coll: Collection) -> None:
     _fill(coll)
     hits = door.kb.search("rental property", k=5, where={"n": 2}, collections=[coll.name])
     assert [h.document_id for h in hits] == ["depreciation"]
 
 
-def test_search_by_vector_with_the_callers_embedding(door: Door, coll: CollectionAPI) -> None:
+def test_search_by_vector_with_the_callers_embedding(door: Door, coll: Collection) -> None:
     _fill(coll)
     vector = door.kb.embedder_for(coll.record).embed_query("harbour lease ten years")
     assert coll.search_by_vector(vector, k=1)[0].document_id == "lease"
@@ -256,7 +269,7 @@ def test_a_reranker_object_works_only_where_the_store_was_opened(door: Door) -> 
 # -- graph and maintenance ---------------------------------------------------------------
 
 
-def test_graph_links_queries_and_export(door: Door, coll: CollectionAPI) -> None:
+def test_graph_links_queries_and_export(door: Door, coll: Collection) -> None:
     _fill(coll)
     g = door.kb.graph
     found = g.search("rental property depreciation", search_limit=1, collections=[coll.name])
@@ -274,7 +287,7 @@ def test_graph_links_queries_and_export(door: Door, coll: CollectionAPI) -> None
             g.add_extractor(object())  # type: ignore[arg-type]
 
 
-def test_maintenance_verbs(door: Door, coll: CollectionAPI) -> None:
+def test_maintenance_verbs(door: Door, coll: Collection) -> None:
     _fill(coll)
     assert [h.collection for h in door.kb.doctor(coll.name)] == [coll.name]
     if door.name == "postgres":  # doctor and compact are the server's checks and VACUUM/REINDEX

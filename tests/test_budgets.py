@@ -1,5 +1,6 @@
-"""Every input within budget (issue 25): one bad file fails alone, every file is charged
-where its cost is produced, large text files of every plain format stream.
+"""Every input within budget (issues 25 and 32): one bad file fails alone, every file is
+charged where its cost is produced (markup, blocks and cells included), large text files
+of every plain format stream.
 
 The crafted files come from tests/hostilegen.py at small sizes, checked against
 lowered budgets (``FileLimits`` or ``HYBRIDKB_MAX_FILE_*``); the full-size files, in a
@@ -21,22 +22,25 @@ from hostilegen import (
     docx_with_image,
     docx_with_paragraphs,
     epub_big_dat,
+    epub_chapter_of,
     epub_spine_repeated,
+    html_paragraphs,
     pdf_pdfium_rejects,
     pdf_shared_stream,
     pptx_with_image,
+    xlsx_far_cells,
     xlsx_shared_string_bomb,
 )
 
 import hybridkb
 from hybridkb import ingest
 from hybridkb.errors import ExtractionError
-from hybridkb.loaders import FileLimits, load_file
-from hybridkb.loaders.budget import BudgetExceeded, FileBudget, counting_zip_reads
+from hybridkb.loaders import FileLimits, html, load_file, text
+from hybridkb.loaders.budget import BLOCK_CHARS, BudgetExceeded, FileBudget, counting_zip_reads
 from hybridkb.loaders.ocr import ocr_available
 from hybridkb.loaders.sheets import load_csv
 from hybridkb.loaders.text import markdown_blocks, stream_markdown
-from hybridkb.types import LoadedFile
+from hybridkb.types import Block, LoadedFile
 
 needs_ocr = pytest.mark.skipif(not ocr_available(), reason="the OCR extra is not installed")
 
@@ -195,6 +199,61 @@ def test_each_block_costs_more_than_its_text(tmp_path: Path) -> None:
     assert len(load_file(path, limits=FileLimits(text_chars=60_000)).blocks) == 1000
 
 
+def test_an_html_page_is_charged_as_the_markup_it_parses(tmp_path: Path) -> None:
+    # Streamed, a page still makes libxml2 hold its open elements and a tag's attributes.
+    path = html_paragraphs(tmp_path / "page.html", 2)
+    assert "parsing page.html brings the markup" in _over(path, FileLimits(xml_mb=1), "XML_MB")
+    small = _write(tmp_path, "small.html", b"<p>a</p>" * 10_000)
+    assert len(load_file(small, limits=FileLimits(xml_mb=1)).blocks) == 10_000
+
+
+@pytest.mark.parametrize(
+    ("name", "data"),
+    [
+        ("page.html", b"<p>a</p>" * 100_000),
+        ("book.epub", epub_chapter_of(b"<p>a</p>", 1)),
+        ("notes.md", b"a\n\n" * 100_000),
+        ("notes.txt", b"a\n\n" * 100_000),
+    ],
+)
+def test_blocks_are_charged_as_they_are_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, data: bytes
+) -> None:
+    # A page of 6 MB of <p>a</p> made 800,000 blocks (and a tree) before the budget saw one.
+    made = 0
+
+    def counted(*args: Any, **kwargs: Any) -> Block:
+        nonlocal made
+        made += 1
+        return Block(*args, **kwargs)
+
+    monkeypatch.setattr(html, "Block", counted)
+    monkeypatch.setattr(text, "Block", counted)
+    path = _write(tmp_path, name, data)
+    _over(path, FileLimits(text_chars=1_000_000), "TEXT_CHARS")
+    assert made <= 1_000_000 // (BLOCK_CHARS + 1) + 1  # none past the budget
+
+
+def test_cells_are_charged_empty_ones_too(tmp_path: Path) -> None:
+    # 100 rows whose one cell is in the last column: 16,384 cells each.
+    wide = _write(tmp_path, "wide.xlsx", xlsx_far_cells(100, corner=False))
+    assert "more than 1,000,000 cells" in _over(wide, FileLimits(cells=1_000_000), "CELLS")
+    assert len(load_file(wide, limits=FileLimits(cells=2_000_000)).blocks) == 101
+    commas = _write(tmp_path, "commas.csv", b"a" + b"," * 200_000 + b"\n" + b"b,c\n" * 10)
+    _over(commas, FileLimits(cells=100_000), "CELLS")
+
+
+def test_a_sheet_is_read_to_its_last_cell_not_its_declared_size(tmp_path: Path) -> None:
+    # It declares A1:XFD1048576 and has a cell at XFD1048576: read-only openpyxl padded
+    # every row between to 16,384 empty cells (17 billion), which only the time budget ended.
+    path = _write(tmp_path, "corner.xlsx", xlsx_far_cells(0, corner=True))
+    loaded = load_file(path, limits=FileLimits(rows=1_100_000, cells=20_000))
+    assert [(b.page, b.text) for b in loaded.blocks] == [
+        (2, "name: lemur; value: 1"),
+        (1_048_576, "column 16384: z"),
+    ]
+
+
 def test_parsing_time_is_charged_at_every_step() -> None:
     ticks = iter([0.0, 1.0, 11.0])
     budget = FileBudget("slow.csv", FileLimits(seconds=10), clock=lambda: next(ticks))
@@ -214,20 +273,36 @@ def test_zip_reads_outside_a_load_are_not_charged(tmp_path: Path) -> None:
     assert budget.archive_bytes == charged
 
 
+@pytest.mark.parametrize(
+    ("setting", "name", "body", "error"),
+    [
+        (
+            "HYBRIDKB_MAX_FILE_ROWS",
+            "rows.csv",
+            "".join(f"{n},lemur\n" for n in range(50)),
+            "rows.csv: over the row budget (more than 10 rows); "
+            "raise HYBRIDKB_MAX_FILE_ROWS to read it",
+        ),
+        (
+            "HYBRIDKB_MAX_FILE_CELLS",
+            "wide.csv",
+            "name,a,b,c,d,e\nlemur,1,2,3,4,5\n",
+            "wide.csv: over the cell budget (more than 10 cells); "
+            "raise HYBRIDKB_MAX_FILE_CELLS to read it",
+        ),
+    ],
+)
 def test_budgets_come_from_the_settings_and_name_them(
-    tmp_path: Path, kb: hybridkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str, name: str, body: str, error: str
 ) -> None:
-    monkeypatch.setenv("HYBRIDKB_MAX_FILE_ROWS", "10")
+    monkeypatch.setenv(setting, "10")
     folder = tmp_path / "in"
-    _good_and(folder, "rows.csv", "".join(f"{n},lemur\n" for n in range(50)).encode())
-    with hybridkb.connect(tmp_path / "rows.duckdb", model="fake") as base:
+    _good_and(folder, name, body.encode())
+    with hybridkb.connect(tmp_path / "budgets.duckdb", model="fake") as base:
         report = base.create_collection("C").add(folder)
     assert [f.filename for f in report.added] == ["good.txt"]
     [failed] = report.failed
-    assert failed.error == (
-        "rows.csv: over the row budget (more than 10 rows); raise HYBRIDKB_MAX_FILE_ROWS to read it"
-    )
-    assert failed.code == "over_budget"
+    assert failed.error == error and failed.code == "over_budget"
 
 
 # -- 3. Markdown and CSV stream like .txt ---------------------------------------------------

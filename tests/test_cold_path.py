@@ -38,7 +38,7 @@ OFF_THE_SEARCH_PATH = [
     "pydantic_settings",
     "pytz",
     "hybridkb.graph",
-    "hybridkb.serve.client",
+    "hybridkb.serve.owner",
     "pyarrow",
     "hybridkb.ingest",
     "hybridkb.loaders",

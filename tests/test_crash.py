@@ -19,7 +19,6 @@ import pytest
 from internals import sql_rows
 
 import hybridkb
-from hybridkb import maintenance
 from hybridkb.storage.duckdb.schema import table_names
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL (POSIX)")
@@ -81,7 +80,7 @@ def _verify(db: Path, ref: dict[str, list[str]]) -> None:
             assert [r[0] for r in rows] == ref[doc.content_hash], f"half document {doc.filename}"
         table_problems = {
             f.check: f.count
-            for h in maintenance.doctor(kb)
+            for h in kb.doctor()
             for f in h.findings
             if f.count and f.check != "derived_indexes"
         }

@@ -18,7 +18,7 @@ import pytest
 from internals import duckdb_storage, sql_rows
 
 import hybridkb
-from hybridkb import ingest, maintenance
+from hybridkb import ingest
 from hybridkb.storage.duckdb import stream as duckdb_stream
 from hybridkb.storage.duckdb.schema import table_names
 
@@ -122,7 +122,7 @@ def test_a_killed_stream_leaves_one_whole_version(
         (".parquet", next(folder.iterdir()).name.rsplit("-", 1)[0])
     }
     with hybridkb.connect(tmp_path / "kb.duckdb", model="fake", read_only=True) as kb:
-        problems = {f.check: f.count for h in maintenance.doctor(kb) for f in h.findings if f.count}
+        problems = {f.check: f.count for h in kb.doctor() for f in h.findings if f.count}
         # Reported (a read-only open deletes nothing); after the switch committed, the saved
         # index snapshot is one generation behind too, and is rebuilt on the next search.
         staged = len(list(folder.iterdir()))  # one leftover per staged part
@@ -140,9 +140,7 @@ def test_a_killed_stream_leaves_one_whole_version(
             assert hits and {h.text for h in hits} <= set(ref[survivor]), m
         assert len(coll.search("lemurs", k=1000, mode="vector")) == len(ref[survivor])
         # Opening for writing swept the stage; nothing is left for doctor to find.
-        assert {
-            f.check: f.count for h in maintenance.doctor(kb) for f in h.findings if f.count
-        } == {}
+        assert {f.check: f.count for h in kb.doctor() for f in h.findings if f.count} == {}
         assert duckdb_stream.stage_dir(duckdb_storage(kb).engine) == folder
         assert list(folder.iterdir()) == []
         # The same file again: streamed to completion this time (or found unchanged).

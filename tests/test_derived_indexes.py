@@ -30,7 +30,7 @@ def _forbid_rebuild(monkeypatch: pytest.MonkeyPatch) -> None:
     def boom(*args: object, **kwargs: object) -> None:
         raise AssertionError("indexes were rebuilt from the tables")
 
-    monkeypatch.setattr(duckdb_storage, "build_indexes", boom)
+    monkeypatch.setattr(duckdb_storage, "build_from_slices", boom)
 
 
 def test_reopen_uses_the_saved_snapshot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -41,6 +41,26 @@ def test_reopen_uses_the_saved_snapshot(tmp_path: Path, monkeypatch: pytest.Monk
     with hybridkb.connect(db, model="fake") as kb:
         hits = kb.collection("Notes").search("beta", k=5, mode="keyword")
     assert sorted(h.document_id for h in hits) == ["a", "d"]
+
+
+def test_a_writer_that_never_searched_leaves_the_indexes_ready(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writes keep the indexes current and saved: the next process loads them instead
+    of building them from the tables (a 1M-chunk bulk load then took minutes)."""
+    db = tmp_path / "kb.duckdb"
+    with hybridkb.connect(db, model="fake") as kb:
+        coll = kb.create_collection("Notes")
+        coll.add_texts(TEXTS[:2], ids=["a", "b"])
+    with hybridkb.connect(db, model="fake") as kb:  # another writer, no search either
+        coll = kb.collection("Notes")
+        coll.add_texts(TEXTS[2:], ids=["c", "d"])
+        coll.delete(["b"])
+    _forbid_rebuild(monkeypatch)
+    with hybridkb.connect(db, model="fake") as kb:
+        hits = kb.collection("Notes").search("beta delta", k=5, mode="keyword")
+        assert sorted(h.document_id for h in hits) == ["a", "d"]
+        assert len(kb.collection("Notes").search("zeta", k=5, mode="vector")) == 3
 
 
 def test_stale_snapshot_is_rebuilt(tmp_path: Path) -> None:
@@ -280,3 +300,34 @@ def test_coded_terms_follow_key_order_whatever_the_scan_order(
         for i in range(len(keys))
     ]
     assert got == [rows[k] or [] for k in sorted(rows)]
+
+
+def test_slices_hold_at_most_their_rows_and_terms() -> None:
+    """Every row lands in exactly one slice, and no slice exceeds either bound unless
+    one row alone is larger than the term bound."""
+    rowids = np.array([0, 1, 2, 5, 6, 7, 9])
+    lengths = np.array([3, 3, 9, 0, 1, 1, 2])
+    got = duckdb_storage.slice_bounds(rowids, lengths, max_rows=2, max_terms=4)
+    assert got == [(0, 0), (1, 1), (2, 2), (5, 6), (7, 9)]
+    assert duckdb_storage.slice_bounds(rowids, lengths, 100, 100) == [(0, 9)]
+    assert duckdb_storage.slice_bounds(rowids[:0], lengths[:0], 2, 4) == []
+
+
+def test_an_index_built_in_small_term_slices_finds_what_one_slice_finds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    texts = [f"lemur {i} madagascar forest" if i % 3 else f"gecko {i} desert" for i in range(40)]
+    with hybridkb.connect(tmp_path / "kb.duckdb", model="fake") as kb:
+        coll = kb.create_collection("c")
+        coll.add_texts(texts)
+        storage = duckdb_backend(kb)
+        whole = derived.build_from_slices(
+            coll.record.dim, 1, storage.derived.row_slices(coll.record)
+        )
+        monkeypatch.setattr(duckdb_storage, "BUILD_SLICE_TERMS", 7)
+        sliced = derived.build_from_slices(
+            coll.record.dim, 1, storage.derived.row_slices(coll.record)
+        )
+    assert len(sliced.keyword) == len(whole.keyword) == 40
+    for query in (["lemur"], ["gecko", "desert"], ["madagascar"]):
+        assert sliced.keyword.search(query, 50) == whole.keyword.search(query, 50)

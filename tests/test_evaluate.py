@@ -117,6 +117,14 @@ def test_load_beir_errors_name_the_file(beir: Path, tmp_path: Path) -> None:
         load_beir(beir)
 
 
+def test_a_corpus_line_nested_too_deeply_is_refused_in_one_line(beir: Path) -> None:
+    """A crafted corpus: json.loads of the line raised RecursionError (a traceback)."""
+    with (beir / "corpus.jsonl").open("a", encoding="utf-8") as fh:
+        fh.write("[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(ConfigError, match=r"corpus.jsonl:11: nested more than 20 levels deep"):
+        load_beir(beir)
+
+
 # -- run_eval -------------------------------------------------------------------------------------
 
 

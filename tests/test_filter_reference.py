@@ -1,4 +1,4 @@
-"""Filters a stranger can discover and use: the reference in --help and the README, a
+"""Filters a stranger can discover and use: the reference in --help and the docs (docs/guide/filters.md), a
 warning for a field no document has, an error naming the operators, refused metadata
 that would shadow a built-in field, and the same filters from the CLI, the Python API,
 the LangChain tool and MCP (by page, file name, date added and a metadata field)."""
@@ -22,7 +22,7 @@ from hybridkb.filter_check import filter_warnings
 from hybridkb.filters import FIELDS, OPERATORS, filter_reference, parse_filter
 from hybridkb.tools import make_tools
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+FILTERS_PAGE = Path(__file__).resolve().parent.parent / "docs" / "guide" / "filters.md"
 TODAY = datetime.now(UTC).date()
 YESTERDAY = (TODAY - timedelta(days=1)).isoformat()
 TOMORROW = (TODAY + timedelta(days=2)).isoformat()  # whatever the session time zone
@@ -70,8 +70,8 @@ def test_search_help_lists_every_operator_and_builtin_field() -> None:
     assert '{"added_at": {"$gte": "2024-01-01", "$lt": "2025-01-01"}}' in result.output
 
 
-def test_readme_holds_the_reference_rendered_from_filters_py() -> None:
-    assert filter_reference() in README.read_text(encoding="utf-8")
+def test_the_docs_hold_the_reference_rendered_from_filters_py() -> None:
+    assert filter_reference() in FILTERS_PAGE.read_text(encoding="utf-8")
 
 
 def test_an_unknown_operator_names_the_allowed_ones() -> None:

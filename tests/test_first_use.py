@@ -22,8 +22,10 @@ import hybridkb
 from hybridkb import embedders
 from hybridkb.embedders import Recipe, get_embedder, judge, precision, recipe_of
 from hybridkb.embedders.onnx import OnnxEmbedder
-from hybridkb.embedders.onnx_export import DEFAULT_INT8, export_lock
+from hybridkb.embedders.onnx_export import DEFAULT_INT8
+from hybridkb.embedders.onnx_files import export_lock
 from hybridkb.embedders.onnx_model import atomic_write
+from hybridkb.lifecycle import own_process
 
 HANG_GUARD = 120  # seconds: a judge of the tiny model takes a few
 
@@ -48,9 +50,12 @@ def forget_loaded() -> None:
 
 @pytest.fixture(autouse=True)
 def fresh_process_state() -> Iterator[None]:
-    """No embedder loaded by an earlier test (conftest ends the judges a test started)."""
+    """No embedder loaded by an earlier test (conftest ends the judges a test started),
+    in a process a program owns (the CLI, ``hybridkb mcp``): a first use may judge."""
     embedders._CACHE.clear()
+    own_process()
     yield
+    own_process(False)
     embedders._CACHE.clear()
 
 
@@ -76,6 +81,14 @@ def export_folder(model: str, cache: str) -> Path:
 def write_verdict(model: str, cache: str, chosen: dict[str, object] | None) -> None:
     path = precision.verdict_path(model, cache)
     atomic_write(path, lambda tmp: tmp.write_text(json.dumps({"chosen": chosen, "trials": []})))
+
+
+def test_a_librarys_first_use_starts_no_judge(tiny: str, cache: str) -> None:
+    own_process(False)  # a user's script: nothing may outlive its calls
+    embedder = get_embedder(tiny, cache_dir=cache)
+    assert recipe_of(embedder) == Recipe("onnx", "fp32")  # float32 serves, as before
+    assert judge.background_judges() == [] and not judge.judging(tiny, cache)
+    assert not precision.verdict_ready(tiny, cache)  # `hybridkb setup` or the CLI judges
 
 
 def test_a_first_use_answers_with_float32_before_int8_is_judged(tiny: str, cache: str) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import time
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,7 +12,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from internals import local, sql_rows
+from internals import local, local_graph, sql_rows
 
 import hybridkb
 from hybridkb.errors import GraphError
@@ -126,7 +128,8 @@ def test_find_paths_none_between_parts_and_to_self(gkb: hybridkb.KnowledgeBase) 
     same = gkb.graph.find_paths("a", "a")
     assert [p.length for p in same.paths] == [0]
     assert gkb.graph.shortest_path("a", "x") is None
-    assert gkb.graph.shortest_path("b", "a", direction="out").length == 2
+    shortest = gkb.graph.shortest_path("b", "a", direction="out")
+    assert shortest is not None and shortest.length == 2
 
 
 def test_subgraph_limits_and_stats(gkb: hybridkb.KnowledgeBase) -> None:
@@ -205,16 +208,16 @@ def test_memory_matches_tables_after_edits(gkb: hybridkb.KnowledgeBase, tmp_path
     gkb.graph.remove_node("d")
     gkb.graph.add_node("w", "concept", {"name": "W"})
     gkb.graph.relate("w", "a", "r")
-    live = _edge_set(gkb.graph.memgraph())
-    fresh = gkb.graph.store
+    live = _edge_set(local_graph(gkb).memgraph())
+    fresh = local_graph(gkb).store
     fresh.graphs.clear()
-    assert _edge_set(gkb.graph.memgraph()) == live
+    assert _edge_set(local_graph(gkb).memgraph()) == live
 
 
 def test_rolled_back_write_does_not_reach_memory(gkb: hybridkb.KnowledgeBase) -> None:
     build(gkb, SHAPE)
     gkb.graph.neighbors("a")
-    store = gkb.graph.store
+    store = local_graph(gkb).store
 
     def failing(con: Connection) -> None:
         store.sql.upsert_user_edges(con, gkb.workspace, [])
@@ -413,3 +416,155 @@ def test_concurrent_reads_and_writes(gkb: hybridkb.KnowledgeBase) -> None:
         )
         == 40
     )
+
+
+node_rows_strategy = st.lists(
+    st.tuples(
+        st.sampled_from(["hub", "leaf"]),
+        st.sampled_from(["category", "topic"]),
+        st.dictionaries(st.sampled_from(["name", "kind", "n"]), st.integers(0, 3), max_size=2),
+        st.integers(1, 5),  # the document a row comes from
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(rows=node_rows_strategy, removed=st.lists(st.integers(1, 5), max_size=5))
+def test_a_node_of_many_rows_is_their_union_as_rows_come_and_go(
+    rows: list[tuple[str, str, dict[str, Any], int]], removed: list[int]
+) -> None:
+    """A node backed by rows of several documents (a collection's node has one per
+    document) has the type last written and the union of the rows' properties in row
+    order, as rows are added, rewritten and taken away."""
+    g = MemGraph()
+    backing: dict[str, dict[tuple[int, str], tuple[str, dict[str, Any]]]] = {}
+    types: dict[str, str] = {}
+    for node_id, ntype, props, doc in rows:
+        g.add_nodes([(node_id, ntype, props, 1, f"d{doc}")])
+        backing.setdefault(node_id, {})[(1, f"d{doc}")] = (ntype, props)
+        types[node_id] = ntype
+    for doc in removed:
+        g.remove_prov((1, f"d{doc}"))
+        for node_id, rows_of in backing.items():
+            if rows_of.pop((1, f"d{doc}"), None) is not None and rows_of:
+                types[node_id] = list(rows_of.values())[-1][0]
+    for node_id, rows_of in backing.items():
+        assert g.has(node_id) == bool(rows_of)
+        if rows_of:
+            union: dict[str, Any] = {}
+            for _type, props in rows_of.values():
+                union.update(props)
+            node = g.node(g.index[node_id])
+            assert (node.type, node.properties) == (types[node_id], union)
+
+
+# Neighbourhoods as the UI asks for them (one hop), and a few others.
+NEIGHBOURHOODS: list[dict[str, Any]] = [
+    {"max_depth": 1},
+    {"max_depth": 1, "node_limit": 5, "edge_limit": 7},
+    {"max_depth": 1, "direction": "in", "edge_types": ["r", "categorized_as"]},
+    {"max_depth": 1, "direction": "out"},
+    {"max_depth": 0},
+]
+
+
+def _notes_graph(db: str) -> tuple[int, list[str]]:
+    """30 tagged notes (their collection's node is a hub) and SHAPE with user links into
+    them; the collection's id and the nodes to start from."""
+    tags = ["hr", "tax", "car"]
+    with hybridkb.connect(db, model="fake") as kb:
+        coll = kb.create_collection("Notes")
+        coll.add_texts(
+            [
+                f"Note {i} about topic {i % 4}.\n\nA second paragraph of note {i}."
+                for i in range(30)
+            ],
+            metadatas=[{"tags": [tags[i % 3], tags[(i + 1) % 3]]} for i in range(30)],
+            ids=[f"n{i:02d}" for i in range(30)],
+        )
+        cid = coll.record.id
+        build(kb, SHAPE, extra=("z",))
+        kb.graph.relate("a", "cat:hr", "about")
+        kb.graph.relate(f"doc:{cid}:n03", "a", "cites")
+    return cid, [f"coll:{cid}", f"doc:{cid}:n03", "cat:hr", "a", "c", "d", "z"]
+
+
+@pytest.mark.parametrize(
+    "backend", ["duckdb", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def test_a_first_neighbourhood_reads_only_its_rows_and_answers_as_the_whole_graph(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Until a query needs the whole graph, a neighbourhood one hop deep is read from the
+    graph tables (its node's edges, then the rows among the nodes kept): the first view
+    of a node does not wait for every node of a large workspace to be loaded."""
+    db = str(tmp_path / "g.duckdb") if backend == "duckdb" else request.getfixturevalue("pg_url")
+    cid, starts = _notes_graph(db)
+    shapes = NEIGHBOURHOODS
+    with hybridkb.connect(db, model="fake") as kb:
+        store = local_graph(local(kb)).store
+        coll = kb.collection("Notes")
+        first = {
+            (start, i): kb.graph.subgraph(start, **shape).to_dict()
+            for start in starts
+            for i, shape in enumerate(shapes)
+        }
+        assert kb.workspace not in store.graphs  # the whole graph was never loaded
+        coll.add_texts(["A late note."], ids=["late"])  # read afresh: a write is seen at once
+        late = kb.graph.subgraph(f"doc:{cid}:late", max_depth=1).to_dict()
+        assert {n["id"] for n in late["nodes"]} >= {f"doc:{cid}:late", f"coll:{cid}"}
+        assert kb.workspace not in store.graphs
+        for bad in ("", ["a"]):
+            with pytest.raises(GraphError, match="non-empty string"):
+                kb.graph.subgraph(bad, max_depth=1)  # type: ignore[arg-type]
+        with pytest.raises(GraphError, match="unknown node 'nowhere'"):
+            kb.graph.subgraph("nowhere", max_depth=1)  # the whole graph's message
+        kb.graph.stats()  # loads the whole graph: from now on it answers
+        coll.delete(["late"])
+        assert kb.workspace in store.graphs
+        for (start, i), answer in first.items():
+            whole = kb.graph.subgraph(start, **shapes[i]).to_dict()
+            if backend == "duckdb":  # rows come in the order they were written
+                assert whole == answer, (start, shapes[i])
+            else:  # a Postgres scan has no fixed order: a capped answer may pick others
+                assert _shape_of(whole) == _shape_of(answer), (start, shapes[i])
+
+
+def _shape_of(answer: dict[str, Any]) -> Any:
+    """A subgraph answer with its rows in a fixed order; a capped one by how many nodes
+    it kept (which ones, and so the edges among them, follow the scan's order)."""
+    if answer["stats"]["truncated"]:
+        return {k: v for k, v in answer["stats"].items() if k != "edge_count"}
+    nodes = sorted(json.dumps(n, sort_keys=True) for n in answer["nodes"])
+    edges = sorted(json.dumps(e, sort_keys=True) for e in answer["edges"])
+    return nodes, edges, answer["stats"]
+
+
+def test_a_graph_prepared_in_the_background_answers_as_one_loaded_at_once(
+    tmp_path: Path,
+) -> None:
+    """``prepare_graph`` loads the whole graph in a thread; neighbourhoods meanwhile come
+    from their own rows, and once it is there (writes made meanwhile replayed onto it)
+    every answer is the one a graph loaded at once gives."""
+    db = str(tmp_path / "g.duckdb")
+    cid, starts = _notes_graph(db)
+    with hybridkb.connect(db, model="fake") as kb:
+        store = local_graph(local(kb)).store
+        kb.prepare_graph()
+        kb.prepare_graph()  # one load, however often asked
+        kb.collection("Notes").add_texts(["A note written meanwhile."], ids=["meanwhile"])
+        deadline = time.monotonic() + 120  # a hang guard only
+        while kb.workspace not in store.graphs and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert kb.workspace in store.graphs and not store.preloading
+        prepared = {
+            (start, i): kb.graph.subgraph(start, **shape).to_dict()
+            for start in [*starts, f"doc:{cid}:meanwhile"]
+            for i, shape in enumerate(NEIGHBOURHOODS)
+        }
+        assert kb.workspace in store.graphs  # answered from memory
+    with hybridkb.connect(db, model="fake") as kb:
+        kb.graph.stats()  # loaded at once
+        for (start, i), answer in prepared.items():
+            assert kb.graph.subgraph(start, **NEIGHBOURHOODS[i]).to_dict() == answer

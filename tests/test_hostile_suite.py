@@ -1,8 +1,10 @@
-"""The standing hostile-file suite (issue 25): each crafted file sits in a folder beside a
-good file and is added in a child process under a 1.5 GB address-space cap. Each must
-end as one line naming the budget it hit (and the setting to raise), the good file
-must be added, the child's peak memory must stay under 1 GB, and it must finish (a
-hang guard, not a timing).
+"""The standing hostile-file suite (issues 25 and 32): each crafted file sits in a folder
+beside a good file and is added in a child process under a 1.5 GB address-space cap.
+Each must end as one line naming the budget it hit (and the setting to raise), or be
+read within its budgets, the good file must be added, the child's peak memory must stay
+under 1 GB, and it must finish (a hang guard, not a timing). Every loader is here:
+PDF, DOCX, PPTX, XLSX (.xlsm), CSV (.tsv), EPUB, HTML (.htm, .xhtml), Markdown and text,
+whole and streamed.
 
 The default run uses small variants against budgets lowered through the environment,
 as a user would raise or lower them; the ``slow`` run uses the attack's full sizes at
@@ -25,11 +27,17 @@ from hostilegen import (
     docx_with_image,
     docx_with_paragraphs,
     epub_big_dat,
+    epub_chapter_of,
     epub_spine_repeated,
+    html_attributes,
+    html_nested,
+    html_paragraphs,
     pdf_pdfium_rejects,
     pdf_shared_stream,
     pptx_with_image,
+    pptx_with_paragraphs,
     write_lines,
+    xlsx_far_cells,
     xlsx_shared_string_bomb,
 )
 
@@ -48,6 +56,7 @@ class Crafted:
     env: dict[str, str] = field(default_factory=dict)
     needs_ocr: bool = False
     expect: str = ""  # a phrase of the error when ``setting`` is None
+    readable: bool = False  # read within its budgets: added, in bounded memory
 
 
 def _bytes(make: Callable[[], bytes]) -> Callable[[Path], object]:
@@ -56,6 +65,10 @@ def _bytes(make: Callable[[], bytes]) -> Callable[[Path], object]:
 
 def _csv(mb: int) -> Callable[[Path], object]:
     return lambda path: write_lines(path, b"2024,rent,14400,flat\n", mb << 20) and None
+
+
+def _lines(line: bytes, mb: int) -> Callable[[Path], object]:
+    return lambda path: write_lines(path, line, mb << 20)
 
 
 def _markdown(mb: int) -> Callable[[Path], None]:
@@ -128,6 +141,62 @@ SMALL = [
         needs_ocr=True,
         expect="OCR could not read it (PdfiumError",
     ),
+    # issue 32: the attack's page (48 MB of <p>a</p>: 1.84 GB, then an XPath error); then
+    # one-letter paragraphs, elements never closed and one tag's attributes, parsed
+    Crafted("attack.html", lambda path: html_paragraphs(path, 45), "XML_MB"),
+    Crafted(
+        "paragraphs.html",
+        lambda path: html_paragraphs(path, 6),
+        "TEXT_CHARS",
+        {"HYBRIDKB_MAX_FILE_TEXT_CHARS": "10000000"},
+    ),
+    Crafted("nested.html", lambda path: html_nested(path, 4), None, expect="no text in the page"),
+    Crafted("attributes.html", lambda path: html_attributes(path, 4), None, readable=True),
+    Crafted(
+        "paragraphs.epub",
+        _bytes(lambda: epub_chapter_of(b"<p>a</p>", 6)),
+        "TEXT_CHARS",
+        {"HYBRIDKB_MAX_FILE_TEXT_CHARS": "10000000"},
+    ),
+    Crafted("paragraphs.pptx", _bytes(lambda: pptx_with_paragraphs(4)), None, readable=True),
+    Crafted(
+        "letters.md",
+        _lines(b"a\n\n", 8),
+        "TEXT_CHARS",
+        {"HYBRIDKB_MAX_FILE_TEXT_CHARS": "5000000"},
+    ),
+    Crafted(
+        "letters.txt",
+        _lines(b"a\n\n", 8),
+        "TEXT_CHARS",
+        {"HYBRIDKB_MAX_FILE_TEXT_CHARS": "5000000"},
+    ),
+    # streamed (over 16 MB): charged like the rest, a streamed file's text 20x
+    Crafted(
+        "unbroken.txt",
+        _lines(b"word ", 24),
+        "TEXT_CHARS",
+        {"HYBRIDKB_MAX_FILE_TEXT_CHARS": "1000000"},
+    ),
+    Crafted(
+        "commas.csv",
+        _lines(b"," * ((1 << 20) - 1) + b"\n", 20),
+        "CELLS",
+        {"HYBRIDKB_MAX_FILE_CELLS": "5000000"},
+    ),
+    # a 1.5 KB sheet declaring A1:XFD1048576: its last row, not 16 billion empty cells
+    Crafted(
+        "corner.xlsx",
+        _bytes(lambda: xlsx_far_cells(0, corner=True)),
+        "ROWS",
+        {"HYBRIDKB_MAX_FILE_SECONDS": "60"},
+    ),
+    Crafted(
+        "wide.xlsx",
+        _bytes(lambda: xlsx_far_cells(200, corner=False)),
+        "CELLS",
+        {"HYBRIDKB_MAX_FILE_CELLS": "1000000"},
+    ),
 ]
 
 FULL = [
@@ -139,6 +208,15 @@ FULL = [
     Crafted("paragraphs.docx", _bytes(lambda: docx_with_paragraphs(48)), "XML_MB"),
     Crafted("strings.xlsx", _bytes(lambda: xlsx_shared_string_bomb(2048, 2000, 20)), "TEXT_CHARS"),
     Crafted("rows.csv", _csv(400), "ROWS"),
+    # the most markup the XML budget admits (16 MB); 48 MB of <p>a</p> took 1.84 GB
+    Crafted("paragraphs.html", lambda path: html_paragraphs(path, 15), "TEXT_CHARS"),
+    Crafted("nested.html", lambda path: html_nested(path, 15), None, expect="no text in the page"),
+    Crafted("attributes.html", lambda path: html_attributes(path, 15), None, readable=True),
+    Crafted("paragraphs.epub", _bytes(lambda: epub_chapter_of(b"<p>a</p>", 15)), "TEXT_CHARS"),
+    Crafted("paragraphs.pptx", _bytes(lambda: pptx_with_paragraphs(14)), None, readable=True),
+    Crafted("letters.md", _lines(b"a\n\n", 15), "TEXT_CHARS"),
+    Crafted("letters.txt", _lines(b"a\n\n", 15), "TEXT_CHARS"),
+    Crafted("corner.xlsx", _bytes(lambda: xlsx_far_cells(0, corner=True)), "ROWS"),
 ]
 
 
@@ -172,6 +250,11 @@ def check(tmp_path: Path, crafted: Crafted) -> dict[str, object]:
     crafted.make(folder / crafted.name)
     result = add_in_child(tmp_path, folder, crafted.env)
     print(f"{crafted.name}: {json.dumps(result)}")
+    assert isinstance(result["peak_rss_mb"], int) and result["peak_rss_mb"] < PEAK_GOAL_MB, result
+    if crafted.readable:
+        assert result["added"] == sorted([crafted.name, "good.txt"]), result
+        assert not result["failed"], result
+        return result
     assert result["added"] == ["good.txt"], result
     failed = result["failed"]
     assert isinstance(failed, dict) and list(failed) == [crafted.name], result
@@ -183,7 +266,6 @@ def check(tmp_path: Path, crafted: Crafted) -> dict[str, object]:
         assert (
             "budget" in error and f"raise HYBRIDKB_MAX_FILE_{crafted.setting} to read it" in error
         )
-    assert isinstance(result["peak_rss_mb"], int) and result["peak_rss_mb"] < PEAK_GOAL_MB, result
     return result
 
 

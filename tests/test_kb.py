@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from internals import sql_rows
+from internals import local_engine, sql_rows
 
 import hybridkb
 from hybridkb.errors import (
@@ -367,7 +367,7 @@ def test_nan_and_zero_vectors_are_refused_before_storage(
 
     coll = kb.create_collection("Notes")
     coll.add_texts([LEAVE], ids=["ok"])
-    monkeypatch.setattr(kb, "embedder", lambda model, recipe=None: NaNEmbedder())
+    monkeypatch.setattr(local_engine(kb), "embedder", lambda model, recipe=None: NaNEmbedder())
     report = coll.add_texts([TAX], ids=["t"])
     assert [(f.filename, f.code) for f in report.failed] == [("t", "embedding_mismatch")]
     assert "NaN" in report.failed[0].error
@@ -434,3 +434,14 @@ def test_with_embedder_serves_its_model_id_on_the_same_store(kb: hybridkb.Knowle
     assert coll.describe().dim == 16
     assert other.collection("Custom").search("pears", k=1)[0].document_id == "a"
     assert "Custom" in kb.collection_names()  # the same store
+
+
+def test_unchanged_texts_are_found_whatever_their_ids(tmp_path: Path) -> None:
+    """The unchanged check inlines plain ids into its SQL and binds the others."""
+    ids = ["plain-1.a", "it's", "x' OR '1'='1", "tab\there"]
+    with hybridkb.connect(tmp_path / "kb.duckdb", model="fake") as kb:
+        coll = kb.create_collection("Ids")
+        coll.add_texts([f"text number {i}" for i in range(4)], ids=ids)
+        again = coll.add_texts([f"text number {i}" for i in range(4)], ids=ids)
+        assert sorted(r.document_id for r in again.unchanged) == sorted(ids)
+        assert not again.added

@@ -64,14 +64,17 @@ def test_the_helper_runs_a_call_in_its_own_thread_and_hands_back_its_value() -> 
     assert again.result() == "hybridkb-search-leg"  # free again once the caller woke
 
 
-def test_a_busy_helper_lets_the_caller_run_the_call_itself() -> None:
+def test_concurrent_legs_never_wait_for_each_other_and_leave_no_thread() -> None:
     helper = Helper()
     release = threading.Event()
     first = helper.start(release.wait)
-    here = helper.start(lambda: threading.current_thread().name)
-    assert here.result() == threading.current_thread().name  # not queued behind the first
+    second = helper.start(lambda: threading.current_thread().name)
+    assert second.result() == "hybridkb-search-leg"  # not queued behind the first
     release.set()
     assert first.result() is True
+    # A leg's thread has ended once its search has the result: a library's search
+    # leaves the process with the threads it had (issue 33).
+    assert not [t for t in threading.enumerate() if t.name == "hybridkb-search-leg"]
 
 
 def test_the_helper_raises_the_call_s_error_in_the_caller() -> None:

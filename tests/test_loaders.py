@@ -678,3 +678,34 @@ def test_lines_repeated_on_too_few_pages_or_alone_on_a_page_stay(tmp_path: Path)
     only_line = [Page("Background")] * 3
     loaded = load_file(write_pdf(tmp_path / "slides.pdf", only_line))
     assert [b.text for b in loaded.blocks] == ["Background"] * 3 and loaded.warnings == []
+
+
+# --- HTML, streamed -----------------------------------------------------------------
+
+
+def test_a_hidden_table_is_dropped_like_any_hidden_element(tmp_path: Path) -> None:
+    page = tmp_path / "page.html"
+    page.write_text(
+        "<p>Shown.</p><table hidden><tr><td>secret</td></tr></table>"
+        "<table role='navigation'><tr><td>menu</td></tr></table>"
+        "<table><tr><td>kept</td><td>cells <b>and</b> all</td></tr></table><p>After.</p>"
+    )
+    blocks = load_file(page).blocks
+    assert [(b.text, b.kind) for b in blocks] == [
+        ("Shown.", "paragraph"),
+        ("kept | cells and all", "table"),
+        ("After.", "paragraph"),
+    ]
+
+
+def test_a_page_is_read_as_it_is_decoded_whatever_its_charset_says(tmp_path: Path) -> None:
+    # The bytes are decoded once (UTF-8 here); a declaration or a <meta> naming another
+    # charset cannot make the parser decode them again.
+    page = tmp_path / "page.xhtml"
+    page.write_bytes(
+        '<?xml version="1.0" encoding="iso-8859-1"?><html><head>'
+        '<meta charset="windows-1251"><title>T</title></head>'
+        "<body><main><h1>Été</h1><p>Déjà vu ☃</p></main></body></html>".encode()
+    )
+    blocks = load_file(page).blocks
+    assert [(b.text, b.section) for b in blocks] == [("Été", "Été"), ("Déjà vu ☃", "Été")]

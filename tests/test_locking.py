@@ -9,14 +9,16 @@ import time
 from pathlib import Path
 
 import pytest
+from internals import through_owner
 
 import hybridkb
 from hybridkb.errors import DatabaseLocked
-from hybridkb.serve.client import RemoteKnowledgeBase
 
 HOLD = """
 import sys, time, hybridkb
-kb = hybridkb.connect(sys.argv[1], model="fake", read_only=sys.argv[3:] == ["read-only"])
+kb = hybridkb.connect(
+    sys.argv[1], model="fake", read_only=sys.argv[3:] == ["read-only"], serve=True
+)
 print("holding", flush=True)
 time.sleep(float(sys.argv[2]))
 kb.close()
@@ -34,14 +36,17 @@ def _hold(db: Path, seconds: float, *mode: str) -> subprocess.Popen[bytes]:
     return proc
 
 
-def test_second_writer_fails_after_timeout_naming_the_holder(tmp_path: Path) -> None:
+def test_second_writer_fails_after_timeout_naming_the_holder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = tmp_path / "kb.duckdb"
     hybridkb.connect(db, model="fake").close()
     proc = _hold(db, 30)
+    monkeypatch.setenv("HYBRIDKB_SERVE", "false")  # this process reaches no owner: it waits
     try:
         started = time.monotonic()
         with pytest.raises(DatabaseLocked) as err:
-            hybridkb.connect(db, model="fake", lock_timeout=0.5, serve=False)
+            hybridkb.connect(db, model="fake", lock_timeout=0.5)
         assert time.monotonic() - started >= 0.5
         message = str(err.value)
         assert (
@@ -77,7 +82,7 @@ def test_with_serving_on_a_second_writer_is_served_at_once(tmp_path: Path) -> No
         started = time.monotonic()
         with hybridkb.connect(db, model="fake", lock_timeout=20) as kb:
             kb.create_collection("Served")
-            assert isinstance(kb, RemoteKnowledgeBase) and kb.collection_names() == ["Served"]
+            assert through_owner(kb) and kb.collection_names() == ["Served"]
         assert time.monotonic() - started < 10  # no lock wait
     finally:
         proc.kill()
@@ -94,7 +99,7 @@ def test_writer_waits_for_the_holder_to_finish(
     try:
         with hybridkb.connect(db, model="fake", lock_timeout=20) as kb:
             # It waited for the lock and holds the file itself: no error, no owner between.
-            assert not isinstance(kb, RemoteKnowledgeBase)
+            assert not through_owner(kb)
             kb.create_collection("After")
     finally:
         assert proc.wait(timeout=30) == 0  # the holder finished its own work undisturbed

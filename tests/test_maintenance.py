@@ -9,7 +9,6 @@ import numpy as np
 from internals import duckdb_storage, local
 
 import hybridkb
-from hybridkb import maintenance
 from hybridkb.storage.duckdb.schema import table_names
 
 TEXTS = [f"document {i} talks about subject {i % 5} with words" for i in range(30)]
@@ -20,7 +19,7 @@ def _kb(tmp_path: Path, model: str = "fake") -> hybridkb.KnowledgeBase:
 
 
 def _problems(kb: hybridkb.KnowledgeBase) -> dict[str, int]:
-    return {f.check: f.count for h in maintenance.doctor(kb) for f in h.findings if f.count}
+    return {f.check: f.count for h in kb.doctor() for f in h.findings if f.count}
 
 
 def test_doctor_finds_nothing_on_a_clean_kb(tmp_path: Path) -> None:
@@ -48,7 +47,7 @@ def test_doctor_finds_and_repairs_orphans_and_bad_vectors(tmp_path: Path) -> Non
         )
         found = _problems(kb)
         assert found["orphan_chunks"] >= 1 and found["incomplete_documents"] == 2
-        maintenance.doctor(kb, repair=True)
+        kb.doctor(repair=True)
         assert _problems(kb) == {}
         assert coll.count() == 27
         hits = coll.search("subject", k=50, mode="vector")
@@ -61,7 +60,7 @@ def test_reembed_switches_model_atomically(tmp_path: Path) -> None:
         coll = kb.create_collection("Notes")
         coll.add_texts(TEXTS)
         before = coll.search("subject 3", k=3, mode="keyword")
-        out = maintenance.reembed(kb, "Notes", model="fake:32", progress=False)
+        out = kb.reembed("Notes", model="fake:32", progress=False)
         assert out["chunks"] == 30 and out["dim"] == 32
         info = coll.describe()
         assert (info.embedding_model, info.dim) == ("fake:32", 32)
@@ -81,7 +80,7 @@ def test_compact_keeps_data_and_does_not_grow(tmp_path: Path) -> None:
             coll.add_texts(
                 [t + f" round {round_}" for t in TEXTS], ids=[f"d{i}" for i in range(30)]
             )
-        out = maintenance.compact(kb)
+        out = kb.compact()
         assert out["bytes_after"] <= out["bytes_before"]
         assert coll.count() == 30
         assert coll.search("round 4", k=1, mode="keyword")[0].text.endswith("round 4")

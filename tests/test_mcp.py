@@ -5,17 +5,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from internals import local
+from http_server import HttpServer
+from internals import local, through_owner
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from pdfgen import Page, write_pdf
@@ -24,7 +23,6 @@ from pydantic import BaseModel
 import hybridkb
 from hybridkb.mcp_server import build_server, tool_catalog
 from hybridkb.mcp_tools import advertised_tools
-from hybridkb.serve.client import RemoteKnowledgeBase
 from hybridkb.tools import TOOL_NAMES, make_tools
 
 pytestmark = pytest.mark.anyio
@@ -210,12 +208,17 @@ async def test_stdio_server_serves_a_second_server_and_other_processes(tmp_path:
             assert DEPRECIATION in _text(found)
         # A person's script in another terminal sees both servers' writes at once.
         with hybridkb.connect(db, model="fake") as kb:
-            assert isinstance(kb, RemoteKnowledgeBase) and kb.describe("Tax").documents == 2
-        # Without serving, the old rule: told who holds the file, not a traceback.
-        with pytest.raises(hybridkb.DatabaseLocked, match="MCP server"):
-            hybridkb.connect(db, model="fake", lock_timeout=0.3, serve=False)
+            assert through_owner(kb) and kb.describe("Tax").documents == 2
+        # Without serving (HYBRIDKB_SERVE=false), the old rule: told who holds the file,
+        # not a traceback.
+        with (
+            pytest.MonkeyPatch.context() as env,
+            pytest.raises(hybridkb.DatabaseLocked, match="MCP server"),
+        ):
+            env.setenv("HYBRIDKB_SERVE", "false")
+            hybridkb.connect(db, model="fake", lock_timeout=0.3)
     with hybridkb.connect(db, model="fake") as kb:  # released when the server stops
-        assert kb.collection_names() == ["Tax"] and not isinstance(kb, RemoteKnowledgeBase)
+        assert kb.collection_names() == ["Tax"] and not through_owner(kb)
 
 
 async def test_two_assistants_and_a_terminal_interleave_on_one_file(tmp_path: Path) -> None:
@@ -274,40 +277,26 @@ async def test_two_assistants_and_a_terminal_interleave_on_one_file(tmp_path: Pa
                 group.start_soon(run_terminal)
     assert failures == [] and codes == [0, 0, 0]
     with hybridkb.connect(db, model="fake") as kb:  # the servers are gone: the file itself
-        assert not isinstance(kb, RemoteKnowledgeBase)
+        assert not through_owner(kb)
         # Every write applied once, none lost: 6 notes each, 2 each deleted, 3 files.
         assert kb.describe("Tax").documents == 4 + 4 + 3
         hits = kb.search("beta laptop", k=3, mode="keyword")
         assert hits and "beta" in hits[0].text
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_streamable_http_server(tmp_path: Path) -> None:
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "hybridkb",
-            "--db",
-            str(tmp_path / "http.duckdb"),
-            "mcp",
-            "--http",
-            str(port),
-        ],
-        env=_env(tmp_path),
-        cwd=str(tmp_path),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    import httpx2  # the MCP SDK's HTTP client
+    from mcp.client.streamable_http import streamable_http_client
 
-    async def session() -> None:
-        async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+    # No token given: the server makes one for this start and names its file on stderr.
+    server = HttpServer(tmp_path / "http.duckdb", env=_env(tmp_path))
+
+    async def session(url: str, token: str) -> None:
+        headers = {"Authorization": f"Bearer {token}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(60)) as http,
+            Client(streamable_http_client(url, http_client=http)) as client,
+        ):
             names = [t.name for t in (await client.list_tools()).tools]
             assert names[: len(TOOL_NAMES)] == list(TOOL_NAMES)
             result = await client.call_tool("kb_list", {})
@@ -316,25 +305,10 @@ def test_streamable_http_server(tmp_path: Path) -> None:
             assert missing.is_error and "collection_not_found" in _text(missing)
 
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-                assert time.monotonic() < deadline, "server did not start"
-                time.sleep(0.2)
-        anyio.run(session)
+        token = server.token_file().read_text().strip()
+        anyio.run(session, f"http://127.0.0.1:{server.port}/mcp", token)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        if proc.stderr is not None:
-            proc.stderr.close()
+        server.stop()
 
 
 @pytest.mark.parametrize("read_only", [False, True])

@@ -4,7 +4,7 @@ with only the config's "env" (plus PATH and a HOME of the test's), in `/`, witho
 
 from __future__ import annotations
 
-import shutil
+import os
 import stat
 from pathlib import Path
 
@@ -16,6 +16,7 @@ from mcp_client import (
     readme_configs,
     spawn_command,
     spawn_env,
+    uvx_program,
 )
 
 from hybridkb.mcp_tools import advertised_tools
@@ -48,11 +49,36 @@ def home(tmp_path: Path) -> Path:
     return folder
 
 
-def serve_and_search(config: ClientConfig, home: Path, tmp_path: Path, **spawn: Path) -> str:
+NETWORK = {
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "HTTPS_PROXY",
+    "HTTP_PROXY",
+    "NO_PROXY",
+    "UV_DEFAULT_INDEX",
+    "UV_EXTRA_INDEX_URL",
+    "UV_FIND_LINKS",
+    "UV_NATIVE_TLS",
+}
+
+
+@pytest.fixture(scope="session")
+def uv_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("uv-cache")
+
+
+def serve_and_search(
+    config: ClientConfig,
+    home: Path,
+    tmp_path: Path,
+    *,
+    source: Path | None = None,
+    extra: dict[str, str] | None = None,
+) -> str:
     """Spawn as the client would, list the tools, add the document and search it; stderr."""
     client = StdioClient(
-        spawn_command(config, home, **spawn),
-        spawn_env(config, home, extra=FAST),
+        spawn_command(config, home, source=source),
+        spawn_env(config, home, extra={**FAST, **(extra or {})}),
         cwd="/",
         stderr_path=tmp_path / "server.stderr",
     )
@@ -90,14 +116,21 @@ def test_a_venv_config_serves_as_the_client_starts_it(
 
 
 @pytest.mark.skipif(
-    shutil.which("uvx") is None,
-    reason="uvx (uv) is not on PATH here: the uvx form is not run (the venv form is)",
+    uvx_program() is None,
+    reason="uvx (package uv, in the dev extra) is not installed: the uvx form is not run",
 )
 @pytest.mark.parametrize(
     "config", [c for c in CONFIGS if c.form == "uvx"], ids=lambda c: c.client.replace(" ", "-")
 )
 def test_a_uvx_config_serves_as_the_client_starts_it(
-    config: ClientConfig, home: Path, tmp_path: Path
+    config: ClientConfig, home: Path, tmp_path: Path, uv_cache: Path
 ) -> None:
     checkout = Path(__file__).resolve().parents[1]  # uvx --from takes a folder as a wheel
-    serve_and_search(config, home, tmp_path, source=checkout)
+    # uv fetches hybridkb's dependencies from the package index on a first launch, as a
+    # user's uvx does; the four clients share one uv cache so only the first one waits.
+    # The machine's own network settings (a CA bundle, a proxy, uv's index) reach uv as
+    # they would from a user's session; a client's "env" cannot know them.
+    cache = {"UV_CACHE_DIR": str(uv_cache)} | {
+        k: v for k, v in os.environ.items() if k in NETWORK or k.startswith("UV_INDEX")
+    }
+    serve_and_search(config, home, tmp_path, source=checkout, extra=cache)

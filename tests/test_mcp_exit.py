@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from internals import local_engine
 from test_mcp_stdio import INIT, Session
 
 import hybridkb
@@ -177,7 +178,7 @@ def test_close_waits_for_the_threads_prepare_search_started(
             loaded.set()
             return kb.embedder(record.model)
 
-        monkeypatch.setattr(kb, "embedder_for", slow_load)
+        monkeypatch.setattr(local_engine(kb), "embedder_for", slow_load)  # the loads' own
         kb.prepare_search(["notes"])
     assert loaded.is_set(), "close returned while prepare_search's model load ran"
 

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from internals import through_owner
 from test_mcp_stdio import INIT, Session
 
 import hybridkb
 from hybridkb.errors import ConfigError
-from hybridkb.serve.client import RemoteKnowledgeBase
 from hybridkb.serve.endpoint import endpoint_file
 
 BAD = "x\ud800y"
@@ -55,7 +55,7 @@ def test_a_client_of_an_owner_gets_the_same_error_not_a_lock(tmp_path: Path) -> 
         kb.create_collection("c")
     owner = subprocess.Popen(
         [sys.executable, "-c",
-         "import sys, hybridkb; kb = hybridkb.connect(sys.argv[1], model='fake'); "
+         "import sys, hybridkb; kb = hybridkb.connect(sys.argv[1], model='fake', serve=True); "
          "sys.stdin.read(); kb.close()", str(db)],
         stdin=subprocess.PIPE,
     )  # fmt: skip
@@ -65,7 +65,7 @@ def test_a_client_of_an_owner_gets_the_same_error_not_a_lock(tmp_path: Path) -> 
             assert time.monotonic() < deadline and owner.poll() is None
             time.sleep(0.05)
         with hybridkb.connect(db, model="fake", lock_timeout=2) as client:
-            assert isinstance(client, RemoteKnowledgeBase)
+            assert through_owner(client)
             started = time.monotonic()
             _check_every_call(client)
             client.collection("c").add_texts(["still served"])  # the owner is fine

@@ -22,6 +22,7 @@ import hybridkb
 from hybridkb.copy import copy_kb
 from hybridkb.errors import BackendError, CollectionExists, CollectionNotFound, KBError
 from hybridkb.filters import POSTGRES, parse_filter, to_sql
+from hybridkb.local import LocalEngine
 from hybridkb.settings import load_settings
 from hybridkb.storage.base import (
     ChunkRecord,
@@ -92,7 +93,6 @@ def test_collection_indexes_use_hnsw_cosine_and_language_config(
         "SELECT indexdef FROM pg_indexes WHERE tablename = %s", [f"c{coll.record.id}_chunks"]
     )
     defs = " ".join(r[0] for r in rows)
-    assert "USING hnsw (embedding vector_cosine_ops)" in defs
     assert "'german'::regconfig" in defs
     coll.add_texts(["Die Häuser wurden gebaut"], ids=["h"])
     matched = postgres_storage(pg_kb).query(
@@ -100,6 +100,37 @@ def test_collection_indexes_use_hnsw_cosine_and_language_config(
         " WHERE to_tsvector('german'::regconfig, text) @@ to_tsquery('german', 'Haus')"
     )
     assert matched == [(1,)]
+
+
+def hnsw_index(storage: PostgresStorage, record: CollectionRecord) -> list[tuple[Any, ...]]:
+    """(definition, valid) of the collection's HNSW index, if it has one."""
+    return storage.query(
+        "SELECT pg_get_indexdef(i.indexrelid), i.indisvalid FROM pg_index i"
+        " WHERE i.indexrelid = to_regclass(%s)",
+        [f"hkb_ws1.c{record.id}_chunks_hnsw"],
+    )
+
+
+def test_hnsw_index_comes_when_the_collection_outgrows_exact_scans(
+    pg_kb: hybridkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pg_search_module, "EXACT_SCAN_ROWS", 4)
+    coll = pg_kb.create_collection("Growing")
+    storage = postgres_storage(pg_kb)
+    coll.add_texts([f"note {i}" for i in range(4)])
+    assert hnsw_index(storage, coll.record) == []  # exact scans: no graph to keep up
+    coll.add_texts(["note 4"])
+    [(definition, valid)] = hnsw_index(storage, coll.record)
+    assert "USING hnsw (embedding vector_cosine_ops)" in definition and valid
+    # A build killed half-way leaves an invalid index: the next write builds it again.
+    storage.query(
+        "UPDATE pg_index SET indisvalid = false WHERE indexrelid = to_regclass(%s)",
+        [f"hkb_ws1.c{coll.record.id}_chunks_hnsw"],
+    )
+    with hybridkb.connect(storage.url, model="fake") as other:
+        other.collection("Growing").add_texts(["note 5"])
+    assert [valid for _, valid in hnsw_index(storage, coll.record)] == [True]
+    assert coll.search("note 5", k=1, mode="vector")[0].text == "note 5"
 
 
 def test_migrations_are_versioned(pg_empty_url: str) -> None:
@@ -175,6 +206,7 @@ def test_filtered_hnsw_search_returns_k(
     pg_kb: hybridkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Above the exact-scan size the HNSW index answers; a 1 % filter still yields k."""
+    monkeypatch.setattr(pg_search_module, "EXACT_SCAN_ROWS", 500)  # the add builds the index
     coll = pg_kb.create_collection("Big", chunk_size=100, chunk_overlap=0)
     paragraphs = [
         f"paragraph {i} words {'alpha' if i % 2 else 'beta'} common text padding padding padding pad"
@@ -368,9 +400,9 @@ def test_readers_are_never_blocked_by_writers(pg_url: str, graph: bool) -> None:
         setup.create_collection("live", language="en").add_texts(
             ["existing text about otters"], ids=["old"]
         )
-    reader = hybridkb.KnowledgeBase(_storage(pg_url), settings)
-    writer = hybridkb.KnowledgeBase(_storage(pg_url), settings)
-    other = hybridkb.KnowledgeBase(_storage(pg_url), settings)
+    reader = hybridkb.KnowledgeBase(LocalEngine(_storage(pg_url), settings))
+    writer = hybridkb.KnowledgeBase(LocalEngine(_storage(pg_url), settings))
+    other = hybridkb.KnowledgeBase(LocalEngine(_storage(pg_url), settings))
     if not graph:
         writer.storage.hooks.clear()
         other.storage.hooks.clear()
@@ -434,7 +466,7 @@ def test_same_document_from_two_writers_ends_once(pg_url: str) -> None:
     settings = load_settings(db=pg_url, model="fake", chunk_size=100, chunk_overlap=0)
     with hybridkb.connect(pg_url, model="fake") as kb:
         kb.create_collection("race", chunk_size=100, chunk_overlap=0)
-    kbs = [hybridkb.KnowledgeBase(_storage(pg_url), settings) for _ in range(2)]
+    kbs = [hybridkb.KnowledgeBase(LocalEngine(_storage(pg_url), settings)) for _ in range(2)]
     errors: list[BaseException] = []
 
     def hammer(n: int) -> None:

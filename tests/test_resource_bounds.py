@@ -293,10 +293,8 @@ def churn_sizes(
 
     Returns the database size after the first ingest and after each round (each
     measured after closing, so the WAL is checkpointed into the file), and after
-    ``maintenance.compact``.
+    ``compact``.
     """
-    from hybridkb import maintenance
-
     write_churn_folder(folder, files, 0, paragraphs=paragraphs)
     with hybridkb.connect(db, model="fake") as kb:
         coll = kb.create_collection("Churn")
@@ -311,7 +309,7 @@ def churn_sizes(
             assert kb.collection("Churn").count() == files
         sizes.append(db.stat().st_size)
     with hybridkb.connect(db, model="fake") as kb:
-        compacted = maintenance.compact(kb)
+        compacted = kb.compact()
         assert kb.collection("Churn").count() == files
     first = sizes[0]
     return {

@@ -12,7 +12,6 @@ from internals import local
 
 import hybridkb
 from hybridkb.chunking import contextual_text
-from hybridkb.maintenance import reembed
 from hybridkb.storage.base import chunk_key, make_chunk_id
 
 TITLE = "Zebra migration across the Serengeti"
@@ -51,7 +50,7 @@ def test_reembed_embeds_each_chunk_as_ingest_did(kb: hybridkb.KnowledgeBase) -> 
     embedder = kb.embedder_for(record)
     expected = embedder.embed_documents([contextual_text(c.section, c.text) for c in chunks])
     assert np.allclose(before, expected, atol=1e-6)
-    reembed(kb, "Field notes", progress=False)
+    kb.reembed("Field notes", progress=False)
     after = kb.storage.fetch_vectors(kb.record("Field notes"), keys)
     assert np.allclose(after, before, atol=1e-6)
 

@@ -10,7 +10,6 @@ from internals import duckdb_storage
 
 import hybridkb
 from hybridkb.errors import BackendError
-from hybridkb.maintenance import reembed
 from hybridkb.storage.duckdb.schema import MIGRATIONS, table_names
 
 
@@ -98,7 +97,7 @@ def test_reembed_keeps_the_vector_key_index(tmp_path: Path, isolated_env: Path) 
     db = tmp_path / "kb.duckdb"
     cid = _make(db)
     with hybridkb.connect(db, model="fake") as kb:
-        reembed(kb, "Notes", model="fake:32")
+        kb.reembed("Notes", model="fake:32")
         assert kb["Notes"].search("otters hold hands", k=1)[0].document_id == "b"
     assert f"{table_names(cid)['vectors']}_key" in _indexes(db)
 

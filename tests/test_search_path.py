@@ -4,15 +4,18 @@ legs and the candidates are fused as arrays; none of it may change a result."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
-from internals import local
+from internals import local, local_engine
 
 import hybridkb
 from hybridkb import fusion, legs
 from hybridkb.analysis import analyze_query
+from hybridkb.embedders import cache_key
 from hybridkb.errors import BackendError
 from hybridkb.search import Target, feedback_leg
 from hybridkb.storage.base import chunk_key
@@ -82,21 +85,32 @@ def test_legs_side_by_side_give_exactly_the_hits_of_legs_in_turn(
     assert any(len(hits) > 1 for hits in side_by_side)
 
 
-def test_a_hybrid_search_runs_its_keyword_legs_in_the_helper_thread(
+def test_a_hybrid_search_runs_its_vector_legs_in_a_thread_that_ends_with_it(
     filled: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with local(hybridkb.connect(filled, model="fake")) as kb:
-        threads: list[str] = []
-        real = kb.storage.keyword_search
+        threads: dict[str, list[str]] = {"keyword": [], "vector": []}
+        real: dict[str, Callable[..., Any]] = {
+            "keyword": kb.storage.keyword_search,
+            "vector": kb.storage.vector_search,
+        }
 
-        def spy(*args: Any) -> Any:
-            threads.append(threading.current_thread().name)
-            return real(*args)
+        def spy(leg: str) -> Any:
+            def call(*args: Any) -> Any:
+                threads[leg].append(threading.current_thread().name)
+                return real[leg](*args)
 
-        monkeypatch.setattr(kb.storage, "keyword_search", spy)
+            return call
+
+        monkeypatch.setattr(kb.storage, "keyword_search", spy("keyword"))
+        monkeypatch.setattr(kb.storage, "vector_search", spy("vector"))
         kb.search("depreciation", collections=["Tax", "HR"])
-        kb.search("depreciation", mode="keyword", collections=["Tax"])
-    assert threads == ["hybridkb-search-leg"] * 2 + [threading.current_thread().name]
+        kb.search("depreciation", mode="vector", collections=["Tax"])
+        # No leg's thread is left once its search answered (issue 33).
+        assert not [t for t in threading.enumerate() if t.name == "hybridkb-search-leg"]
+    here = threading.current_thread().name
+    # The keyword legs stay on the caller's thread, with its analysers and buffers.
+    assert threads == {"keyword": [here] * 2, "vector": ["hybridkb-search-leg"] * 2 + [here]}
 
 
 def test_an_error_in_either_leg_reaches_the_caller(
@@ -133,7 +147,7 @@ def test_hybrid_hits_are_the_pure_fusion_of_the_legs(filled: Path) -> None:
     """The array path gives what fusion.zscore and feedback_leg give on the legs."""
     with local(hybridkb.connect(filled, model="fake")) as kb:
         record = kb.record("Tax")
-        target = kb._target(record)
+        target = local_engine(kb).target(record)
         storage, settings = kb.storage, kb.settings
         for query in QUERIES[:4]:
             depth = settings.candidates
@@ -171,3 +185,47 @@ def test_feedback_leg_takes_the_fused_list_as_before(filled: Path) -> None:
         assert sorted(k for k, _ in moved) == sorted(k for k, _ in vec)
         assert [s for _, s in moved] == sorted((s for _, s in moved), reverse=True)
         assert moved[0][0] == vec[1][0]  # the chunk the query moved towards now leads
+
+
+def test_feedback_leg_rescores_live_candidates_of_every_collection_from_its_best_rows(
+    filled: Path,
+) -> None:
+    """Two collections, a candidate deleted after ranking (it leads the fused list, so
+    the query must move towards the next ones instead) and two feedback chunks: the
+    leg is every live candidate by cosine with the moved query, as written out here."""
+    weight, chunks = 0.4, 2
+    with local(hybridkb.connect(filled, model="fake")) as kb:
+        engine, storage = local_engine(kb), kb.storage
+        records = [kb.record(name) for name in ("Tax", "HR")]
+        targets = [engine.target(r) for r in records]
+        qvec = targets[0].embedder.embed_query("depreciation of equipment")
+        found = {r.id: storage.vector_search(r, qvec, 10, None) for r in records}
+        candidates = [((cid, key), score) for cid, leg in found.items() for key, score in leg]
+        gone = (records[1].id, found[records[1].id][0][0])
+        document = storage.fetch_chunks(records[1], [gone[1]])[gone[1]].document_id
+        kb.collection("HR").delete(document)
+        rows = {  # what the leg reads: a zero row for the deleted chunk
+            (r.id, key): row
+            for r in records
+            for key, row in zip(
+                [key for key, _ in found[r.id]],
+                storage.vector_directions(r, [key for key, _ in found[r.id]]),
+                strict=True,
+            )
+        }
+        # Any fused order: the deleted chunk first, then the candidates backwards.
+        best = [fusion.Fused(gone, 2.0)] + [fusion.Fused(key, 1.0) for key, _ in candidates[::-1]]
+        qvecs = {cache_key(targets[0].embedder): qvec}
+        moved = feedback_leg(storage, targets, qvecs, candidates, best, weight, 100, chunks=chunks)
+    assert len(candidates) == 7 and not rows[gone].any()  # every chunk of both collections
+    live = [key for key, _ in candidates if key != gone]
+    tops = [rows[f.key] / np.linalg.norm(rows[f.key]) for f in best if f.key in live][:chunks]
+    q = qvec / np.linalg.norm(qvec) + weight * np.mean(tops, axis=0)
+    q /= np.linalg.norm(q)
+    want = {key: float(rows[key] @ q / np.linalg.norm(rows[key])) for key in live}
+    got = dict(moved)
+    assert sorted(got) == sorted(want)
+    assert [got[key] for key in sorted(want)] == pytest.approx(
+        [want[key] for key in sorted(want)], abs=1e-6
+    )
+    assert moved == sorted(moved, key=lambda pair: (-pair[1], pair[0]))  # ties by key

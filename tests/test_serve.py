@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from internals import through_owner
 
 import hybridkb
 from hybridkb.errors import (
@@ -20,7 +21,6 @@ from hybridkb.errors import (
     ConfigError,
     DatabaseLocked,
 )
-from hybridkb.serve.client import RemoteKnowledgeBase
 from hybridkb.serve.endpoint import endpoint_file, live_endpoint
 
 WORKER = Path(__file__).with_name("owner_worker.py")
@@ -76,7 +76,7 @@ def test_a_second_process_is_served_by_the_owner_with_the_same_results(
     db, proc = owner
     (tmp_path / "lease.txt").write_text("The harbour lease runs for ten years.")
     with hybridkb.connect(db, model="fake") as kb:
-        assert isinstance(kb, RemoteKnowledgeBase)
+        assert through_owner(kb)
         tax = kb.collection("Tax")
         report = tax.add([tmp_path / "lease.txt"])
         assert [f.filename for f in report.added] == ["lease.txt"]
@@ -95,7 +95,7 @@ def test_a_second_process_is_served_by_the_owner_with_the_same_results(
     stop(proc)
     # The owner saw the client's writes: reopen the file directly.
     with hybridkb.connect(db, model="fake") as kb:
-        assert not isinstance(kb, RemoteKnowledgeBase) and kb.describe("Tax").documents == 1
+        assert not through_owner(kb) and kb.describe("Tax").documents == 1
     assert not endpoint_file(db).exists()
 
 
@@ -143,10 +143,6 @@ def _without_times(value: object) -> object:
 
 def _graph_sql_and_maintenance(kb: hybridkb.KnowledgeBaseAPI, export_to: Path) -> dict[str, object]:
     """What a person asks of the graph, the SQL tool and the maintenance verbs."""
-    from hybridkb.copy import copy_to
-    from hybridkb.maintenance import compact, doctor, reembed
-    from hybridkb.sql_tool import run_sql
-
     g = kb.graph
     hits = g.search("depreciation rental", search_limit=2, neighbor_limit=5)
     seed = hits.results[0].seed
@@ -156,8 +152,8 @@ def _graph_sql_and_maintenance(kb: hybridkb.KnowledgeBaseAPI, export_to: Path) -
     )
     edge = g.relate(chunk_node.id, entity, "cites")
     paths = g.find_paths(chunk_node.id, entity, max_depth=2)
-    sql = run_sql(kb, "SELECT collection, document_id FROM kb_documents ORDER BY document_id")
-    health = doctor(kb, "Tax")
+    sql = kb.sql("SELECT collection, document_id FROM kb_documents ORDER BY document_id")
+    health = kb.doctor("Tax")
     return {
         "search": _without_times(hits.to_dict()),
         "neighbors": g.neighbors(entity, limit=10).to_dict(),
@@ -175,9 +171,9 @@ def _graph_sql_and_maintenance(kb: hybridkb.KnowledgeBaseAPI, export_to: Path) -
                 kb.embedder("fake").embed_query("rental receipts"), k=2
             )
         ],
-        "copy": copy_to(kb, str(export_to.with_suffix(".duckdb")))["collections"],
-        "reembed": reembed(kb, "Tax")["chunks"],
-        "compact": sorted(compact(kb)),
+        "copy": kb.copy_to(str(export_to.with_suffix(".duckdb")))["collections"],
+        "reembed": kb.reembed("Tax")["chunks"],
+        "compact": sorted(kb.compact()),
     }
 
 
@@ -193,11 +189,11 @@ def test_graph_sql_and_maintenance_run_in_the_owner_with_the_same_results(
     proc = start_owner_process(db, tmp_path)
     try:
         with hybridkb.connect(db, model="fake") as kb:
-            assert isinstance(kb, RemoteKnowledgeBase)
+            assert through_owner(kb)
             served = _graph_sql_and_maintenance(kb, tmp_path / "served-export")
             assert (tmp_path / "served-export").is_dir()  # written by the owner, where asked
             with pytest.raises(ConfigError, match="its own extractors"):
-                kb.graph.add_extractor(object())
+                kb.graph.add_extractor(object())  # type: ignore[arg-type]
             assert not hasattr(kb.graph, "store")  # not a method a client may call
         with hybridkb.connect(db, model="fake", read_only=True) as ro:
             with pytest.raises(BackendError, match="open read-only"):
@@ -209,20 +205,27 @@ def test_graph_sql_and_maintenance_run_in_the_owner_with_the_same_results(
         assert served[key] == direct[key], key
 
 
-def test_the_owner_calls_only_the_graph_methods_it_lists(
+def test_the_owner_runs_only_the_calls_the_engine_declares(
     owner: tuple[Path, subprocess.Popen[str]],
 ) -> None:
-    from hybridkb.serve.client import OwnerLink
+    from hybridkb.serve.link import OwnerLink
 
     db, _ = owner
     endpoint = live_endpoint(db)
     assert endpoint is not None
     link = OwnerLink(endpoint)
     try:
-        for method in ("memgraph", "store", "__class__", "add_extractor"):
+        for op in (
+            "graph.memgraph", "graph.store", "graph.__class__", "graph.add_extractor",
+            "graph", "storage", "close", "embedder", "with_reranker", "_context", "__init__",
+        ):  # fmt: skip
             with pytest.raises(ConfigError, match="cannot be called through the owner"):
-                link.call("default", "graph", {"method": method})
-        assert link.call("default", "graph", {"method": "stats"})["workspace"] == "default"
+                link.call("default", op, {})
+        with pytest.raises(ConfigError, match="unexpected keyword argument 'store'"):
+            link.call("default", "count", {"collection": "Tax", "store": 1})
+        with pytest.raises(ConfigError, match="reembed: progress stays in the calling process"):
+            link.call("default", "reembed", {"name": "Tax", "progress": True})
+        assert link.call("default", "graph.stats", {})["workspace"] == "default"
     finally:
         link.close()
 
@@ -230,7 +233,7 @@ def test_the_owner_calls_only_the_graph_methods_it_lists(
 def test_a_wrong_token_is_refused(
     owner: tuple[Path, subprocess.Popen[str]], transport: str
 ) -> None:
-    from hybridkb.serve.client import OwnerLink
+    from hybridkb.serve.link import OwnerLink
 
     db, _ = owner
     endpoint = live_endpoint(db)
@@ -247,7 +250,7 @@ def test_a_killed_owner_is_taken_over_without_losing_a_call(
     owner: tuple[Path, subprocess.Popen[str]], tmp_path: Path
 ) -> None:
     db, proc = owner
-    with hybridkb.connect(db, model="fake") as kb:
+    with hybridkb.connect(db, model="fake", serve=True) as kb:
         tax = kb.collection("Tax")
         tax.add_texts(["first note"], ids=["n1"])
         os.kill(proc.pid, signal.SIGKILL)
@@ -256,11 +259,40 @@ def test_a_killed_owner_is_taken_over_without_losing_a_call(
         assert tax.count() == 2 and live_endpoint(db) is not None  # and serves it now
         third = hybridkb.connect(db, model="fake")
         try:
-            assert isinstance(third, RemoteKnowledgeBase) and third.collection("Tax").count() == 2
+            assert through_owner(third) and third.collection("Tax").count() == 2
         finally:
             third.close()
     with hybridkb.connect(db, model="fake") as kb:
-        assert not isinstance(kb, RemoteKnowledgeBase) and kb.collection("Tax").count() == 2
+        assert not through_owner(kb) and kb.collection("Tax").count() == 2
+
+
+def test_arguments_of_any_mapping_and_sequence_type_cross_to_the_owner(
+    owner: tuple[Path, subprocess.Popen[str]],
+) -> None:
+    from types import MappingProxyType
+
+    import numpy as np
+
+    db, _ = owner
+    with hybridkb.connect(db, model="fake") as kb:
+        tax = kb.collection("Tax")
+        tax.add_texts(("A frozen note.",), [MappingProxyType({"n": 1})], ("m",))
+        assert tax.get("m") is not None and tax.get("m").metadata == {"n": 1}  # type: ignore[union-attr]
+        vector = np.asarray(kb.embedder("fake").embed_query("frozen note"), dtype=np.float64)
+        assert tax.search_by_vector(vector, k=1)[0].document_id == "m"
+
+
+def test_a_library_client_that_takes_a_file_over_serves_nobody(
+    owner: tuple[Path, subprocess.Popen[str]],
+) -> None:
+    db, proc = owner
+    with hybridkb.connect(db, model="fake") as kb:  # a script: it did not ask to serve
+        assert through_owner(kb)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        kb.collection("Tax").add_texts(["a note"], ids=["n1"])  # taken over, and kept
+        assert kb.collection("Tax").count() == 1
+        assert live_endpoint(db) is None and not endpoint_file(db).exists()
 
 
 def test_cli_commands_go_through_the_owner_with_the_same_exit_codes(
@@ -301,7 +333,7 @@ def _kill_owner_mid_add(tmp_path: Path, rounds: int) -> None:
     for round_ in range(rounds):
         proc = start_owner(db, tmp_path)
         with hybridkb.connect(db, model="fake") as kb:
-            assert isinstance(kb, RemoteKnowledgeBase)
+            assert through_owner(kb)
             texts = [f"round {round_} note {n} about harbour fees" for n in range(40)]
             ids = [f"r{round_}-{n}" for n in range(40)]
             killer = threading.Timer(rng.uniform(0.0, 0.05), os.kill, (proc.pid, signal.SIGKILL))
@@ -335,7 +367,7 @@ def test_an_endpoint_file_naming_another_host_is_not_followed(
         open_connection(away)
     assert live_endpoint(db) is None
     with hybridkb.connect(db, model="fake") as kb:  # opens the file itself and serves it
-        assert not isinstance(kb, RemoteKnowledgeBase) and live_endpoint(db) != away
+        assert not through_owner(kb) and live_endpoint(db) != away
     for address in ("file:/etc/passwd", "", "unix"):
         endpoint_file(db).write_text(
             f'{{"pid": {os.getpid()}, "address": "{address}", "token": "x"}}'
@@ -353,7 +385,7 @@ def test_a_read_only_client_takes_over_read_only_and_serves_nobody(
 ) -> None:
     db, proc = owner
     with hybridkb.connect(db, model="fake", read_only=True) as kb:
-        assert isinstance(kb, RemoteKnowledgeBase) and kb.collection_names() == ["Tax"]
+        assert through_owner(kb) and kb.collection_names() == ["Tax"]
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
         assert kb.collection_names() == ["Tax"]  # read from the file itself now

@@ -9,6 +9,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -18,13 +19,13 @@ import pytest
 from test_serve import start_owner_process
 
 import hybridkb
-from hybridkb.serve.client import OwnerLink
 from hybridkb.serve.endpoint import (
     Endpoint,
     endpoint_file,
     live_endpoint,
     write_endpoint,
 )
+from hybridkb.serve.link import OwnerLink
 
 
 def finish(proc: subprocess.Popen[str]) -> None:
@@ -67,9 +68,11 @@ def test_a_terminal_add_reads_a_file_outside_the_owners_folders(
 
 
 class _Impostor:
-    """A listener that answers every line with forged hits and records what it got."""
+    """A listener that answers every line with forged hits (or ``answer``) and records
+    what it got."""
 
-    def __init__(self, transport: str, folder: Path) -> None:
+    def __init__(self, transport: str, folder: Path, answer: bytes | None = None) -> None:
+        self.answer = answer
         if transport == "tcp":
             self.sock = socket.create_server(("127.0.0.1", 0))
             self.address = f"tcp:127.0.0.1:{self.sock.getsockname()[1]}"
@@ -95,7 +98,7 @@ class _Impostor:
             for line in reader:
                 self.received += line
                 forged = {"ok": ["Forged"], "nonce": "0" * 32, "proof": "0" * 64}
-                conn.sendall(json.dumps(forged).encode() + b"\n")
+                conn.sendall(self.answer or json.dumps(forged).encode() + b"\n")
 
 
 def test_a_client_proves_the_owner_before_sending_it_anything(
@@ -114,6 +117,38 @@ def test_a_client_proves_the_owner_before_sending_it_anything(
     impostor.sock.close()
     assert token.encode() not in impostor.received
     assert b'"op"' not in impostor.received  # no request, no data
+
+
+def test_a_squatter_answering_a_nested_line_is_refused_in_one_line(
+    tmp_path: Path, transport: str
+) -> None:
+    # A squatter on the address of the endpoint file answers the hello with a line that
+    # nests a thousand arrays (within the handshake's 1,024 bytes): json.loads raised
+    # RecursionError, a traceback. The file is held meanwhile (a reader that serves
+    # nobody), so the command waits out its lock timeout and says so in one line.
+    import duckdb
+
+    db = tmp_path / "kb.duckdb"
+    with hybridkb.connect(db, model="fake") as kb:
+        kb.create_collection("Tax")
+    (tmp_path / "note.txt").write_text("The boiler is serviced in May.")
+    impostor = _Impostor(transport, tmp_path, answer=b"[" * 1000 + b"\n")
+    write_endpoint(db, Endpoint(os.getpid(), impostor.address, "ab" * 32))
+    holder = duckdb.connect(str(db), read_only=True)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "hybridkb", "--db", str(db), "add", "Tax",
+             str(tmp_path / "note.txt")],
+            capture_output=True, text=True, timeout=300,
+            env={**os.environ, "HYBRIDKB_MODEL": "fake", "HYBRIDKB_LOCK_TIMEOUT": "1"},
+        )  # fmt: skip
+    finally:
+        holder.close()
+        impostor.sock.close()
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr[-2000:]
+    assert str(db) in done.stderr
+    assert b'"op"' not in impostor.received  # nothing was sent to it but hellos
 
 
 def test_an_owner_stopped_by_sigterm_removes_its_endpoint(
@@ -154,7 +189,7 @@ def test_a_client_with_the_wrong_proof_is_refused_by_the_owner(
     conn = _raw_connection(endpoint)
     conn.settimeout(60)
     try:
-        conn.sendall(json.dumps({"hello": "hybridkb-serve-2", "nonce": "1" * 32}).encode() + b"\n")
+        conn.sendall(json.dumps({"hello": "hybridkb-serve-3", "nonce": "1" * 32}).encode() + b"\n")
         reader = conn.makefile("rb")
         challenge = json.loads(reader.readline(handshake.LINE_BYTES))
         assert set(challenge) == {"nonce", "proof"}  # its proof, never the token
@@ -228,7 +263,7 @@ def test_a_runtime_folder_made_by_someone_else_is_not_used(
     assert main(["--db", str(db), "add", "Notes", str(tmp_path / "note.txt"), "--create"]) == 0
     err = capsys.readouterr().err
     assert "Traceback" not in err
-    with hybridkb.connect(db, model="fake") as kb:
+    with hybridkb.connect(db, model="fake", serve=True) as kb:
         endpoint = live_endpoint(db)
         assert endpoint is not None and Path(endpoint.path).parent != taken
         assert Path(endpoint.path).parent.stat().st_mode & 0o077 == 0

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from internals import through_owner
 from langchain_core.documents import Document
 from langchain_core.embeddings import DeterministicFakeEmbedding
 from test_rerank import WordCount
@@ -18,10 +19,9 @@ from test_serve import start_owner_process
 from test_serve_doors import finish
 
 import hybridkb
-from hybridkb.api import CollectionAPI, KnowledgeBaseAPI
 from hybridkb.embedders import FakeEmbedder
+from hybridkb.kb import Collection, KnowledgeBase
 from hybridkb.langchain_store import HybridKBRetriever, HybridKBVectorStore
-from hybridkb.serve.client import RemoteKnowledgeBase
 
 
 @pytest.fixture(params=["unix", "tcp"])
@@ -40,7 +40,7 @@ def test_the_langchain_store_and_retriever_work_through_an_owner(
     served: Path, embedding: DeterministicFakeEmbedding | None
 ) -> None:
     with hybridkb.connect(served, model="fake") as kb:
-        assert isinstance(kb, RemoteKnowledgeBase)
+        assert through_owner(kb)
         store = HybridKBVectorStore("Notes", embedding, kb=kb)
         ids = store.add_texts(
             ["The harbour lease runs ten years.", "Receipts go in the blue folder."],
@@ -64,23 +64,28 @@ def test_the_langchain_store_and_retriever_work_through_an_owner(
         )
 
 
-def declared(protocol: type) -> set[str]:
-    """The methods and properties a Protocol of hybridkb.api declares."""
+def declared(handle: type) -> set[str]:
+    """The public methods and properties of a handle class (KnowledgeBase, Collection,
+    Graph)."""
     dunders = {"__getitem__", "__enter__", "__exit__"}
     return {
         name
-        for name, value in vars(protocol).items()
+        for name, value in vars(handle).items()
         if (not name.startswith("_") or name in dunders)
         and (callable(value) or isinstance(value, property))
     }
 
 
-def _every_public_call(kb: KnowledgeBaseAPI, folder: Path) -> dict[str, Callable[[], Any]]:
+def _every_public_call(kb: KnowledgeBase, folder: Path) -> dict[str, Callable[[], Any]]:
     """One call of every public method and property of KnowledgeBase and Collection."""
     (folder / "memo.md").write_text("# Travel\n\nMileage is paid at 0.30 per km.")
     tax = kb.collection("Tax")
     tax.add_texts(["The harbour lease runs ten years."], ids=["lease"])
     kb_calls: dict[str, Callable[[], Any] | None] = {  # None: checked elsewhere
+        "settings": lambda: kb.settings.model,
+        "workspace": lambda: kb.workspace,
+        "read_only": lambda: kb.read_only,
+        "storage": None,  # the file itself: DatabaseLocked through an owner (test_serve)
         "graph": lambda: kb.graph.stats()["workspace"],
         "in_workspace": lambda: kb.in_workspace("other").collection_names(),
         "with_embedder": lambda: (
@@ -94,11 +99,10 @@ def _every_public_call(kb: KnowledgeBaseAPI, folder: Path) -> dict[str, Callable
         "reranker": lambda: kb.reranker(),
         "embedder": lambda: kb.embedder("fake").dim,
         "prepare_search": lambda: kb.prepare_search(),
+        "prepare_graph": lambda: kb.prepare_graph(),
         "embedder_for": lambda: kb.embedder_for(kb.record("Tax")).dim,
         # Differs by door: a client embeds nothing here, so it has no cache (the owner has).
-        "embedding_cache": lambda: (
-            (kb.embedding_cache() is None) == isinstance(kb, RemoteKnowledgeBase)
-        ),
+        "embedding_cache": lambda: (kb.embedding_cache() is None) == through_owner(kb),
         "create_collection": lambda: kb.create_collection("Made").name,
         "collection": lambda: kb.collection("Made").name,
         "record": lambda: kb.record("Tax").name,
@@ -138,10 +142,9 @@ def _every_public_call(kb: KnowledgeBaseAPI, folder: Path) -> dict[str, Callable
         "sources": lambda: [Path(src["path"]).name for src in tax.sources()],
         "remove_source": lambda: len(tax.remove_source(folder / "memo.md").deleted),
         "drop": lambda: kb.collection("Small").drop(),
-        "kb": lambda: tax.kb.workspace,
     }
-    public_kb = declared(KnowledgeBaseAPI)
-    public_coll = declared(CollectionAPI)
+    public_kb = declared(KnowledgeBase)
+    public_coll = declared(Collection)
     assert set(kb_calls) == public_kb, "a public method without a call here"
     assert set(coll_calls) == public_coll, "a public method without a call here"
     calls = {f"kb.{k}": v for k, v in kb_calls.items() if v is not None}
@@ -149,7 +152,7 @@ def _every_public_call(kb: KnowledgeBaseAPI, folder: Path) -> dict[str, Callable
     return calls
 
 
-def _results(kb: KnowledgeBaseAPI, folder: Path) -> dict[str, Any]:
+def _results(kb: KnowledgeBase, folder: Path) -> dict[str, Any]:
     kb.create_collection("Tax", exist_ok=True)
     return {name: call() for name, call in _every_public_call(kb, folder).items()}
 
@@ -162,7 +165,7 @@ def test_every_public_method_gives_the_same_answer_through_an_owner(
     with hybridkb.connect(here / "kb.duckdb", model="fake") as kb:
         direct = _results(kb, here)
     with hybridkb.connect(served, model="fake") as kb:
-        assert isinstance(kb, RemoteKnowledgeBase)
+        assert through_owner(kb)
         through = _results(kb, here)
         with pytest.raises(hybridkb.ConfigError, match="ranks for this process"):
             kb.with_reranker(WordCount("lease"))  # a model object cannot cross processes

@@ -496,6 +496,8 @@ def test_every_field_is_described_with_its_default() -> None:
         ("HYBRIDKB_FUSION", "median", "must be one of 'zscore', 'weighted', 'rrf', got 'median'"),
         ("HYBRIDKB_ALLOWED_PATHS", "[", "not a JSON list of folders (Expecting value: "),
         ("HYBRIDKB_ALLOWED_PATHS", "[1]", "each folder must be a path, got 1"),
+        # A repository's .env: json.loads of it raised RecursionError (a traceback).
+        ("HYBRIDKB_ALLOWED_PATHS", "[" * 5000, "a JSON list nested more than 20 levels deep"),
         ("HYBRIDKB_CHUNK_OVERLAP", "1000", "must be smaller than chunk_size (1000), got 1000"),
     ],
 )

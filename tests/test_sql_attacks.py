@@ -20,7 +20,6 @@ import pytest
 
 import hybridkb
 from hybridkb.errors import ConfigError
-from hybridkb.sql_tool import run_sql
 from hybridkb.storage.duckdb.schema import table_names
 
 SECRET = "ALICE-SECRET-7f3a"  # text of another workspace
@@ -244,7 +243,7 @@ def test_every_escape_attempt_is_refused_or_confined(attack_kb: tuple[Any, str, 
     refused = confined = 0
     for sql in attempts:
         try:
-            result = run_sql(kb, sql, timeout=10)
+            result = kb.sql(sql, timeout=10)
         except ConfigError as exc:
             assert str(exc).startswith("sql: "), sql
             assert not _leaks(str(exc), db_path), (sql, str(exc))
@@ -257,7 +256,7 @@ def test_every_escape_attempt_is_refused_or_confined(attack_kb: tuple[Any, str, 
     assert refused + confined == len(attempts)
     assert not Path("out.csv").exists() and not Path("/tmp/leak.parquet").exists()
     # The workspace still answers afterwards.
-    assert run_sql(kb, "SELECT document_id FROM kb_documents").rows == [("n",)]
+    assert kb.sql("SELECT document_id FROM kb_documents").rows == [("n",)]
 
 
 def test_break1_plan_functions_cannot_read_files_or_other_workspaces(
@@ -273,7 +272,7 @@ def test_break1_plan_functions_cannot_read_files_or_other_workspaces(
         with pytest.raises(
             ConfigError, match=r"^sql: function json_serialize_plan\(\) is not allowed"
         ):
-            run_sql(kb, f"SELECT json_serialize_plan('{inner}', optimize := true)")
+            kb.sql(f"SELECT json_serialize_plan('{inner}', optimize := true)")
 
 
 def test_break2_a_query_that_never_polls_stops_in_time_and_blocks_nobody(
@@ -296,19 +295,19 @@ def test_break2_a_query_that_never_polls_stops_in_time_and_blocks_nobody(
     t0 = time.monotonic()
     try:
         with pytest.raises(ConfigError, match="stopped after 1s"):
-            run_sql(kb, "SELECT list_reduce(range(0, 20000000), (a, b) -> a + b)", timeout=1.0)
+            kb.sql("SELECT list_reduce(range(0, 20000000), (a, b) -> a + b)", timeout=1.0)
     finally:
         elapsed = time.monotonic() - t0
         stop.set()
         thread.join()
     assert elapsed < 1.0 + 1.0  # the promise: the limit plus at most a second
     assert answered and max(answered) < 1.0  # nobody waited on the agent's query
-    assert run_sql(kb, "SELECT 42").rows == [(42,)]  # a fresh engine answers next
+    assert kb.sql("SELECT 42").rows == [(42,)]  # a fresh engine answers next
 
 
 def test_results_are_capped_in_bytes_as_well_as_rows(attack_kb: tuple[Any, str, str]) -> None:
     kb, _, _ = attack_kb
-    result = run_sql(kb, "SELECT repeat('x', 100000) FROM range(10)", max_bytes=250_000)
+    result = kb.sql("SELECT repeat('x', 100000) FROM range(10)", max_bytes=250_000)
     assert result.truncated and 1 <= len(result.rows) < 10
     with pytest.raises(ConfigError, match=r"^sql: "):  # the engine's memory limit holds
-        run_sql(kb, "SELECT length(string_agg(repeat('x', 1000000), '')) FROM range(1000)")
+        kb.sql("SELECT length(string_agg(repeat('x', 1000000), '')) FROM range(1000)")

@@ -11,7 +11,6 @@ from langchain_core.messages import ToolMessage
 
 import hybridkb
 from hybridkb.errors import ConfigError
-from hybridkb.sql_tool import run_sql
 from hybridkb.sql_worker import Refused, check_tree
 from hybridkb.storage.duckdb.schema import table_names
 from hybridkb.tools import make_tools
@@ -56,7 +55,7 @@ def test_how_many_pdfs_did_i_add_last_month(sqlkb: Any, tmp_path: Path) -> None:
         "AND filename ILIKE '%.txt' AND added_at >= date_trunc('month', now()) - INTERVAL 1 MONTH "
         "AND added_at < date_trunc('month', now())"
     )
-    result = run_sql(sqlkb, sql)
+    result = sqlkb.sql(sql)
     assert result.columns == ["n"] and result.rows == [(2,)]
     tools = {t.name: t for t in make_tools(sqlkb)}
     msg = tools["query_kb_sql"].invoke(
@@ -69,7 +68,7 @@ def test_how_many_pdfs_did_i_add_last_month(sqlkb: Any, tmp_path: Path) -> None:
 
 def test_views_have_the_documented_columns(sqlkb: Any) -> None:
     sqlkb.create_collection("C").add_texts(["hello world"], [{"year": 2024}], ["n1"])
-    docs = run_sql(sqlkb, "SELECT * FROM kb_documents")
+    docs = sqlkb.sql("SELECT * FROM kb_documents")
     assert docs.columns == [
         "collection",
         "document_id",
@@ -83,10 +82,10 @@ def test_views_have_the_documented_columns(sqlkb: Any) -> None:
         "added_at",
     ]
     assert docs.rows[0][:2] == ("C", "n1")
-    chunks = run_sql(sqlkb, "SELECT * FROM kb_chunks")
+    chunks = sqlkb.sql("SELECT * FROM kb_chunks")
     assert "embedding" not in chunks.columns and "terms" not in chunks.columns
     assert chunks.columns[:5] == ["collection", "document_id", "chunk_id", "chunk_index", "text"]
-    colls = run_sql(sqlkb, "SELECT * FROM kb_collections")
+    colls = sqlkb.sql("SELECT * FROM kb_collections")
     assert colls.columns == [
         "name",
         "model",
@@ -96,10 +95,9 @@ def test_views_have_the_documented_columns(sqlkb: Any) -> None:
         "created_at",
         "updated_at",
     ]
-    year = run_sql(sqlkb, "SELECT json_extract_string(metadata, '$.year') FROM kb_documents")
+    year = sqlkb.sql("SELECT json_extract_string(metadata, '$.year') FROM kb_documents")
     assert year.rows == [("2024",)]
-    joined = run_sql(
-        sqlkb,
+    joined = sqlkb.sql(
         "WITH d AS (SELECT collection, count(*) n FROM kb_documents GROUP BY ALL) "
         "SELECT c.name, d.n FROM kb_collections c JOIN d ON d.collection = c.name",
     )
@@ -108,21 +106,21 @@ def test_views_have_the_documented_columns(sqlkb: Any) -> None:
 
 def test_empty_workspace_has_empty_views(sqlkb: Any) -> None:
     for view in ("kb_collections", "kb_documents", "kb_chunks", "kb_graph_nodes", "kb_graph_edges"):
-        assert run_sql(sqlkb, f"SELECT count(*) FROM {view}").rows == [(0,)]
+        assert sqlkb.sql(f"SELECT count(*) FROM {view}").rows == [(0,)]
 
 
 def test_other_workspaces_are_invisible(sqlkb: Any) -> None:
     sqlkb.in_workspace("alice").create_collection("Secret").add_texts(["alice private"], ids=["a1"])
     bob = sqlkb.in_workspace("bob")
     bob.create_collection("Mine").add_texts(["bob public"], ids=["b1"])
-    assert run_sql(bob, "SELECT collection, document_id FROM kb_documents").rows == [("Mine", "b1")]
-    assert run_sql(bob, "SELECT text FROM kb_chunks").rows == [("bob public",)]
-    assert run_sql(bob, "SELECT name FROM kb_collections").rows == [("Mine",)]
+    assert bob.sql("SELECT collection, document_id FROM kb_documents").rows == [("Mine", "b1")]
+    assert bob.sql("SELECT text FROM kb_chunks").rows == [("bob public",)]
+    assert bob.sql("SELECT name FROM kb_collections").rows == [("Mine",)]
     with pytest.raises(ConfigError, match="not one of the views"):
-        run_sql(bob, "SELECT * FROM hybridkb_collections")
+        bob.sql("SELECT * FROM hybridkb_collections")
     alice_table = table_names(sqlkb.in_workspace("alice").record("Secret").id)["chunks"]
     with pytest.raises(ConfigError, match="not one of the views"):
-        run_sql(bob, f"SELECT * FROM {alice_table}")
+        bob.sql(f"SELECT * FROM {alice_table}")
 
 
 def test_graph_views_are_scoped_to_the_workspace(sqlkb: Any) -> None:
@@ -130,9 +128,9 @@ def test_graph_views_are_scoped_to_the_workspace(sqlkb: Any) -> None:
     alice, bob = sqlkb.in_workspace("alice"), sqlkb.in_workspace("bob")
     graph.attach_graph(alice).add_node("ent:alice-only", "entity")
     graph.attach_graph(bob).add_node("ent:bob-only", "entity")
-    rows = run_sql(bob, "SELECT id FROM kb_graph_nodes").rows
+    rows = bob.sql("SELECT id FROM kb_graph_nodes").rows
     assert ("ent:bob-only",) in rows and ("ent:alice-only",) not in rows
-    assert "workspace" not in run_sql(bob, "SELECT * FROM kb_graph_nodes").columns
+    assert "workspace" not in bob.sql("SELECT * FROM kb_graph_nodes").columns
 
 
 REFUSED = [
@@ -210,7 +208,7 @@ def test_anything_but_reading_the_views_is_refused(shared_kb: Any, sql: str) -> 
     sqlkb = shared_kb
     before = sqlkb.storage.query("SELECT count(*), min(name) FROM hybridkb_collections")
     with pytest.raises(ConfigError, match=r"^sql: "):
-        run_sql(sqlkb, sql)
+        sqlkb.sql(sql)
     assert sqlkb.storage.query("SELECT count(*), min(name) FROM hybridkb_collections") == before
     assert not Path("out.csv").exists() and not Path("dump").exists()
 
@@ -230,20 +228,20 @@ def test_refusal_through_the_tool_is_an_observation(sqlkb: Any) -> None:
 
 
 def test_rows_are_capped(sqlkb: Any) -> None:
-    result = run_sql(sqlkb, "SELECT * FROM range(1000) t(i)", max_rows=50)
+    result = sqlkb.sql("SELECT * FROM range(1000) t(i)", max_rows=50)
     assert len(result.rows) == 50 and result.truncated
-    assert not run_sql(sqlkb, "SELECT * FROM range(50) t(i)", max_rows=50).truncated
+    assert not sqlkb.sql("SELECT * FROM range(50) t(i)", max_rows=50).truncated
 
 
 def test_slow_queries_are_stopped(sqlkb: Any) -> None:
     with pytest.raises(ConfigError, match="stopped after 0.3s"):
-        run_sql(sqlkb, "SELECT count(*) FROM range(100000000) a, range(100000) b", timeout=0.3)
-    assert run_sql(sqlkb, "SELECT 42").rows == [(42,)]  # the connection still works
+        sqlkb.sql("SELECT count(*) FROM range(100000000) a, range(100000) b", timeout=0.3)
+    assert sqlkb.sql("SELECT 42").rows == [(42,)]  # the connection still works
 
 
 def test_nothing_is_left_behind(sqlkb: Any) -> None:
     sqlkb.create_collection("C").add_texts(["hello"], ids=["x"])
-    run_sql(sqlkb, "SELECT * FROM kb_documents")
+    sqlkb.sql("SELECT * FROM kb_documents")
     temp = sqlkb.storage.query(
         "SELECT count(*) FROM duckdb_views() WHERE temporary AND view_name LIKE 'kb\\_%' ESCAPE '\\'"
     )
@@ -253,9 +251,9 @@ def test_nothing_is_left_behind(sqlkb: Any) -> None:
 
 def test_sql_errors_are_explained(sqlkb: Any) -> None:
     with pytest.raises(ConfigError, match="nosuch.*Views: kb_collections"):
-        run_sql(sqlkb, "SELECT nosuch FROM kb_documents")
+        sqlkb.sql("SELECT nosuch FROM kb_documents")
     with pytest.raises(ConfigError, match="not valid SQL"):
-        run_sql(sqlkb, "SELEC 1")
+        sqlkb.sql("SELEC 1")
 
 
 def test_works_on_a_read_only_connection(tmp_path: Path) -> None:
@@ -263,18 +261,18 @@ def test_works_on_a_read_only_connection(tmp_path: Path) -> None:
     with hybridkb.connect(db, model="fake") as kb:
         kb.create_collection("C").add_texts(["hello"], ids=["x"])
     with hybridkb.connect(db, model="fake", read_only=True) as ro:
-        assert run_sql(ro, "SELECT document_id FROM kb_documents").rows == [("x",)]
+        assert ro.sql("SELECT document_id FROM kb_documents").rows == [("x",)]
 
 
 def test_hostile_values_inside_sql_are_data(sqlkb: Any) -> None:
     name = "Robert'); DROP TABLE x;-- 📚 50%"
     sqlkb.create_collection(name).add_texts(["a"], ids=["it's"])
-    result = run_sql(sqlkb, "SELECT collection, document_id FROM kb_documents")
+    result = sqlkb.sql("SELECT collection, document_id FROM kb_documents")
     assert result.rows == [(name, "it's")]
     long = "SELECT '" + "x" * 10_000 + "' AS s"
-    assert run_sql(sqlkb, long).rows[0][0] == "x" * 10_000
+    assert sqlkb.sql(long).rows[0][0] == "x" * 10_000
     with pytest.raises(ConfigError, match="NUL"):
-        run_sql(sqlkb, "SELECT 1\x00")
+        sqlkb.sql("SELECT 1\x00")
 
 
 @pytest.mark.postgres
@@ -282,14 +280,13 @@ def test_the_same_views_on_postgres(pg_url: str) -> None:
     with hybridkb.connect(pg_url, model="fake", enable_sql_tool=True) as kb:
         kb.create_collection("C").add_texts(["hello world"], [{"year": 2024}], ["n1"])
         kb.in_workspace("other").create_collection("Hidden").add_texts(["secret"], ids=["s"])
-        rows = run_sql(
-            kb,
+        rows = kb.sql(
             "SELECT collection, document_id, json_extract_string(metadata, '$.year') FROM kb_documents",
         )
         assert rows.rows == [("C", "n1", "2024")]
-        assert run_sql(kb, "SELECT text FROM kb_chunks").rows == [("hello world",)]
+        assert kb.sql("SELECT text FROM kb_chunks").rows == [("hello world",)]
         with pytest.raises(ConfigError, match="qualified table names are not allowed"):
-            run_sql(kb, "SELECT * FROM hybridkb.hybridkb_collections")
+            kb.sql("SELECT * FROM hybridkb.hybridkb_collections")
 
 
 def test_check_tree_refuses_unknown_table_ref_types() -> None:

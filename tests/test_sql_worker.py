@@ -9,10 +9,14 @@ first query after a write failed with "the configuration has been locked".
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import stat
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +28,7 @@ from test_mcp_stdio import INIT, Session
 
 import hybridkb
 from hybridkb.errors import BackendError, ConfigError
-from hybridkb.sql_tool import engine_for, run_sql
+from hybridkb.sql_tool import engine_for
 
 # Runs until the worker is killed at its time limit, spilling a join's hash table.
 SPILLING = "SELECT count(*) FROM range(100000000) a(i) JOIN range(100000000) b(j) ON i = j"
@@ -50,19 +54,19 @@ def sqlkb(tmp_path: Path, temp_root: Path) -> Iterator[Any]:
 
 
 def test_the_first_query_after_a_write_answers(sqlkb: Any) -> None:
-    assert run_sql(sqlkb, "SELECT count(*) FROM kb_documents").rows == [(2,)]
+    assert sqlkb.sql("SELECT count(*) FROM kb_documents").rows == [(2,)]
     sqlkb.collection("notes").add_texts(["storks fly"])
-    assert run_sql(sqlkb, "SELECT count(*) FROM kb_documents").rows == [(3,)]
+    assert sqlkb.sql("SELECT count(*) FROM kb_documents").rows == [(3,)]
     sqlkb.collection("notes").add_texts(["cranes dance"])
-    assert run_sql(sqlkb, "SELECT count(*) FROM kb_documents").rows == [(4,)]
+    assert sqlkb.sql("SELECT count(*) FROM kb_documents").rows == [(4,)]
 
 
 def test_spill_files_go_to_a_private_folder_per_worker_removed_when_it_is_killed(
     sqlkb: Any, tmp_path: Path, temp_root: Path
 ) -> None:
     other = sqlkb.in_workspace("other")
-    run_sql(sqlkb, "SELECT 1")
-    run_sql(other, "SELECT 1")
+    sqlkb.sql("SELECT 1")
+    other.sql("SELECT 1")
     folders = {engine_for(kb).spill_dir for kb in (sqlkb, other)}
     assert len(folders) == 2 and None not in folders  # two workspaces never share one
     for folder in folders:
@@ -70,7 +74,7 @@ def test_spill_files_go_to_a_private_folder_per_worker_removed_when_it_is_killed
         assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
     for _ in range(3):
         with pytest.raises(ConfigError, match="stopped after"):
-            run_sql(sqlkb, SPILLING, timeout=1.5)
+            sqlkb.sql(SPILLING, timeout=1.5)
     engine_for(other).stop()
     assert sorted(temp_root.glob("hybridkb-sql-*")) == []
     assert not (tmp_path / ".tmp").exists()  # never the working folder
@@ -80,10 +84,10 @@ def test_spill_files_go_to_a_private_folder_per_worker_removed_when_it_is_killed
 def test_a_query_past_the_memory_bound_fails_in_one_line_and_rss_stays_bounded(
     sqlkb: Any,
 ) -> None:
-    run_sql(sqlkb, "SELECT 1")
+    sqlkb.sql("SELECT 1")
     # 3-4 GB of one string: DuckDB's memory_limit does not count it, the OS limit does.
     with pytest.raises(ConfigError, match="(?i)out of memory") as failed:
-        run_sql(sqlkb, "SELECT length(repeat('x', 3000000000))", timeout=60)
+        sqlkb.sql("SELECT length(repeat('x', 3000000000))", timeout=60)
     assert "\n" not in str(failed.value)
     proc = engine_for(sqlkb).proc
     assert proc is not None and proc.poll() is None  # refused, not killed
@@ -94,13 +98,11 @@ def test_a_query_past_the_memory_bound_fails_in_one_line_and_rss_stays_bounded(
 
 
 def test_queued_calls_wait_no_longer_than_their_limit(sqlkb: Any) -> None:
-    import threading
-
     results: list[str] = []
 
     def slow() -> None:
         try:
-            run_sql(sqlkb, SLOW, timeout=30)
+            sqlkb.sql(SLOW, timeout=30)
         except (ConfigError, BackendError) as exc:  # stopped by the test
             results.append(str(exc))
 
@@ -108,7 +110,7 @@ def test_queued_calls_wait_no_longer_than_their_limit(sqlkb: Any) -> None:
     first.start()
     time.sleep(0.5)
     with pytest.raises(ConfigError, match="stopped after 1s"):
-        run_sql(sqlkb, "SELECT 1", timeout=1)  # waited for the busy worker, not 30 s
+        sqlkb.sql("SELECT 1", timeout=1)  # waited for the busy worker, not 30 s
     assert first.is_alive()
     engine_for(sqlkb).stop()
     first.join(60)
@@ -136,3 +138,177 @@ def test_slow_sql_calls_leave_the_mcp_server_threads_to_a_search(tmp_path: Path)
     print(f"search answered in {waited:.2f} s beside 16 slow SQL calls", file=sys.stderr)
     rest = s.close()
     assert len([a for a in rest if a.get("id", 0) >= 100]) == 16  # every call answered
+
+
+# -- issue 32 item 5: the worker dies with its owner ------------------------------------
+
+OWNER = Path(__file__).with_name("sql_owner.py")
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie waiting for init to reap it is not)."""
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc here
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    return stat_line.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def gone_within(pid: int, seconds: float) -> bool:
+    """Whether ``pid`` ends within ``seconds`` (a ceiling for a loaded machine, not a
+    measure: bench/sql_orphan.py times it)."""
+    deadline = time.monotonic() + seconds
+    while running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not running(pid)
+
+
+def start_owner(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+    temp = tmp_path / "temp"
+    temp.mkdir(exist_ok=True)
+    owner = subprocess.Popen(
+        [sys.executable, str(OWNER), str(tmp_path / "kb.duckdb"), *args],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(temp), "HF_HUB_OFFLINE": "1"},
+    )
+    assert owner.stdout is not None
+    line = owner.stdout.readline()
+    if not line:
+        owner.kill()
+        owner.wait()
+        pytest.fail("the owner ended before its query ran")
+    return owner, json.loads(line)
+
+
+@pytest.mark.parametrize("hold_lifeline", [False, True], ids=["owner-killed", "lifeline-held"])
+def test_a_worker_whose_owner_is_killed_mid_query_stops_and_removes_its_spill_folder(
+    tmp_path: Path, hold_lifeline: bool
+) -> None:
+    if hold_lifeline and not sys.platform.startswith("linux"):
+        pytest.skip("only Linux signals a parent's death")
+    owner, found = start_owner(tmp_path, *(["--fork-holder"] if hold_lifeline else []))
+    worker, spill = int(found["pid"]), Path(found["spill"])
+    try:
+        assert running(worker) and spill.is_dir()
+        owner.kill()  # SIGKILL: no handler, no atexit, no finally runs in the owner
+        owner.wait()
+        assert gone_within(worker, 60), "the orphaned worker runs on"
+        assert not spill.exists(), "the orphaned worker left its spill folder"
+    finally:
+        for pid in (worker, found.get("holder")):
+            if pid is not None and running(int(pid)):
+                os.kill(int(pid), signal.SIGKILL)
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
+
+
+def test_the_worker_outlives_the_thread_that_started_it(sqlkb: Any) -> None:
+    # Linux signals the death of the parent *thread*: a server's pool thread that ends
+    # must not take the workspace's worker with it.
+    started = threading.Thread(target=sqlkb.sql, args=("SELECT 1",))
+    started.start()
+    started.join()
+    proc = engine_for(sqlkb).proc
+    assert proc is not None
+    time.sleep(0.5)  # time for a signal to arrive, if one were sent
+    assert sqlkb.sql("SELECT count(*) FROM kb_documents").rows == [(2,)]
+    assert engine_for(sqlkb).proc is proc and proc.poll() is None
+
+
+# -- issue 32 item 5: after a write, the worker gets what changed, not the workspace -----
+
+DIGEST = {
+    "documents": "SELECT count(*), md5(string_agg(concat_ws('|', collection, document_id, "
+    "filename, metadata, bytes, chunk_count, added_at), '#' ORDER BY collection, document_id))"
+    " FROM kb_documents",
+    "chunks": "SELECT count(*), md5(string_agg(concat_ws('|', collection, chunk_id, text, "
+    "metadata), '#' ORDER BY collection, chunk_id)) FROM kb_chunks",
+    "collections": "SELECT string_agg(name, ',' ORDER BY name) FROM kb_collections",
+    "nodes": "SELECT count(*), md5(string_agg(concat_ws('|', id, type, properties, "
+    "collection_id, document_id), '#' ORDER BY id, collection_id, document_id))"
+    " FROM kb_graph_nodes",
+    "edges": "SELECT count(*), md5(string_agg(concat_ws('|', source, target, type, weight, "
+    "properties, collection_id, document_id), '#' ORDER BY source, target, type, "
+    "collection_id, document_id)) FROM kb_graph_edges",
+}
+
+
+def digests(kb: Any) -> dict[str, list[tuple[Any, ...]]]:
+    return {name: kb.sql(sql, timeout=60).rows for name, sql in DIGEST.items()}
+
+
+def bytes_read(pid: int) -> int:
+    """What the process has read so far (its stdin: the rows it was sent)."""
+    io = Path(f"/proc/{pid}/io").read_text()
+    return int(next(x for x in io.splitlines() if x.startswith("rchar")).split()[1])
+
+
+@pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="reads /proc/PID/io")
+def test_a_one_note_add_sends_the_worker_that_note_not_the_workspace(sqlkb: Any) -> None:
+    notes = sqlkb.collection("notes")
+    text = "Herons and egrets wade in the marsh at dawn. " * 40  # ~1.8 kB a note
+    notes.add_texts([f"{n} {text}" for n in range(300)])
+    assert sqlkb.sql("SELECT count(*) FROM kb_documents").rows == [(302,)]
+    proc = engine_for(sqlkb).proc
+    assert proc is not None
+    workspace = bytes_read(proc.pid)
+    for n in range(3):  # an agent alternating one-note adds and SQL calls
+        before = bytes_read(proc.pid)
+        notes.add_texts([f"one more note {n}"])
+        assert sqlkb.sql("SELECT count(*) FROM kb_documents").rows == [(303 + n,)]
+        assert engine_for(sqlkb).proc is proc  # the same worker, not a new one loaded anew
+        sent = bytes_read(proc.pid) - before
+        assert sent < workspace / 20, f"{sent} bytes sent for one note ({workspace} in all)"
+
+
+def writes_then_a_fresh_load(kb: Any) -> None:
+    """Every kind of write after a worker was loaded: what it was sent since equals what
+    a new worker loads."""
+    notes = kb.create_collection("notes")
+    birds = kb.create_collection("birds")
+    notes.add_texts(["storks fly", "cranes dance"], ids=["s", "c"], metadatas=[{"n": 1}, {}])
+    birds.add_texts(["ibis", "spoonbill"], ids=["i", "sp"])
+    doomed = kb.create_collection("doomed")
+    doomed.add_texts(["gone soon"])
+    kb.sql("SELECT 1")
+    proc = engine_for(kb).proc
+    notes.add_texts(["storks soar now"], ids=["s"], metadatas=[{"n": 2}])  # changed
+    notes.delete(["c"])  # gone
+    birds.add_texts(["flamingo"], ids=["f"])  # new
+    kb.drop_collection("doomed")  # a whole collection gone
+    kb.create_collection("fresh").add_texts(["a new collection"])
+    kb.graph.add_node("concept:wading", "concept", {"note": "mine"})  # a user's rows
+    kb.graph.relate("concept:wading", "concept:wading", "same")
+    assert kb.sql("SELECT count(*) FROM kb_graph_nodes").rows != [(0,)]
+    kb.graph.set_alias("storks", "stork")
+    kb.graph.rebuild("notes")  # graph rows re-derived, no document written
+    kept = digests(kb)
+    assert engine_for(kb).proc is proc
+    assert kept["collections"] == [("birds,fresh,notes",)]
+    engine_for(kb).stop()  # a new worker, loaded with everything
+    assert digests(kb) == kept
+
+
+def test_what_a_worker_is_sent_after_writes_equals_a_fresh_load(tmp_path: Path) -> None:
+    with local(hybridkb.connect(tmp_path / "kb.duckdb", model="fake", enable_sql_tool=True)) as kb:
+        try:
+            writes_then_a_fresh_load(kb)
+        finally:
+            engine_for(kb).stop()
+
+
+@pytest.mark.postgres
+def test_the_same_on_postgres(pg_url: str) -> None:
+    with local(hybridkb.connect(pg_url, model="fake", enable_sql_tool=True)) as kb:
+        try:
+            writes_then_a_fresh_load(kb)
+        finally:
+            engine_for(kb).stop()

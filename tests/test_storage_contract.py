@@ -15,14 +15,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pytest
-from internals import local
+from internals import local, through_owner
 
 import hybridkb
 from hybridkb.analysis import analyze
-from hybridkb.errors import CollectionExists, CollectionNotFound, KBError
+from hybridkb.errors import CollectionExists, CollectionNotFound, InvalidFilter, KBError
 from hybridkb.filters import matches, parse_filter
 from hybridkb.index.keyword import KeywordIndex
-from hybridkb.serve.client import RemoteKnowledgeBase
 from hybridkb.storage.base import (
     ChunkRecord,
     DocumentRecord,
@@ -86,9 +85,47 @@ FILTERS: list[dict[str, Any]] = [
 ]
 
 
+# The filters a document (not a chunk) can be tested with: no chunk-only field.
+DOCUMENT_FILTERS: list[dict[str, Any]] = [
+    *(w for w in FILTERS if "chunk_index" not in json.dumps(w)),
+    {"filename": None},
+    {"added_at": {"$gte": "2000-01-01"}},
+    {"$or": [{"document_id": {"$lt": "doc03"}}, {"year": 2004, "flag": False}]},
+]
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    """A filter ``depth`` ``$and`` levels deep."""
+    found: dict[str, Any] = {"n": 1}
+    for _ in range(depth):
+        found = {"$and": [found]}
+    return found
+
+
+# Each refused with one line naming what is wrong, before anything is read.
+HOSTILE_DOCUMENT_FILTERS: list[Any] = [
+    {"page": 3},  # a passage's field: a document has no page
+    {"$or": [{"color": "red"}, {"chunk_id": "x"}]},
+    {"color": {"$regex": ".*"}},
+    {"$where": "1=1; DROP TABLE hybridkb_collections"},
+    '{"color": "red"',
+    {"n": [1, 2]},
+    {"n": {"$in": []}},
+    {"$or": [{"n": i} for i in range(2000)]},  # past the filter's node budget
+    _nested(40),  # past the depth budget
+    "x" * 100_000,
+]
+
+
 def _row(doc: dict[str, Any]) -> dict[str, Any]:
     """The fields a filter sees for the (single) chunk of a test document."""
     return {**doc["meta"], "document_id": doc["id"], "chunk_index": 0, "language": "en"}
+
+
+def _document_row(doc: DocumentRecord) -> dict[str, Any]:
+    """The fields a filter sees for a document: its metadata and its catalog columns."""
+    fields = ("filename", "path", "document_id", "content_hash", "added_at", "language")
+    return {**doc.metadata, **{name: getattr(doc, name) for name in fields}}
 
 
 def _ids(hits: list[hybridkb.Hit]) -> list[str]:
@@ -283,6 +320,35 @@ class StorageContract:
         assert coll.count() == 3
         assert len(coll.remove_source(folder).deleted) == 3 and coll.count() == 0
 
+    def test_each_source_says_when_it_was_last_synced(
+        self, empty_kb: hybridkb.KnowledgeBaseAPI, tmp_path: Path
+    ) -> None:
+        kept, gone = tmp_path / "kept", tmp_path / "gone"
+        for folder in (kept, gone):
+            folder.mkdir()
+            (folder / "a.md").write_text(f"Notes kept in {folder.name}.", "utf-8")
+        coll = empty_kb.create_collection("Files")
+        coll.add(kept)
+        coll.add(gone)
+
+        def synced() -> dict[str, tuple[str, str | None]]:
+            return {Path(s["path"]).name: (s["state"], s["synced_at"]) for s in coll.sources()}
+
+        added = synced()  # the add read each folder whole: that is a sync
+        assert added["kept"][1] and added["gone"][1] and added["gone"][1] > added["kept"][1]
+        coll.sync(dry_run=True)  # looks, changes nothing: no sync recorded
+        assert synced() == added
+        (gone / "a.md").unlink()
+        gone.rmdir()
+        coll.sync()
+        after = synced()
+        assert after["kept"][0] == "ok" and after["kept"][1] > added["gone"][1]  # type: ignore[operator]
+        assert after["gone"] == ("missing", added["gone"][1])  # not walked: its time stays
+        assert {s["synced_at"] for s in coll.describe().sources} == {
+            after["kept"][1],
+            added["gone"][1],
+        }
+
     def test_changed_document_replaces_chunks(self, empty_kb: hybridkb.KnowledgeBaseAPI) -> None:
         coll = empty_kb.create_collection("C")
         coll.add_texts(["old words about zebras\n\nmore zebras"], ids=["x"])
@@ -416,6 +482,45 @@ class StorageContract:
         page3 = shared.documents(limit=20, offset=40)
         ids = [d.document_id for d in page1 + page2 + page3]
         assert len(ids) == 48 and set(ids) == {d["id"] for d in DOCS}
+
+    @pytest.mark.parametrize("where", DOCUMENT_FILTERS, ids=lambda w: json.dumps(w))
+    def test_documents_filter_equals_the_reference(
+        self, shared: hybridkb.CollectionAPI, where: dict[str, Any]
+    ) -> None:
+        tree = parse_filter(where)
+        listed = shared.documents(limit=100)
+        expected = [d.document_id for d in listed if matches(tree, _document_row(d))]
+        got = [d.document_id for d in shared.documents(limit=100, where=where)]
+        assert got == expected  # the same documents, in the listing's order
+        # Pages of the filtered listing: offset counts matching documents.
+        paged = shared.documents(limit=3, offset=1, where=json.dumps(where))
+        assert [d.document_id for d in paged] == expected[1:4]
+
+    @pytest.mark.parametrize("where", HOSTILE_DOCUMENT_FILTERS, ids=lambda w: str(w)[:40])
+    def test_documents_filter_refuses_what_a_document_cannot_match(
+        self, shared: hybridkb.CollectionAPI, where: Any
+    ) -> None:
+        with pytest.raises(InvalidFilter) as refused:
+            shared.documents(where=where)
+        message = str(refused.value)
+        assert message.startswith("where") and "\n" not in message and len(message) < 400
+        assert shared.count() == len(DOCS)  # nothing changed
+
+    def test_documents_filter_keys_are_data(self, shared: hybridkb.CollectionAPI) -> None:
+        # A key is bound as a JSON path, never spliced into SQL.
+        assert shared.documents(where={"n' OR 1=1 --": 1}) == []
+        assert shared.documents(where={'n") OR TRUE OR ("': {"$ne": 1}}) != []
+        assert shared.count() == len(DOCS)
+
+    def test_get_documents_reads_many_at_once(self, shared: hybridkb.CollectionAPI) -> None:
+        storage = local(shared.kb).storage
+        record = shared.record
+        wanted = ["doc07", "nosuch", "doc03", "doc07", "doc'; DROP TABLE x; --", "doc40"]
+        found = storage.get_documents(record, wanted)
+        assert sorted(found) == ["doc03", "doc07", "doc40"]
+        for doc_id, doc in found.items():
+            assert doc == storage.get_document(record, doc_id)
+        assert storage.get_documents(record, []) == {}
 
     def test_describe_counts(self, shared: hybridkb.CollectionAPI) -> None:
         info = shared.describe()
@@ -590,9 +695,8 @@ class StorageContract:
 
         storage = local(empty_kb).storage
         caps = storage.capabilities
-        # What opening decided from (who serves) is what the open store reports.
-        declared = backend_for(db_url)
-        assert (caps.name, caps.concurrent_writers) == (declared.name, declared.concurrent_writers)
+        # The store is the backend opening chose (whose declarations said who serves).
+        assert caps.name == backend_for(db_url).name
         # Both built-in backends offer these optional parts (None would say one is absent);
         # re-embedding in place is DuckDB's alone (PostgreSQL says how to copy instead).
         assert storage.graph_sql is not None and storage.maintenance is not None
@@ -671,13 +775,35 @@ class StorageContract:
         docs, chunks = local(filled.kb).storage.export_tables(empty.record)
         assert (docs.num_rows, chunks.num_rows) == (0, 0)
         assert (docs.schema, chunks.schema) == (EXPORT_DOCUMENTS, EXPORT_CHUNKS)
+        # Some documents only (the SQL tool sends a worker what changed).
+        storage = local(filled.kb).storage
+        docs, chunks = storage.export_tables(filled.record, ["doc03", "doc05", "nope"])
+        assert sorted(docs.column("document_id")) == ["doc03", "doc05"]
+        assert sorted(chunks.column("document_id")) == ["doc03", "doc05"]
+        docs, chunks = storage.export_tables(filled.record, [])
+        assert (docs.num_rows, chunks.num_rows) == (0, 0)
+
+    def test_document_fingerprints_change_with_the_document_only(
+        self, filled: hybridkb.CollectionAPI
+    ) -> None:
+        storage = local(filled.kb).storage
+        before = storage.document_fingerprints(filled.record)
+        assert sorted(before) == [d["id"] for d in SMALL]
+        assert len(set(before.values())) == len(SMALL)
+        filled.add_texts(["A new text for doc03."], ids=["doc03"], metadatas=[{"n": 3}])
+        filled.add_texts([SMALL[4]["text"]], ids=["doc04"], metadatas=[{"n": 44}])
+        filled.delete(["doc05"])
+        after = storage.document_fingerprints(filled.record)
+        changed = {i for i in before if after.get(i) != before[i]}
+        assert changed == {"doc03", "doc04", "doc05"} and "doc05" not in after
 
     def test_read_only_store_refuses_writes_with_backend_error(
         self, db_url: str, filled: hybridkb.CollectionAPI
     ) -> None:
         from hybridkb.errors import BackendError
+        from hybridkb.storage.backends import backend_for
 
-        if local(filled.kb).storage.capabilities.concurrent_writers is False:
+        if not backend_for(db_url).concurrent_writers:
             filled.kb.close()  # one process holds a DuckDB file for writing
         with hybridkb.connect(db_url, model="fake", read_only=True) as ro:
             assert local(ro).storage.read_only
@@ -717,7 +843,6 @@ class TestPostgresContract(StorageContract):
 
     def test_connect_reports_postgres(self, empty_kb: hybridkb.KnowledgeBaseAPI) -> None:
         assert local(empty_kb).storage.capabilities.name == "postgres"
-        assert local(empty_kb).storage.capabilities.concurrent_writers
 
 
 _STORAGE_LEVEL = (
@@ -734,11 +859,13 @@ class TestClientContract(StorageContract):
             "test_capabilities_match_the_declarations",
             "test_export_gives_back_every_row_and_vector",
             "test_export_tables_have_the_declared_schemas",
+            "test_document_fingerprints_change_with_the_document_only",
             "test_failed_write_leaves_nothing",
             "test_list_workspaces_names_those_with_collections",
             "test_prepare_loads_ahead_and_changes_no_answer",
             "test_sources_and_file_states_round_trip",
             "test_storage_returns_ranked_pairs",
+            "test_get_documents_reads_many_at_once",
             "test_streamed_document_replaces_in_one_write",
             "test_transaction_commits_or_rolls_back",
             "test_write_hooks_see_every_change",
@@ -766,7 +893,7 @@ class TestClientContract(StorageContract):
     @pytest.fixture
     def empty_kb(self, db_url: str) -> Iterator[hybridkb.KnowledgeBaseAPI]:
         with hybridkb.connect(db_url, model="fake") as kb:
-            assert isinstance(kb, RemoteKnowledgeBase)  # every call goes to the owner
+            assert through_owner(kb)  # every call goes to the owner
             yield kb
 
     def test_read_only_store_refuses_writes_with_backend_error(
@@ -775,7 +902,7 @@ class TestClientContract(StorageContract):
         from hybridkb.errors import BackendError
 
         with hybridkb.connect(db_url, model="fake", read_only=True) as ro:
-            assert isinstance(ro, RemoteKnowledgeBase)
+            assert through_owner(ro)
             with pytest.raises(BackendError, match="read-only"):
                 ro.create_collection("New")
             with pytest.raises(BackendError, match="read-only"):

@@ -16,7 +16,7 @@ import pytest
 from internals import duckdb_storage, sql_rows
 
 import hybridkb
-from hybridkb import ingest, maintenance
+from hybridkb import ingest
 from hybridkb.analysis import analyze
 from hybridkb.errors import IngestError
 from hybridkb.storage.base import (
@@ -148,7 +148,7 @@ def test_the_indexes_are_extended_not_rebuilt(kb: hybridkb.KnowledgeBase) -> Non
         for m in ("keyword", "vector")
     }
     assert mirrored == rebuilt and len(rebuilt["keyword"]) == 6
-    assert {f.check: f.count for h in maintenance.doctor(kb) for f in h.findings if f.count} == {}
+    assert {f.check: f.count for h in kb.doctor() for f in h.findings if f.count} == {}
 
 
 def test_a_failed_stream_leaves_the_old_version_and_no_staged_file(
@@ -215,14 +215,9 @@ def test_staged_leftovers_are_reported_repaired_and_swept(kb: hybridkb.Knowledge
     folder.mkdir()
     (folder / f"c{coll.record.id}-deadbeef.parquet").write_bytes(b"half a file")
     (folder / f"c{other.record.id}-deadbeef.parquet").write_bytes(b"half a file")
-    found = {
-        (h.collection, f.check): f.count
-        for h in maintenance.doctor(kb)
-        for f in h.findings
-        if f.count
-    }
+    found = {(h.collection, f.check): f.count for h in kb.doctor() for f in h.findings if f.count}
     assert found == {("Stream", "staged_leftovers"): 1, ("Other", "staged_leftovers"): 1}
-    [health] = maintenance.doctor(kb, "Stream", repair=True)
+    [health] = kb.doctor("Stream", repair=True)
     assert health.ok and [(f.check, f.repaired) for f in health.findings if f.count] == [
         ("staged_leftovers", True)
     ]

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from internals import put_source, sources_of
 
 import hybridkb
 from hybridkb import files, ingest, sync
@@ -198,8 +202,10 @@ def test_unreadable_folder_keeps_its_documents(
         locked = str((folder / "sub").resolve())
 
         def scandir(path: Any) -> Any:
-            if str(path) == locked:
-                raise PermissionError(13, "Permission denied", str(path))
+            # The walk lists folders through descriptors: name the one it was given.
+            named = os.readlink(f"/proc/self/fd/{path}") if isinstance(path, int) else str(path)
+            if named == locked:
+                raise PermissionError(13, "Permission denied", named)
             return real_scandir(path)
 
         monkeypatch.setattr(os, "scandir", scandir)
@@ -211,17 +217,168 @@ def test_unreadable_folder_keeps_its_documents(
     assert "draft.md" in files_of(coll)
 
 
-def test_deleted_source_folder_removes_its_documents(
-    kb: hybridkb.KnowledgeBase, folder: Path
+def test_a_missing_source_keeps_its_documents_until_it_is_removed(
+    kb: hybridkb.KnowledgeBase, folder: Path, tmp_path: Path
 ) -> None:
-    import shutil
-
+    # A drive unmounted, a share gone: the source's folder is not there (issue 32 item 6).
     coll = kb.create_collection("Tax Documents")
     coll.add(folder)
-    shutil.rmtree(folder)
+    away = folder.rename(tmp_path / "unmounted")
     report = coll.sync()
-    assert len(report.removed) == 3 and coll.count() == 0
-    assert "no longer exists" in report.skipped[0].reason
+    assert not report.removed and coll.count() == 3
+    assert [f.filename for f in report.failed] == ["Tax"]
+    assert "missing" in report.failed[0].error and "--remove" in report.failed[0].error
+    assert [s["state"] for s in coll.sources()] == ["missing"]
+    assert coll.describe().sources[0]["state"] == "missing"
+    away.rename(folder)  # mounted again: in step, nothing to read
+    assert coll.sync().counts()["unchanged"] == 3
+    assert [s["state"] for s in coll.sources()] == ["ok"]
+    away = folder.rename(tmp_path / "unmounted")
+    assert len(coll.remove_source(folder).deleted) == 3  # only this removes them
+    assert coll.count() == 0
+
+
+def test_a_mount_point_that_shows_an_empty_folder_keeps_its_documents(
+    kb: hybridkb.KnowledgeBase, folder: Path, tmp_path: Path
+) -> None:
+    """A followed folder that was a mount point (a drive, a share) shows the empty folder
+    below it once unmounted: not a folder whose files were all deleted. The devices are
+    recorded at add time; a root on its parent's device now that was not then is missing."""
+    coll = kb.create_collection("Tax Documents")
+    coll.add(folder)
+    (source,) = sources_of(kb, "Tax Documents")
+    assert (source.device, source.parent_device) == (folder.stat().st_dev, tmp_path.stat().st_dev)
+    assert not source.mount_point  # a plain folder here: as recorded for a mount point, below
+    put_source(kb, "Tax Documents", replace(source, device=tmp_path.stat().st_dev + 1))
+    for file in [p for p in folder.rglob("*") if p.is_file()]:
+        file.unlink()  # what shows below a mount point: here, nothing
+    report = coll.sync()
+    assert not report.removed and coll.count() == 3
+    assert [f.filename for f in report.failed] == ["Tax"]
+    assert "no longer mounted" in report.failed[0].error and "--remove" in report.failed[0].error
+    assert [s["state"] for s in coll.sources()] == ["missing"]
+    put_source(kb, "Tax Documents", source)  # as added: a plain folder, emptied
+    assert len(coll.sync().removed) == 3
+
+
+def test_a_real_mount_point_unmounted_keeps_its_documents(
+    kb: hybridkb.KnowledgeBase, tmp_path: Path
+) -> None:
+    drive = tmp_path / "Drive"
+    drive.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(drive)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip("mounting a tmpfs needs root (and a kernel that lets this process)")
+    try:
+        write(drive / "invoice.md", "# Invoice\n\nThe plumber charged forty euros for the sink.")
+        coll = kb.create_collection("Drive")
+        coll.add(drive)
+        assert sources_of(kb, "Drive")[0].mount_point
+    finally:
+        subprocess.run(["umount", str(drive)], check=True)
+    report = coll.sync()
+    assert not report.removed and coll.count() == 1
+    assert [s["state"] for s in coll.sources()] == ["missing"]
+
+
+CLI = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def cli(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> CLI:
+    """``hybridkb --db tmp_path/kb.duckdb ARGS...`` in this process: (exit code, out, err)."""
+    monkeypatch.setenv("HYBRIDKB_MODEL", "fake")
+    db = str(tmp_path / "kb.duckdb")
+
+    def run(*args: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = main(["--db", db, *args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+def test_cli_says_a_source_is_missing_and_keeps_its_documents(
+    kb: hybridkb.KnowledgeBase, folder: Path, tmp_path: Path, cli: CLI
+) -> None:
+    kb.create_collection("Tax Documents").add(folder)
+    kb.close()
+    folder.rename(tmp_path / "unmounted")
+    code, out, _ = cli("sync")
+    assert code == 1 and "missing" in out and "removed" not in out, out  # not synced
+    for command in ("sources", "describe"):
+        code, out, _ = cli(command, "Tax Documents")
+        assert code == 0 and "missing; its documents stay" in out, out
+    described = json.loads(cli("describe", "Tax Documents", "--json")[1])
+    assert described["documents"] == 3 and described["sources"][0]["state"] == "missing"
+
+
+def test_a_source_swapped_for_a_link_is_not_walked_through(
+    kb: hybridkb.KnowledgeBase, folder: Path, tmp_path: Path
+) -> None:
+    from hybridkb.tools import make_tools
+
+    outside = write(tmp_path / "outside" / "secret.md", "The password is swordfish.")
+    write(outside.parent / "private.txt", "Another user's diary.")
+    coll = kb.create_collection("Tax Documents")
+    coll.add(folder)
+    folder.rename(tmp_path / "moved-away")
+    folder.symlink_to(outside.parent, target_is_directory=True)
+    tools = {t.name: t for t in make_tools(kb, allowed_paths=[tmp_path])}
+    text = tools["sync_kb_collection"].invoke({"collection_name": "Tax Documents"})
+    assert "secret.md" not in text and "private.txt" not in text, text
+    assert "removed" not in text and "failed 1" in text, text
+    report = coll.sync()
+    assert not report.removed and not report.added and coll.count() == 3
+    assert [(f.filename, f.code) for f in report.failed] == [("Tax", "access_denied")]
+    assert found(coll, "swordfish") == set()
+    assert [s["state"] for s in coll.sources()] == ["replaced"]
+    # A folder above the source replaced by a link: the same.
+    folder.unlink()
+    (tmp_path / "moved-away").rename(folder)
+    parent = tmp_path / "deep"
+    (parent / "inner").mkdir(parents=True)
+    inner = write(parent / "inner" / "a.md", "Herons at the inner pond.").parent
+    coll.add(inner)
+    parent.rename(tmp_path / "deep-away")
+    parent.symlink_to(outside.parent.parent, target_is_directory=True)
+    (outside.parent.parent / "inner").mkdir()
+    write(outside.parent.parent / "inner" / "b.md", "Someone else's notes.")
+    report = coll.sync()
+    assert not report.removed and not report.added, report.to_dict()
+    assert [f.code for f in report.failed] == ["access_denied"]
+    # Removing it still works by the path it was added by (it resolves elsewhere now).
+    assert len(coll.remove_source(inner).deleted) == 1 and coll.count() == 3
+
+
+def test_a_folder_swapped_for_a_link_while_being_walked_is_not_followed(
+    kb: hybridkb.KnowledgeBase, folder: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The walk lists the source and finds the folder "sub"; as it comes to list "sub",
+    # another user swaps it for a link to elsewhere. Opened beneath the source without
+    # following links, it is never listed through the link.
+    outside = write(tmp_path / "outside" / "secret.md", "The password is swordfish.").parent
+    coll = kb.create_collection("Tax Documents")
+    coll.add(folder)
+    real_scandir = os.scandir
+    calls: list[Any] = []
+
+    def scandir(path: Any) -> Any:
+        calls.append(path)
+        if len(calls) == 2:  # the source was listed; "sub" is next
+            (folder / "sub").rename(tmp_path / "sub-away")
+            (folder / "sub").symlink_to(outside, target_is_directory=True)
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    report = coll.sync()
+    assert len(calls) >= 2
+    assert "secret.md" not in json.dumps(report.to_dict()), report.to_dict()
+    assert found(coll, "swordfish") == set()
+    assert "draft.md" in files_of(coll)  # not taken as gone either
 
 
 def test_symlink_out_of_the_folder_is_not_followed(
@@ -268,23 +425,12 @@ def test_remove_source_removes_its_documents(
 
 
 def test_cli_sync_and_sources(
-    kb: hybridkb.KnowledgeBase,
-    folder: Path,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    monkeypatch: pytest.MonkeyPatch,
+    kb: hybridkb.KnowledgeBase, folder: Path, tmp_path: Path, cli: CLI
 ) -> None:
     kb.create_collection("Tax Documents").add(folder)
     kb.close()
     (folder / "notes.txt").unlink()
-    monkeypatch.setenv("HYBRIDKB_MODEL", "fake")
-    db = str(tmp_path / "kb.duckdb")
-
-    def run(*args: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        code = main(["--db", db, *args])
-        out, err = capsys.readouterr()
-        return code, out, err
+    run = cli
 
     code, out, _ = run("sync", "Tax Documents", "--dry-run", "--json")
     assert code == 0 and json.loads(out)[0]["counts"]["removed"] == 1
@@ -373,7 +519,9 @@ def test_a_sync_killed_midway_converges_on_the_next(
 def test_a_file_of_the_previous_schema_describes_read_only(tmp_path: Path, folder: Path) -> None:
     import duckdb
 
-    from hybridkb.storage.duckdb.schema import FILE_STATES, MIGRATIONS, SOURCES
+    from hybridkb.storage.duckdb.schema import FILE_STATES, SOURCES
+
+    before_sources = 5  # migration 6 made the sources' tables
 
     db = tmp_path / "old.duckdb"
     with hybridkb.connect(db, model="fake") as kb:
@@ -383,7 +531,7 @@ def test_a_file_of_the_previous_schema_describes_read_only(tmp_path: Path, folde
     con.execute(f"DROP TABLE {FILE_STATES}")
     con.execute(
         "UPDATE hybridkb_meta SET value = ? WHERE key = 'schema_version'",
-        [str(len(MIGRATIONS) - 1)],
+        [str(before_sources)],
     )
     con.close()
     with hybridkb.connect(db, model="fake", read_only=True) as ro:
@@ -394,3 +542,31 @@ def test_a_file_of_the_previous_schema_describes_read_only(tmp_path: Path, folde
         assert coll.sources() == [] and not coll.sync().changed
         coll.add(folder)
         assert [s["path"] for s in coll.sources()] == [str(folder.resolve())]
+
+
+def test_sources_of_a_file_from_before_sync_times_read_and_then_record_them(
+    tmp_path: Path, folder: Path
+) -> None:
+    import duckdb
+
+    from hybridkb.storage.duckdb.schema import MIGRATIONS, SOURCES
+
+    db = tmp_path / "old.duckdb"
+    with hybridkb.connect(db, model="fake") as kb:
+        kb.create_collection("Old").add(folder)
+    con = duckdb.connect(str(db))  # back to the schema before sync times were kept
+    con.execute(f"ALTER TABLE {SOURCES} DROP COLUMN synced_at")
+    con.execute(
+        "UPDATE hybridkb_meta SET value = ? WHERE key = 'schema_version'",
+        [str(len(MIGRATIONS) - 1)],
+    )
+    con.close()
+    path = str(folder.resolve())
+    with hybridkb.connect(db, model="fake", read_only=True) as ro:
+        [source] = ro.collection("Old").sources()
+        assert (source["path"], source["state"], source["synced_at"]) == (path, "ok", None)
+    with hybridkb.connect(db, model="fake") as kb:  # migrated when opened for writing
+        coll = kb.collection("Old")
+        assert [s["synced_at"] for s in coll.sources()] == [None]  # not synced since
+        coll.sync()
+        assert [s["synced_at"] is not None for s in coll.sources()] == [True]

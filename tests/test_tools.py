@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
-import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import ToolMessage
-from langchain_core.tools import BaseTool, StructuredTool, tool
+from langchain_core.tools import BaseTool, StructuredTool
 from pdfgen import Page, write_pdf
 from pydantic import BaseModel
 
@@ -466,29 +464,26 @@ def test_sql_tool_only_when_enabled(tmp_path: Path) -> None:
         assert "query_kb_sql" in by_name(make_tools(kb, read_only=True))
 
 
-def test_graph_tools_extension_point(kb: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: dict[str, Any] = {}
+def test_every_front_end_derives_from_the_one_registry(kb: Any) -> None:
+    # The LangChain tools, the read-only filter, TOOL_NAMES/WRITE_TOOLS and the MCP
+    # catalogue with its hints all come from toolbox.TOOLS (graph tools included,
+    # registered there, not found by importing a module).
+    from hybridkb.mcp_tools import advertised_tools
+    from hybridkb.toolbox import TOOLS
 
-    def make_graph_tools(kb: Any, *, read_only: bool = False) -> list[BaseTool]:
-        seen["workspace"], seen["read_only"] = kb.workspace, read_only
-
-        @tool
-        def kb_neighbors(node: str) -> str:
-            """Neighbours of a node.
-
-            Args:
-                node: a node id
-            """
-            return node
-
-        return [kb_neighbors]
-
-    fake = types.ModuleType("hybridkb.graph.tools")
-    monkeypatch.setattr(fake, "make_graph_tools", make_graph_tools, raising=False)
-    monkeypatch.setitem(sys.modules, "hybridkb.graph.tools", fake)
-    names = [t.name for t in make_tools(kb, workspace="w1", read_only=True)]
-    assert names[-1] == "kb_neighbors"
-    assert seen == {"workspace": "w1", "read_only": True}
+    always = [s for s in TOOLS if s.setting is None]
+    assert [t.name for t in make_tools(kb)] == [s.name for s in always]
+    readers = [t.name for t in make_tools(kb, read_only=True)]
+    assert readers == [s.name for s in always if not s.writes]
+    assert {s.name for s in TOOLS if s.writes} == WRITE_TOOLS >= {"graph_relate"}
+    specs = {s.name: s for s in TOOLS}
+    catalogue = advertised_tools(read_only=False, sql_tool=True)
+    assert [t["name"] for t in catalogue] == list(specs)
+    for listed in catalogue:
+        spec, hints = specs[listed["name"]], listed["annotations"]
+        assert hints["readOnlyHint"] is not spec.writes
+        assert hints.get("destructiveHint") == (spec.destructive if spec.writes else None)
+        assert listed["description"].startswith((spec.function.__doc__ or "?").splitlines()[0])
 
 
 WEIRD = [

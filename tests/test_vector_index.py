@@ -756,3 +756,61 @@ def test_only_the_hnsw_module_touches_usearch() -> None:
         and re.search(r"^\s*(import|from)\s+usearch|[\"']usearch\.", path.read_text(), re.M)
     ]
     assert touching == []
+
+
+def test_a_deferred_graph_finds_every_row_while_it_catches_up(tmp_path: Path) -> None:
+    """Rows written to a deferred graph are searchable at once (scanned exactly until the
+    background thread has inserted them), and the graph ends up holding them all."""
+    index = VectorIndex(DIM, quantization="i8", hnsw_threshold=300, defer_graph=True)
+    vectors = unit_rows(2400, seed=21)
+    keys = np.arange(5000, 7400, dtype=np.int64)
+    for start in range(0, 2400, 400):
+        part = slice(start, start + 400)
+        index.add(keys[part], vectors[part])
+        for i in range(start, start + 400, 37):
+            assert index.search(vectors[i], 1)[0][0] == keys[i]
+    index.wait_for_graph()
+    assert index.pending == 0
+    assert index.layout == "hnsw"
+    assert index.recall_report()["verified_recall"] is not None  # checked once complete
+    index.remove(keys[:100])
+    assert keys[0] not in {key for key, _ in index.search(vectors[0], 5)}
+
+
+def test_rows_the_graph_did_not_hold_yet_survive_a_save(tmp_path: Path) -> None:
+    index = VectorIndex(DIM, quantization="i8", hnsw_threshold=300, defer_graph=True)
+    index.stop()  # no background inserts: every row stays pending, as at a sudden close
+    vectors = unit_rows(1200, seed=22)
+    keys = np.arange(1200, dtype=np.int64)
+    index.add(keys, vectors)
+    assert index.pending == 1200 and index.layout == "hnsw"
+    index.save(tmp_path / "v.bin")
+    loaded = VectorIndex.load(tmp_path / "v.bin")  # not deferred: inserted while loading
+    assert loaded.pending == 0
+    exact = VectorIndex(DIM, quantization="i8", hnsw_threshold=10**9)
+    exact.add(keys, vectors)
+    queries = unit_rows(50, seed=23)
+    found = [{k for k, _ in loaded.search(q, 10)} for q in queries]
+    truth = [{k for k, _ in exact.search(q, 10)} for q in queries]
+    assert np.mean([len(f & t) / 10 for f, t in zip(found, truth, strict=True)]) >= 0.95
+    deferred = VectorIndex.load(tmp_path / "v.bin", defer_graph=True)
+    deferred.wait_for_graph()
+    assert deferred.pending == 0
+
+
+def test_loading_leaves_the_checked_pages_out_of_resident_memory(
+    tmp_path: Path, resident_file_mb: Callable[[], float]
+) -> None:
+    """A load checks every byte against its CRC, which reads the whole file; those pages
+    are then released, so the process holds only what its searches map back (at 1M
+    chunks the file is ~1 GB, and a graph search visits a fraction of it)."""
+    index = VectorIndex(384, hnsw_threshold=10**9)
+    index.add(np.arange(60_000), unit_rows(60_000, seed=3, dim=384))
+    path = tmp_path / "v.bin"
+    index.save(path)
+    del index
+    size_mb = path.stat().st_size / 2**20
+    before = resident_file_mb()
+    loaded = VectorIndex.load(path)
+    assert size_mb > 20 and resident_file_mb() - before < size_mb / 4
+    assert len(loaded.search(unit_rows(1, seed=4, dim=384)[0], 5)) == 5

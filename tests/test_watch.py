@@ -6,14 +6,15 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from internals import through_owner
 
 import hybridkb
-from hybridkb.serve.client import RemoteKnowledgeBase
 from hybridkb.watch import still_changing
 
 pytest.importorskip("watchfiles")
@@ -76,7 +77,7 @@ def test_watch_follows_edits_renames_deletes_and_stops_on_sigterm(
     docs, proc = watched
     # Another process searches while the watcher holds the file: it is served by it.
     with hybridkb.connect(tmp_path / "kb.duckdb", model="fake") as client:
-        assert isinstance(client, RemoteKnowledgeBase)
+        assert through_owner(client)
         notes = client.collection("Notes")
 
         def files(query: str) -> set[str]:
@@ -113,7 +114,7 @@ def test_watch_follows_edits_renames_deletes_and_stops_on_sigterm(
     assert "stopped watching" in out and "Traceback" not in out
     # Closed cleanly: the file opens for writing here and holds what the watcher applied.
     with hybridkb.connect(tmp_path / "kb.duckdb", model="fake") as kb:
-        assert not isinstance(kb, RemoteKnowledgeBase)
+        assert not through_owner(kb)
         assert sorted(d.filename or "" for d in kb.collection("Notes").documents()) == [
             "a.md",
             "b-renamed.txt",
@@ -121,9 +122,31 @@ def test_watch_follows_edits_renames_deletes_and_stops_on_sigterm(
         ]
 
 
-def test_a_file_still_being_written_is_seen_changing(tmp_path: Path) -> None:
-    import threading
+def test_watch_keeps_the_documents_of_a_source_that_goes_missing(
+    watched: tuple[Path, subprocess.Popen[str]], tmp_path: Path
+) -> None:
+    # A drive unmounted under the watcher (issue 32 item 6): its documents stay.
+    docs, proc = watched
+    lines: list[str] = []
 
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+
+    threading.Thread(target=read, daemon=True).start()
+    docs.rename(tmp_path / "unmounted")
+    eventually(lambda: any("missing" in line for line in lines), "the source said missing")
+    with hybridkb.connect(tmp_path / "kb.duckdb", model="fake") as client:
+        notes = client.collection("Notes")
+        assert notes.count() == 2, lines
+        (tmp_path / "unmounted").rename(docs)  # mounted again: followed again
+        (docs / "e.md").write_text("Epsilon notes about ibises.", "utf-8")
+        eventually(lambda: notes.count() == 3, "a new file once the source is back")
+    assert not any("removed" in line for line in lines), lines
+
+
+def test_a_file_still_being_written_is_seen_changing(tmp_path: Path) -> None:
     growing = tmp_path / "download.txt"
     growing.write_text("start", "utf-8")
     quiet = tmp_path / "quiet.txt"
@@ -184,11 +207,11 @@ def test_mcp_watch_keeps_two_clients_in_step(tmp_path: Path) -> None:
                     await anyio.sleep(0.1)
             # A second client, another process's view: served by the watching server.
             with hybridkb.connect(tmp_path / "kb.duckdb", model="fake") as other:
-                assert isinstance(other, RemoteKnowledgeBase)
+                assert through_owner(other)
                 names = {d.filename for d in other.collection("Notes").documents()}
                 assert names == {"b.md"}
 
     anyio.run(scenario)
     # The server closed the file when its client went away: it opens for writing here.
     with hybridkb.connect(tmp_path / "kb.duckdb", model="fake") as kb:
-        assert not isinstance(kb, RemoteKnowledgeBase) and kb.collection("Notes").count() == 1
+        assert not through_owner(kb) and kb.collection("Notes").count() == 1

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from .lazy import lazy_names
 
 if TYPE_CHECKING:
-    from .api import CollectionAPI, GraphAPI, KnowledgeBaseAPI
     from .embedders import Embedder, FakeEmbedder
     from .errors import (
         AccessDenied,
@@ -35,7 +34,8 @@ if TYPE_CHECKING:
         UnsupportedFileType,
     )
     from .filter_check import filter_warnings
-    from .kb import Collection, KnowledgeBase
+    from .graph.handle import GraphAPI
+    from .kb import Collection, CollectionAPI, KnowledgeBase, KnowledgeBaseAPI
     from .opening import connect
     from .settings import Settings
     from .types import AddReport, CollectionInfo, DeleteReport, Hit
@@ -48,7 +48,7 @@ EXPORTS = {
     "AddReport": "types",
     "BackendError": "errors",
     "Collection": "kb",
-    "CollectionAPI": "api",
+    "CollectionAPI": "kb",
     "CollectionExists": "errors",
     "CollectionInfo": "types",
     "CollectionNotFound": "errors",
@@ -60,14 +60,14 @@ EXPORTS = {
     "EmbeddingMismatch": "errors",
     "ExtractionError": "errors",
     "FakeEmbedder": "embedders",
-    "GraphAPI": "api",
+    "GraphAPI": "graph.handle",
     "GraphError": "errors",
     "Hit": "types",
     "IngestError": "errors",
     "InvalidFilter": "errors",
     "KBError": "errors",
     "KnowledgeBase": "kb",
-    "KnowledgeBaseAPI": "api",
+    "KnowledgeBaseAPI": "kb",
     "MissingDependency": "errors",
     "ModelUnavailable": "errors",
     "NotExportable": "errors",

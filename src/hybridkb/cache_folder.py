@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from .embed_cache import CACHE_FILE
+from .locations import CACHE_FIX
+from .private_files import check_folder
 
 __all__ = ["ENTRIES", "clear_cache", "describe_cache"]
 
@@ -76,8 +78,20 @@ def _cached_vectors(path: Path) -> int | None:
         return None
 
 
+def _checked(folder: Path) -> None:
+    """The cache folder's rule (:func:`~hybridkb.private_files.check_folder`), when it exists:
+    nothing is listed from, or removed in, a folder another user controls."""
+    if folder.exists() or folder.is_symlink():
+        check_folder(folder, secret=False, fix=CACHE_FIX)
+
+
 def describe_cache(folder: Path, *, embed_cache_mb: int) -> dict[str, Any]:
-    """Where the cache is, each entry with what it holds and its size, and the total."""
+    """Where the cache is, each entry with what it holds and its size, and the total.
+
+    Raises:
+        NotPrivate: the folder is a link, another user's, or writable by others.
+    """
+    _checked(folder)
     entries = []
     for entry in ENTRIES:
         paths = _paths(folder, entry)
@@ -99,7 +113,12 @@ def describe_cache(folder: Path, *, embed_cache_mb: int) -> dict[str, Any]:
 
 
 def clear_cache(folder: Path) -> dict[str, Any]:
-    """Remove what hybridkb keeps in ``folder`` (and nothing else); what was freed."""
+    """Remove what hybridkb keeps in ``folder`` (and nothing else); what was freed.
+
+    Raises:
+        NotPrivate: the folder is a link, another user's, or writable by others.
+    """
+    _checked(folder)
     freed = 0
     removed = []
     for entry in ENTRIES:

@@ -24,6 +24,7 @@ from .cli_common import (
     EXIT_OK,
     Refused,
     State,
+    echo,
     echo_failed_and_skipped,
     emit_json,
     exit_code,
@@ -35,16 +36,17 @@ from .cli_common import (
 )
 from .cli_maintenance import cache, compact, copy_command, doctor, reembed, setup
 from .cli_postgres import postgres
-from .cli_sync import sources, sync, watch, watch_in_background
+from .cli_sync import source_note, sources, sync, watch, watch_in_background
 from .errors import KBError, attempt_import
 from .filters import filter_reference
-from .lifecycle import Stopped, stop_on_signals
+from .lifecycle import Stopped, own_process, stop_on_signals
 from .locations import check_db_folder, shown_db
+from .normalize import printable
 from .render import citation
 from .types import SEARCH_MODES
 
 if TYPE_CHECKING:
-    from .api import KnowledgeBaseAPI
+    from .kb import KnowledgeBase
     from .types import CollectionInfo
 
 # -- the group -------------------------------------------------------------------------
@@ -79,7 +81,7 @@ class LazyGroup(click.Group):
 
 @click.group(
     cls=LazyGroup,
-    lazy={"graph": "hybridkb.graph.cli:graph"},
+    lazy={"graph": "hybridkb.graph.cli:graph", "ui": "hybridkb.cli_ui:ui"},
     epilog=EPILOG,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -106,6 +108,10 @@ def cli(ctx: click.Context, db: str | None, workspace: str | None) -> None:
     """
     state = State(db, workspace)
     ctx.obj = state
+    # The CLI owns its process: SIGTERM and SIGHUP stop any command as Ctrl-C does, so
+    # a write in progress rolls back, a copy drops what it staged and the knowledge base
+    # closes (state.close runs first: resources close in reverse order).
+    ctx.with_resource(stop_on_signals())
     ctx.call_on_close(state.close)
 
 
@@ -150,7 +156,7 @@ def create(
         emit_json(_describe_dict(info))
     else:
         c = info.chunking
-        click.echo(
+        echo(
             f"collection {info.name!r}: {info.embedding_model} ({info.dim} dims), "
             f"{c.get('strategy')} chunks of {c.get('size')} chars (overlap {c.get('overlap')})"
         )
@@ -173,7 +179,7 @@ def list_(state: State, as_json: bool) -> int:
         )
         return EXIT_OK
     if not infos:
-        click.echo("no collections yet; create one with: hybridkb create NAME")
+        echo("no collections yet; create one with: hybridkb create NAME")
         return EXIT_OK
     rows = [("NAME", "DOCUMENTS", "CHUNKS", "MODEL", "UPDATED")]
     rows += [
@@ -195,7 +201,7 @@ def _table(rows: Sequence[Sequence[str]], right: frozenset[int] = frozenset()) -
             cell.rjust(widths[i]) if i in right else cell.ljust(widths[i])
             for i, cell in enumerate(row)
         ]
-        click.echo("  ".join(cells).rstrip())
+        echo("  ".join(cells).rstrip())
 
 
 def _describe_dict(info: CollectionInfo) -> dict[str, Any]:
@@ -234,10 +240,13 @@ def describe(state: State, name: str, as_json: bool) -> int:
         ("bytes", f"{info.bytes:,}"),
         ("created", _short_time(info.created_at)),
         ("updated", _short_time(info.updated_at)),
-        ("sources", ", ".join(src["path"] for src in info.sources) or "-"),
+        (
+            "sources",
+            ", ".join(printable(src["path"]) + source_note(src) for src in info.sources) or "-",
+        ),
     ]
     for label, value in lines:
-        click.echo(f"{label + ':':<17}{value}")
+        echo(f"{label + ':':<17}{value}")
     return EXIT_OK
 
 
@@ -280,14 +289,12 @@ def add(
         for status, files in (("added", report.added), ("unchanged", report.unchanged)):
             for f in files:
                 plural = "" if f.chunks == 1 else "s"
-                click.echo(
-                    f"{status:<10} {f.filename} ({f.chunks} chunk{plural}, doc {f.document_id})"
-                )
+                echo(f"{status:<10} {f.filename} ({f.chunks} chunk{plural}, doc {f.document_id})")
                 for warning in f.warnings:
-                    click.echo(f"           warning: {one_line(warning)}")
+                    echo(f"           warning: {one_line(warning)}")
         echo_failed_and_skipped(report.failed, report.skipped, 10)
         summary = f"{len(report.added)} added, {len(report.unchanged)} unchanged, {len(report.failed)} failed"
-        click.echo(summary + (f", {len(report.skipped)} skipped" if report.skipped else ""))
+        echo(summary + (f", {len(report.skipped)} skipped" if report.skipped else ""))
     return EXIT_ERROR if report.failed else EXIT_OK
 
 
@@ -363,20 +370,20 @@ def search(
 
         warnings = filter_warnings(kb, where, collections)
     for warning in warnings:
-        click.echo(f"hybridkb: warning: {warning}", err=True)
+        echo(f"hybridkb: warning: {warning}", err=True)
     if as_json:
         emit_json({"results": [h.to_dict() for h in hits], "warnings": warnings})
         return EXIT_OK
     if not hits:
-        click.echo("no results")
+        echo("no results")
         return EXIT_OK
     for hit in hits:
-        click.echo(f"{hit.rank:>2}. {hit.score:.4f}  {citation(hit)}")
+        echo(f"{hit.rank:>2}. {hit.score:.4f}  {citation(hit)}")
         if full:
             for line in hit.text.splitlines():
-                click.echo(f"    {line}")
+                echo(f"    {line}")
         else:
-            click.echo(f"    {_snippet(hit.text)}")
+            echo(f"    {_snippet(hit.text)}")
     return EXIT_OK
 
 
@@ -395,7 +402,7 @@ def delete(state: State, name: str, document_ids: tuple[str, ...], as_json: bool
         emit_json(report.to_dict())
     else:
         plural = "" if len(report.deleted) == 1 else "s"
-        click.echo(
+        echo(
             f"deleted {len(report.deleted)} document{plural}"
             + (f": {', '.join(report.deleted)}" if report.deleted else "")
         )
@@ -418,10 +425,10 @@ def drop(state: State, name: str, yes: bool) -> int:
             raise Refused(f"refusing to drop {info.name!r} without confirmation; pass --yes")
         question = f"Drop collection {info.name!r} and its {info.documents} documents?"
         if not click.confirm(question, default=False):
-            click.echo("not dropped")
+            echo("not dropped")
             return EXIT_ERROR
     kb.drop_collection(info.name)
-    click.echo(f"dropped {info.name!r} ({info.documents} documents)")
+    echo(f"dropped {info.name!r} ({info.documents} documents)")
     return EXIT_OK
 
 
@@ -466,17 +473,15 @@ def eval_(state: State, beir_dir: Path, mode: str, split: str, k_docs: int, as_j
             f"loaded {load['added']} added, {load['unchanged']} unchanged in {result['load_seconds']:.1f}s"
         )
     )
-    click.echo(
+    echo(
         f"{result['collection']} ({result['documents']} documents, {how}); "
         f"split {result['split']}, {result['queries']} queries, mode {result['mode']}"
     )
-    click.echo(f"nDCG@10     {result['ndcg@10']:.4f}")
-    click.echo(f"recall@100  {result['recall@100']:.4f}")
+    echo(f"nDCG@10     {result['ndcg@10']:.4f}")
+    echo(f"recall@100  {result['recall@100']:.4f}")
     if k_docs != 100:
-        click.echo(f"recall@{k_docs:<4} {result[f'recall@{k_docs}']:.4f}")
-    click.echo(
-        f"latency     p50 {result['p50_ms']:.1f} ms, p95 {result['p95_ms']:.1f} ms (search only)"
-    )
+        echo(f"recall@{k_docs:<4} {result[f'recall@{k_docs}']:.4f}")
+    echo(f"latency     p50 {result['p50_ms']:.1f} ms, p95 {result['p95_ms']:.1f} ms (search only)")
     return EXIT_OK
 
 
@@ -488,14 +493,19 @@ def eval_(state: State, beir_dir: Path, mode: str, split: str, k_docs: int, as_j
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address.")
 @click.option(
     "--token-file", type=click.Path(path_type=Path, dir_okay=False), metavar="PATH",
-    help="HTTP: file (mode 0600) with the bearer token clients must send; required off "
-    "loopback unless HYBRIDKB_MCP_TOKEN is set.",
+    help="HTTP: file of yours (mode 0600) with the bearer token clients must send (else "
+    "HYBRIDKB_MCP_TOKEN; with neither, on loopback, a new token each start, in a file named "
+    "on stderr).",
 )  # fmt: skip
 @click.option(
     "--allow-host", "allow_hosts", multiple=True, metavar="NAME",
     help="HTTP off loopback: a Host name clients may use (repeatable).",
 )  # fmt: skip
-@click.option("--read-only", is_flag=True, help="Offer only the tools that read.")
+@click.option(
+    "--read-only",
+    is_flag=True,
+    help="Offer only the tools that read (so does a database role that may only read).",
+)
 @click.option(
     "--watch", "watch_files", is_flag=True,
     help="Keep every collection in step with its folders while serving (see `hybridkb watch`).",
@@ -525,13 +535,13 @@ def mcp(
 
         read_token(host, token_file)  # refuse before the knowledge base opens
     # stderr is the log an MCP host shows: which knowledge base, which files the tools read.
-    click.echo(f"hybridkb mcp: knowledge base {shown_db(settings.db)}", err=True)
+    echo(f"hybridkb mcp: knowledge base {shown_db(settings.db)}", err=True)
     say_allowed(settings.allowed_paths)
 
-    def server_kb() -> KnowledgeBaseAPI:
+    def server_kb() -> KnowledgeBase:
         return state.server_kb(read_only=read_only)
 
-    open_kb: Callable[[], KnowledgeBaseAPI] = server_kb
+    open_kb: Callable[[], KnowledgeBase] = server_kb
     if watch_files:
         open_kb = watch_in_background(server_kb)
     # SIGTERM (how MCP hosts stop servers) and SIGHUP unwind like Ctrl-C: calls in
@@ -541,9 +551,14 @@ def mcp(
         try:
             if http_port is None:  # our own stdio server: answers before the tools and model load
                 from .mcp_stdio import serve_stdio
+                from .storage.backends import backend_for
 
                 serve_stdio(
-                    open_kb, sql_tool=settings.enable_sql_tool, read_only=read_only, close=False
+                    open_kb,
+                    sql_tool=settings.enable_sql_tool,
+                    read_only=read_only,
+                    list_after_open=backend_for(settings.db).access_by_role,
+                    close=False,
                 )  # the State closes it
             else:
                 from .mcp_server import serve
@@ -561,9 +576,9 @@ def say_allowed(allowed: Sequence[Path]) -> None:
     """The one stderr line at MCP start saying which files the tools may read."""
     if allowed:
         folders = ", ".join(str(p) for p in allowed)
-        click.echo(f"hybridkb mcp: the tools may read files under {folders}", err=True)
+        echo(f"hybridkb mcp: the tools may read files under {folders}", err=True)
     else:
-        click.echo(
+        echo(
             "hybridkb mcp: the tools may read no files (started in / or the home folder, "
             "which are never allowed by default); set HYBRIDKB_ALLOWED_PATHS to the folders",
             err=True,
@@ -620,6 +635,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     if argv is None:
         tune_process()
+        own_process()  # the program's: a first use may judge int8 in a detached child
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         result = cli.main(args=args, prog_name="hybridkb", standalone_mode=False)

@@ -13,9 +13,11 @@ import click
 from .errors import ConfigError, InvalidFilter, KBError
 from .frontend import to_json
 from .limits import MAX_DOCUMENTS_CHARS, parse_json
+from .normalize import printable
+from .storage.backends import named_file
 
 if TYPE_CHECKING:
-    from .api import KnowledgeBaseAPI
+    from .kb import KnowledgeBase
     from .settings import Settings
 
 EXIT_OK = 0
@@ -31,7 +33,7 @@ Exit codes:
   2    usage or configuration error: bad option or argument, bad
        HYBRIDKB_* setting, malformed --where/--metadata JSON,
        `drop` refused without --yes
-  130  interrupted
+  130  interrupted (Ctrl-C); 143, 129: stopped by SIGTERM, SIGHUP
 \b
 Settings come from HYBRIDKB_* environment variables and ./.env
 (HYBRIDKB_MODEL, HYBRIDKB_CACHE_DIR, HYBRIDKB_CHUNK_SIZE, ...).
@@ -60,20 +62,27 @@ def one_line(text: str) -> str:
     return re.sub(r"\s*\n\s*", " ", text).strip()
 
 
+def echo(message: str = "", *, err: bool = False, nl: bool = True) -> None:
+    """Print ``message`` on stdout (stderr with ``err``): the one door every line of the CLI
+    goes through, so every name in it is shown by the one rule (``normalize.printable``):
+    control characters, ANSI escapes and bidi controls escaped, newlines and tabs kept."""
+    click.echo(printable(message, lines=True), err=err, nl=nl)
+
+
 def echo_failed_and_skipped(failed: Iterable[Any], skipped: Iterable[Any], width: int) -> None:
     """The failed and skipped lines of an add or sync report (each failure names its file)."""
     for item in failed:
         error = one_line(item.error)
         if not error.startswith(item.filename):
             error = f"{item.filename}: {error}"
-        click.echo(f"{'failed':<{width}} {error}")
+        echo(f"{'failed':<{width}} {error}")
     for item in skipped:
-        click.echo(f"{'skipped':<{width}} {item.filename}: {one_line(item.reason)}")
+        echo(f"{'skipped':<{width}} {item.filename}: {one_line(item.reason)}")
 
 
 def fail(message: str) -> None:
     """The one line a failed command prints (stderr)."""
-    click.echo(f"hybridkb: {one_line(message)}", err=True)
+    echo(f"hybridkb: {one_line(message)}", err=True)
 
 
 # -- state shared by the commands ------------------------------------------------------
@@ -85,7 +94,7 @@ class State:
     def __init__(self, db: str | None, workspace: str | None) -> None:
         self.db = db
         self.workspace = workspace
-        self._kb: KnowledgeBaseAPI | None = None
+        self._kb: KnowledgeBase | None = None
 
     def settings(self) -> Settings:
         """Settings from the environment and `.env` with the global options (ConfigError
@@ -94,7 +103,7 @@ class State:
 
         return load_settings(db=self.db, workspace=self.workspace)
 
-    def kb(self, *, write: bool = True) -> KnowledgeBaseAPI:
+    def kb(self, *, write: bool = True) -> KnowledgeBase:
         """The knowledge base, opened on first use; ``write=False`` opens an existing DuckDB
         file read-only, so several readers may run at once."""
         if self._kb is None:
@@ -102,10 +111,10 @@ class State:
 
             settings = self.settings()
             read_only = not write and existing_duckdb_file(settings.db)
-            self._kb = connect(settings=settings, read_only=read_only)
+            self._kb = connect(settings=settings, read_only=read_only, serve=True)
         return self._kb
 
-    def server_kb(self, *, read_only: bool) -> KnowledgeBaseAPI:
+    def server_kb(self, *, read_only: bool) -> KnowledgeBase:
         """The knowledge base of ``hybridkb mcp`` (see opening.connect_server)."""
         if self._kb is None:
             from .opening import connect_server
@@ -121,15 +130,9 @@ class State:
 
 
 def existing_duckdb_file(db: str) -> bool:
-    """Readers open an existing DuckDB file read-only, so several can run at once."""
-    # Imported here: hybridkb.storage brings numpy, which `import hybridkb.cli` must not
-    # (cli.tune_process sets up OpenBLAS before numpy starts).
-    from .storage.urls import is_postgres_url
-
-    if db == ":memory:" or is_postgres_url(db):
-        return False
-    path = db.removeprefix("duckdb://")
-    return bool(path) and path != ":memory:" and Path(path).expanduser().is_file()
+    """Readers open an existing store file read-only, so several can run at once."""
+    file = named_file(db)  # the backend's declaration: None for a server and :memory:
+    return file is not None and Path(file).is_file()
 
 
 pass_state = click.make_pass_decorator(State)
@@ -137,7 +140,7 @@ pass_state = click.make_pass_decorator(State)
 
 def emit_json(data: Any) -> None:
     """Print ``data`` as JSON (records and dataclasses converted; see ``frontend.to_json``)."""
-    click.echo(to_json(data))
+    echo(to_json(data))
 
 
 def json_option(fn: F) -> F:

@@ -6,7 +6,16 @@ from typing import Any
 
 import click
 
-from .cli_common import EPILOG, EXIT_ERROR, EXIT_OK, State, emit_json, json_option, pass_state
+from .cli_common import (
+    EPILOG,
+    EXIT_ERROR,
+    EXIT_OK,
+    State,
+    echo,
+    emit_json,
+    json_option,
+    pass_state,
+)
 from .render import human_size
 
 
@@ -20,9 +29,7 @@ from .render import human_size
 def doctor(state: State, name: str | None, repair: bool, as_json: bool) -> int:
     """Check collection NAME (default: all) for orphan rows, NaN vectors, incomplete
     documents, stale derived indexes and graph rows from deleted documents."""
-    from .maintenance import doctor as run_doctor
-
-    reports = run_doctor(state.kb(), name, repair=repair)
+    reports = state.kb().doctor(name, repair=repair)
     healthy = all(r.ok for r in reports)
     if as_json:
         emit_json({"ok": healthy, "collections": [r.to_dict() for r in reports]})
@@ -30,10 +37,10 @@ def doctor(state: State, name: str | None, repair: bool, as_json: bool) -> int:
         for r in reports:
             problems = [f for f in r.findings if f.count]
             if not problems:
-                click.echo(f"{r.collection}: ok")
+                echo(f"{r.collection}: ok")
             for f in problems:
                 state_ = "repaired" if f.repaired else "found"
-                click.echo(f"{r.collection}: {f.check}: {f.count} {state_} ({f.detail})")
+                echo(f"{r.collection}: {f.check}: {f.count} {state_} ({f.detail})")
     return EXIT_OK if healthy else EXIT_ERROR
 
 
@@ -45,13 +52,11 @@ def doctor(state: State, name: str | None, repair: bool, as_json: bool) -> int:
 def reembed(state: State, name: str, model: str | None, as_json: bool) -> int:
     """Embed every chunk of NAME again and switch over atomically; searches keep using
     the old vectors until the new ones are complete."""
-    from .maintenance import reembed as run_reembed
-
-    result = run_reembed(state.kb(), name, model=model)
+    result = state.kb().reembed(name, model=model)
     if as_json:
         emit_json(result)
     else:
-        click.echo(
+        echo(
             f"{result['collection']}: {result['chunks']} chunks re-embedded with {result['model']} "
             f"({result['dim']} dims; was {result['previous_model']})"
         )
@@ -63,13 +68,11 @@ def reembed(state: State, name: str, model: str | None, as_json: bool) -> int:
 @pass_state
 def compact(state: State, as_json: bool) -> int:
     """Rewrite the database file without dead space (DuckDB)."""
-    from .maintenance import compact as run_compact
-
-    result = run_compact(state.kb())
+    result = state.kb().compact()
     if as_json:
         emit_json(result)
     else:
-        click.echo(f"compacted: {result['bytes_before']:,} -> {result['bytes_after']:,} bytes")
+        echo(f"compacted: {result['bytes_before']:,} -> {result['bytes_after']:,} bytes")
     return EXIT_OK
 
 
@@ -94,24 +97,21 @@ def copy_command(state: State, dest: str, as_json: bool) -> int:
     Example:
       hybridkb --db kb.duckdb copy --to postgresql://user@host/kb
     """
-    from .copy import copy_to
     from .locations import check_db_folder
 
     check_db_folder(dest, named_by="--to")  # before the source is opened
     # Opened as any reader would: a file another process holds is copied by that process.
-    report = copy_to(state.kb(write=False), dest, workspace=state.workspace)
+    report = state.kb(write=False).copy_to(dest, workspace=state.workspace)
     if as_json:
         emit_json(report)
         return EXIT_OK
     for c in report["collections"]:
-        click.echo(
+        echo(
             f"copied {c['workspace']}/{c['name']}: {c['documents']} documents, {c['chunks']} chunks,"
             f" {c['vectors']} vectors, {c['graph_nodes']} graph nodes, {c['graph_edges']} graph edges"
         )
     n = len(report["collections"])
-    click.echo(
-        f"{n} collection{'' if n == 1 else 's'} copied to {report['destination']}; counts match"
-    )
+    echo(f"{n} collection{'' if n == 1 else 's'} copied to {report['destination']}; counts match")
     return EXIT_OK
 
 
@@ -140,7 +140,7 @@ def setup(model: str | None, remeasure: bool, as_json: bool) -> int:
     backend = settings.embedding_backend
     if backend == "auto" and not model_id.startswith("fake"):
         if not as_json and judging(model_id, cache):
-            click.echo("int8 is being judged in the background; waiting for its verdict")
+            echo("int8 is being judged in the background; waiting for its verdict")
         choose_int8(model_id, cache, remeasure=remeasure)
     embedder = get_embedder(model_id, device=settings.device, backend=backend, cache_dir=cache)
     recipe = recipe_of(embedder)
@@ -156,19 +156,19 @@ def setup(model: str | None, remeasure: bool, as_json: bool) -> int:
     if as_json:
         emit_json(result)
         return EXIT_OK
-    click.echo(f"cpu: {result['cpu']}")
+    echo(f"cpu: {result['cpu']}")
     for trial in result["measured"] or []:
         verdict = "accepted" if trial["accepted"] else "rejected"
-        click.echo(
+        echo(
             f"int8 {trial['key']}: {trial['speedup']}x float32 speed, top-10 agreement "
             f"{trial['agreement']}: {verdict}"
         )
     if result["judge_error"]:
-        click.echo(
+        echo(
             f"int8 not judged ({result['judge_error']}): float32 serves; "
             "`hybridkb setup --remeasure` tries again"
         )
-    click.echo(f"ready: {embedder.model_id} on {recipe.backend} {recipe.precision}")
+    echo(f"ready: {embedder.model_id} on {recipe.backend} {recipe.precision}")
     return EXIT_OK
 
 
@@ -199,15 +199,15 @@ def cache_info(as_json: bool = False) -> int:
     if as_json:
         emit_json(report)
         return EXIT_OK
-    click.echo(f"cache folder: {report['folder']} ({human_size(report['bytes'])})")
+    echo(f"cache folder: {report['folder']} ({human_size(report['bytes'])})")
     for entry in report["entries"]:
         size = human_size(entry["bytes"]) if entry["exists"] else "-"
         holds = entry["holds"]
         if entry.get("vectors") is not None:
             limit = human_size(entry["limit_bytes"]) if entry["limit_bytes"] else "off"
             holds = f"{entry['vectors']} vectors (limit {limit}); {holds}"
-        click.echo(f"  {entry['name']:<20} {size:>9}  {holds}")
-    click.echo("`hybridkb cache clear` empties it; what is needed is made again.")
+        echo(f"  {entry['name']:<20} {size:>9}  {holds}")
+    echo("`hybridkb cache clear` empties it; what is needed is made again.")
     return EXIT_OK
 
 
@@ -224,5 +224,5 @@ def cache_clear(as_json: bool) -> int:
     if as_json:
         emit_json(report)
     else:
-        click.echo(f"cleared {report['folder']}: {human_size(report['bytes'])} freed")
+        echo(f"cleared {report['folder']}: {human_size(report['bytes'])} freed")
     return EXIT_OK

@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -14,6 +14,7 @@ from .cli_common import (
     EXIT_ERROR,
     EXIT_OK,
     State,
+    echo,
     echo_failed_and_skipped,
     emit_json,
     json_option,
@@ -21,14 +22,15 @@ from .cli_common import (
     pass_state,
 )
 from .errors import attempt_import
+from .normalize import printable
 
 if TYPE_CHECKING:
-    from .api import KnowledgeBaseAPI
+    from .kb import KnowledgeBase
     from .types import SyncReport
     from .watch import Watcher, WatchOptions
 
 
-def collections_named(kb: KnowledgeBaseAPI, names: tuple[str, ...]) -> list[str]:
+def collections_named(kb: KnowledgeBase, names: tuple[str, ...]) -> list[str]:
     """The collections named (each checked now), or every one of the workspace."""
     if not names:
         return kb.collection_names()
@@ -42,16 +44,16 @@ def echo_sync_report(report: SyncReport) -> None:
     prefix = "would be " if report.dry_run else ""
     for status, files in (("added", report.added), ("updated", report.updated)):
         for f in files:
-            click.echo(f"{prefix}{status:<9} {f.filename} (doc {f.document_id})")
+            echo(f"{prefix}{status:<9} {f.filename} (doc {f.document_id})")
     for m in report.moved:
-        click.echo(f"{prefix}{'moved':<9} {m.previous_path} -> {m.path} (doc {m.document_id})")
+        echo(f"{prefix}{'moved':<9} {m.previous_path} -> {m.path} (doc {m.document_id})")
     for r in report.removed:
-        click.echo(f"{prefix}{'removed':<9} {r.filename} (doc {r.document_id}, file gone)")
+        echo(f"{prefix}{'removed':<9} {r.filename} (doc {r.document_id}, file gone)")
     echo_failed_and_skipped(report.failed, report.skipped, 9)
     summary = ", ".join(f"{n} {what}" for what, n in c.items() if n or what == "unchanged")
     if not any(c.values()):
         summary += " (no sources: `hybridkb add` a folder to follow it)"
-    click.echo(f"{report.collection!r}: {summary}" + (" (dry run)" if report.dry_run else ""))
+    echo(f"{report.collection!r}: {summary}" + (" (dry run)" if report.dry_run else ""))
 
 
 @click.command(epilog=EPILOG, short_help="Bring collections in step with their folders.")
@@ -95,7 +97,7 @@ def sources(state: State, name: str, remove: str | None, as_json: bool) -> int:
         if as_json:
             emit_json(report.to_dict())
         else:
-            click.echo(f"removed source {remove} ({len(report.deleted)} documents)")
+            echo(f"removed source {remove} ({len(report.deleted)} documents)")
         return EXIT_OK
     listed = state.kb(write=False).collection(name).sources()
     if as_json:
@@ -105,13 +107,23 @@ def sources(state: State, name: str, remove: str | None, as_json: bool) -> int:
             options = "recursive" if s["recursive"] else "top level only"
             if s["types"]:
                 options += ", " + " ".join(s["types"])
-            click.echo(f"{s['path']}  ({options})")
+            # one line, whatever the folder's name
+            echo(f"{printable(s['path'])}  ({options}){source_note(s)}")
         if not listed:
-            click.echo(f"{name!r} has no sources yet; `hybridkb add` a folder to it")
+            echo(f"{name!r} has no sources yet; `hybridkb add` a folder to it")
     return EXIT_OK
 
 
-def run_watcher(kb: KnowledgeBaseAPI, names: tuple[str, ...], options: WatchOptions) -> Watcher:
+def source_note(source: dict[str, Any]) -> str:
+    """What to say after a source's path when a sync cannot walk it (its documents stay)."""
+    state = source.get("state", "ok")
+    if state == "ok":
+        return ""
+    why = {"replaced": "replaced by a link: not followed"}.get(state, state)
+    return f"  [{why}; its documents stay until the source is removed]"
+
+
+def run_watcher(kb: KnowledgeBase, names: tuple[str, ...], options: WatchOptions) -> Watcher:
     """A watcher for ``names`` (checked now) that prints what each sync changed."""
     from .watch import Watcher
 
@@ -120,7 +132,7 @@ def run_watcher(kb: KnowledgeBaseAPI, names: tuple[str, ...], options: WatchOpti
             echo_sync_report(r)
 
     def problem(message: str) -> None:
-        click.echo(f"hybridkb watch: {one_line(message)}", err=True)
+        echo(f"hybridkb watch: {one_line(message)}", err=True)
 
     return Watcher(
         kb, collections_named(kb, names), options=options, on_report=report, on_problem=problem
@@ -169,17 +181,17 @@ def watch(
     watcher = run_watcher(state.kb(), names, options)
     previous = signal.signal(signal.SIGTERM, lambda *_: watcher.stop.set())
     try:
-        click.echo(f"watching {', '.join(repr(n) for n in watcher.collections()) or 'nothing'}")
+        echo(f"watching {', '.join(repr(n) for n in watcher.collections()) or 'nothing'}")
         watcher.run()
     except KeyboardInterrupt:
         pass
     finally:
         signal.signal(signal.SIGTERM, previous)
-    click.echo("stopped watching")
+    echo("stopped watching")
     return EXIT_OK
 
 
-def watch_in_background(open_kb: Callable[[], KnowledgeBaseAPI]) -> Callable[[], KnowledgeBaseAPI]:
+def watch_in_background(open_kb: Callable[[], KnowledgeBase]) -> Callable[[], KnowledgeBase]:
     """``open_kb`` that also starts a watcher of every collection on the knowledge base
     it opens (once), in a thread; closing the knowledge base stops and joins it first.
     For ``hybridkb mcp --watch``: the server holds the file, so its clients see changes."""
@@ -189,9 +201,9 @@ def watch_in_background(open_kb: Callable[[], KnowledgeBaseAPI]) -> Callable[[],
     started: list[Watcher] = []
 
     def problem(message: str) -> None:
-        click.echo(f"hybridkb watch: {one_line(message)}", err=True)
+        echo(f"hybridkb watch: {one_line(message)}", err=True)
 
-    def opened() -> KnowledgeBaseAPI:
+    def opened() -> KnowledgeBase:
         kb = open_kb()
         if not started:
             watcher = Watcher(kb, on_problem=problem)

@@ -7,7 +7,12 @@ destination collection's id (as an ingest there would have made them), and graph
 node ids that embed a chunk id or a collection id are rewritten to match.
 
 Nothing is overwritten: a collection that already exists in the destination stops
-the copy before anything is written. Counts are compared at the end.
+the copy before anything is written. Each collection is written under a staging name
+(``storage.shared.staging_name``: never listed, searched or copied) and takes its own
+name only once its counts match the source's, so a copy that fails or is killed never
+leaves a half collection under the full name. A failed copy drops what it staged; one
+that was killed leaves it for ``doctor --repair`` or the next copy of that collection to
+drop. A DuckDB file the copy created is deleted again if the copy fails.
 
 Example:
     >>> copy_kb("kb.duckdb", "postgresql://user@host/db")  # doctest: +SKIP
@@ -17,30 +22,32 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from .errors import BackendError, CollectionExists, ConfigError, KBError
 from .storage import open_storage, redact_url
+from .storage.backends import backend_for
 from .storage.base import (
     CollectionRecord,
     Connection,
     EdgeRow,
     GraphSQL,
     NodeRow,
+    PutItem,
     Storage,
     load_props,
 )
 from .storage.records import rekeyed_chunk
-from .storage.urls import is_postgres_url
-
-if TYPE_CHECKING:
-    from .api import KnowledgeBaseAPI
-    from .kb import KnowledgeBase
+from .storage.shared import drop_staged, staging_name
 
 Progress = Callable[[str, int, int], None]  # (collection name, documents done, total)
+COPY_BATCH_DOCS = 64  # documents per write transaction, as ingest batches them
 
 
 def copy_kb(
@@ -71,57 +78,57 @@ def copy_kb(
         raise ConfigError("copy: source and destination are the same store; name another one")
     src = open_storage(src_url, read_only=True)
     try:
-        dst = open_storage(dst_url)
-        try:
-            return _copy(src, dst, src_url, dst_url, workspace, progress)
-        finally:
-            dst.close()
+        return copy_from(src, src_url, dst_url, workspace=workspace, progress=progress)
     finally:
         src.close()
 
 
-def copy_to(
-    kb: KnowledgeBaseAPI,
+def copy_from(
+    src: Storage,
+    src_url: str,
     dst_url: str,
     *,
     workspace: str | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """:func:`copy_kb` from an open knowledge base: ``kb.copy_to``. On a client of the
-    process that holds the file (hybridkb.serve) that process copies it (``progress``
-    is then not called).
-
-    Raises:
-        CollectionExists, BackendError: as :func:`copy_kb`.
-    """
-    return kb.copy_to(dst_url, workspace=workspace, progress=progress)
+    """:func:`copy_kb` from a store already open (``src_url`` names it in the report):
+    the destination is opened here, and a DuckDB file the copy created is deleted again
+    if the copy fails (an empty or half-filled file is left nowhere)."""
+    with _destination(dst_url) as dst:
+        return copy_stores(src, dst, src_url, dst_url, workspace, progress)
 
 
-def copy_here(
-    kb: KnowledgeBase,
-    dst_url: str,
-    *,
-    workspace: str | None = None,
-    progress: Progress | None = None,
-) -> dict[str, Any]:
-    """:func:`copy_to` in the process that opened the store."""
-    if absolute_url(dst_url) == absolute_url(kb.settings.db):
-        raise ConfigError("copy: source and destination are the same store; name another one")
-    dst = open_storage(dst_url)
+@contextmanager
+def _destination(dst_url: str) -> Iterator[Storage]:
+    """The destination, open for the copy and closed after it."""
+    held = backend_for(dst_url).held_file(dst_url)
+    created = None if held is None or os.path.lexists(held) else Path(held)
     try:
-        return _copy(kb.storage, dst, kb.settings.db, dst_url, workspace, progress)
-    finally:
-        dst.close()
+        dst = open_storage(dst_url)
+    except BaseException:
+        if created is not None:
+            _remove_file(created)
+        raise
+    try:
+        yield dst
+    except BaseException as exc:
+        try:
+            dst.close()
+        except KBError as failed:  # a full disk fails the close's checkpoint too
+            exc.add_note(f"closing the destination failed too: {failed}")
+        if created is not None:
+            _remove_file(created)
+        raise
+    dst.close()
 
 
-def absolute_url(url: str) -> str:
-    """A DuckDB file as an absolute path (the owner runs in another folder); URLs as given."""
-    if is_postgres_url(url) or url in (":memory:", "duckdb://:memory:"):
-        return url
-    return os.path.realpath(os.path.expanduser(url.removeprefix("duckdb://")))
+def _remove_file(path: Path) -> None:
+    from .storage.duckdb.connection import remove_database  # only a DuckDB store is a file
+
+    remove_database(path)
 
 
-def _copy(
+def copy_stores(
     src: Storage,
     dst: Storage,
     src_url: str,
@@ -129,6 +136,8 @@ def _copy(
     workspace: str | None,
     progress: Progress | None,
 ) -> dict[str, Any]:
+    """:func:`copy_kb` between two open stores (``KnowledgeBase.copy_to`` copies from the one
+    it holds); the URLs name them in the report."""
     workspaces = [workspace] if workspace is not None else src.list_workspaces()
     plan = [c for ws in workspaces for c in src.list_collections(ws)]
     clashes = [c for c in plan if dst.get_collection(c.workspace, c.name) is not None]
@@ -169,19 +178,36 @@ def _copy_collection(
     graph: _GraphCopy | None,
     progress: Progress | None,
 ) -> dict[str, Any]:
-    new = dst.create_collection(
-        coll.workspace,
-        coll.name,
-        model=coll.model,
-        dim=coll.dim,
-        chunking=dict(coll.chunking),
-        language=coll.language,
-        recipe=dict(coll.recipe),
-    )
-    total = src.stats(coll).documents
+    staged = staging_name(coll.name)
+    leftover = dst.get_collection(coll.workspace, staged)
+    if leftover is not None:  # a copy of this collection that was killed
+        drop_staged(dst, leftover)
     chunk_ids: dict[str, str] = {}
     done = 0
+    batch: list[PutItem] = []
+
+    def flush() -> None:
+        # Documents in batches, as ingest writes them: one transaction per document
+        # made a copy to PostgreSQL a fraction of the ingest rate.
+        nonlocal done
+        dst.put_documents(new, batch)
+        for _ in batch:
+            done += 1
+            if progress is not None:
+                progress(coll.name, done, total)
+        batch.clear()
+
     try:
+        new = dst.create_collection(
+            coll.workspace,
+            staged,
+            model=coll.model,
+            dim=coll.dim,
+            chunking=dict(coll.chunking),
+            language=coll.language,
+            recipe=dict(coll.recipe),
+        )
+        total = src.stats(coll).documents
         for doc, chunks, vectors in src.export_documents(coll):
             moved = []
             for c in chunks:
@@ -193,37 +219,64 @@ def _copy_collection(
                 )
                 chunk_ids[c.chunk_id] = copied.chunk_id
                 moved.append(copied)
-            dst.put_document(new, doc, moved, np.asarray(vectors, dtype=np.float32))
-            done += 1
-            if progress is not None:
-                progress(coll.name, done, total)
+            batch.append(PutItem(doc, moved, np.asarray(vectors, dtype=np.float32)))
+            if len(batch) >= COPY_BATCH_DOCS or sum(len(i.chunks) for i in batch) >= 2000:
+                flush()
+        if batch:
+            flush()
         nodes = edges = 0
         if graph is not None:
             nodes, edges = graph.copy_collection(coll, new, chunk_ids)
-    except BaseException:
-        # A half-copied collection must not look complete: remove it, keep the cause.
-        try:
-            dst.drop_collection(new)
-        except KBError:
-            pass
+        have = _check_counts(src, dst, coll, new)
+        dst.rename_collection(new, coll.name)
+    except BaseException as exc:
+        _drop_half_copy(dst, coll.workspace, staged, exc)
         raise
-    have, want = dst.stats(new), src.stats(coll)
-    vectors_src, vectors_dst = src.count_vectors(coll), dst.count_vectors(new)
-    if (have.documents, have.chunks, vectors_dst) != (want.documents, want.chunks, vectors_src):
-        raise BackendError(
-            f"copy: counts differ for {coll.workspace}/{coll.name}: source has {want.documents} "
-            f"documents, {want.chunks} chunks, {vectors_src} vectors; destination has "
-            f"{have.documents}, {have.chunks}, {vectors_dst}"
-        )
     return {
         "workspace": coll.workspace,
         "name": coll.name,
         "documents": have.documents,
         "chunks": have.chunks,
-        "vectors": vectors_dst,
+        "vectors": have.vectors,
         "graph_nodes": nodes,
         "graph_edges": edges,
     }
+
+
+def _drop_half_copy(dst: Storage, workspace: str, staged: str, cause: BaseException) -> None:
+    """Drop what a failed or stopped copy staged, found by its name: a stop can land as
+    a COMMIT returns, so the creation may have committed though it raised, and the
+    rename too (then nothing is staged and the whole collection stays). If even the drop
+    fails (a full disk), it stays staged, unlisted, for doctor and the next copy."""
+    try:
+        half = dst.get_collection(workspace, staged)
+        if half is not None:
+            drop_staged(dst, half)
+    except KBError as failed:
+        cause.add_note(f"dropping the half copy failed too: {failed}")
+
+
+@dataclass(frozen=True)
+class _Counts:
+    documents: int
+    chunks: int
+    vectors: int
+
+
+def _check_counts(
+    src: Storage, dst: Storage, coll: CollectionRecord, new: CollectionRecord
+) -> _Counts:
+    """The copy's counts, refused unless they are the source's."""
+    have_stats, want_stats = dst.stats(new), src.stats(coll)
+    have = _Counts(have_stats.documents, have_stats.chunks, dst.count_vectors(new))
+    want = _Counts(want_stats.documents, want_stats.chunks, src.count_vectors(coll))
+    if have != want:
+        raise BackendError(
+            f"copy: counts differ for {coll.workspace}/{coll.name}: source has {want.documents} "
+            f"documents, {want.chunks} chunks, {want.vectors} vectors; destination has "
+            f"{have.documents}, {have.chunks}, {have.vectors}"
+        )
+    return have
 
 
 class _GraphCopy:

@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from .embedders import Embedder, cache_key, validate_vectors
+from .locations import CACHE_FIX
+from .private_files import private_file, private_folder
 
 
 def text_hash(text: str) -> bytes:
@@ -46,8 +48,15 @@ class EmbeddingCache:
     timeout = 30.0
 
     def __init__(self, directory: Path, *, max_bytes: int = 256 << 20) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
+        private_folder(directory, secret=False, fix=CACHE_FIX)
         self.path = directory / CACHE_FILE
+        # The vectors come from the user's documents, and a vector written in by someone
+        # else would be stored as the embedding of the user's text.
+        private_file(
+            self.path,
+            remedy=f"remove it (it only holds cached vectors), {CACHE_FIX}",
+            companions=("-wal", "-shm"),
+        )
         self.max_bytes = max_bytes
         self._local = threading.local()
 

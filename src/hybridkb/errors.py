@@ -6,6 +6,7 @@ way (CLI: one line + exit code; LangChain: ToolException; MCP: error result)::
 
     KBError (code)
     ├── ConfigError ............ bad setting or argument
+    │   └── NotPrivate ......... a private folder or file others could read or change
     ├── MissingDependency ...... optional extra not installed
     ├── CollectionNotFound
     ├── CollectionExists
@@ -26,13 +27,23 @@ from __future__ import annotations
 
 import importlib
 
+from .normalize import printable
+
 
 class KBError(Exception):
-    """Root of every error hybridkb raises on purpose."""
+    """Root of every error hybridkb raises on purpose.
+
+    Its message is made printable where it is made (``normalize.printable``: control
+    characters, ANSI escapes and bidi controls escaped, newlines kept): it quotes names
+    and other errors' text (a model id from a repository's ``.env``, the hub's error
+    repeating it), and lines that print it raw (a server's startup line, a library
+    user's ``print(exc)``, a log) would hand a terminal whatever those held.
+    """
 
     code = "kb_error"
 
     def __init__(self, message: str) -> None:
+        message = printable(str(message), lines=True)
         super().__init__(message)
         self.message = message
 
@@ -44,6 +55,14 @@ class ConfigError(KBError):
     """A bad setting or argument: wrong type, out of range, unknown option, empty text."""
 
     code = "config_error"
+
+
+class NotPrivate(ConfigError):
+    """A folder hybridkb keeps private files in (the knowledge base's, the cache's, the
+    sockets') is a link, another user's, or open to other users; the message names the
+    folder and the fix."""
+
+    code = "not_private"
 
 
 class MissingDependency(KBError):

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import json
 import math
 import sys
 import time
@@ -27,13 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .bars import progress_bar
 from .errors import ConfigError, DatabaseLocked
-from .kb import KnowledgeBase
+from .limits import MAX_DOCUMENTS_CHARS, parse_json
+from .local import LocalEngine
 from .machine import cpu_flags, cpu_model
 from .search import MODES, Target, run_search
 
 if TYPE_CHECKING:
-    from .api import KnowledgeBaseAPI
     from .kb import Collection, KnowledgeBase
     from .storage.base import CollectionRecord
 
@@ -64,10 +64,9 @@ def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         for n, line in enumerate(fh, 1):
             if not line.strip():
                 continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"{path}:{n}: not valid JSON ({exc.msg})") from exc
+            # The rule of every JSON text from outside: size and depth first (a crafted
+            # line nested 100,000 deep made json.loads raise RecursionError).
+            row = parse_json(line, what=f"{path}:{n}", max_chars=MAX_DOCUMENTS_CHARS)
             if not isinstance(row, dict) or "_id" not in row:
                 raise ConfigError(f"{path}:{n}: expected an object with an '_id' field")
             yield n, row
@@ -233,9 +232,7 @@ def _fingerprint(record: CollectionRecord, corpus_file: dict[str, Any]) -> dict[
 def _progress(total: int, what: str) -> Any:
     if not sys.stderr.isatty():
         return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, unit="doc", desc=what, file=sys.stderr, leave=False)
+    return progress_bar(total, unit="doc", desc=what)
 
 
 def _document_text(title: str, text: str) -> str:
@@ -331,7 +328,7 @@ def _percentile(values: Sequence[float], q: float) -> float:
 
 
 def run_eval(
-    kb: KnowledgeBaseAPI,
+    kb: KnowledgeBase,
     folder: str | Path,
     *,
     mode: str = "hybrid",
@@ -354,7 +351,7 @@ def run_eval(
         ``p95_ms`` plus ``collection``, ``split``, ``documents``, ``reused``, ``load``,
         ``load_seconds``, ``embed_seconds``, ``mean_ms``, ``missing_queries``.
     """
-    if not isinstance(kb, KnowledgeBase):
+    if not isinstance(kb.door, LocalEngine):
         raise DatabaseLocked(
             "eval builds its own collection and needs the file itself; another process "
             "holds it and serves it: run eval when that process has exited"

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .api import KnowledgeBaseAPI
 from .filters import BUILTIN_FIELDS, named_fields, parse_filter
+from .kb import KnowledgeBase
 
 PAGE = 1000  # documents read per call
 # A collection larger than this is not scanned to its end: a field not seen in the first
@@ -27,7 +27,7 @@ MAX_LISTED = 12  # metadata fields named in one warning
 
 
 def filter_warnings(
-    kb: KnowledgeBaseAPI,
+    kb: KnowledgeBase,
     where: Mapping[str, Any] | str | None,
     collections: Iterable[str] | None = None,
 ) -> list[str]:
@@ -58,7 +58,7 @@ def filter_warnings(
     ]
 
 
-def _scan(kb: KnowledgeBaseAPI, name: str, wanted: set[str], seen: set[str]) -> bool:
+def _scan(kb: KnowledgeBase, name: str, wanted: set[str], seen: set[str]) -> bool:
     """Add the metadata keys of ``name``'s documents to ``seen``; False if cut short."""
     coll = kb.collection(name)
     offset = 0

@@ -39,6 +39,9 @@ BUILTIN_FIELDS: dict[str, str] = {
     "language": "language",
 }
 NUMERIC_FIELDS = {"page", "chunk_index", "char_start", "char_end"}
+# The built-in fields a document has (its catalog row's columns, named as in the chunks
+# tables): a documents listing filters on these and the metadata, never on a passage's.
+DOCUMENT_FIELDS = ("filename", "path", "document_id", "content_hash", "added_at", "language")
 
 # The reference people and agents read (`hybridkb search --help`, the README, the
 # search_kb tool): one source, rendered by filter_reference().
@@ -140,6 +143,23 @@ def _parse(node: Any, at: str) -> Filter:
         else:
             parts.extend(_parse_field(key, value, f"{at}.{key}"))
     return parts[0] if len(parts) == 1 else And(tuple(parts))
+
+
+def parse_document_filter(where: Mapping[str, Any] | str | None) -> Filter | None:
+    """:func:`parse_filter` for a documents listing: a passage's own fields (``page``,
+    ``section``, ``chunk_index``...) are refused, as no document has them.
+
+    Raises:
+        InvalidFilter: The filter is malformed or names a passage's field.
+    """
+    node = parse_filter(where)
+    passage_only = sorted(named_fields(node) & (set(BUILTIN_FIELDS) - set(DOCUMENT_FIELDS)))
+    if passage_only:
+        raise InvalidFilter(
+            f"where: documents have no field {passage_only[0]!r} (a passage's field; filter "
+            f"searches on it); a document's fields: {', '.join(DOCUMENT_FIELDS)} and its metadata"
+        )
+    return node
 
 
 def named_fields(node: Filter | None) -> set[str]:

@@ -1,170 +1,128 @@
-"""The facade: ``connect()`` -> :class:`KnowledgeBase` -> lazy :class:`Collection` handles.
+"""What a user can call on a knowledge base: ``connect()`` -> :class:`KnowledgeBase` ->
+lazy :class:`Collection` handles (and ``kb.graph``, :class:`hybridkb.graph.Graph`).
 
-Every front end (CLI, LangChain tools, MCP) calls these methods and never touches
-a backend directly.
+The handles are written once, for every door: each method takes the caller's
+arguments and makes one flat call on the knowledge base's engine (hybridkb.engine),
+which runs it in this process (:class:`~hybridkb.local.LocalEngine`) or in the
+process that holds the DuckDB file (:class:`~hybridkb.serve.owner.OwnerEngine`).
+Every front end (CLI, LangChain tools, MCP) calls these methods and never touches a
+backend; tests/test_api_contract.py runs them at every door.
+
+Rules every method keeps (each docstring below adds its own):
+
+* Errors a caller can cause are :class:`~hybridkb.errors.KBError` subclasses with a
+  one-line message naming the argument and the fix; anything else is a bug. Through
+  an owner the same class arrives (``hybridkb.serve.codec`` rebuilds it by name).
+* Bad arguments (wrong type, empty or over-long text, text that is not valid Unicode,
+  a number out of range) raise :class:`~hybridkb.errors.ConfigError` before anything is read
+  or written; a malformed ``where`` raises :class:`~hybridkb.errors.InvalidFilter`.
+* Any method may raise :class:`~hybridkb.errors.BackendError` for a database failure,
+  and :class:`~hybridkb.errors.DatabaseLocked` when another process holds a DuckDB
+  file past ``HYBRIDKB_LOCK_TIMEOUT`` and serves no calls for it.
+* A collection handle reads its catalog record on every use: a handle whose
+  collection was dropped raises :class:`~hybridkb.errors.CollectionNotFound`.
+* Writes are atomic per document: a reader sees a document's old version or its new
+  one, never a mix, and a failure leaves the old version.
 """
 
 from __future__ import annotations
 
-import os
-import threading
-import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from .api import CollectionAPI, KnowledgeBaseAPI
-from .embedders import Embedder, Recipe, get_embedder, recipe_of
-from .errors import (
-    BackendError,
-    CollectionNotFound,
-    ConfigError,
-    EmbeddingMismatch,
-    KBError,
-    ModelUnavailable,
-)
-from .langid_model import set_cache_folder
-from .lifecycle import EXIT_WAIT_SECONDS, join_background, start_background
-from .limits import MAX_NAME_CHARS, check_text
-from .rerank import Reranker, load_reranker
-from .search import Target, run_search, search_by_vector
-from .settings import Settings, with_overrides
-from .storage import Storage
-from .storage.base import (
-    ChunkRecord,
-    CollectionRecord,
-    CollectionStats,
-    DocumentRecord,
-    chunk_key,
-    make_chunk_id,
-)
-from .types import AddReport, CollectionInfo, DeleteReport, Hit, SyncReport
+from .limits import check_name
 
 if TYPE_CHECKING:
-    # Imported where they are used: ingest (the loaders, chunking, the files it opens)
-    # and the embedding cache (SQLite) are for adds, and a cold CLI search paid for them.
-    from .api import CopyProgress
+    import numpy as np
+
     from .embed_cache import EmbeddingCache
-    from .graph import Graph
-    from .ingest import IngestContext
+    from .embedders import Embedder, Recipe
+    from .engine import CopyProgress, Door
+    from .graph.handle import Graph
+    from .rerank import Reranker
+    from .settings import Settings
     from .sql_tool import SQLResult
-    from .storage.base import CollectionHealth
+    from .storage import Storage
+    from .storage.base import ChunkRecord, CollectionHealth, CollectionRecord, DocumentRecord
+    from .types import AddReport, CollectionInfo, DeleteReport, Hit, SyncReport
 
-
-def _resolved(paths: Iterable[str | Path] | None) -> list[Path] | None:
-    if paths is None:
-        return None
-    return [Path(os.path.realpath(Path(p).expanduser())) for p in paths]
-
-
-def check_name(name: str, what: str = "collection name") -> str:
-    """Display names are free text; only blank, over-long or control characters are refused."""
-    if not isinstance(name, str):
-        raise ConfigError(f"{what}: expected text, got {type(name).__name__}")
-    check_text(name, what)
-    clean = unicodedata.normalize("NFC", name).strip()
-    if not clean:
-        raise ConfigError(f"{what}: empty; give it a name such as 'Tax Documents'")
-    if len(clean) > MAX_NAME_CHARS:
-        raise ConfigError(f"{what}: longer than {MAX_NAME_CHARS} characters; shorten it")
-    if any(unicodedata.category(ch) == "Cc" for ch in clean):
-        raise ConfigError(f"{what}: contains control characters; use printable text")
-    return clean
-
-
-def load_embedder(
-    settings: Settings, given: Mapping[str, Embedder], model: str, recipe: Recipe | None
-) -> Embedder:
-    """The embedder for ``model``: one given by the caller, else loaded as the settings
-    say (with ``recipe``, the one an existing collection's vectors were made with)."""
-    found = given.get(model)
-    if found is not None:
-        return found
-    return get_embedder(
-        model,
-        device=settings.device,
-        backend=settings.embedding_backend,
-        batch_size=settings.embed_batch_size,
-        cache_dir=str(settings.cache_dir),
-        recipe=recipe,
-    )
-
-
-def checked_embedder(
-    load: Callable[[str, Recipe | None], Embedder], coll: CollectionRecord
-) -> Embedder:
-    """The collection's own model loaded by ``load`` (the catalog is the authority),
-    checked against its dimension."""
-    try:
-        embedder = load(coll.model, Recipe.from_dict(coll.recipe))
-    except ModelUnavailable as exc:
-        raise ModelUnavailable(
-            f"collection {coll.name!r} was embedded with {coll.model!r} ({coll.dim} dims), "
-            f"which cannot be loaded here ({exc}); install that model, or re-embed the "
-            f"collection with `hybridkb reembed {coll.name!r} --model M`"
-        ) from exc
-    if embedder.dim != coll.dim:
-        raise EmbeddingMismatch(
-            f"collection {coll.name!r} has {coll.dim}-dim vectors from {coll.model!r}, but the "
-            f"loaded model gives {embedder.dim}; use the same model or re-embed the collection"
-        )
-    return embedder
+__all__ = ["Collection", "CollectionAPI", "KnowledgeBase", "KnowledgeBaseAPI"]
 
 
 class KnowledgeBase:
-    """A workspace of named collections in one store (this process opened it): one of
-    the two implementations of :class:`hybridkb.api.KnowledgeBaseAPI`."""
+    """A workspace of named collections in one store, and its maintenance verbs.
 
-    def __init__(
-        self,
-        storage: Storage,
-        settings: Settings,
-        *,
-        embedders: Mapping[str, Embedder] | None = None,
-        reranker: Reranker | None = None,
-    ) -> None:
-        self.storage = storage
-        self.settings = settings
-        self.workspace = check_name(settings.workspace, "workspace")
-        set_cache_folder(settings.cache_dir)  # the language model's fast copy
-        # Embedders given by the caller (e.g. a LangChain model) for their model ids.
-        self._given: dict[str, Embedder] = dict(embedders or {})
-        self._reranker = reranker
-        self._cache: EmbeddingCache | None = None
-        self._languages: dict[tuple[int, int], list[str]] = {}
-        self._graph: Graph | None = None
-        if not storage.read_only and storage.graph_sql is not None:
-            # The graph's write hook must be on the storage before the first write, so a
-            # writable knowledge base attaches it now; a read-only one (the CLI's search)
-            # waits for the first use of .graph and skips importing the graph (~0.2 s).
-            self._graph = self.graph
-        # Run at close, first: e.g. the owner server of a file other processes call into.
+    ``hybridkb.connect(url)`` returns one, whichever door it came through: this process
+    opened the store, or another process owns the DuckDB file and runs the calls (the
+    ``door`` is the engine that runs them). Collection names are free text (trimmed, NFC
+    normalised, at most ``MAX_NAME_CHARS``, no control characters) and unique within a
+    workspace; workspaces in one store never see each other's collections.
+
+    Args:
+        door: The engine the calls go to (:class:`hybridkb.engine.Door`).
+    """
+
+    def __init__(self, door: Door) -> None:
+        self.door = door
+        # Run at close, first, last added first: e.g. a watcher of the collections' folders.
         self.on_close: list[Callable[[], None]] = []
-        # prepare_search's threads: close waits for them (a model still loading in native
-        # code at exit aborts the process; an index load reads the storage being closed).
-        self._loading: list[threading.Thread] = []
+        self._graph: Graph | None = None
+
+    def __repr__(self) -> str:
+        return f"KnowledgeBase(workspace={self.workspace!r})"
+
+    @property
+    def settings(self) -> Settings:
+        """The settings this knowledge base was opened with."""
+        return self.door.settings
+
+    @property
+    def workspace(self) -> str:
+        """The workspace the handles see and change."""
+        return self.door.workspace
+
+    @property
+    def read_only(self) -> bool:
+        """Whether writes are refused: opened with ``read_only=True``, or connected to a
+        database as a role that may only read (its writes raise BackendError naming the
+        role; the tools of :func:`hybridkb.tools.make_tools` and ``hybridkb mcp`` then
+        leave out the writers)."""
+        return self.door.read_only
+
+    @property
+    def storage(self) -> Storage:
+        """The open store itself, for code below the API (tests, benchmarks).
+
+        Raises:
+            DatabaseLocked: Another process holds the DuckDB file and runs the calls.
+        """
+        return self.door.storage
 
     @property
     def graph(self) -> Graph:
-        """The knowledge graph of this workspace (:class:`hybridkb.graph.Graph`)."""
-        if self._graph is None:
-            from .graph import attach_graph  # here: hybridkb.graph is imported on first use
+        """The knowledge graph of this workspace (:class:`hybridkb.graph.Graph`).
 
-            self._graph = attach_graph(self)
+        Raises:
+            GraphError: The backend keeps no graph.
+        """
+        if self._graph is None:
+            from .graph.handle import Graph
+
+            self.door.graph  # noqa: B018 - attached now: a backend without one says so here
+            self._graph = Graph(self.door)
         return self._graph
 
-    # -- lifecycle ------------------------------------------------------------------
+    # -- lifecycle ----------------------------------------------------------------------
 
     def close(self) -> None:
-        """Wait for the background loads, run ``on_close``, close the storage; see
-        :meth:`hybridkb.api.KnowledgeBaseAPI.close`."""
-        join_background(self._loading, EXIT_WAIT_SECONDS)
-        self._loading.clear()
+        """Wait for background loads, run the ``on_close`` callbacks (last added
+        first), and close the store (or the connection to its owner). Handles made
+        from this knowledge base must not be used afterwards.
+        """
         while self.on_close:
             self.on_close.pop()()
-        self.storage.close()
+        self.door.close()
 
     def __enter__(self) -> KnowledgeBase:
         return self
@@ -173,113 +131,90 @@ class KnowledgeBase:
         self.close()
 
     def in_workspace(self, workspace: str) -> KnowledgeBase:
-        """Another workspace over this open store, sharing its embedders and reranker; see
-        :meth:`hybridkb.api.KnowledgeBaseAPI.in_workspace`."""
-        return KnowledgeBase(
-            self.storage,
-            with_overrides(self.settings, workspace=workspace),
-            embedders=self._given,
-            reranker=self._reranker,
-        )
+        """Another workspace over the same open store (one process serving many users),
+        with this one's embedders and reranker. Locally the two share the open store:
+        closing either closes it for both.
+
+        Raises:
+            ConfigError: ``workspace`` is not a valid name.
+        """
+        return KnowledgeBase(self.door.in_workspace(workspace))
 
     def with_embedder(self, embedder: Embedder) -> KnowledgeBase:
-        """This store and workspace with ``embedder`` added to the given models; see
-        :meth:`hybridkb.api.KnowledgeBaseAPI.with_embedder`."""
-        return KnowledgeBase(
-            self.storage,
-            self.settings,
-            embedders={**self._given, embedder.model_id: embedder},
-            reranker=self._reranker,
-        )
+        """The same store and workspace, embedding with ``embedder`` wherever its
+        ``model_id`` is asked for (e.g. a LangChain model); collections created through
+        it record that id. A collection made with another model still uses its own.
+        """
+        return KnowledgeBase(self.door.with_embedder(embedder))
 
     def with_reranker(self, reranker: Reranker) -> KnowledgeBase:
-        """This store and workspace with ``reranker`` for searches; see
-        :meth:`hybridkb.api.KnowledgeBaseAPI.with_reranker`."""
-        if not isinstance(reranker, Reranker):
-            raise ConfigError(
-                f"reranker: {type(reranker).__name__} has no name and score(query, texts); "
-                "see hybridkb.rerank.Reranker"
-            )
-        return KnowledgeBase(self.storage, self.settings, embedders=self._given, reranker=reranker)
+        """The same store and workspace, reranking searches with ``reranker`` (any object
+        with ``name`` and ``score(query, texts) -> scores``; see :mod:`hybridkb.rerank`).
 
-    def reranker(self) -> Reranker | None:
-        """The one given, else HYBRIDKB_RERANKER's, loaded on first use; see
-        :meth:`hybridkb.api.KnowledgeBaseAPI.reranker`."""
-        if self._reranker is None and self.settings.reranker:
-            self._reranker = load_reranker(self.settings.reranker)
-        return self._reranker
+        Raises:
+            ConfigError: The object lacks ``name`` or ``score``; through an owner,
+                always (a reranker is code: the owner ranks with its own).
+        """
+        return KnowledgeBase(self.door.with_reranker(reranker))
 
-    # -- embedders ------------------------------------------------------------------
+    # -- models (this process's plumbing) -------------------------------------------------
 
     def embedder(self, model: str, recipe: Recipe | None = None) -> Embedder:
-        """The embedder for ``model``, loaded by :func:`load_embedder`; see
-        :meth:`hybridkb.api.KnowledgeBaseAPI.embedder`."""
-        return load_embedder(self.settings, self._given, model, recipe)
+        """The embedder for ``model``, loaded in this process: one given with
+        :meth:`with_embedder`, else loaded as the settings say (device, backend), with
+        ``recipe`` when it must match how an existing collection's vectors were made. A
+        client loads it too (for vectors the caller embeds); the owner embeds for its
+        own searches and adds.
 
-    def prepare_search(self, collections: Iterable[str] | None = None) -> None:
-        """Start loading what searching ``collections`` (default: all) needs, in two
-        threads: the embedding models and the derived indexes. A one-shot search (the
-        CLI's) then overlaps the model load (~0.2 s) with the index load (~0.15 s at
-        100k chunks) and its own work; each search waits only for what it uses."""
-        if collections is None:
-            records = self.storage.list_collections(self.workspace)
-        else:
-            records = [
-                r
-                for r in (self.storage.get_collection(self.workspace, n) for n in collections)
-                if r is not None
-            ]
-
-        def load_models() -> None:
-            for record in records:
-                try:
-                    self.embedder_for(record)
-                except KBError:
-                    pass  # the search itself reports it
-
-        def load_indexes() -> None:
-            for record in records:
-                try:
-                    self.storage.prepare(record)
-                except KBError:
-                    pass  # as above
-
-        for name, target in (("model", load_models), ("indexes", load_indexes)):
-            self._loading.append(start_background(target, f"hybridkb-{name}-load"))
+        Raises:
+            ModelUnavailable: The model cannot be found or loaded here.
+            MissingDependency: Its backend's extra is not installed.
+        """
+        return self.door.embedder(model, recipe)
 
     def embedder_for(self, coll: CollectionRecord) -> Embedder:
-        """The collection's own model, checked (:func:`checked_embedder`); see
-        :meth:`hybridkb.api.KnowledgeBaseAPI.embedder_for`."""
-        return checked_embedder(self.embedder, coll)
+        """The collection's own model (the catalog is the authority), loaded with its
+        recipe.
 
-    def warm_up(self) -> None:
-        """Load now, rather than inside the first call that needs them, the models the
-        collections are searched with (each with its own recipe: one made while int8 was
-        being judged stays float32), or the default model when there is no collection."""
-        records = self.storage.list_collections(self.workspace)
-        for record in records:
-            try:
-                self.embedder_for(record)
-            except KBError:
-                pass  # the call that needs it reports it
-        if not records:
-            self.embedder(self.settings.model)
+        Raises:
+            ModelUnavailable: That model cannot be loaded here (the message says how to
+                re-embed with another).
+            EmbeddingMismatch: The loaded model's dimension differs from the stored one.
+        """
+        return self.door.embedder_for(coll)
 
     def embedding_cache(self) -> EmbeddingCache | None:
-        """The on-disk embedding cache, opened on first use; see
-        :meth:`hybridkb.api.KnowledgeBaseAPI.embedding_cache`."""
-        if self._given or self.settings.embed_cache_mb == 0:
-            # The cache is keyed by model id, which cannot tell two given models apart.
-            return None
-        if self._cache is None:
-            from .embed_cache import EmbeddingCache
+        """The on-disk cache of embeddings by model id and text this process uses; None
+        when it is off (``HYBRIDKB_EMBED_CACHE_MB=0``) or models were given (their ids
+        cannot tell two given models apart).
+        """
+        return self.door.embedding_cache()
 
-            self._cache = EmbeddingCache(
-                Path(self.settings.cache_dir), max_bytes=self.settings.embed_cache_mb << 20
-            )
-        return self._cache
+    def reranker(self) -> Reranker | None:
+        """The reranker searches use when asked (None: none is set)."""
+        return self.door.reranker()
 
-    # -- collections ----------------------------------------------------------------
+    def prepare_search(self, collections: Iterable[str] | None = None) -> None:
+        """Start loading what searching ``collections`` needs (nothing to load for a
+        client of an owner).
+        """
+        self.door.prepare_search(collections)
+
+    def warm_up(self) -> None:
+        """Load the collections' models (or, with none, the default one) now rather
+        than in the first call (a client of an owner has nothing to load).
+        """
+        self.door.warm_up()
+
+    def prepare_graph(self) -> None:
+        """Start loading the workspace's graph into memory in the background (a client
+        of an owner has nothing to load): the first neighbourhoods are read from their
+        own rows meanwhile, later queries answer from memory. For a process that serves
+        the graph for a while (``hybridkb ui``); it ends when the knowledge base closes.
+        """
+        self.door.prepare_graph()
+
+    # -- collections ----------------------------------------------------------------------
 
     def create_collection(
         self,
@@ -292,121 +227,98 @@ class KnowledgeBase:
         language: str | None = None,
         exist_ok: bool = False,
     ) -> Collection:
-        """Create a collection; see :meth:`hybridkb.api.KnowledgeBaseAPI.create_collection`."""
-        name = check_name(name)
-        existing = self.storage.get_collection(self.workspace, name)
-        if existing is not None and exist_ok:
-            return self.collection(name, model=model)
-        s = self.settings
-        model_id = model or s.model
-        strategy = chunk_strategy or s.chunk_strategy
-        if strategy not in ("paragraph", "page", "size"):
-            raise ConfigError(f"chunk_strategy: {strategy!r} unknown; use paragraph, page or size")
-        size = chunk_size or s.chunk_size
-        overlap = s.chunk_overlap if chunk_overlap is None else chunk_overlap
-        if not 0 <= overlap < size:
-            raise ConfigError(
-                f"chunk_overlap ({overlap}) must be >= 0 and below chunk_size ({size})"
-            )
-        embedder = self.embedder(model_id)
-        record = self.storage.create_collection(
-            self.workspace,
+        """Create an empty collection in this workspace.
+
+        The model, chunking and language are fixed at creation and recorded in the
+        catalog: every later add and search of the collection uses them, whatever the
+        settings say then (change the model with :meth:`reembed`).
+
+        Args:
+            name: The display name (free text, see the class docstring).
+            model: Embedding model id; None: ``HYBRIDKB_MODEL``. It is loaded now, to
+                record its dimension.
+            chunk_strategy: ``paragraph``, ``page`` or ``size``; None: the setting.
+            chunk_size: Characters per chunk; None: the setting.
+            chunk_overlap: Characters shared by neighbouring chunks, from 0 to below
+                ``chunk_size``; None: the setting.
+            language: Language code for keyword analysis, or ``auto`` (detected per
+                chunk); None: the setting.
+            exist_ok: Return the existing collection of that name instead of raising
+                (its own chunking stays; a ``model`` it does not use raises
+                EmbeddingMismatch).
+
+        Raises:
+            CollectionExists: The name is taken and ``exist_ok`` is False.
+            ConfigError: A bad name, strategy, size or overlap.
+            ModelUnavailable: The model cannot be loaded here.
+        """
+        made = self.door.create_collection(
             name,
-            model=embedder.model_id,
-            dim=embedder.dim,
-            chunking={"strategy": strategy, "size": size, "overlap": overlap},
-            language=language or s.language,
-            recipe=recipe_of(embedder).to_dict(),
+            model=model,
+            chunk_strategy=chunk_strategy,
+            chunk_size=chunk_size,
+            chunk_overlap=chunk_overlap,
+            language=language,
+            exist_ok=exist_ok,
         )
-        return Collection(self, name, record)
+        return Collection(self, made)
 
     def collection(
         self, name: str, *, create: bool = False, model: str | None = None
     ) -> Collection:
-        """A checked collection handle; see :meth:`hybridkb.api.KnowledgeBaseAPI.collection`."""
-        name = check_name(name)
-        record = self.storage.get_collection(self.workspace, name)
-        if record is None:
-            if create:
-                return self.create_collection(name, model=model)
-            raise self._not_found(name)
-        if model is not None and model != record.model:
-            raise EmbeddingMismatch(
-                f"collection {name!r} uses {record.model!r}, not {model!r}; search it with its own "
-                "model, or re-embed it with `hybridkb reembed`"
-            )
-        return Collection(self, name, record)
+        """A handle on an existing collection, checked now.
+
+        Args:
+            name: The collection's name.
+            create: Create it (with ``model`` and the settings' chunking) when missing.
+            model: When given, the model the collection must use.
+
+        Raises:
+            CollectionNotFound: No such collection and ``create`` is False (the
+                message lists the existing ones).
+            EmbeddingMismatch: The collection uses another model than ``model``.
+            ConfigError: A bad name.
+        """
+        return Collection(self, self.door.collection(name, create=create, model=model))
 
     def __getitem__(self, name: str) -> Collection:
-        """A lazy handle: nothing is read until it is used."""
-        return Collection(self, check_name(name), None)
-
-    def _not_found(self, name: str) -> CollectionNotFound:
-        names = [c.name for c in self.storage.list_collections(self.workspace)]
-        known = ", ".join(repr(n) for n in names) if names else "none yet"
-        return CollectionNotFound(
-            f"collection {name!r} not found in workspace {self.workspace!r}; existing: {known}"
-        )
+        """A lazy handle (``kb["Notes"]``): nothing is read until it is used, so a
+        missing collection raises CollectionNotFound at the first call."""
+        return Collection(self, check_name(name))
 
     def record(self, name: str) -> CollectionRecord:
-        """A collection's catalog record; see :meth:`hybridkb.api.KnowledgeBaseAPI.record`."""
-        record = self.storage.get_collection(self.workspace, name)
-        if record is None:
-            raise self._not_found(name)
-        return record
+        """A collection's catalog record: id, model, dimension, chunking, language,
+        recipe, generation (bumped by every write).
+
+        Raises:
+            CollectionNotFound: No such collection (the message lists the existing
+                ones).
+        """
+        return self.door.record(name)
 
     def list_collections(self) -> list[CollectionInfo]:
-        """Every collection with its counts (one stats query for all); see
-        :meth:`hybridkb.api.KnowledgeBaseAPI.list_collections`."""
-        records = self.storage.list_collections(self.workspace)
-        stats = self.storage.stats_many(records)
-        return [self._info(r, stats[r.id]) for r in records]
+        """Every collection of this workspace with its counts, model and size, sorted by
+        name (``sources`` is left empty: :meth:`describe` fills it).
+        """
+        return self.door.list_collections()
 
     def collection_names(self) -> list[str]:
-        """The collections' names, no counts; see
-        :meth:`hybridkb.api.KnowledgeBaseAPI.collection_names`."""
-        return [c.name for c in self.storage.list_collections(self.workspace)]
+        """The names of this workspace's collections, sorted; cheaper than
+        :meth:`list_collections` (no counts).
+        """
+        return self.door.collection_names()
 
     def describe(self, name: str) -> CollectionInfo:
-        """A collection's counts and sources; see :meth:`hybridkb.api.KnowledgeBaseAPI.describe`."""
-        record = self.record(check_name(name))
-        info = self._info(record, self.storage.stats(record))
-        info.sources = Collection(self, record.name, record).sources()
-        return info
-
-    @staticmethod
-    def _info(record: CollectionRecord, st: CollectionStats) -> CollectionInfo:
-        return CollectionInfo(
-            name=record.name,
-            documents=st.documents,
-            chunks=st.chunks,
-            embedding_model=record.model,
-            dim=record.dim,
-            languages=st.languages,
-            bytes=st.bytes,
-            updated_at=st.updated_at,
-            created_at=record.created_at,
-            chunking=dict(record.chunking),
-            workspace=record.workspace,
-        )
+        """One collection's counts, model, dimension, chunking, languages, size, dates
+        and sources; CollectionNotFound if there is none.
+        """
+        return self.door.describe(name)
 
     def drop_collection(self, name: str) -> None:
-        """Drop a collection; see :meth:`hybridkb.api.KnowledgeBaseAPI.drop_collection`."""
-        self.storage.drop_collection(self.record(check_name(name)))
-
-    # -- search ---------------------------------------------------------------------
-
-    def _target(self, record: CollectionRecord) -> Target:
-        if record.language and record.language != "auto":
-            languages: Sequence[str] = [record.language]
-        else:
-            # Every write bumps the generation, so (id, generation) keys a safe cache.
-            key = (record.id, record.generation)
-            cached = self._languages.get(key)
-            if cached is None:
-                cached = self._languages[key] = self.storage.stats(record).languages
-            languages = cached
-        return Target(record, self.embedder_for(record), languages)
+        """Delete a collection and everything in it, atomically; CollectionNotFound if
+        there is none (dropping twice is an error: the name is checked).
+        """
+        self.door.drop_collection(name)
 
     def search(
         self,
@@ -418,66 +330,96 @@ class KnowledgeBase:
         collections: Iterable[str] | None = None,
         rerank: bool | None = None,
     ) -> list[Hit]:
-        """Search several collections as one ranking (:func:`hybridkb.search.run_search`);
-        see :meth:`hybridkb.api.KnowledgeBaseAPI.search`."""
-        if rerank is not None and not isinstance(rerank, bool):
-            raise ConfigError(f"rerank: expected true, false or nothing, got {rerank!r}")
-        check_text(query, "query")
-        check_text(where, "where")
-        reranker = None if rerank is False else self.reranker()
-        if rerank and reranker is None:
-            raise ConfigError(
-                "rerank: no reranker is set; set HYBRIDKB_RERANKER to the folder of a "
-                "cross-encoder, or use KnowledgeBase.with_reranker"
-            )
-        if collections is None:
-            records = self.storage.list_collections(self.workspace)
-        else:
-            records = [self.record(check_name(n)) for n in dict.fromkeys(collections)]
-        return run_search(
-            self.storage,
-            [self._target(r) for r in records],
+        """Search several collections as one ranking.
+
+        The query is embedded once per model; each collection's legs are ranked, then
+        merged and fused across collections, so scores compare across them. Arguments,
+        hits and errors as :meth:`Collection.search`; each hit's ``collection`` says
+        where it came from.
+
+        Args:
+            collections: Names to search (repeats ignored); None: every collection of
+                this workspace. With no collection at all, the result is empty.
+        """
+        return self.door.search(
             query,
-            k=self.settings.default_k if k is None else k,
-            mode=mode or self.settings.default_mode,
+            k=k,
+            mode=mode,
             where=where,
-            settings=self.settings,
-            reranker=reranker,
+            collections=None if collections is None else list(collections),
+            rerank=rerank,
         )
 
-    # -- maintenance verbs (the implementations live in their modules) ----------------
+    # -- maintenance ----------------------------------------------------------------------
 
     def doctor(self, name: str | None = None, *, repair: bool = False) -> list[CollectionHealth]:
-        """Check collections (:func:`hybridkb.maintenance.doctor_here`); see
-        :meth:`hybridkb.api.KnowledgeBaseAPI.doctor`."""
-        from .maintenance import doctor_here
+        """Check one or every collection of the workspace: tables against each other,
+        against the derived indexes and the graph.
 
-        return doctor_here(self, name, repair=repair)
+        Args:
+            name: One collection; None: every collection of the workspace.
+            repair: Fix what is found (rebuild indexes, remove orphans); a finding
+                fixed is marked ``repaired``.
+
+        Returns:
+            One health record per collection, each listing its findings.
+
+        Raises:
+            CollectionNotFound: ``name`` is not a collection.
+            ConfigError: The backend offers no maintenance.
+        """
+        return self.door.doctor(name, repair=repair)
 
     def reembed(
         self, name: str, *, model: str | None = None, progress: bool = True
     ) -> dict[str, Any]:
-        """Re-embed a collection (:func:`hybridkb.maintenance.reembed_here`); see
-        :meth:`hybridkb.api.KnowledgeBaseAPI.reembed`."""
-        from .maintenance import reembed_here
+        """Re-embed every chunk of a collection with ``model`` (default: its own, e.g.
+        after a model update) into a side table, then switch over in one transaction:
+        searches keep working on the old vectors meanwhile, and a failure leaves them.
 
-        return reembed_here(self, name, model=model, progress=progress)
+        Returns:
+            ``collection``, ``model`` and ``dim`` (the new ones), ``chunks``
+            re-embedded and ``previous_model``.
+
+        Raises:
+            CollectionNotFound: No such collection.
+            ModelUnavailable: ``model`` cannot be loaded here.
+            ConfigError: The backend offers no maintenance.
+        """
+        return self.door.reembed(name, model=model, progress=progress)
 
     def compact(self) -> dict[str, int]:
-        """Compact the store (:func:`hybridkb.maintenance.compact_here`); see
-        :meth:`hybridkb.api.KnowledgeBaseAPI.compact`."""
-        from .maintenance import compact_here
+        """Reclaim the space deletes and re-ingests left in the store file; returns the
+        sizes before and after, in bytes. Searches give the same answers afterwards.
 
-        return compact_here(self)
+        Raises:
+            ConfigError: The backend offers no maintenance (e.g. ``:memory:``).
+        """
+        return self.door.compact()
 
     def copy_to(
         self, dst_url: str, *, workspace: str | None = None, progress: CopyProgress | None = None
     ) -> dict[str, Any]:
-        """Copy into another store (:func:`hybridkb.copy.copy_here`); see
-        :meth:`hybridkb.api.KnowledgeBaseAPI.copy_to`."""
-        from .copy import copy_here
+        """Copy this store's collections (or one ``workspace``'s) into the store at
+        ``dst_url`` (a DuckDB path or a Postgres URL), documents, chunks, vectors,
+        sources and graph, without embedding again.
 
-        return copy_here(self, dst_url, workspace=workspace, progress=progress)
+        Args:
+            dst_url: Where to copy to; collections there of the same names are refused,
+                never overwritten.
+            workspace: Copy only this workspace; None: every workspace.
+            progress: Called as ``(collection, documents done, total)``.
+
+        Returns:
+            Per collection what was copied, and totals of documents, chunks and graph
+            rows.
+
+        Raises:
+            CollectionExists: A collection of the same name exists at ``dst_url``
+                (nothing is copied).
+            ConfigError: The destination is this store.
+        """
+        return self.door.copy_to(dst_url, workspace=workspace, progress=progress)
 
     def sql(
         self,
@@ -487,55 +429,54 @@ class KnowledgeBase:
         timeout: float | None = None,
         max_bytes: int | None = None,
     ) -> SQLResult:
-        """Run one read-only SELECT (:func:`hybridkb.sql_tool.sql_here`; None: its default
-        limits); see :meth:`hybridkb.api.KnowledgeBaseAPI.sql`."""
-        from .sql_tool import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT, sql_here
+        """Run one read-only SELECT over this workspace's views (``kb_collections``,
+        ``kb_documents``, ``kb_chunks``, ``kb_graph_nodes``, ``kb_graph_edges``) in a
+        separate engine that holds a copy of this workspace's rows and nothing else; the
+        defaults are those of :mod:`hybridkb.sql_tool`.
 
-        return sql_here(
-            self,
-            sql,
-            max_rows=DEFAULT_MAX_ROWS if max_rows is None else max_rows,
-            timeout=DEFAULT_TIMEOUT if timeout is None else timeout,
-            max_bytes=DEFAULT_MAX_BYTES if max_bytes is None else max_bytes,
-        )
+        Args:
+            sql: One SELECT (or WITH ... SELECT) statement.
+            max_rows: Rows returned at most; ``truncated`` says more existed.
+            timeout: Seconds before the query is cancelled.
+            max_bytes: Size of the result at most.
+
+        Returns:
+            Column names, rows, whether the caps cut the result, and the statement
+            that ran.
+
+        Raises:
+            ConfigError: Not a single read-only SELECT over the views, a SQL error,
+                or stopped at ``timeout``.
+            BackendError: The engine could not be started.
+        """
+        return self.door.sql(sql, max_rows=max_rows, timeout=timeout, max_bytes=max_bytes)
 
 
 class Collection:
-    """A handle on one collection; resolves its catalog record when first used."""
+    """A handle on one collection (``kb.collection(name)``, ``kb[name]``).
 
-    def __init__(self, kb: KnowledgeBase, name: str, record: CollectionRecord | None) -> None:
+    A handle is cheap and holds no lock or cursor: every call reads the collection's
+    catalog record afresh, so a handle stays valid across other processes' writes and
+    raises :class:`~hybridkb.errors.CollectionNotFound` once the collection is dropped.
+    Writes on a knowledge base opened read-only raise
+    :class:`~hybridkb.errors.BackendError` before anything is read.
+    """
+
+    def __init__(self, kb: KnowledgeBase, name: str) -> None:
         self.kb = kb
         self.name = name
-        self._record = record
 
     def __repr__(self) -> str:
         return f"Collection({self.name!r})"
 
     @property
     def record(self) -> CollectionRecord:
-        # Re-read each time: another handle may have dropped or changed it.
-        """The catalog record, re-read on every access; see
-        :attr:`hybridkb.api.CollectionAPI.record`."""
-        self._record = self.kb.record(self.name)
-        return self._record
+        """The catalog record (id, model, dimension, chunking, language), read afresh.
 
-    def _context(self, allowed: Sequence[Path] | None = None) -> IngestContext:
-        from .ingest import IngestContext
-
-        if self.kb.storage.read_only:
-            # Refused before any file is read: every document would fail the same way.
-            raise BackendError(
-                "the knowledge base is open read-only; open it without read_only=True to add"
-            )
-        record = self.record
-        return IngestContext(
-            storage=self.kb.storage,
-            coll=record,
-            embedder=self.kb.embedder_for(record),
-            settings=self.kb.settings,
-            cache=self.kb.embedding_cache(),
-            allowed=allowed,
-        )
+        Raises:
+            CollectionNotFound: The collection does not exist (or no longer does).
+        """
+        return self.kb.door.record(self.name)
 
     def add(
         self,
@@ -544,22 +485,66 @@ class Collection:
         metadata: Mapping[str, Any] | None = None,
         allowed_paths: Iterable[str | Path] | None = None,
     ) -> AddReport:
-        """Ingest files and folders, then remember them as sources; see
-        :meth:`hybridkb.api.CollectionAPI.add`."""
-        if isinstance(paths, (str, Path)):
-            paths = [paths]
-        check_text(metadata, "metadata")  # paths may hold surrogates: undecodable file names
-        allowed = _resolved(allowed_paths)
-        from .ingest import ingest_paths
-        from .sync import remember_sources
+        """Add files and folders (folders walked recursively), and remember them as
+        sources for :meth:`sync`.
 
-        paths = list(paths)
-        report = ingest_paths(self._context(allowed), paths, metadata)
-        # Remembered once the add has checked the metadata: ``sync`` walks them again.
-        remember_sources(
-            self.kb.storage, self.record, paths, allowed=allowed, metadata=dict(metadata or {})
+        A file's document id is derived from its resolved path, so adding a file
+        again replaces its document when its bytes, the chunking or the model changed,
+        and skips it (``unchanged``) otherwise. Each document is replaced atomically.
+        A file that cannot be read or parsed does not stop the others: it is reported
+        in ``failed`` with its error code, and its previous version stays searchable.
+
+        Args:
+            paths: A file or folder, or several.
+            metadata: User metadata stored on every document added (filterable with
+                ``where``); keys of the built-in fields (``filename``, ``page``...) are
+                refused.
+            allowed_paths: Read only inside these folders (what the agent tools pass):
+                a file or link leading elsewhere is reported in ``failed``, never read,
+                even if swapped in while the add runs. None reads any file the process
+                can read, following links.
+
+        Returns:
+            The files ``added``, ``unchanged``, ``failed`` (with the reason) and
+            ``skipped`` (unsupported types, hidden files).
+
+        Raises:
+            ConfigError: Bad metadata (a built-in key, a value that is not JSON).
+            BackendError: The knowledge base is read-only.
+            ModelUnavailable: The collection's model cannot be loaded here.
+        """
+        return self.kb.door.add(
+            self.name,
+            [paths] if isinstance(paths, (str, Path)) else list(paths),
+            metadata=metadata,
+            allowed=None if allowed_paths is None else list(allowed_paths),
         )
-        return report
+
+    def add_texts(
+        self,
+        texts: Sequence[str],
+        metadatas: Sequence[Mapping[str, Any] | None] | None = None,
+        ids: Sequence[str] | None = None,
+    ) -> AddReport:
+        """Add raw texts as documents, one per text, chunked and embedded like files.
+
+        Args:
+            texts: The texts (a list: one string alone is refused).
+            metadatas: One metadata mapping (or None) per text.
+            ids: One document id per text, unique within the call; a text under an id
+                that exists replaces that document. Default: a hash of the text, so
+                adding the same text again stores it once.
+
+        Returns:
+            The documents ``added``, ``unchanged`` (the same text, metadata and
+            chunking under the same id) and ``failed`` (an empty text).
+
+        Raises:
+            ConfigError: Lengths differ, an id is empty or repeated, the same text twice
+                without ids, a text is not a string, or a metadata value is not JSON.
+            BackendError: The knowledge base is read-only.
+        """
+        return self.kb.door.add_texts(self.name, texts, metadatas, ids)
 
     def sync(
         self,
@@ -569,73 +554,49 @@ class Collection:
         busy: Iterable[str] = (),
         paths: Iterable[str] | None = None,
     ) -> SyncReport:
-        """Sync with the sources (:func:`hybridkb.sync.sync_collection`); an unchanged folder is a
-        stat walk, with no file opened and no model loaded; see
-        :meth:`hybridkb.api.CollectionAPI.sync`."""
-        from .sync import sync_collection
+        """Bring the collection in step with its sources (what :meth:`add` was given).
 
-        allowed = _resolved(allowed_paths)
-        if not dry_run and self.kb.storage.read_only:
-            self._context()  # raises the read-only error before anything is walked
-        return sync_collection(
-            self.kb.storage,
-            self.record,
-            context=self._context,
-            allowed=allowed,
+        New files are added, changed ones re-read, vanished ones removed, renamed ones
+        re-keyed without embedding again. An unchanged file (same size and
+        modification time as when it was read) is not opened. A file that fails keeps
+        its previous version searchable and is reported in ``failed``.
+
+        Args:
+            dry_run: Report what would change and change nothing.
+            allowed_paths: Sync only sources inside these folders (the agent tools').
+            busy: Resolved paths of files still being written: left as they are this
+                time, neither read nor removed.
+            paths: Look only at these files and folders (absolute paths, e.g. a
+                watcher's events); None walks every source.
+
+        Raises:
+            BackendError: The knowledge base is read-only (unless ``dry_run``).
+        """
+        return self.kb.door.sync(
+            self.name,
             dry_run=dry_run,
-            busy=frozenset(busy),
-            scope=None if paths is None else frozenset(paths),
+            allowed=None if allowed_paths is None else list(allowed_paths),
+            busy=list(busy),
+            paths=None if paths is None else list(paths),
         )
 
-    def remove_source(self, path: str | Path) -> DeleteReport:
-        """Forget a source and delete the documents only it covered; see
-        :meth:`hybridkb.api.CollectionAPI.remove_source`."""
-        from .files import resolve
-        from .sync import in_source, stored_documents
-
-        record = self.record
-        storage = self.kb.storage
-        sources = storage.list_sources(record)
-        real = str(resolve(path))
-        source = next((s for s in sources if s.path == real), None)
-        if source is None:
-            known = ", ".join(repr(s.path) for s in sources) or "none"
-            raise ConfigError(
-                f"{path}: not a source of collection {self.name!r}; its sources: {known}"
-            )
-        others = [s for s in sources if s is not source]
-        doomed = [
-            doc_id
-            for doc_id, doc in stored_documents(storage, record).items()
-            if doc.path
-            and in_source(doc.path, source)
-            and not any(in_source(doc.path, s) for s in others)
-        ]
-        storage.delete_source(record, source.path)
-        report = self.delete(doomed) if doomed else DeleteReport()
-        storage.delete_file_states(record, doomed)
-        return report
-
     def sources(self) -> list[dict[str, Any]]:
-        """The stored sources as dicts; see :meth:`hybridkb.api.CollectionAPI.sources`."""
-        return [
-            {"path": src.path, "recursive": src.recursive, "types": src.types}
-            for src in self.kb.storage.list_sources(self.record)
-        ]
+        """The folders and files the collection was added from, sorted by path: each
+        ``{"path", "recursive", "types", "state"}`` (``types`` None: every supported type;
+        ``state``: ``ok``, or why a sync cannot walk it and keeps its documents:
+        ``missing``, ``replaced`` by a link, ``unreadable``).
+        """
+        return self.kb.door.sources(self.name)
 
-    def add_texts(
-        self,
-        texts: Sequence[str],
-        metadatas: Sequence[Mapping[str, Any] | None] | None = None,
-        ids: Sequence[str] | None = None,
-    ) -> AddReport:
-        """Ingest raw texts as documents; see :meth:`hybridkb.api.CollectionAPI.add_texts`."""
-        from .ingest import ingest_texts
+    def remove_source(self, path: str | Path) -> DeleteReport:
+        """Forget a source and delete the documents that came from it, except those
+        another source also covers.
 
-        check_text(texts, "texts")
-        check_text(metadatas, "metadatas")
-        check_text(ids, "ids")
-        return ingest_texts(self._context(), texts, metadatas, ids)
+        Raises:
+            ConfigError: ``path`` is not a source of the collection (the message lists
+                them).
+        """
+        return self.kb.door.remove_source(self.name, path)
 
     def search(
         self,
@@ -646,64 +607,99 @@ class Collection:
         where: Mapping[str, Any] | str | None = None,
         rerank: bool | None = None,
     ) -> list[Hit]:
-        """Search this collection alone (``kb.search`` over one name); see
-        :meth:`hybridkb.api.CollectionAPI.search`."""
-        return self.kb.search(
+        """The ``k`` chunks of this collection that best answer ``query``.
+
+        Modes:
+
+        * ``hybrid`` (default, ``HYBRIDKB_DEFAULT_MODE``): a BM25 keyword leg and a
+          vector leg, each ``HYBRIDKB_CANDIDATES`` deep (at least ``k``), fused in the
+          core by ``HYBRIDKB_FUSION`` (z-score by default, or weighted, or reciprocal
+          rank), so every backend ranks the same way;
+        * ``vector``: cosine similarity to the embedded query;
+        * ``keyword``: BM25 over the query's terms, analysed in the collection's
+          languages;
+        * ``filter``: chunks containing at least one query term, ranked by vector
+          similarity.
+
+        Args:
+            query: The words or question (not empty, at most ``MAX_QUERY_CHARS``).
+            k: Hits wanted, 1 to ``MAX_K`` (10,000); None: ``HYBRIDKB_DEFAULT_K``.
+            mode: ``hybrid``, ``vector``, ``keyword`` or ``filter``; None: the default.
+            where: A metadata filter (a mapping or its JSON text) on built-in chunk
+                fields (``filename``, ``path``, ``document_id``, ``page``,
+                ``section``, ``language``, ...) or user metadata keys, with ``$eq``,
+                ``$ne``, ``$gt``/``$gte``/``$lt``/``$lte``, ``$in``/``$nin``, ``$and``
+                and ``$or`` (see :mod:`hybridkb.filters`). It is applied inside each
+                leg, before the cut to ``k``: a filtered search returns ``k`` hits
+                whenever ``k`` chunks match.
+            rerank: None reranks when a reranker is set (``with_reranker`` or
+                ``HYBRIDKB_RERANKER``), True requires one, False skips it.
+
+        Returns:
+            At most ``k`` hits, best first: ``rank`` runs 1, 2, ... and ``score`` (the
+            mode's own score, or the reranker's; higher is better, comparable within
+            one call only) never increases; ties keep a stable order. Fewer than ``k``
+            when fewer chunks match. Each hit carries the chunk's ``text``,
+            ``chunk_id``, ``document_id``, ``collection``, its citation (``filename``,
+            ``page``, ``section``), ``metadata`` (the user's keys plus the built-in
+            fields, ``char_start``/``char_end`` into the document text included),
+            ``scores`` (``bm25``/``bm25_rank``, ``vector``/``vector_rank``,
+            ``fused``, ``rerank``: None for a leg that did not find it) and
+            ``document_node`` (its document's graph node id). An empty collection
+            gives no hits, not an error.
+
+        Raises:
+            ConfigError: Empty or over-long query, ``k`` out of range, unknown mode,
+                or ``rerank=True`` with no reranker set.
+            InvalidFilter: ``where`` is malformed (unknown operator, bad value).
+            CollectionNotFound: The collection does not exist.
+            ModelUnavailable: The collection's model (or the reranker) cannot run here.
+            EmbeddingMismatch: The model loaded gives another dimension than stored.
+        """
+        return self.kb.door.search(
             query, k=k, mode=mode, where=where, collections=[self.name], rerank=rerank
         )
 
     def delete(self, document_ids: str | Sequence[str]) -> DeleteReport:
-        """Delete documents by id; see :meth:`hybridkb.api.CollectionAPI.delete`."""
-        if isinstance(document_ids, str):
-            document_ids = [document_ids]
-        ids = [str(i) for i in document_ids]
-        check_text(ids, "document ids")
-        deleted = self.kb.storage.delete_documents(self.record, ids)
-        gone = set(deleted)
-        return DeleteReport(
-            deleted=deleted, not_found=[i for i in dict.fromkeys(ids) if i not in gone]
-        )
+        """Delete documents (their chunks, vectors and graph rows) by id, atomically.
+
+        Unknown ids change nothing and are listed in ``not_found``; deleting twice is
+        not an error. A deleted file comes back with the next :meth:`sync` if it is
+        still in a source: :meth:`remove_source` forgets the source.
+
+        Returns:
+            The ids ``deleted`` and ``not_found``, in the order given.
+        """
+        ids = [document_ids] if isinstance(document_ids, str) else list(document_ids)
+        return self.kb.door.delete(self.name, ids)
 
     def get(self, document_id: str) -> DocumentRecord | None:
-        """A document's catalog record or None; see :meth:`hybridkb.api.CollectionAPI.get`."""
-        check_text(document_id, "document id")
-        return self.kb.storage.get_document(self.record, document_id)
+        """A document's record, or None if the collection has no such document.
+
+        The record is what the catalog holds, not the text: ``document_id``,
+        ``filename`` and resolved ``path`` (None for texts), ``source`` (``file`` or
+        ``text``), ``content_hash``, user ``metadata``, ``language``, ``bytes``,
+        ``chunk_count`` and ``added_at``. Read the text with :meth:`document_text`
+        or :meth:`chunks`.
+
+        Raises:
+            ConfigError: ``document_id`` is not valid Unicode (a lone surrogate).
+            CollectionNotFound: The collection does not exist.
+        """
+        return self.kb.door.get(self.name, document_id)
 
     def chunks(self, document_id: str) -> list[ChunkRecord]:
-        """A document's chunks, fetched by their derived keys; see
-        :meth:`hybridkb.api.CollectionAPI.chunks`."""
-        record = self.record
-        doc = self.kb.storage.get_document(record, document_id)
-        if doc is None or doc.chunk_count <= 0:
-            return []
-        keys = [
-            chunk_key(make_chunk_id(record.id, doc.document_id, doc.content_hash, i))
-            for i in range(doc.chunk_count)
-        ]
-        found = self.kb.storage.fetch_chunks(record, keys)
-        return [found[k] for k in keys if k in found]
+        """A document's chunks in reading order (``chunk_index`` 0, 1, ...), with their
+        text, citation fields and offsets; empty if there is no such document.
+        """
+        return self.kb.door.chunks(self.name, document_id)
 
     def document_text(self, document_id: str) -> str | None:
-        """A document's text stitched back from its chunks; see
-        :meth:`hybridkb.api.CollectionAPI.document_text`."""
-        doc = self.get(document_id)
-        if doc is None:
-            return None
-        chunks = self.chunks(document_id)
-        if len(chunks) != doc.chunk_count:
-            return None
-        text = ""
-        for c in chunks:
-            if c.char_end - c.char_start != len(c.text) or c.char_start > len(text):
-                return None
-            if c.char_end <= len(text):
-                if text[c.char_start : c.char_end] != c.text:
-                    return None
-                continue
-            if not text.startswith(c.text[: max(len(text) - c.char_start, 0)], c.char_start):
-                return None
-            text = text[: c.char_start] + c.text
-        return text
+        """A document's text stitched back from its chunks (overlaps removed), or None
+        when there is no such document or its chunks cannot give the text back exactly
+        (a chunk is missing, or its whitespace was normalised).
+        """
+        return self.kb.door.document_text(self.name, document_id)
 
     def search_by_vector(
         self,
@@ -712,34 +708,54 @@ class Collection:
         k: int | None = None,
         where: Mapping[str, Any] | str | None = None,
     ) -> list[Hit]:
-        """Nearest chunks to a caller's vector; see
-        :meth:`hybridkb.api.CollectionAPI.search_by_vector`."""
-        record = self.record
-        return search_by_vector(
-            self.kb.storage,
-            Target(record, self.kb.embedder_for(record), []),
-            np.asarray(vector, dtype=np.float32),
-            k=self.kb.settings.default_k if k is None else k,
-            where=where,
-        )
+        """The ``k`` chunks nearest to ``vector``, a query the caller embedded with the
+        collection's model; hits as :meth:`search` in ``vector`` mode.
 
-    def documents(self, *, limit: int = 100, offset: int = 0) -> list[DocumentRecord]:
-        """One page of documents; see :meth:`hybridkb.api.CollectionAPI.documents`."""
-        return self.kb.storage.list_documents(self.record, limit=limit, offset=offset)
+        Raises:
+            ConfigError: The vector does not have the collection's dimension, holds a
+                value that is not finite, or is all zeros; ``k`` out of range.
+            InvalidFilter: ``where`` is malformed.
+        """
+        return self.kb.door.search_by_vector(self.name, vector, k=k, where=where)
+
+    def documents(
+        self,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        where: Mapping[str, Any] | str | None = None,
+    ) -> list[DocumentRecord]:
+        """One page of the collection's documents (records as :meth:`get`), oldest
+        first (by ``added_at``, then ``document_id``); page on with ``offset``.
+
+        ``where`` keeps the documents it matches (``offset`` then counts those): the
+        filter of :meth:`search` on a document's metadata and its fields ``filename``,
+        ``path``, ``document_id``, ``content_hash``, ``added_at`` and ``language``,
+        run by the database.
+
+        Raises:
+            InvalidFilter: ``where`` is malformed, or names a passage's field
+                (``page``, ``section``, ``chunk_index``...).
+        """
+        return self.kb.door.documents(self.name, limit=limit, offset=offset, where=where)
 
     def describe(self) -> CollectionInfo:
-        """The collection's counts and sources; see :meth:`hybridkb.api.CollectionAPI.describe`."""
-        return self.kb.describe(self.name)
+        """The collection's counts (documents, chunks), model and dimension, chunking,
+        languages, size in bytes, dates and sources.
+        """
+        return self.kb.door.describe(self.name)
 
     def count(self) -> int:
-        """Number of documents; see :meth:`hybridkb.api.CollectionAPI.count`."""
-        return self.kb.storage.stats(self.record).documents
+        """Number of documents (not chunks)."""
+        return self.kb.door.count(self.name)
 
     def drop(self) -> None:
-        """Drop the collection; see :meth:`hybridkb.api.CollectionAPI.drop`."""
-        self.kb.drop_collection(self.name)
+        """Delete the collection and everything in it (documents, vectors, sources,
+        graph rows), atomically; CollectionNotFound if it does not exist.
+        """
+        self.kb.door.drop_collection(self.name)
 
 
-# mypy checks this door against the one declaration (serve/client.py checks the other).
-_checked: type[KnowledgeBaseAPI] = KnowledgeBase
-_checked_collection: type[CollectionAPI] = Collection
+# The names front ends typed against while the API was a protocol over two classes.
+KnowledgeBaseAPI = KnowledgeBase
+CollectionAPI = Collection

@@ -31,9 +31,9 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
 from pydantic import ConfigDict
 
-from .api import CollectionAPI, KnowledgeBaseAPI
 from .embedders import Embedder, normalize_rows
 from .errors import ConfigError, EmbeddingMismatch
+from .kb import Collection, KnowledgeBase
 from .limits import MAX_K
 from .opening import connect
 from .storage.base import DocumentRecord
@@ -86,7 +86,7 @@ def _user_metadata(metadata: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metadata.items() if k != TEXT_KEY}
 
 
-def stored_text(collection: CollectionAPI, doc: DocumentRecord) -> str | None:
+def stored_text(collection: Collection, doc: DocumentRecord) -> str | None:
     """A document's text: kept verbatim in metadata, or stitched back from its chunks."""
     if TEXT_KEY in doc.metadata:
         return str(doc.metadata[TEXT_KEY])
@@ -115,7 +115,7 @@ class HybridKBVectorStore(VectorStore):
         collection_name: str = "langchain",
         embedding: Embeddings | None = None,
         *,
-        kb: KnowledgeBaseAPI | None = None,
+        kb: KnowledgeBase | None = None,
         mode: Mode = "hybrid",
         db: str | None = None,
         workspace: str | None = None,
@@ -125,7 +125,7 @@ class HybridKBVectorStore(VectorStore):
         self._embedding = embedding
         if embedding is not None:
             adapter = _EmbeddingsAdapter(embedding)
-            self.kb: KnowledgeBaseAPI = base.with_embedder(adapter)
+            self.kb: KnowledgeBase = base.with_embedder(adapter)
             model: str | None = adapter.model_id
         else:
             self.kb = base
@@ -133,9 +133,7 @@ class HybridKBVectorStore(VectorStore):
         if mode not in SEARCH_MODES:
             raise ConfigError(f"mode: unknown mode {mode!r}; use hybrid, vector, keyword or filter")
         self.mode: Mode = mode
-        self.collection: CollectionAPI = self.kb.collection(
-            collection_name, create=True, model=model
-        )
+        self.collection: Collection = self.kb.collection(collection_name, create=True, model=model)
         self.collection_name = self.collection.name
         stored_model = self.collection.record.model
         if embedding is None and stored_model.startswith("langchain:"):
@@ -271,7 +269,7 @@ class HybridKBVectorStore(VectorStore):
         *,
         ids: list[str] | None = None,
         collection_name: str = "langchain",
-        kb: KnowledgeBaseAPI | None = None,
+        kb: KnowledgeBase | None = None,
         **kwargs: Any,
     ) -> HybridKBVectorStore:
         """A store over ``collection_name`` (created when missing) with ``texts`` added."""

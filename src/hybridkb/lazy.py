@@ -26,11 +26,12 @@ import inside a function carries no comment of its own:
    ``[torch]``, ...) is imported where it is used, through
    :func:`hybridkb.errors.attempt_import` where a missing one should name the extra;
    ``fcntl``/``msvcrt``/``resource`` only on the platform that has them.
-4. **Import cycles.** A lower layer that calls up (``kb.py`` running a maintenance
-   verb that lives in ``maintenance.py``, which imports ``kb``) imports in the call.
 
 An import that serves none of these (its module is imported anyway by then, or it is
-on no cold path) belongs at the top of the module.
+on no cold path) belongs at the top of the module. An import cycle is never a reason:
+a late or type-only import still draws the circle, and ``tests/test_architecture.py``
+fails on one (a lower layer that needs an upper one takes a small protocol instead, as
+``graph/host.py`` and ``sql_rows.OpenWorkspace`` do).
 """
 
 from __future__ import annotations

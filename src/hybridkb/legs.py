@@ -7,12 +7,10 @@ candidate, which on a slow core was most of a hybrid search after its two legs.
 
 from __future__ import annotations
 
-import os
-import queue
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, cast
+from typing import Generic, TypeVar, cast
 
 import numpy as np
 
@@ -115,16 +113,17 @@ def _union_of_two(a: Leg, b: Leg) -> tuple[np.ndarray, np.ndarray, list[np.ndarr
 
 
 class Pending(Generic[T]):
-    """A call handed to the helper thread (or already made, when it was busy)."""
+    """A call handed to a thread of its own (or already made, when none could start)."""
 
     def __init__(self, fn: Callable[[], T]) -> None:
         self._fn: Callable[[], T] | None = fn
         self._value: T | None = None
         self._error: BaseException | None = None
         self._done = threading.Event()
+        self.thread: threading.Thread | None = None  # the thread running it, if any
 
     def run(self, before_done: Callable[[], None] | None = None) -> None:
-        """Make the call now (in the helper thread, or in the caller's when the helper was busy),
+        """Make the call now (in its own thread, or in the caller's when none could start),
         keeping its value or exception for :meth:`result`; ``before_done`` runs just before
         waiters wake."""
         fn, self._fn = self._fn, None
@@ -139,12 +138,15 @@ class Pending(Generic[T]):
             self._done.set()
 
     def wait(self) -> None:
-        """Block until the call finished (its outcome stays for :meth:`result`)."""
+        """Block until the call finished and its thread ended (its outcome stays for
+        :meth:`result`)."""
         self._done.wait()
+        if self.thread is not None:
+            self.thread.join()
 
     def result(self) -> T:
         """The call's value, or its exception, raised here."""
-        self._done.wait()
+        self.wait()
         if self._error is not None:
             error, self._error = self._error, None
             raise error
@@ -152,48 +154,22 @@ class Pending(Generic[T]):
 
 
 class Helper:
-    """One thread kept by the process to run a search's second leg beside the first.
-
-    A search that finds it busy (another thread's search has it) runs the leg itself,
-    so concurrent searches never queue behind one another; a forked child starts its
-    own thread on first use."""
-
-    def __init__(self) -> None:
-        self._reset()
-        if hasattr(os, "register_at_fork"):
-            os.register_at_fork(after_in_child=self._reset)
-
-    def _reset(self) -> None:
-        self._lock = threading.Lock()
-        self._jobs: queue.SimpleQueue[Pending[Any]] = queue.SimpleQueue()
-        self._busy = False
-        self._thread: threading.Thread | None = None
+    """Runs a search's second leg beside the first, in a thread that ends with the search:
+    a library's search leaves no thread running (issue 33). Starting one costs tens of
+    microseconds on the search's path, and concurrent searches never wait for each
+    other's; where no thread can start, the leg runs in the caller."""
 
     def start(self, fn: Callable[[], T]) -> Pending[T]:
-        """Run ``fn`` in the helper thread if it is free, else here and now."""
+        """Run ``fn`` in a thread of its own (or here and now if none can start)."""
         job = Pending(fn)
-        with self._lock:
-            free = not self._busy
-            if free:
-                self._busy = True
-                if self._thread is None or not self._thread.is_alive():
-                    self._thread = threading.Thread(
-                        target=self._serve, name="hybridkb-search-leg", daemon=True
-                    )
-                    self._thread.start()
-                self._jobs.put(job)
-        if not free:
+        thread = threading.Thread(target=job.run, name="hybridkb-search-leg", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError:  # no thread to spare
             job.run()
+            return job
+        job.thread = thread
         return job
-
-    def _idle(self) -> None:
-        with self._lock:
-            self._busy = False
-
-    def _serve(self) -> None:
-        while True:
-            # Free again before the caller wakes, so its next search finds it free.
-            self._jobs.get().run(before_done=self._idle)
 
 
 HELPER = Helper()

@@ -33,6 +33,8 @@ __all__ = [
     "STOP_SIGNALS",
     "Stopped",
     "join_background",
+    "own_process",
+    "process_owned",
     "start_background",
     "stop_on_signals",
 ]
@@ -43,6 +45,23 @@ STOP_SIGNALS = tuple(
 )
 
 _RUNNING: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+_OWNED = threading.Event()
+
+
+def own_process(owned: bool = True) -> None:
+    """Say that a program owns this process (the CLI run as ``hybridkb``, ``hybridkb mcp``),
+    or no longer does. Only then may a call start what outlives it: the int8 judge, a
+    detached child process (hybridkb.embedders.judge). A library's calls leave the
+    process as they found it: ``connect(serve=True)`` is how a program asks to serve."""
+    if owned:
+        _OWNED.set()
+    else:
+        _OWNED.clear()
+
+
+def process_owned() -> bool:
+    """Whether a program owns this process (:func:`own_process`)."""
+    return _OWNED.is_set()
 
 
 class Stopped(BaseException):

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import math
+import unicodedata
 from typing import Any
 
 from .errors import ConfigError, KBError
+from .normalize import printable
 
 MAX_JSON_DEPTH = 20  # objects and lists inside each other: documents, ids, where, metadata
 MAX_DOCUMENTS_CHARS = 8_000_000  # the documents argument of the tools (notes, JSON records)
@@ -63,16 +65,17 @@ def parse_json(
     text: str,
     *,
     what: str,
-    max_chars: int,
+    max_chars: int | None,
     max_depth: int = MAX_JSON_DEPTH,
     error: type[KBError] = ConfigError,
 ) -> Any:
     """``json.loads`` after checking size and depth (raises ``error`` with a one-line fix).
+    ``max_chars`` None: a file whose size its reader bounds (or does not), depth checked.
 
     Raises:
         error: too long, nested too deeply, or not valid JSON.
     """
-    if len(text) > max_chars:
+    if max_chars is not None and len(text) > max_chars:
         raise error(
             f"{what}: {len(text):,} characters is too long (limit {max_chars:,}); send less"
         )
@@ -178,3 +181,27 @@ def check_text(value: object, what: str) -> None:
             stack.extend(item.values())
         elif isinstance(item, (list, tuple)):
             stack.extend(item)
+
+
+def check_name(name: str, what: str = "collection name", *, new: bool = False) -> str:
+    """A collection or workspace name, NFC-normalised and trimmed: free text; only blank,
+    over-long or control characters are refused (ConfigError naming ``what``), and in a
+    ``new`` name (a collection or workspace being created) anything ``printable`` would
+    escape when showing it (bidi controls, invisible characters)."""
+    if not isinstance(name, str):
+        raise ConfigError(f"{what}: expected text, got {type(name).__name__}")
+    check_text(name, what)
+    clean = unicodedata.normalize("NFC", name).strip()
+    if not clean:
+        raise ConfigError(f"{what}: empty; give it a name such as 'Tax Documents'")
+    if len(clean) > MAX_NAME_CHARS:
+        raise ConfigError(f"{what}: longer than {MAX_NAME_CHARS} characters; shorten it")
+    if any(unicodedata.category(ch) == "Cc" for ch in clean):
+        raise ConfigError(f"{what}: contains control characters; use printable text")
+    if new and printable(clean) != clean:
+        found = ", ".join(sorted({f"U+{ord(c):04X}" for c in clean if printable(c) != c}))
+        raise ConfigError(
+            f"{what} '{printable(clean)}': contains invisible or control characters ({found}); "
+            "use printable text"
+        )
+    return clean

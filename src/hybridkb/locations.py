@@ -15,13 +15,35 @@ Only that folder is created for the user (mode 0700: the knowledge base holds th
 documents). A ``--db`` or ``HYBRIDKB_DB`` in a folder that does not exist is most
 likely a typo in a client's config, which used to create that folder and an empty
 database in silence; it is refused instead.
+
+**Private folders are checked, not assumed.** ``XDG_DATA_HOME`` or ``XDG_CACHE_HOME`` may
+point at a folder other users can write (containers, CI): another user could make
+``.../hybridkb`` first, open to all, and then read the knowledge base or swap the ONNX
+graph the next process loads. So every folder hybridkb makes or trusts (the data folder,
+the cache folder and the folders in it, the sockets' runtime folder) passes the one rule
+of :mod:`hybridkb.private_files` (its own, its user's alone, nothing above it in another
+user's hands), or is refused in one line naming the folder and the fix.
+
+Files hybridkb makes in its folders are 0600. DuckDB creates its database file, and
+its WAL again after every checkpoint, with the mode the process umask allows, so while
+a file is open for writing the umask is tightened (:func:`hold_file_mode`): in the data
+folder to 0600; for a file the user named (``--db``), the user's umask decides for a
+new file, and the files DuckDB adds beside an existing one (WAL, a compacted copy) are
+never more open than that file is.
 """
 
 from __future__ import annotations
 
+import os
+import stat
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
-from .errors import ConfigError
+from .errors import ConfigError, NotPrivate
+from .private_files import check_beside, others_may_write, private_folder
+from .storage.backends import DUCKDB, named_file
+from .storage.urls import redact_url
 
 APP_NAME = "hybridkb"
 DEFAULT_DB_NAME = "hybridkb.duckdb"
@@ -32,9 +54,13 @@ __all__ = [
     "check_db_folder",
     "default_db",
     "ensure_db_folder",
+    "hold_file_mode",
     "shown_db",
     "user_data_folder",
 ]
+
+DATA_FIX = "or name another file with --db or HYBRIDKB_DB"
+CACHE_FIX = "or set HYBRIDKB_CACHE_DIR to a folder of your own"
 
 
 def user_data_folder() -> Path:
@@ -50,33 +76,56 @@ def default_db() -> str:
 
 
 def ensure_db_folder(path: str, named_by: str = "--db or HYBRIDKB_DB") -> None:
-    """Make sure the folder of the DuckDB file ``path`` exists before DuckDB opens it.
+    """Make sure the DuckDB file ``path`` may be opened from its folder, before DuckDB
+    opens it (for reading or writing).
 
-    The per-user data folder is created (0700); any other missing folder is refused.
+    The per-user data folder is created (0700), or checked when it exists (see the
+    module docstring); any other missing folder is refused, and so is a folder other
+    users may write to (a group's, or everyone's like ``/tmp``, sticky or not): DuckDB
+    replays whatever ``<db>.wal`` it finds, and hybridkb loads the index snapshots of
+    ``<db>.hkbidx``, so whoever can make names beside the file decides what it says. The
+    write-ahead log must also be one that whoever may write the file made
+    (:func:`~hybridkb.private_files.check_beside`: one left from before the folder was
+    closed).
 
     Raises:
+        NotPrivate: the per-user data folder is a link, another user's, or open to others;
+            the folder of ``path`` may be written by others; or another user's log lies
+            beside the file.
         ConfigError: the folder of ``path`` does not exist (or is not a folder).
     """
-    folder = Path(path).expanduser().absolute().parent
-    if folder.is_dir():
-        return
+    file = Path(path).expanduser().absolute()
+    folder = file.parent
     if folder == user_data_folder().absolute():
-        # mkdir's mode is masked by the umask, which cannot widen 0700 for the last part.
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        return
-    what = "is not a folder" if folder.exists() else "does not exist"
-    raise ConfigError(
-        f"{path}: the folder {folder} {what}; fix the path in {named_by}, "
-        f"or create the folder first"
-    )
+        private_folder(folder, secret=True, fix=DATA_FIX)
+    elif not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise ConfigError(
+            f"{path}: the folder {folder} {what}; fix the path in {named_by}, "
+            f"or create the folder first"
+        )
+    # The folder named, and the real file's if it is a link: hybridkb's folders go there.
+    for each in dict.fromkeys([folder, Path(os.path.realpath(file)).parent]):
+        if (how := others_may_write(each)) is not None:
+            raise NotPrivate(
+                f"{path}: its folder {each} {how}, so other users can put files beside it "
+                f"that DuckDB and hybridkb read with it; move it into a folder only you can "
+                f"write, e.g. {user_data_folder()}"
+            )
+    check_beside(file, [file.with_name(file.name + ".wal")], remedy=_FOREIGN_LOG)
+
+
+_FOREIGN_LOG = (
+    "it is not a log this knowledge base wrote: have it removed (its owner or root) before "
+    "opening the file, or keep the knowledge base in a folder of yours"
+)
 
 
 def _file_of(db: str) -> Path | None:
-    """The DuckDB file ``db`` names, or None for ``:memory:`` and Postgres URLs."""
-    if db.startswith("postgres"):
-        return None
-    path = db.removeprefix("duckdb://")
-    return None if not path or path == ":memory:" else Path(path).expanduser().absolute()
+    """The file ``db`` names (its backend's declaration), or None: a database server,
+    ``:memory:``."""
+    file = named_file(db)
+    return None if file is None else Path(file).absolute()
 
 
 def check_db_folder(db: str, named_by: str = "--db or HYBRIDKB_DB") -> None:
@@ -94,11 +143,72 @@ def check_db_folder(db: str, named_by: str = "--db or HYBRIDKB_DB") -> None:
 def shown_db(db: str) -> str:
     """The knowledge base ``db`` names, for people: a DuckDB file's absolute path, a
     Postgres URL without its password."""
-    if db.startswith("postgres"):
-        from .storage.urls import redact_url  # Postgres brings numpy and the driver anyway
-
+    if not DUCKDB.accepts(db):
         return redact_url(db)
     file = _file_of(db)
     return (
         ":memory: (kept in memory only, gone when the process ends)" if file is None else str(file)
     )
+
+
+# -- the mode of the files DuckDB makes --------------------------------------------------
+
+_umask_lock = threading.Lock()
+_umask_holds: list[int] = []
+_umask_found = 0o022
+
+
+def _tightened(bits: int) -> Callable[[], None]:
+    """Add ``bits`` to the umask until the returned function is called; the last release
+    restores the umask the first hold found (until then the umask stays as tight as every
+    hold asked)."""
+    global _umask_found
+    if not bits:
+        return lambda: None
+    with _umask_lock:
+        current = os.umask(0o077)  # set to the tightest first: never looser, not even now
+        if not _umask_holds:
+            _umask_found = current
+        _umask_holds.append(bits)
+        os.umask(current | bits)
+    done = threading.Event()
+
+    def release() -> None:
+        with _umask_lock:
+            if done.is_set():
+                return
+            done.set()
+            _umask_holds.remove(bits)
+            if not _umask_holds:
+                os.umask(_umask_found)
+
+    return release
+
+
+def hold_file_mode(db: str) -> Callable[[], None]:
+    """Tighten the process umask for the DuckDB file ``db`` opened for writing, until the
+    returned function is called (the last call restores the umask found by the first).
+
+    DuckDB has no mode option: it creates the file, and the WAL again after every
+    checkpoint, as the umask allows. In the per-user data folder every file is 0600 (and
+    an existing file or WAL more open than that, from an older version, is made 0600);
+    beside a file the user named, DuckDB's files are never more open than that file;
+    a new file the user named gets what their umask gives.
+    """
+    file = _file_of(db)
+    if file is None or os.name == "nt":
+        return lambda: None
+    if file.parent == user_data_folder().absolute():
+        for existing in (file, file.with_name(file.name + ".wal")):
+            try:
+                info = existing.lstat()
+                if stat.S_ISREG(info.st_mode) and info.st_mode & 0o077:
+                    existing.chmod(0o600)
+            except OSError:
+                continue
+        return _tightened(0o077)
+    try:
+        mode = file.stat().st_mode
+    except OSError:
+        return lambda: None
+    return _tightened(0o077 & ~mode)

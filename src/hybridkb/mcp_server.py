@@ -38,7 +38,6 @@ process to open the file serves it to every other hybridkb process.
 from __future__ import annotations
 
 import inspect
-import signal
 import sys
 import threading
 from collections.abc import Callable, Iterable
@@ -46,14 +45,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 from . import __version__
-from .api import KnowledgeBaseAPI
 from .errors import KBError
-from .lifecycle import EXIT_WAIT_SECONDS, join_background, start_background
-from .mcp_http import TokenGate, allowed_hosts, is_loopback, read_token
+from .kb import KnowledgeBase
+from .lifecycle import EXIT_WAIT_SECONDS, join_background, own_process, start_background
+from .mcp_http import allowed_hosts, is_loopback, read_token, serve_app
 from .mcp_stdio import serve_stdio
 from .mcp_tools import INSTRUCTIONS, SERVER_NAME, hints, load_tools, run_tool
 from .opening import connect, connect_server
 from .settings import Settings, load_settings
+from .storage.backends import backend_for
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
@@ -98,7 +98,7 @@ def mcp_function(lc_tool: BaseTool) -> Callable[..., Any]:
 
 
 def build_server(
-    kb: KnowledgeBaseAPI,
+    kb: KnowledgeBase,
     *,
     workspace: str | None = None,
     allowed_paths: Iterable[str | Path] | None = None,
@@ -109,8 +109,9 @@ def build_server(
     from mcp.server.mcpserver import MCPServer
     from mcp_types import ToolAnnotations
 
-    # Whatever a read-only toolkit leaves out writes (graph tools included).
-    readers = {t.name for t in load_tools(kb, workspace=workspace, read_only=True)}
+    from .toolbox import TOOLS
+
+    specs = {spec.name: spec for spec in TOOLS}
     server: Any = MCPServer(
         name, instructions=INSTRUCTIONS, version=__version__, log_level="WARNING"
     )
@@ -120,7 +121,7 @@ def build_server(
             mcp_function(lc_tool),
             name=lc_tool.name,
             description=lc_tool.description,
-            annotations=ToolAnnotations(**hints(lc_tool.name, writes=lc_tool.name not in readers)),
+            annotations=ToolAnnotations(**hints(specs[lc_tool.name])),
             structured_output=False,
         )
     return server
@@ -136,7 +137,7 @@ def tool_catalog(*, read_only: bool = False, sql_tool: bool = True) -> list[dict
     return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in listed]
 
 
-def _warm_up(base: KnowledgeBaseAPI) -> None:
+def _warm_up(base: KnowledgeBase) -> None:
     try:
         base.warm_up()  # a client of another process's knowledge base loads nothing
     except KBError as exc:
@@ -146,7 +147,6 @@ def _warm_up(base: KnowledgeBaseAPI) -> None:
 def _serve_http(
     server: Any, *, host: str, port: int, token: str | None, allow_hosts: Iterable[str]
 ) -> None:
-    import uvicorn
     from mcp.server.transport_security import TransportSecuritySettings
 
     security = None  # loopback: the SDK's own Host/Origin allow-list of loopback names
@@ -155,26 +155,11 @@ def _serve_http(
         origins = [f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")]
         security = TransportSecuritySettings(allowed_hosts=hosts, allowed_origins=origins)
     app: Any = server.streamable_http_app(transport_security=security, host=host)
-    if token is not None:
-        app = TokenGate(app, token)
-    where = f"http://{host}:{port}/mcp" + (" (bearer token required)" if token else "")
-    print(f"hybridkb mcp: serving {where}", file=sys.stderr)
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
-    # uvicorn shuts down gracefully on SIGINT/SIGTERM, then raises the signal again for the
-    # caller's handler (lifecycle.stop_on_signals); SIGHUP is made to take the same path.
-    hangup = getattr(signal, "SIGHUP", None)
-    if threading.current_thread() is not threading.main_thread():
-        hangup = None  # signals are the main thread's to handle
-    previous = signal.signal(hangup, server.handle_exit) if hangup is not None else None
-    try:
-        server.run()
-    finally:
-        if hangup is not None:
-            signal.signal(hangup, previous)
+    serve_app(app, host=host, port=port, token=token)  # the token gate, bounded connections
 
 
 def serve(
-    kb: KnowledgeBaseAPI | Settings | None = None,
+    kb: KnowledgeBase | Settings | None = None,
     *,
     http_port: int | None = None,
     host: str = "127.0.0.1",
@@ -194,12 +179,15 @@ def serve(
             where this user may write it, so that the server serves the processes that
             write (opening.connect_server).
         token_file: HTTP: a file (mode 0600) holding the bearer token clients must send
-            (else ``HYBRIDKB_MCP_TOKEN``); required when ``host`` is not loopback.
+            (else ``HYBRIDKB_MCP_TOKEN``; with neither, on loopback, a token is made for
+            this start and the file it is in is named on stderr); required off loopback.
         allow_hosts: HTTP off loopback: more Host names clients may use (see mcp_http).
 
     Raises:
-        ConfigError: ``host`` is not loopback and no token is set (checked first).
+        ConfigError: ``host`` is not loopback and no token is set, or the token file is
+            not private (checked first); the port is taken.
     """
+    own_process()  # a server owns its process: a first use may judge int8 in a child
     if http_port is None:
         if kb is not None and not isinstance(kb, Settings):
             opened = kb
@@ -207,7 +195,7 @@ def serve(
                 lambda: opened,
                 sql_tool=opened.settings.enable_sql_tool,
                 workspace=workspace,
-                read_only=read_only,
+                read_only=read_only or opened.read_only,
                 close=False,
             )
         else:
@@ -217,6 +205,7 @@ def serve(
                 sql_tool=settings.enable_sql_tool,
                 workspace=workspace,
                 read_only=read_only,
+                list_after_open=backend_for(settings.db).access_by_role,
             )
         return
     token = read_token(host, token_file)  # before anything opens: refuse in one line

@@ -51,7 +51,7 @@ from .render import render_error
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
 
-    from .api import KnowledgeBaseAPI
+    from .kb import KnowledgeBase
 
 __all__ = ["MAX_MESSAGE_BYTES", "PROTOCOL_VERSIONS", "StdioServer", "serve_stdio"]
 
@@ -110,7 +110,10 @@ class StdioServer:
         sql_tool: Whether ``query_kb_sql`` is offered (``settings.enable_sql_tool``).
         workspace: Serve this workspace.
         allowed_paths: Folders the tools may read (default: the settings').
-        read_only: Leave out the tools that write.
+        read_only: Leave out the tools that write (left out too once the knowledge base
+            opens refusing writes: a database role that may only read).
+        list_after_open: Answer ``tools/list`` once the knowledge base has opened (the
+            store's backend decides writing by role: ``Backend.access_by_role``).
         close: Close the knowledge base when the session ends.
         reader: Binary stream of requests, one a line.
         out_fd: File descriptor the answers are written to.
@@ -118,12 +121,13 @@ class StdioServer:
 
     def __init__(
         self,
-        open_kb: Callable[[], KnowledgeBaseAPI],
+        open_kb: Callable[[], KnowledgeBase],
         *,
         sql_tool: bool,
         workspace: str | None = None,
         allowed_paths: Iterable[str | Path] | None = None,
         read_only: bool = False,
+        list_after_open: bool = False,
         close: bool = True,
         reader: IO[bytes],
         out_fd: int,
@@ -132,6 +136,8 @@ class StdioServer:
         self._workspace = workspace
         self._allowed_paths = allowed_paths
         self._read_only = read_only
+        self._sql_tool = sql_tool
+        self._list_after_open = list_after_open
         self._close = close
         self._reader = reader
         self._out_fd = out_fd
@@ -148,7 +154,7 @@ class StdioServer:
         self._ready = threading.Event()  # the tools were built, or building them failed
         self._stopping = threading.Event()
         self._loader: threading.Thread | None = None
-        self._kb: KnowledgeBaseAPI | None = None
+        self._kb: KnowledgeBase | None = None
         self._tools: dict[str, BaseTool] | None = None
         self._load_error = "Error (internal): the tools did not load"
 
@@ -281,7 +287,12 @@ class StdioServer:
         elif method == "ping":
             self._result(ident, {})
         elif method == "tools/list":
-            self._result(ident, self._tools_list_result())
+            if self._list_after_open and not self._opened.is_set():
+                # Which tools there are is the role's to say: answered once open, off
+                # this thread (pings and the rest are still answered meanwhile).
+                self._pool.submit(self._list_when_open, ident)
+            else:
+                self._result(ident, self._tools_list_result())
         elif method == "tools/call":
             self._tools_call(ident, params)
         elif method in _EMPTY_LISTS:
@@ -306,6 +317,10 @@ class StdioServer:
 
     def _tools_list_result(self) -> dict[str, Any]:
         return {"tools": self._listed}
+
+    def _list_when_open(self, ident: RequestId) -> None:
+        self._opened.wait()
+        self._result(ident, self._tools_list_result())
 
     def _tools_call(self, ident: RequestId, params: dict[str, Any]) -> None:
         name, arguments = params.get("name"), params.get("arguments")
@@ -408,6 +423,7 @@ class StdioServer:
                 if self._kb is None:
                     try:
                         self._kb = self._open_kb()
+                        self._follow_access(self._kb)
                     finally:
                         self._opened.set()
                 tools = {t.name: t for t in self._build_tools(self._kb)}
@@ -431,7 +447,15 @@ class StdioServer:
             self._tools = tools
             return tools
 
-    def _build_tools(self, kb: KnowledgeBaseAPI) -> list[BaseTool]:
+    def _follow_access(self, kb: KnowledgeBase) -> None:
+        """A knowledge base that refuses writes (a role that may only read) gets the
+        read-only list, as ``--read-only`` would: no tool listed that could only fail."""
+        if kb.read_only and not self._read_only:
+            self._read_only = True
+            self._listed = advertised_tools(read_only=True, sql_tool=self._sql_tool)
+            self._names = [t["name"] for t in self._listed]
+
+    def _build_tools(self, kb: KnowledgeBase) -> list[BaseTool]:
         return load_tools(
             kb,
             workspace=self._workspace,
@@ -472,12 +496,13 @@ class StdioServer:
 
 
 def serve_stdio(
-    open_kb: Callable[[], KnowledgeBaseAPI],
+    open_kb: Callable[[], KnowledgeBase],
     *,
     sql_tool: bool,
     workspace: str | None = None,
     allowed_paths: Iterable[str | Path] | None = None,
     read_only: bool = False,
+    list_after_open: bool = False,
     close: bool = True,
 ) -> None:
     """Serve MCP on this process's stdin/stdout until the client closes stdin.
@@ -488,7 +513,8 @@ def serve_stdio(
         sql_tool: Offer ``query_kb_sql`` (``settings.enable_sql_tool``).
         workspace: Serve this workspace.
         allowed_paths: Folders the tools may read (default: the settings').
-        read_only: Leave out the tools that write.
+        read_only: Leave out the tools that write (and see :class:`StdioServer`).
+        list_after_open: Answer ``tools/list`` once the knowledge base has opened.
         close: Close the knowledge base at the end.
     """
     sys.stdout.flush()
@@ -501,6 +527,7 @@ def serve_stdio(
             workspace=workspace,
             allowed_paths=allowed_paths,
             read_only=read_only,
+            list_after_open=list_after_open,
             close=close,
             reader=sys.stdin.buffer,
             out_fd=out_fd,

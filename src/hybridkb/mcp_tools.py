@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from .errors import KBError
+from .frontend import ToolSpec, validation_message
 from .render import render_error
 
 if TYPE_CHECKING:
     from langchain_core.tools import BaseTool
 
-    from .api import KnowledgeBaseAPI
+    from .kb import KnowledgeBase
 
 __all__ = [
     "CATALOG_PATH",
@@ -46,8 +47,6 @@ INSTRUCTIONS = (
 )
 CATALOG_PATH = Path(__file__).with_name("mcp_tools.json")
 SQL_TOOL = "query_kb_sql"
-# sync_kb_collection removes the documents of files that are gone from disk.
-_DESTRUCTIVE = frozenset({"drop_kb_collection", "delete_kb_documents", "sync_kb_collection"})
 
 
 class Hints(TypedDict):
@@ -58,11 +57,12 @@ class Hints(TypedDict):
     open_world_hint: bool
 
 
-def hints(name: str, *, writes: bool) -> Hints:
-    """Whether a tool writes, destroys (only said of writers) or reaches outside (never)."""
+def hints(spec: ToolSpec) -> Hints:
+    """Whether a tool writes, destroys (only said of writers) or reaches outside (never),
+    as its spec in the registry (hybridkb.toolbox.TOOLS) declares."""
     return {
-        "read_only_hint": not writes,
-        "destructive_hint": name in _DESTRUCTIVE if writes else None,
+        "read_only_hint": not spec.writes,
+        "destructive_hint": spec.destructive if spec.writes else None,
         "open_world_hint": False,
     }
 
@@ -89,7 +89,7 @@ def advertised_tools(*, read_only: bool, sql_tool: bool) -> list[dict[str, Any]]
 
 
 def load_tools(
-    kb: KnowledgeBaseAPI,
+    kb: KnowledgeBase,
     *,
     workspace: str | None = None,
     allowed_paths: Iterable[str | Path] | None = None,
@@ -113,8 +113,6 @@ def run_tool(lc_tool: BaseTool, arguments: dict[str, Any]) -> tuple[str, bool]:
     """
     from langchain_core.tools import ToolException
     from pydantic import ValidationError
-
-    from .tools import validation_message
 
     func = getattr(lc_tool, "func", None)
     if func is None:

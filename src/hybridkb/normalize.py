@@ -15,7 +15,7 @@ import os
 import re
 import unicodedata
 
-__all__ = ["display_name", "normalize_text"]
+__all__ = ["display_name", "normalize_text", "printable"]
 
 # Format characters that are invisible in print. Zero-width joiners are dropped
 # too (as the brief asks) even though some scripts use them for shaping: search
@@ -151,11 +151,32 @@ def display_name(path: str | os.PathLike[str]) -> str:
     return printable(name)
 
 
-def printable(text: str) -> str:
-    """``text`` (e.g. a whole path) with undecodable bytes and control characters escaped."""
-    text = os.fsencode(text).decode("utf-8", "backslashreplace")
-    if text.isprintable():
+def printable(text: str, *, lines: bool = False) -> str:
+    """``text`` safe to show in a terminal or a tool answer and to store as UTF-8: the one
+    rule for every name and text hybridkb shows (collection, workspace, file and node
+    names, metadata values, folder paths, messages).
+
+    Everything :meth:`str.isprintable` rejects is written as Python escapes it
+    (``\\x1b``, ``\\u202e``): control characters (an ANSI escape sequence starts with one,
+    ESC or CSI), bidi controls and other invisible format characters (U+202E makes
+    ``report\\u202etxt.exe`` read ``reportexe.txt``), line and paragraph separators, spaces
+    other than the plain one (they look like one and are not), lone surrogates; bytes of
+    a file name that are not UTF-8 become ``\\xNN``. With ``lines``, newlines and tabs stay
+    (an answer of several lines). Printable text comes back unchanged.
+
+    Examples:
+        >>> printable("Tax\\u202efdp.exe")
+        'Tax\\\\u202efdp.exe'
+    """
+    plain = text.replace("\n", "").replace("\t", "") if lines else text
+    if plain.isprintable():
         return text
-    return "".join(
-        ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text
-    )
+    return "".join(_escaped(ch, lines) for ch in text)
+
+
+def _escaped(ch: str, lines: bool) -> str:
+    if ch.isprintable() or (lines and ch in "\n\t"):
+        return ch
+    if "\udc80" <= ch <= "\udcff":  # a byte that is not UTF-8, as os.fsdecode keeps it
+        return f"\\x{ord(ch) - 0xDC00:02x}"
+    return ch.encode("unicode_escape").decode("ascii")

@@ -4,6 +4,11 @@ A model reads every character we send, so answers are numbered passages with
 their citation (collection, file, page or section, document id), trimmed to a
 budget (4 characters counted as a token), ending with one line that says what was
 cut and how to get more. All functions are pure: records in, text out.
+
+Every name in the text (collections, workspaces, files, sections, metadata, folders) is
+shown by the one rule (:func:`hybridkb.normalize.printable`, through :func:`shown_name`):
+control characters, ANSI escapes and bidi controls escaped, on one line. The tools' door
+(``frontend.tool_guard``) applies it to the whole answer again, so nothing is missed.
 """
 
 from __future__ import annotations
@@ -12,10 +17,14 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import KBError
+from .normalize import printable
 from .types import AddReport, CollectionInfo, DeleteReport, Hit, SyncReport
+
+if TYPE_CHECKING:
+    from .graph.model import Edge, Node, Path
 
 CHARS_PER_TOKEN = 4
 MIN_BODY_CHARS = 160  # a passage shorter than this is not worth showing
@@ -43,6 +52,12 @@ def clip(text: str, limit: int, *, ellipsis: str = "…") -> str:
 def fold_whitespace(text: str) -> str:
     """Whitespace runs folded to one space (models need the words, not the layout)."""
     return _WS.sub(" ", text).strip()
+
+
+def shown_name(name: str, limit: int) -> str:
+    """A name as every answer shows it: on one line, printable (escaped by the rule of
+    every name), cut to ``limit`` characters."""
+    return clip(printable(fold_whitespace(name)), limit)
 
 
 @dataclass(frozen=True)
@@ -75,14 +90,14 @@ def page_label(filename: str | None, page: int) -> str:
 
 def citation(hit: Hit) -> str:
     """``Tax Documents | guide.pdf | p. 4 | § Depreciation | doc 1a2b3c``."""
-    parts = [clip(fold_whitespace(hit.collection), 60)]
+    parts = [shown_name(hit.collection, 60)]
     if hit.filename:
-        parts.append(clip(fold_whitespace(hit.filename), 80))
+        parts.append(shown_name(hit.filename, 80))
     if hit.page is not None:
         parts.append(page_label(hit.filename, hit.page))
     if hit.section:
-        parts.append("§ " + clip(fold_whitespace(hit.section), 60))
-    parts.append("doc " + clip(fold_whitespace(hit.document_id), 64))
+        parts.append("§ " + shown_name(hit.section, 60))
+    parts.append("doc " + shown_name(hit.document_id, 64))
     return " | ".join(parts)
 
 
@@ -106,19 +121,19 @@ def render_hits(hits: Sequence[Hit], *, query: str, budget_tokens: int, scope: s
     what was cut and how to get more.
     """
     budget = max(budget_tokens, 1) * CHARS_PER_TOKEN
-    q = clip(fold_whitespace(query), 80)
+    q = shown_name(query, 80)
     if not hits:
         return Rendered(
-            f'No passages found for "{q}" in {clip(scope, 80)}. Try other words, a broader question, '
+            f'No passages found for "{q}" in {shown_name(scope, 80)}. Try other words, a broader question, '
             "or another collection (kb_list shows them).",
             0,
             0,
             0,
         )
     total = len(hits)
-    header = f'{total} passage{"s" if total != 1 else ""} for "{q}" in {clip(scope, 80)}:'
+    header = f'{total} passage{"s" if total != 1 else ""} for "{q}" in {shown_name(scope, 80)}:'
     heads = [f"[{i}] {citation(h)}" for i, h in enumerate(hits, 1)]
-    bodies = [fold_whitespace(h.text) or "(empty)" for h in hits]
+    bodies = [printable(fold_whitespace(h.text)) or "(empty)" for h in hits]
     footer_reserve = len(_hits_footer(total, total, total, budget_tokens))
     shown = total
     while shown > 1:
@@ -209,7 +224,8 @@ def render_collections(
 ) -> Rendered:
     """The collections of ``workspace``, one line each; ``stored_in`` names the knowledge
     base (a terminal and an assistant share one only if they name the same file)."""
-    where = f" (stored in {stored_in})" if stored_in else ""
+    where = f" (stored in {printable(stored_in)})" if stored_in else ""
+    workspace = shown_name(workspace, 120)
     if not infos:
         return Rendered(
             f"No collections yet in workspace '{workspace}'{where}. "
@@ -223,7 +239,7 @@ def render_collections(
         f"{where}:"
     )
     lines = [
-        f"- {clip(i.name, 120)}: {_n(i.documents, 'document')}, {_n(i.chunks, 'chunk')}, {human_size(i.bytes)}, model {i.embedding_model}, updated {_when(i.updated_at)}"
+        f"- {shown_name(i.name, 120)}: {_n(i.documents, 'document')}, {_n(i.chunks, 'chunk')}, {human_size(i.bytes)}, model {shown_name(i.embedding_model, 120)}, updated {_when(i.updated_at)}"
         for i in infos
     ]
     return fit_lines(
@@ -240,10 +256,10 @@ def render_description(
     """A collection's facts and its documents (``DocumentRecord``s), newest last."""
     chunking = info.chunking or {}
     header = (
-        f"Collection '{clip(info.name, 120)}' (workspace '{info.workspace}'): "
-        f"{_n(info.documents, 'document')}, {_n(info.chunks, 'chunk')}, {human_size(info.bytes)}; model {info.embedding_model} ({info.dim} dims); "
+        f"Collection '{shown_name(info.name, 120)}' (workspace '{shown_name(info.workspace, 120)}'): "
+        f"{_n(info.documents, 'document')}, {_n(info.chunks, 'chunk')}, {human_size(info.bytes)}; model {shown_name(info.embedding_model, 120)} ({info.dim} dims); "
         f"chunking {chunking.get('strategy', '?')} size {chunking.get('size', '?')} overlap "
-        f"{chunking.get('overlap', '?')}; languages {', '.join(info.languages) or '-'}; created "
+        f"{chunking.get('overlap', '?')}; languages {shown_name(', '.join(info.languages), 200) or '-'}; created "
         f"{_when(info.created_at)}, updated {_when(info.updated_at)}."
     )
     if not documents:
@@ -263,8 +279,8 @@ def _document_line(d: Any) -> str:
     name = d.filename or (d.path and d.path.rsplit("/", 1)[-1]) or f"({d.source} note)"
     meta = ""
     if d.metadata:
-        meta = " " + clip(json.dumps(d.metadata, ensure_ascii=False, default=str), 120)
-    return f"- {d.document_id}  {clip(name, 100)}  {_n(d.chunk_count, 'chunk')}  {_when(d.added_at)}{meta}"
+        meta = " " + shown_name(json.dumps(d.metadata, ensure_ascii=False, default=str), 120)
+    return f"- {shown_name(d.document_id, 100)}  {shown_name(name, 100)}  {_n(d.chunk_count, 'chunk')}  {_when(d.added_at)}{meta}"
 
 
 def _n(count: int, word: str) -> str:
@@ -272,7 +288,7 @@ def _n(count: int, word: str) -> str:
 
 
 def _label(filename: str, document_id: str) -> str:
-    return "(note)" if filename == document_id else clip(filename, 100)
+    return "(note)" if filename == document_id else shown_name(filename, 100)
 
 
 def render_add_report(report: AddReport, *, collection: str, budget_tokens: int) -> Rendered:
@@ -282,20 +298,25 @@ def render_add_report(report: AddReport, *, collection: str, budget_tokens: int)
     counts = f"added {n_add}, unchanged {n_same}, failed {n_fail}" + (
         f", skipped {n_skip}" if n_skip else ""
     )
-    header = f"'{collection}': {counts}." + (
+    header = f"'{shown_name(collection, 120)}': {counts}." + (
         " Cite or delete documents by the ids below." if n_add or n_same else ""
     )
     lines = [
         f"+ added {_label(f.filename, f.document_id)}  id {f.document_id}  {_n(f.chunks, 'chunk')}"
-        + (f"  warnings: {clip('; '.join(f.warnings), 200)}" if f.warnings else "")
+        + (f"  warnings: {shown_name('; '.join(f.warnings), 200)}" if f.warnings else "")
         for f in report.added
     ]
     lines += [
         f"= unchanged {_label(f.filename, f.document_id)}  id {f.document_id}"
         for f in report.unchanged
     ]
-    lines += [f"! failed {clip(f.filename, 100)}: {clip(f.error, 300)}" for f in report.failed]
-    lines += [f"- skipped {clip(f.filename, 100)}: {clip(f.reason, 200)}" for f in report.skipped]
+    lines += [
+        f"! failed {shown_name(f.filename, 100)}: {shown_name(f.error, 300)}" for f in report.failed
+    ]
+    lines += [
+        f"- skipped {shown_name(f.filename, 100)}: {shown_name(f.reason, 200)}"
+        for f in report.skipped
+    ]
     return fit_lines(
         header,
         lines,
@@ -308,7 +329,7 @@ def render_sync_report(report: SyncReport, *, budget_tokens: int) -> Rendered:
     """A sync's report for a model: counts, then a line per file that changed or failed."""
     counts = ", ".join(f"{what} {n}" for what, n in report.counts().items() if n)
     verb = "would change (dry run)" if report.dry_run else "in step with its folders"
-    header = f"'{report.collection}' {verb}: {counts or 'no sources to follow'}."
+    header = f"'{shown_name(report.collection, 120)}' {verb}: {counts or 'no sources to follow'}."
     lines = [
         f"+ added {_label(f.filename, f.document_id)}  id {f.document_id}" for f in report.added
     ]
@@ -316,7 +337,7 @@ def render_sync_report(report: SyncReport, *, budget_tokens: int) -> Rendered:
         f"~ updated {_label(f.filename, f.document_id)}  id {f.document_id}" for f in report.updated
     ]
     lines += [
-        f"> moved {clip(m.previous_path or '', 150)} -> {clip(m.path or '', 150)}  id "
+        f"> moved {shown_name(m.previous_path or '', 150)} -> {shown_name(m.path or '', 150)}  id "
         f"{m.document_id} (was {m.previous_id})"
         for m in report.moved
     ]
@@ -325,7 +346,7 @@ def render_sync_report(report: SyncReport, *, budget_tokens: int) -> Rendered:
         for r in report.removed
     ]
     lines += [
-        f"! failed {clip(f.filename, 100)}: {clip(f.error, 300)} (its previous version stays)"
+        f"! failed {shown_name(f.filename, 100)}: {shown_name(f.error, 300)} (its previous version stays)"
         for f in report.failed
     ]
     return fit_lines(
@@ -335,10 +356,13 @@ def render_sync_report(report: SyncReport, *, budget_tokens: int) -> Rendered:
 
 def render_delete_report(report: DeleteReport, *, collection: str, budget_tokens: int) -> Rendered:
     """A delete's counts, then one line per deleted and per missing id, within budget."""
-    header = f"'{collection}': deleted {len(report.deleted)}, not found {len(report.not_found)}."
-    lines = [f"- deleted {i}" for i in report.deleted]
+    header = (
+        f"'{shown_name(collection, 120)}': deleted {len(report.deleted)}, "
+        f"not found {len(report.not_found)}."
+    )
+    lines = [f"- deleted {shown_name(i, 100)}" for i in report.deleted]
     if report.not_found:
-        lines += [f"? not found {clip(i, 100)}" for i in report.not_found]
+        lines += [f"? not found {shown_name(i, 100)}" for i in report.not_found]
         lines.append("(Document ids are shown by search_kb and describe_kb_collection.)")
     return fit_lines(header, lines, budget_tokens=budget_tokens, hint="Delete fewer ids per call.")
 
@@ -347,7 +371,7 @@ def render_table(
     columns: Sequence[str], rows: Sequence[Sequence[Any]], *, budget_tokens: int, more_rows: bool
 ) -> Rendered:
     """Rows as ``a | b | c`` lines under a header; long cells clipped."""
-    head = " | ".join(columns)
+    head = " | ".join(shown_name(c, 80) for c in columns)
     header = f"{len(rows)}{'+' if more_rows else ''} row{'s' if len(rows) != 1 else ''}:\n{head}"
     lines = [" | ".join(_cell(v) for v in row) for row in rows]
     r = fit_lines(
@@ -365,12 +389,59 @@ def _cell(value: Any) -> str:
         return "NULL"
     if isinstance(value, (dict, list)):
         value = json.dumps(value, ensure_ascii=False, default=str)
-    return clip(fold_whitespace(str(value)), 200)
+    return shown_name(str(value), 200)
+
+
+# -- the knowledge graph -------------------------------------------------------------------
+
+
+def arrow(edge_type: str, *, out: bool) -> str:
+    """An edge as read from the node before it: ``-TYPE->`` when it leaves that node,
+    ``<-TYPE-`` when it arrives there."""
+    kind = shown_name(edge_type, 60)
+    return f"-{kind}->" if out else f"<-{kind}-"
+
+
+def edge_line(edge: Edge) -> str:
+    """``source -type-> target``."""
+    return f"{shown_name(edge.source, 120)} {arrow(edge.type, out=True)} {shown_name(edge.target, 120)}"
+
+
+def path_line(path: Path) -> str:
+    """A path as arrows between its node ids: ``a -cites-> b <-mentions- c``."""
+    steps = [shown_name(path.nodes[0].id, 120)]
+    for edge, node in zip(path.edges, path.nodes[1:], strict=True):
+        steps.append(f"{arrow(edge.type, out=edge.target == node.id)} {shown_name(node.id, 120)}")
+    return " ".join(steps)
+
+
+def node_line(node: Node) -> str:
+    """``ent:itaa-1997 (entity) ITAA 1997``; a chunk with its citation and a preview. Ids,
+    types and names are anyone's text (an import, a user node): each on one line, printable."""
+    p = node.properties
+    text = f"{shown_name(node.id, 120)} ({shown_name(node.type, 60)})"
+    name = p.get("name")
+    if node.type in ("chunk", "code"):
+        parts = [shown_name(str(x), 80) for x in (p.get("collection"), p.get("filename")) if x]
+        if p.get("page") is not None:
+            parts.append(f"p. {shown_name(str(p['page']), 20)}")
+        if p.get("section"):
+            parts.append("§ " + shown_name(str(p["section"]), 60))
+        if p.get("document_id"):
+            parts.append(f"doc {shown_name(str(p['document_id']), 64)}")
+        text += " " + " | ".join(parts)
+        preview = p.get("preview") or name
+        if isinstance(preview, str):
+            text += ": " + shown_name(preview, 120)
+    elif isinstance(name, str) and name != node.id:
+        text += " " + shown_name(name, 100)
+    return text
 
 
 # -- errors ------------------------------------------------------------------------------
 
 
 def render_error(exc: KBError) -> str:
-    """One observation a model can act on: the code and the message (which names the fix)."""
-    return f"Error ({exc.code}): {exc}"
+    """One observation a model can act on: the code and the message (which names the fix),
+    on one line and printable (the message may quote a name)."""
+    return printable(f"Error ({exc.code}): {exc}")

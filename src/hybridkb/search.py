@@ -2,8 +2,8 @@
 
 Backends only rank; this module embeds the query once per model, asks each
 collection for its legs, fuses them with ``hybridkb.fusion`` and dresses the
-winners as :class:`Hit` records. A hybrid search runs its keyword legs in a helper
-thread beside its vector legs (``legs.py``), and holds the candidates as arrays.
+winners as :class:`Hit` records. A hybrid search runs its vector legs in a thread of
+its own (``legs.py``) beside its keyword legs, and holds the candidates as arrays.
 """
 
 from __future__ import annotations
@@ -23,7 +23,14 @@ from .legs import HELPER, Key, Leg, union
 from .limits import MAX_K, MAX_QUERY_CHARS
 from .rerank import Reranker, rerank_hits
 from .settings import Settings
-from .storage.base import CollectionRecord, Storage, document_node_id
+from .storage.base import (
+    ChunkRecord,
+    CollectionRecord,
+    FusionSpec,
+    HybridSearch,
+    Storage,
+    document_node_id,
+)
 from .types import SEARCH_MODES, Hit
 
 MODES = SEARCH_MODES
@@ -62,7 +69,9 @@ def check_query(query: str, k: int, mode: str) -> None:
 class Fusion:
     """Two legs fused: every candidate once (``cids``, ``keys``, in order of first
     appearance, keyword leg first), its fused ``scores``, the ranking (positions, best
-    first) and where each leg's entries sit among the candidates."""
+    first) and where each leg's entries sit among the candidates. ``squashed``: the
+    scores are z-scores, reported through :func:`fusion.logistic` (only the hits' are:
+    the ranking needs none of them)."""
 
     cids: np.ndarray
     keys: np.ndarray
@@ -70,10 +79,50 @@ class Fusion:
     ranking: np.ndarray
     kw_at: np.ndarray
     vec_at: np.ndarray
+    squashed: bool = False
+
+    def reported(self, at: np.ndarray) -> list[float]:
+        """The fused scores of the candidates at positions ``at``, as hits report them."""
+        found = self.scores[at]
+        values: list[float] = (fusion.logistic(found) if self.squashed else found).tolist()
+        return values
 
 
 def _fuse(kw: Leg, vec: Leg, depth: int, settings: Settings) -> Fusion:
     cids, keys, (kw_at, vec_at) = union(kw, vec)
+    return _fused(kw, vec, cids, keys, kw_at, vec_at, depth, settings)
+
+
+def _refuse(
+    first: Fusion, kw: Leg, vec: Leg, at: np.ndarray, depth: int, settings: Settings
+) -> Fusion:
+    """:func:`_fuse` of ``kw`` with a vector leg over ``first``'s candidates (``at``: their
+    positions there, distinct): the union is read off those positions instead of
+    matching keys again, in the order :func:`union` gives (keyword leg first, then the
+    vector leg's new candidates in its order)."""
+    n_kw = len(kw)
+    if not np.array_equal(first.kw_at, np.arange(n_kw)):  # repeated keyword keys
+        return _fuse(kw, vec, depth, settings)
+    fresh = at >= n_kw  # the first n_kw candidates are the keyword leg's, in its order
+    vec_at = at.copy()
+    vec_at[fresh] = n_kw + np.arange(int(np.count_nonzero(fresh)))
+    cids = np.concatenate([kw.cids, vec.cids[fresh]])
+    keys = np.concatenate([kw.keys, vec.keys[fresh]])
+    return _fused(kw, vec, cids, keys, np.arange(n_kw), vec_at, depth, settings)
+
+
+def _fused(
+    kw: Leg,
+    vec: Leg,
+    cids: np.ndarray,
+    keys: np.ndarray,
+    kw_at: np.ndarray,
+    vec_at: np.ndarray,
+    depth: int,
+    settings: Settings,
+) -> Fusion:
+    """The fusion of two legs whose union (``cids``, ``keys``, each leg's positions in
+    it) is known."""
     at, n = (kw_at, vec_at), len(keys)
     if settings.fusion == "rrf":
         scores, best_rank = fusion.rrf_scores(at, n, k=settings.rrf_k)
@@ -86,7 +135,7 @@ def _fuse(kw: Leg, vec: Leg, depth: int, settings: Settings) -> Fusion:
         scores = fusion.weighted_scores(values, at, n, floors=floors)
         return Fusion(cids, keys, scores, fusion.order(scores), kw_at, vec_at)
     raw = fusion.zscore_scores(values, at, n, floors=floors)
-    return Fusion(cids, keys, fusion.logistic(raw), fusion.order(raw), kw_at, vec_at)
+    return Fusion(cids, keys, raw, fusion.order(raw), kw_at, vec_at, squashed=True)
 
 
 def feedback_leg(
@@ -114,7 +163,7 @@ def feedback_leg(
     keys = np.fromiter((key for _, key in pairs), np.int64, len(pairs))
     at = {key: i for i, key in enumerate(pairs)}
     ranking = np.fromiter((at[cast(Key, f.key)] for f in best if cast(Key, f.key) in at), np.intp)
-    moved = _feedback(storage, targets, qvecs, cids, keys, ranking, weight, depth, chunks)
+    moved, _ = _feedback(storage, targets, qvecs, cids, keys, ranking, weight, depth, chunks)
     return moved.pairs()
 
 
@@ -128,44 +177,56 @@ def _feedback(
     weight: float,
     depth: int,
     chunks: int = 1,
-) -> Leg:
+) -> tuple[Leg, np.ndarray]:
     """:func:`feedback_leg` on arrays: candidates ``(cids, keys)``, ``ranking`` the
-    positions of the first pass's fused ranking, best first."""
+    positions of the first pass's fused ranking, best first. Also returns where the
+    leg's entries sit among the candidates."""
     by_id = {t.coll.id: t for t in targets}
-    scores = np.full(len(keys), -np.inf, np.float32)
-    live = np.zeros(len(keys), dtype=bool)
+    n = len(keys)
+    scores = np.full(n, -np.inf, np.float32)
     # Per model and recipe: (positions, rows, norms) of its collections' candidates. Rows
     # are not normalised (a cosine is the dot product over the norm): one matrix per
     # collection.
     parts: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
-    for cid in sorted(set(cids.tolist())):
-        at = np.flatnonzero(cids == cid)
+    one = bool(n) and bool((cids == cids[0]).all())  # one collection: no grouping
+    every = one  # every candidate gets a score (none deleted since ranked)
+    for cid in [int(cids[0])] if one else sorted(set(cids.tolist())):
+        at = np.arange(n) if one else np.flatnonzero(cids == cid)
         target = by_id[cid]
-        rows = np.asarray(
-            storage.vector_directions(target.coll, keys[at].tolist()), dtype=np.float32
-        )
+        wanted = keys if one else keys[at]
+        rows = np.asarray(storage.vector_directions(target.coll, wanted.tolist()), np.float32)
         norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))
         ok = norms > 0  # a chunk deleted since its leg was ranked has a zero row
-        live[at[ok]] = True
-        parts.setdefault(cache_key(target.embedder), []).append((at[ok], rows[ok], norms[ok]))
+        if not ok.all():
+            at, rows, norms, every = at[ok], rows[ok], norms[ok], False
+        parts.setdefault(cache_key(target.embedder), []).append((at, rows, norms))
     for model, found in parts.items():
         raw = np.asarray(qvecs[model], dtype=np.float32)
-        q: np.ndarray = raw / np.float32(max(float(np.linalg.norm(raw)), 1e-12))
-        tops = _best_rows(found, ranking, len(keys), chunks)
+        q: np.ndarray = raw / np.float32(max(float(np.sqrt(raw @ raw)), 1e-12))
+        tops = _best_rows(found, ranking, n, chunks)
         if tops:
-            shifted = q + np.float32(weight) * np.mean(tops, axis=0, dtype=np.float32)
-            q = shifted / np.float32(max(float(np.linalg.norm(shifted)), 1e-12))
+            # The mean of one row is that row: no array built from the list.
+            mean = tops[0] if len(tops) == 1 else np.mean(tops, axis=0, dtype=np.float32)
+            shifted = q + np.float32(weight) * mean
+            q = shifted / np.float32(max(float(np.sqrt(shifted @ shifted)), 1e-12))
         for at, rows, norms in found:
             scores[at] = (rows @ q) / norms
-    kept = np.flatnonzero(live)
-    best = kept[np.lexsort((keys[kept], cids[kept], -scores[kept]))[:depth]]
-    return Leg(cids[best], keys[best], scores[best].astype(np.float64))
+    if every:  # one collection's: its order is by score, then key
+        best = np.lexsort((keys, -scores))[:depth]
+    else:
+        # Deleted since ranked: never scored, so still -inf, and left out.
+        kept = np.flatnonzero(scores > -np.inf)
+        best = kept[np.lexsort((keys[kept], cids[kept], -scores[kept]))[:depth]]
+    return Leg(cids[best], keys[best], scores[best].astype(np.float64)), best
 
 
 def _best_rows(
     found: list[tuple[np.ndarray, np.ndarray, np.ndarray]], ranking: np.ndarray, n: int, chunks: int
 ) -> list[np.ndarray]:
     """Unit rows of the first ``chunks`` candidates of ``ranking`` among ``found``."""
+    if len(found) == 1 and len(found[0][0]) == n:  # every candidate, at its own position
+        _, rows, norms = found[0]
+        return [rows[pos] / norms[pos] for pos in ranking[:chunks].tolist()]
     part = np.full(n, -1, np.intp)
     row = np.zeros(n, np.intp)
     for i, (at, _, _) in enumerate(found):
@@ -230,6 +291,9 @@ def run_search(
     if reranker is not None:
         k = max(k, settings.rerank_depth)
     depth = max(settings.candidates, k) if mode == "hybrid" else k
+    if mode == "hybrid" and len(targets) == 1 and storage.hybrid is not None:
+        hits = _store_hybrid(storage, storage.hybrid, targets[0], query, k, depth, flt, settings)
+        return hits if reranker is None else rerank_hits(reranker, query, hits, wanted)
 
     def keyword_legs() -> list[Leg]:
         return [
@@ -240,20 +304,23 @@ def run_search(
             for t in targets
         ]
 
-    # A hybrid search runs its keyword legs (query analysis included) in the helper
-    # thread while this one embeds the query and searches the vectors: the vector index
-    # releases the GIL, so the two legs overlap on two cores.
-    pending = HELPER.start(keyword_legs) if mode == "hybrid" else None
+    # A hybrid search embeds the query and searches the vectors in a thread of its own
+    # while this one runs the keyword legs (query analysis included): ONNX Runtime and
+    # the vector index release the GIL, so the two legs overlap on two cores, and the
+    # keyword legs keep this thread's analysers and score buffers (per thread: a fresh
+    # thread would build them again for every search).
+    def vector_side() -> tuple[dict[str, np.ndarray], list[Leg]]:
+        return _vector_legs(storage, targets, query, mode, depth, flt)
+
+    pending = HELPER.start(vector_side) if mode == "hybrid" else None
     try:
-        qvecs, vector_legs = _vector_legs(storage, targets, query, mode, depth, flt)
+        keyword = keyword_legs() if mode in ("hybrid", "keyword") else []
     except BaseException:
         if pending is not None:
             pending.wait()  # no leg outlives its search; this error is the one raised
         raise
-    if pending is not None:
-        kw = Leg.merged(pending.result(), depth)
-    else:
-        kw = Leg.merged(keyword_legs() if mode == "keyword" else [], depth)
+    qvecs, vector_legs = pending.result() if pending is not None else vector_side()
+    kw = Leg.merged(keyword, depth)
     vec = Leg.merged(vector_legs, depth)
     if mode == "hybrid":
         ranked, kw_ranks, vec_ranks = _hybrid(storage, targets, qvecs, kw, vec, k, depth, settings)
@@ -269,6 +336,35 @@ def run_search(
 Ranks = dict[Any, tuple[int, float]]
 
 
+def _store_hybrid(
+    storage: Storage,
+    hybrid: HybridSearch,
+    target: Target,
+    query: str,
+    k: int,
+    depth: int,
+    flt: Filter | None,
+    settings: Settings,
+) -> list[Hit]:
+    """A one-collection hybrid search the store runs whole (``Storage.hybrid``): the same
+    legs, fusion and feedback as :func:`_hybrid`, in one round trip."""
+    found = hybrid.hybrid_search(
+        target.coll,
+        analyze_query(query, target.languages),
+        target.embedder.embed_query(query),
+        k=k,
+        depth=depth,
+        where=flt,
+        fusion=FusionSpec(settings.fusion, settings.rrf_k, settings.vector_feedback),
+    )
+    cid = target.coll.id
+    ranked = [((cid, h.chunk.key), h.score) for h in found]
+    kw = {(cid, h.chunk.key): h.keyword for h in found if h.keyword is not None}
+    vec = {(cid, h.chunk.key): h.vector for h in found if h.vector is not None}
+    rows = {cid: {h.chunk.key: h.chunk for h in found}}
+    return hits_for(storage, [target], ranked, kw, vec, "hybrid", rows=rows)
+
+
 def _hybrid(
     storage: Storage,
     targets: Sequence[Target],
@@ -282,16 +378,16 @@ def _hybrid(
     """The fused top ``k`` (after vector feedback), and each leg's ranks of them."""
     fused = _fuse(kw, vec, depth, settings)
     if settings.vector_feedback > 0 and len(fused.keys):
-        vec = _feedback(
+        vec, at = _feedback(
             storage, targets, qvecs, fused.cids, fused.keys, fused.ranking,
             settings.vector_feedback, depth,
         )  # fmt: skip
-        fused = _fuse(kw, vec, depth, settings)
+        fused = _refuse(fused, kw, vec, at, depth, settings)
     top = fused.ranking[:k]
     ranked = list(
         zip(
             zip(fused.cids[top].tolist(), fused.keys[top].tolist(), strict=True),
-            fused.scores[top].tolist(),
+            fused.reported(top),
             strict=True,
         )
     )
@@ -317,13 +413,16 @@ def hits_for(
     kw_ranks: dict[Any, tuple[int, float]],
     vec_ranks: dict[Any, tuple[int, float]],
     mode: str,
+    rows: Mapping[int, Mapping[int, ChunkRecord]] | None = None,
 ) -> list[Hit]:
-    """Dress ranked (collection id, chunk key) pairs as cited hits, in rank order."""
+    """Dress ranked (collection id, chunk key) pairs as cited hits, in rank order (their
+    ``rows`` by collection id and key, fetched here unless given)."""
     by_id = {t.coll.id: t.coll for t in targets}
-    wanted: dict[int, list[int]] = {}
-    for (cid, key), _ in ranked:
-        wanted.setdefault(cid, []).append(key)
-    rows = {cid: storage.fetch_chunks(by_id[cid], keys) for cid, keys in wanted.items()}
+    if rows is None:
+        wanted: dict[int, list[int]] = {}
+        for (cid, key), _ in ranked:
+            wanted.setdefault(cid, []).append(key)
+        rows = {cid: storage.fetch_chunks(by_id[cid], keys) for cid, keys in wanted.items()}
     hits: list[Hit] = []
     for (cid, key), score in ranked:
         row = rows[cid].get(key)

@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, get_args
 
 from .errors import ConfigError
+from .limits import MAX_JSON_DEPTH, json_depth
 from .locations import default_db
 from .types import SearchMode
 
@@ -205,6 +206,10 @@ def _text(value: object) -> str:
     return text
 
 
+def _flag_or_unset(value: object) -> bool | None:
+    return None if value is None or value == "" else _flag(value)
+
+
 def _text_or_unset(value: object) -> str | None:
     return None if value is None or value == "" else _text(value)
 
@@ -233,6 +238,8 @@ def _folders(value: object) -> list[Path]:
     if isinstance(value, str):
         text = value.strip()
         if text.startswith("["):
+            if json_depth(text) > MAX_JSON_DEPTH:  # json.loads would recurse that deep
+                raise _Invalid(f"a JSON list nested more than {MAX_JSON_DEPTH} levels deep")
             try:
                 value = json.loads(text)
             except json.JSONDecodeError as exc:
@@ -370,10 +377,10 @@ class Settings:
         256, _whole(ge=1), "per file: MB of uncompressed ZIP parts read (DOCX/PPTX/XLSX/EPUB)"
     )
     max_file_xml_mb: int = _option(
-        16, _whole(ge=1), "per file: MB of XML parsed whole (DOCX/PPTX/EPUB parts, each read)"
+        16, _whole(ge=1), "per file: MB of markup parsed (DOCX/PPTX/EPUB XML parts, HTML pages)"
     )
     max_file_text_chars: int = _option(
-        50_000_000, _whole(ge=1), "per file: characters of text extracted (streamed files exempt)"
+        50_000_000, _whole(ge=1), "per file: characters of text extracted (streamed files: 20x)"
     )
     max_file_pages: int = _option(5_000, _whole(ge=1), "per file: PDF pages and slides read")
     max_file_ocr_pages: int = _option(100, _whole(ge=0), "per file: PDF pages read by OCR")
@@ -381,6 +388,9 @@ class Settings:
         256, _whole(ge=1), "per file: MB of PDF content streams drawn (shared ones at each use)"
     )
     max_file_rows: int = _option(1_000_000, _whole(ge=1), "per file: spreadsheet and CSV rows")
+    max_file_cells: int = _option(
+        50_000_000, _whole(ge=1), "per file: spreadsheet and CSV cells read, empty ones too"
+    )
     max_file_seconds: float = _option(300.0, _number(ge=1), "per file: seconds spent parsing")
     allowed_paths: list[Path] = _option(read=_folders, factory=default_allowed_paths)
     cache_dir: Path = _option(read=_expanded_path, factory=_default_cache_dir)
@@ -390,8 +400,12 @@ class Settings:
         "MB the embedding cache in cache_dir may take; the oldest vectors go first; 0 = off",
     )
     lock_timeout: float = _option(10.0, _number(ge=0), "seconds to wait for another writer")
-    serve: bool = _option(
-        True, _flag, "the process holding a DuckDB file serves it to other processes"
+    serve: bool | None = _option(
+        None,
+        _flag_or_unset,
+        "whether the process holding a DuckDB file serves it to other processes (unset: "
+        "where the program asks, as the CLI and hybridkb mcp do); false also turns off "
+        "reaching an owner: others wait for the lock",
     )
     serve_transport: ServeTransport = _option(
         "auto",
@@ -403,6 +417,12 @@ class Settings:
         256,
         _whole(ge=0),
         "chunk rows kept in memory for fast hits (embedded DuckDB only); 0 = off",
+    )
+    pg_pool_size: int = _option(
+        4,
+        _whole(ge=1, le=1000),
+        "PostgreSQL connections each process may hold at once: its searches and writes run "
+        "in parallel up to this; processes x this must stay under the server's max_connections",
     )
     enable_sql_tool: bool = _option(False, _flag)
     search_token_budget: int = _option(2000, _whole())

@@ -6,9 +6,10 @@ construction, not by a list of what is forbidden:
 * **A separate engine.** The SQL runs in a worker process (``sql_worker.py``) with its
   own in-memory DuckDB, external access (files, network, extensions) off and the
   configuration locked. It holds only the bound workspace's rows, copied out of the
-  store through the storage protocol (``export_tables``) and cached per write
-  generation; it never sees the knowledge base's file, connection, other
-  workspaces or settings. Any backend works the same way (Postgres included).
+  store through the storage protocol (``export_tables``) once, then kept up to date
+  with the rows of the documents each write changed (``sql_rows.py``); it never sees
+  the knowledge base's file, connection, other workspaces or settings. Any backend
+  works the same way (Postgres included).
 * **An allow-list** of statement shape, tables, table functions, functions and cast
   types, checked on DuckDB's parse tree in the worker before anything is bound.
 * **Limits that hold.** A call waits at most ``timeout`` seconds in all (for the
@@ -37,22 +38,10 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .errors import BackendError, ConfigError
-from .storage.columns import (
-    EXPORT_CHUNKS,
-    EXPORT_DOCUMENTS,
-    GRAPH_EDGES,
-    GRAPH_NODES,
-    Schema,
-    Table,
-)
-
-if TYPE_CHECKING:
-    from .api import KnowledgeBaseAPI
-    from .kb import KnowledgeBase
-    from .storage.base import Storage
+from .sql_rows import VIEWS, Held, OpenWorkspace, Shipment, changes, everything
 
 DEFAULT_MAX_ROWS = 200
 DEFAULT_MAX_BYTES = 256 * 1024
@@ -60,12 +49,17 @@ DEFAULT_TIMEOUT = 5.0
 LOAD_TIMEOUT = 120.0  # copying a large workspace in is not the agent's query
 MAX_SQL_CHARS = 20_000
 MIN_MEMORY_BYTES = 256 << 20
-# The worker's address space beyond its DuckDB memory limit: Python and duckdb reserve
-# most of it before a query runs (measured with pyarrow too: VmPeak 1.76 GB after loading).
-ADDRESS_SPACE_HEADROOM = 2 << 30
+# The worker's address space beyond its DuckDB memory limit and the rows in transit
+# (address_space): Python, duckdb and the worker's threads reserve ~0.55 GB however small
+# the rows (bench/sql.py: VmPeak over the memory limit, the worst of its queries). Was
+# 2 GiB flat, sized when the worker loaded pyarrow (VmPeak 1.76 GB before any query).
+ADDRESS_SPACE_BASE = 1 << 30
+# A worker's DuckDB memory limit is this many times the JSON bytes of the rows it may
+# hold (loaded, plus sent since): they take about as much again as tables, and queries
+# work on top.
+ROWS_PER_MEMORY = 3
 MAX_SPILL_BYTES = 2 << 30  # what a query may write to its spill folder
 
-VIEWS = ("kb_collections", "kb_documents", "kb_chunks", "kb_graph_nodes", "kb_graph_edges")
 VIEW_HINT = "Views: kb_collections, kb_documents, kb_chunks (see the tool description for columns)"
 VIEWS_DOC = """        Views (this workspace only):
         - kb_collections(name, model, dim, chunking JSON, language, created_at, updated_at)
@@ -77,11 +71,6 @@ VIEWS_DOC = """        Views (this workspace only):
           kb_graph_edges(source, target, type, weight, properties JSON, collection_id,
           document_id), when the knowledge graph exists
         Read metadata with json_extract_string(metadata, '$.key')."""
-
-COLLECTIONS_SCHEMA: Schema = (
-    ("name", "VARCHAR"), ("model", "VARCHAR"), ("dim", "INTEGER"), ("chunking", "VARCHAR"),
-    ("language", "VARCHAR"), ("created_at", "VARCHAR"), ("updated_at", "VARCHAR"),
-)  # fmt: skip
 
 
 @dataclass
@@ -107,69 +96,14 @@ def refuse(why: str) -> ConfigError:
     )
 
 
-# -- the workspace's rows ----------------------------------------------------------------
-
-
-def table_json(table: Table) -> bytes:
-    """A table as the worker loads it: one JSON object holding a list per column."""
-    columns = dict(zip(table.column_names, table.columns, strict=True))
-    return json.dumps(columns, ensure_ascii=False, default=str).encode("utf-8")
-
-
-def _with_collection(tables: list[tuple[str, Table]], schema: Schema) -> Table:
-    """The tables of several collections as one, a ``collection`` column first."""
-    names = [name for name, table in tables for _ in range(table.num_rows)]
-    columns = tuple(
-        [value for _, table in tables for value in table.columns[i]] for i in range(len(schema))
-    )
-    return Table((("collection", "VARCHAR"), *schema), (names, *columns))
-
-
-def _graph_tables(storage: Storage, workspace: str) -> tuple[int, Table, Table]:
-    sql = storage.graph_sql
-    if sql is None or not storage.transaction(sql.has_schema):
-        return 0, Table.from_rows(GRAPH_NODES, []), Table.from_rows(GRAPH_EDGES, [])
-    version, nodes, edges = storage.transaction(lambda con: sql.load(con, workspace))
-    return version, nodes, edges
-
-
-def data_key(kb: KnowledgeBase) -> str:
-    """What the worker must hold: changes with every write to the workspace."""
-    records = kb.storage.list_collections(kb.workspace)
-    sql = kb.storage.graph_sql
-    graph = 0
-    if sql is not None and kb.storage.transaction(sql.has_schema):
-        graph = kb.storage.transaction(lambda con: sql.version(con, kb.workspace))
-    return json.dumps([kb.workspace, [(r.id, r.generation) for r in records], graph])
-
-
-def workspace_tables(kb: KnowledgeBase) -> dict[str, Table]:
-    """The five tables an agent may read, for ``kb``'s workspace only."""
-    storage = kb.storage
-    records = storage.list_collections(kb.workspace)
-    docs, chunks = [], []
-    for r in records:
-        d, c = storage.export_tables(r)
-        docs.append((r.name, d))
-        chunks.append((r.name, c))
-    collections = Table.from_rows(
-        COLLECTIONS_SCHEMA,
-        [
-            (r.name, r.model, r.dim, json.dumps(r.chunking), r.language, r.created_at, r.updated_at)
-            for r in records
-        ],
-    )
-    _, nodes, edges = _graph_tables(storage, kb.workspace)
-    return {
-        "kb_collections": collections,
-        "kb_documents": _with_collection(docs, EXPORT_DOCUMENTS),
-        "kb_chunks": _with_collection(chunks, EXPORT_CHUNKS),
-        "kb_graph_nodes": nodes,
-        "kb_graph_edges": edges,
-    }
-
-
 # -- the worker process ------------------------------------------------------------------
+
+
+def address_space(memory: int) -> int:
+    """The worker's address-space limit for a DuckDB ``memory`` limit (see
+    ADDRESS_SPACE_BASE): a worker is sent at most a third of ``memory`` in rows, and one
+    load or update holds what it was sent twice outside DuckDB."""
+    return memory + ADDRESS_SPACE_BASE + 2 * (memory // ROWS_PER_MEMORY)
 
 
 class QueryTimedOut(Exception):
@@ -179,41 +113,56 @@ class QueryTimedOut(Exception):
 class SQLEngine:
     """One worker process serving one workspace's agent SQL, one call at a time.
 
-    A worker holds one version of the rows: after a write, the next call starts a new
-    one (its configuration is locked, and its memory limit is sized to the rows)."""
+    A worker is loaded with the whole workspace once; after a write, the next call sends
+    it only what changed (``sql_rows.changes``). Its configuration is locked and its
+    memory limit sized to the first load, so once what it was sent outgrows that, the
+    next call starts a new one."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.proc: subprocess.Popen[bytes] | None = None
-        self.key: str | None = None
+        self.held: Held | None = None  # what the worker holds, once loaded
+        self.memory = 0  # its DuckDB memory limit
         self.spill_dir: str | None = None
+        self.lifeline: int | None = None  # the write end of the worker's lifeline pipe
 
     def _start(self, memory: int) -> subprocess.Popen[bytes]:
         self.stop()  # a worker that died on its own leaves its folder to us
         worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sql_worker.py")
         self.spill_dir = tempfile.mkdtemp(prefix="hybridkb-sql-")  # mode 0700, ours alone
-        # -I: isolated (no environment variables, no user site, no cwd on the path).
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", worker, self.spill_dir, str(memory + ADDRESS_SPACE_HEADROOM)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            close_fds=True,
-            # Nothing of ours to read in its environment either.
-            env={"LANG": "C.UTF-8", "PATH": os.defpath},
-        )
-        self.key = None
+        # The worker's lifeline: we hold the only write end (not inherited by any other
+        # child), so the kernel closes it when this process dies, however it dies.
+        lifeline, self.lifeline = os.pipe()
+        try:
+            args = [self.spill_dir, str(address_space(memory)), str(lifeline)]
+            # -I: isolated (no environment variables, no user site, no cwd on the path).
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", worker, *args, str(os.getpid())],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                close_fds=True,
+                pass_fds=(lifeline,),
+                # Nothing of ours to read in its environment either.
+                env={"LANG": "C.UTF-8", "PATH": os.defpath},
+            )
+        finally:
+            os.close(lifeline)
+        self.held = None
         return self.proc
 
     def stop(self) -> None:
         """Kill the worker (if it runs) and remove its spill folder, whatever ended it."""
-        proc, self.proc, self.key = self.proc, None, None
+        proc, self.proc, self.held = self.proc, None, None
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait()
         for stream in (proc.stdin, proc.stdout) if proc is not None else ():
             if stream is not None:
                 stream.close()
+        lifeline, self.lifeline = self.lifeline, None
+        if lifeline is not None:
+            os.close(lifeline)
         spill_dir, self.spill_dir = self.spill_dir, None
         if spill_dir is not None:
             shutil.rmtree(spill_dir, ignore_errors=True)
@@ -254,8 +203,48 @@ class SQLEngine:
             out += chunk
         return bytes(out)
 
+    def _refresh(self, kb: OpenWorkspace) -> bool:
+        """Bring the worker up to date with ``kb``'s workspace: start and load one, or send
+        the one running what changed. Returns whether anything was sent."""
+        if self.held is not None and self.proc is not None and self.proc.poll() is None:
+            shipment = changes(kb, self.held)
+            if shipment is None:
+                return False
+            blobs = shipment.blobs()
+            size = sum(len(b) for b in blobs)
+            if ROWS_PER_MEMORY * (self.held.sent + size) <= self.memory:
+                self._send("update", shipment, blobs)
+                self.held = shipment.held
+                self.held.sent += size
+                return True
+        shipment = everything(kb)
+        blobs = shipment.blobs()
+        size = sum(len(b) for b in blobs)
+        self.memory = max(MIN_MEMORY_BYTES, ROWS_PER_MEMORY * size)
+        self._start(self.memory)
+        self._send("load", shipment, blobs)
+        self.held = shipment.held
+        self.held.sent = size
+        return True
+
+    def _send(self, op: str, shipment: Shipment, blobs: list[bytes]) -> None:
+        """Send rows (``load``: the first; ``update``: what changed) and wait for the worker."""
+        header = {"op": op, "sizes": [len(b) for b in blobs],
+                  "schemas": [shipment.tables[name].schema for name in VIEWS],
+                  "drop": shipment.drop, "graph_drop": shipment.graph_drop,
+                  "memory_limit": f"{self.memory}B", "max_spill": f"{MAX_SPILL_BYTES}B"}  # fmt: skip
+        try:
+            answer = self._call(header, b"".join(blobs), time.monotonic() + LOAD_TIMEOUT)
+        except QueryTimedOut as exc:
+            raise BackendError(
+                f"sql: loading the workspace took over {LOAD_TIMEOUT:g}s; try again"
+            ) from exc
+        if not answer.get("ok"):
+            self.stop()
+            raise BackendError(f"sql: cannot load the workspace ({answer.get('error')})")
+
     def run(
-        self, kb: KnowledgeBase, sql: str, *, max_rows: int, max_bytes: int, timeout: float
+        self, kb: OpenWorkspace, sql: str, *, max_rows: int, max_bytes: int, timeout: float
     ) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         # Wait for the worker no longer than the call's own limit: calls queued behind a
@@ -263,25 +252,7 @@ class SQLEngine:
         if not self.lock.acquire(timeout=timeout):
             raise QueryTimedOut
         try:
-            key = data_key(kb)
-            if key != self.key or self.proc is None or self.proc.poll() is not None:
-                tables = workspace_tables(kb)
-                blobs = [table_json(tables[name]) for name in VIEWS]
-                memory = max(MIN_MEMORY_BYTES, 3 * sum(len(b) for b in blobs))
-                self._start(memory)
-                header = {"op": "load", "key": key, "sizes": [len(b) for b in blobs],
-                          "schemas": [tables[name].schema for name in VIEWS],
-                          "memory_limit": f"{memory}B", "max_spill": f"{MAX_SPILL_BYTES}B"}  # fmt: skip
-                try:
-                    answer = self._call(header, b"".join(blobs), time.monotonic() + LOAD_TIMEOUT)
-                except QueryTimedOut as exc:
-                    raise BackendError(
-                        f"sql: loading the workspace took over {LOAD_TIMEOUT:g}s; try again"
-                    ) from exc
-                if not answer.get("ok"):
-                    self.stop()
-                    raise BackendError(f"sql: cannot load the workspace ({answer.get('error')})")
-                self.key = key
+            if self._refresh(kb):
                 # Loading is not the agent's query: after a load it gets its whole limit.
                 deadline = time.monotonic() + timeout
             request = {"op": "query", "sql": sql, "max_rows": max_rows, "max_bytes": max_bytes}
@@ -295,7 +266,7 @@ _ENGINES_LOCK = threading.Lock()
 _ALL: weakref.WeakSet[SQLEngine] = weakref.WeakSet()
 
 
-def engine_for(kb: KnowledgeBase) -> SQLEngine:
+def engine_for(kb: OpenWorkspace) -> SQLEngine:
     """The worker of ``kb``'s store and workspace (started on first use)."""
     with _ENGINES_LOCK:
         per_store = _ENGINES.setdefault(kb.storage, {})
@@ -316,40 +287,16 @@ def _stop_all() -> None:
 # -- the entry point ---------------------------------------------------------------------
 
 
-def run_sql(
-    kb: KnowledgeBaseAPI,
-    sql: str,
-    *,
-    max_rows: int = DEFAULT_MAX_ROWS,
-    timeout: float = DEFAULT_TIMEOUT,
-    max_bytes: int = DEFAULT_MAX_BYTES,
-) -> SQLResult:
-    """Run one checked, read-only SELECT over the workspace views of ``kb``
-    (``kb.sql``: on a client of an owner, the owner runs it with the same checks).
-
-    Raises:
-        ConfigError: a refused statement, a SQL error, or too slow (stopped at ``timeout``).
-        BackendError: the engine could not be started or loaded.
-    """
-    return kb.sql(sql, max_rows=max_rows, timeout=timeout, max_bytes=max_bytes)
-
-
-def sql_from_dict(found: dict[str, Any]) -> SQLResult:
-    """A result sent as ``SQLResult.to_dict()`` (by the owner) rebuilt."""
-    return SQLResult(
-        list(found["columns"]), [tuple(r) for r in found["rows"]], found["truncated"], found["sql"]
-    )
-
-
 def sql_here(
-    kb: KnowledgeBase,
+    kb: OpenWorkspace,
     sql: str,
     *,
     max_rows: int = DEFAULT_MAX_ROWS,
     timeout: float = DEFAULT_TIMEOUT,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> SQLResult:
-    """:func:`run_sql` in the process that opened the store.
+    """Run one checked, read-only SELECT over the workspace views of ``kb`` (the store
+    this process opened: ``KnowledgeBase.sql`` runs it here or in the owner).
 
     Raises:
         ConfigError: a refused statement, a SQL error, or too slow (stopped at ``timeout``).

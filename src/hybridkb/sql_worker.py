@@ -11,27 +11,37 @@ functions, and functions from :data:`ALLOWED_FUNCTIONS`; anything else is refuse
 before it is bound. The parent kills this process when a query overruns its time
 limit, since a query may compute without ever checking for interruption.
 
-It runs with two arguments from its parent: a private folder (mode 0700, made by
+It runs with four arguments from its parent: a private folder (mode 0700, made by
 the parent with ``tempfile.mkdtemp``) that is DuckDB's ``temp_directory`` (an
 in-memory DuckDB otherwise spills into ``.tmp`` under the working folder, shared by
 every worker started there), and an address-space limit it sets on itself before
 importing duckdb (``RLIMIT_AS``: DuckDB's ``memory_limit`` does not count every
-allocation, and a query reached 3-4 GB under it). When its parent goes away it
-removes the folder itself; when it is killed, the parent does.
+allocation, and a query reached 3-4 GB under it); then the read end of its lifeline pipe
+and its parent's pid. When it is killed, the parent removes
+the folder. When the parent goes away, even killed in the middle of a query (an MCP host
+killing its server, the OOM killer), the worker notices within moments (a lifeline pipe,
+and the parent-death signal on Linux: :func:`follow_parent`), stops the query, removes
+the folder and exits, rather than computing on with no one to answer and no time limit.
 
-Protocol (both directions): a 4-byte big-endian length, a JSON header, then for
-``load`` that many bytes per table (lengths and column types in the header): a UTF-8
-JSON object holding a list of values per column, which DuckDB parses itself.
+Protocol (both directions): an 8-byte header (the JSON header's and the body's
+big-endian lengths), the JSON header, then for ``load`` (the first rows) and ``update``
+(what changed since: the documents to drop first, then rows to add) the bytes of each
+table (lengths and column types in the header): a UTF-8 JSON object holding a list of
+values per column, which DuckDB parses itself.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import select
 import shutil
+import signal
 import struct
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 TABLES = ("kb_collections", "kb_documents", "kb_chunks", "kb_graph_nodes", "kb_graph_edges")
@@ -255,16 +265,51 @@ class Engine:
         )
         # Its progress bar would print on stdout, which is the protocol channel.
         self.con.execute("SET enable_progress_bar = false")
-        self.key: str | None = None
         self.locked = False
 
-    def load(self, key: str, tables: dict[str, bytes], schemas: dict[str, list[list[str]]]) -> None:
-        """Replace the five tables by the rows sent (see load_sql), noting their ``key``."""
+    def load(self, tables: dict[str, memoryview], schemas: dict[str, list[list[str]]]) -> None:
+        """Make the five tables of the rows sent (see rows_sql)."""
         for name in TABLES:
             self.con.execute(f"DROP TABLE IF EXISTS {name}")
         for name in TABLES:
-            self.con.execute(load_sql(name, schemas[name]), [tables[name].decode("utf-8")])
-        self.key = key
+            select = rows_sql(schemas[name])
+            self.con.execute(f"CREATE TABLE {name} AS {select}", [str(tables[name], "utf-8")])
+
+    def update(
+        self,
+        tables: dict[str, memoryview],
+        schemas: dict[str, list[list[str]]],
+        drop: list[tuple[str, list[str] | None]],
+        graph_drop: list[str],
+    ) -> None:
+        """Apply what changed since the load, all or nothing: the catalog replaced, the
+        documents of ``drop`` (collection, ids; None: all) and the graph rows of
+        ``graph_drop`` ("collection_id:document_id") deleted, then the rows sent added."""
+        ids_in = "IN (SELECT unnest(from_json(?, '[\"VARCHAR\"]')))"
+        provenance = "(CAST(collection_id AS VARCHAR) || ':' || document_id)"
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            self.con.execute("DELETE FROM kb_collections")
+            for collection, ids in drop:
+                for name in ("kb_documents", "kb_chunks"):
+                    if ids is None:
+                        self.con.execute(f"DELETE FROM {name} WHERE collection = ?", [collection])
+                    else:
+                        self.con.execute(
+                            f"DELETE FROM {name} WHERE collection = ? AND document_id {ids_in}",
+                            [collection, json.dumps(ids)],
+                        )
+            if graph_drop:
+                for name in ("kb_graph_nodes", "kb_graph_edges"):
+                    sql = f"DELETE FROM {name} WHERE {provenance} {ids_in}"
+                    self.con.execute(sql, [json.dumps(graph_drop)])
+            for name in TABLES:
+                select = rows_sql(schemas[name])
+                self.con.execute(f"INSERT INTO {name} {select}", [str(tables[name], "utf-8")])
+            self.con.execute("COMMIT")
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
 
     def _one(self, sql: str, param: str) -> Any:
         row = self.con.execute(sql, [param]).fetchone()
@@ -343,9 +388,9 @@ def limit_address_space(limit: int) -> None:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-def load_sql(table: str, schema: list[list[str]]) -> str:
-    """CREATE TABLE ``table`` from one JSON parameter holding a list per column, each
-    column cast to its type (timestamps arrive as text)."""
+def rows_sql(schema: list[list[str]]) -> str:
+    """A SELECT of the rows in one JSON parameter holding a list per column, each column
+    cast to its type (timestamps arrive as text)."""
     for name, sql_type in schema:
         if not re.fullmatch(r"[a-z_]+", name) or not re.fullmatch(r"[A-Z]+", sql_type):
             raise Refused(f"bad column {name!r} {sql_type!r}")
@@ -353,63 +398,147 @@ def load_sql(table: str, schema: list[list[str]]) -> str:
     unnested = ", ".join(f"unnest(j.{name}) AS {name}" for name, _ in schema)
     cast = ", ".join(f"CAST({name} AS {sql_type}) AS {name}" for name, sql_type in schema)
     return (
-        f"CREATE TABLE {table} AS SELECT {cast} FROM (SELECT {unnested}"
+        f"SELECT {cast} FROM (SELECT {unnested}"
         f" FROM (SELECT from_json(?, '{json.dumps(parsed)}') AS j))"
     )
 
 
 def main(argv: list[str]) -> int:
-    """The worker's entry: ``argv`` is the spill folder and the address-space limit; the
-    spill folder is removed when the parent goes away."""
+    """The worker's entry: ``argv`` is the spill folder, the address-space limit, the read
+    end of the lifeline pipe and the parent's pid; the spill folder is removed when the
+    parent goes away, whatever the worker is doing then."""
     spill_dir, address_space = argv[0], int(argv[1])
+    lifeline, parent = int(argv[2]), int(argv[3])
     limit_address_space(address_space)
+    worker = Worker(spill_dir)
+    follow_parent(lifeline, parent, worker.orphaned)
     try:
-        return serve(spill_dir)
+        return worker.serve()
     finally:
         shutil.rmtree(spill_dir, ignore_errors=True)  # the parent went away
 
 
-def serve(spill_dir: str) -> int:
-    """Answer the parent's frames on stdin/stdout (``load`` then ``query``...) until stdin
-    closes; returns the exit code."""
-    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
-    engine: Engine | None = None
-    while True:
-        frame = read_frame(stdin)
-        if frame is None:
-            return 0  # the parent went away
-        header, body = frame
-        try:
-            if header["op"] == "load":
-                if engine is None:
-                    engine = Engine(
-                        str(header["memory_limit"]), spill_dir, str(header["max_spill"])
-                    )
-                parts, at = {}, 0
-                for name, size in zip(TABLES, header["sizes"], strict=True):
-                    parts[name] = body[at : at + size]
-                    at += size
-                schemas = dict(zip(TABLES, header["schemas"], strict=True))
-                engine.load(str(header["key"]), parts, schemas)
-                engine.lock()
-                write_frame(stdout, {"ok": True})
-            elif header["op"] == "query":
-                assert engine is not None
-                write_frame(
-                    stdout,
-                    engine.query(
-                        str(header["sql"]), int(header["max_rows"]), int(header["max_bytes"])
-                    ),
+class Worker:
+    """This process: its engine (made by the first ``load``) and its spill folder."""
+
+    def __init__(self, spill_dir: str) -> None:
+        self.spill_dir = spill_dir
+        self.engine: Engine | None = None
+
+    def orphaned(self) -> None:
+        """The parent is gone (killed, perhaps mid-query): stop the query, remove the spill
+        folder and exit now. Nobody will read an answer, and nobody else knows the folder."""
+        engine = self.engine
+        if engine is not None:
+            engine.con.interrupt()  # no new spill file once the query sees it
+        # A spill file created while the folder was being emptied makes rmtree fail
+        # (ENOTEMPTY); once the folder is gone DuckDB cannot create one in it.
+        for _ in range(10):
+            shutil.rmtree(self.spill_dir, ignore_errors=True)
+            if not os.path.lexists(self.spill_dir):
+                break
+        os._exit(0)  # the main thread may be deep in a query that never checks for interrupts
+
+    def serve(self) -> int:
+        """Answer the parent's frames on stdin/stdout (``load`` then ``query``...) until stdin
+        closes; returns the exit code."""
+        stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+        while True:
+            frame = read_frame(stdin)
+            if frame is None:
+                return 0  # the parent went away
+            try:
+                write_frame(stdout, self.answer(*frame))
+            except Refused as exc:
+                write_frame(stdout, {"ok": False, "kind": "refused", "error": str(exc)})
+            except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it
+                text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
+                error = f"{type(exc).__name__}: {text}"
+                write_frame(stdout, {"ok": False, "kind": "internal", "error": error})
+
+    def answer(self, header: dict[str, Any], body: bytes) -> dict[str, Any]:
+        """The answer to one request: ``load`` (the tables) or ``query``."""
+        if header["op"] in ("load", "update"):
+            parts, at, whole = {}, 0, memoryview(body)
+            for name, size in zip(TABLES, header["sizes"], strict=True):
+                parts[name] = whole[at : at + size]  # no copy: each is decoded once
+                at += size
+            schemas = dict(zip(TABLES, header["schemas"], strict=True))
+            if header["op"] == "update":
+                assert self.engine is not None
+                drop = [(str(c), None if ids is None else [str(i) for i in ids])
+                        for c, ids in header["drop"]]  # fmt: skip
+                graph_drop = [str(k) for k in header["graph_drop"]]
+                self.engine.update(parts, schemas, drop, graph_drop)
+                return {"ok": True}
+            if self.engine is None:
+                self.engine = Engine(
+                    str(header["memory_limit"]), self.spill_dir, str(header["max_spill"])
                 )
-            else:
-                write_frame(stdout, {"ok": False, "kind": "refused", "error": "unknown request"})
-        except Refused as exc:
-            write_frame(stdout, {"ok": False, "kind": "refused", "error": str(exc)})
-        except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises it
-            text = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ""
-            write_frame(
-                stdout, {"ok": False, "kind": "internal", "error": f"{type(exc).__name__}: {text}"}
+            self.engine.load(parts, schemas)
+            self.engine.lock()
+            return {"ok": True}
+        if header["op"] == "query":
+            assert self.engine is not None
+            return self.engine.query(
+                str(header["sql"]), int(header["max_rows"]), int(header["max_bytes"])
             )
+        return {"ok": False, "kind": "refused", "error": "unknown request"}
+
+
+# -- noticing the parent's death ---------------------------------------------------------
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+# The signal the kernel sends when the parent dies (Linux). Not SIGTERM: that keeps its
+# usual meaning, and this one is ignored unless the parent really is gone (see below).
+PARENT_DIED = getattr(signal, "SIGUSR1", None)
+
+
+def ask_kernel_to_signal_parent_death() -> bool:
+    """PR_SET_PDEATHSIG (Linux): the kernel signals this process when its parent dies, even
+    when some other process still holds the lifeline's write end. Returns whether it is
+    set. The kernel signals the death of the parent *thread*, so a signal while
+    ``getppid()`` is still the parent is a thread of a live parent ending: ignored."""
+    if not sys.platform.startswith("linux") or PARENT_DIED is None:
+        return False
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(PR_SET_PDEATHSIG, int(PARENT_DIED), 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def follow_parent(lifeline: int, parent: int, orphaned: Callable[[], None]) -> None:
+    """Call ``orphaned`` (from a thread) as soon as the parent process ``parent`` is gone.
+
+    Two signs, because the main thread may spend minutes inside one DuckDB call and never
+    read stdin: end of file on ``lifeline`` (a pipe whose only write end the parent holds:
+    the kernel closes it when the parent dies, on every POSIX system), and on Linux the
+    parent-death signal, whose Python handler could not run while the main thread is in
+    DuckDB, so its C-level handler wakes the thread through ``set_wakeup_fd``.
+    """
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
+    if PARENT_DIED is not None:
+        signal.signal(PARENT_DIED, lambda *_: None)  # the wakeup fd does the work
+        signal.set_wakeup_fd(wake_write, warn_on_full_buffer=False)
+        ask_kernel_to_signal_parent_death()
+
+    def gone() -> bool:
+        return os.getppid() != parent  # reparented: the parent has died
+
+    def watch() -> None:
+        while not gone():
+            ready = select.select([lifeline, wake_read], [], [])[0]
+            if lifeline in ready and not os.read(lifeline, 64):
+                break  # end of file: the parent's write end is closed
+            if wake_read in ready:
+                os.read(wake_read, 64)
+        orphaned()
+
+    threading.Thread(target=watch, name="hybridkb-sql-parent", daemon=True).start()
 
 
 if __name__ == "__main__":

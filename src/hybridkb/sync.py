@@ -14,15 +14,20 @@ their file states (size, modification time and content hash as last read):
   ``Collection.delete`` (chunks, vectors, keyword postings, graph provenance).
 
 A document is only removed when its folder could be listed: a folder that cannot be
-read (permissions, a disk gone away) protects what is stored from it. Every step is a
-write of its own and the file states are a cache, so a sync killed at any point
-converges on the next run.
+read (permissions) protects what is stored from it, and so does a source that is
+missing (a drive unmounted, a share gone: it may come back; a mount point that shows
+the empty folder below it counts as missing) or no longer the folder
+that was added (it, or a folder above it, replaced by a link: never walked through,
+``statwalk.open_root``). Such a source is reported once; only removing it
+(``Collection.remove_source``) removes its documents. Every step is a write of its own
+and the file states are a cache, so a sync killed at any point converges on the next
+run.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -32,9 +37,9 @@ from .chunking import contextual_text
 from .errors import KBError
 from .files import allowed_root, open_file, resolve
 from .ingest import IngestContext, document_id_for_path, ingest_files, signature
-from .loaders import SUPPORTED_EXTENSIONS, file_sha256
+from .loaders import file_sha256
 from .normalize import display_name, printable
-from .statwalk import Found, inside, stat_walk
+from .statwalk import Found, Root, RootRefused, inside, open_root, stat_walk
 from .storage.base import (
     CollectionRecord,
     DocumentRecord,
@@ -59,7 +64,9 @@ def remember_sources(
     allowed: Sequence[Path] | None,
     metadata: dict[str, Any],
 ) -> None:
-    """Record each existing folder or file named in an add as a source of ``coll``."""
+    """Record each existing folder or file named in an add as a source of ``coll``,
+    synced now (the add has just read it whole)."""
+    recorded = []
     for raw in paths:
         try:
             real = resolve(Path(raw))
@@ -67,7 +74,18 @@ def remember_sources(
             continue  # the add reported it
         if not real.exists() or (allowed is not None and allowed_root(real, allowed) is None):
             continue
-        storage.put_source(coll, SourceRecord(path=str(real), metadata=dict(metadata)))
+        device: int | None = None
+        parent: int | None = None
+        try:  # a mount point unmounted later shows as an empty folder: see statwalk.open_root
+            device, parent = os.stat(real).st_dev, os.stat(real.parent).st_dev
+        except OSError:
+            pass
+        record = SourceRecord(
+            path=str(real), metadata=dict(metadata), device=device, parent_device=parent
+        )
+        storage.put_source(coll, record)
+        recorded.append(str(real))
+    storage.mark_synced(coll, recorded)
 
 
 def in_source(path: str, source: SourceRecord) -> bool:
@@ -100,6 +118,7 @@ class Plan:
     moves: list[tuple[DocumentRecord, Seen, str]] = field(default_factory=list)  # + hash
     vanished: dict[str, DocumentRecord] = field(default_factory=dict)
     docs: dict[str, DocumentRecord] = field(default_factory=dict)  # stored, from files
+    walked: list[str] = field(default_factory=list)  # sources looked at whole
     report: SyncReport = field(default_factory=lambda: SyncReport(""))
 
 
@@ -159,9 +178,8 @@ def plan_sync(
                 docs[doc_id] = doc
         return docs.get(doc_id)
 
-    sig = signature(coll)
-    seen: set[str] = set()
-    protected: list[str] = []  # paths that could not be looked at: keep their documents
+    walk = Walk(plan, stored, states, signature(coll), busy)
+    protected = walk.protected
     looked: list[tuple[SourceRecord, str]] = []  # (source, where it was walked)
     for source in sources:
         if allowed is not None and allowed_root(Path(source.path), allowed) is None:
@@ -176,83 +194,86 @@ def plan_sync(
             )
             protected.append(source.path)
             continue
-        for start in _starts(source, scope):
-            looked.append((source, start))
-            for item in _walk(source, start):
-                if isinstance(item, FailedFile):
-                    report.failed.append(item)
-                    if item.path:
-                        protected.append(item.path)
-                    continue
-                if isinstance(item, SkippedFile):
-                    report.skipped.append(item)
-                    continue
-                path, st = item
-                doc_id = document_id_for_path(path)
-                if doc_id in seen:
-                    continue
-                seen.add(doc_id)
-                if path in busy:
-                    report.skipped.append(
-                        SkippedFile(
-                            display_name(path), "still changing; read once it settles", path
-                        )
-                    )
-                    continue
-                found = Seen(path, doc_id, st.st_size, st.st_mtime_ns, source)
-                doc = stored(doc_id)
-                state = states.get(doc_id)
-                if doc is None:
-                    plan.new.append(found)
-                elif (
-                    state is not None
-                    and state.size == found.size
-                    and state.mtime_ns == found.mtime_ns
-                    and state.content_hash == doc.content_hash
-                    and doc.signature == sig
-                ):
-                    report.unchanged.append(
-                        FileResult(doc.filename or "", doc_id, doc.chunk_count, [], doc.path)
-                    )
-                else:
-                    plan.changed.append(found)
+        root = open_root(source.path, mount_point=source.mount_point)
+        if isinstance(root, RootRefused):  # said once; nothing listed, nothing removed
+            report.failed.append(root.failed)
+            protected.append(source.path)
+            continue
+        with root:
+            for start in _starts(source, scope):
+                looked.append((source, start))
+                walk.look(root, source, start)
+                if start == source.path:
+                    plan.walked.append(source.path)
     if scope is not None:  # the documents that may be gone: those recorded under the scope
         for state in states.values():
             if any(inside(state.path, start) for _, start in looked):
                 stored(state.document_id)
     for doc_id, doc in docs.items():
         path = doc.path or ""
-        if doc_id in seen or any(inside(path, p) for p in protected):
+        if doc_id in walk.seen or any(inside(path, p) for p in protected):
             continue
         if any(in_source(path, src) and inside(path, start) for src, start in looked):
             plan.vanished[doc_id] = doc
-    _find_moves(plan, sig, allowed)
+    _find_moves(plan, walk.sig, allowed)
     return plan
 
 
-def _walk(source: SourceRecord, start: str) -> Iterator[Found | FailedFile | SkippedFile]:
-    """``stat_walk`` of ``start`` inside ``source``, saying when the source is gone."""
-    if not os.path.lexists(start):
-        if start == source.path:
-            reason = "no longer exists; its documents were removed"
-            yield SkippedFile(display_name(start), reason, start)
-        return  # a path of the scope that is gone: its documents are found gone
-    if start != source.path:
-        real = os.path.realpath(start)
-        if not inside(real, source.path):
-            yield FailedFile(
-                display_name(start),
-                f"{display_name(start)}: links outside the folder being synced; not followed",
-                "access_denied",
-                start,
+@dataclass
+class Walk:
+    """What the walks of one sync share: the plan they fill, the stored side to compare
+    with, and the files seen and paths protected so far."""
+
+    plan: Plan
+    stored: Callable[[str], DocumentRecord | None]
+    states: dict[str, FileState]
+    sig: str
+    busy: Collection[str]
+    seen: set[str] = field(default_factory=set)  # document ids found on disk
+    protected: list[str] = field(default_factory=list)  # not looked at: documents kept
+
+    def look(self, root: Root, source: SourceRecord, start: str) -> None:
+        """Walk ``start`` (inside ``source``), sorting what it finds into the plan."""
+        for item in stat_walk(root, start, recursive=source.recursive, types=source.types):
+            self._sort(item, source)
+
+    def _sort(self, item: Found | FailedFile | SkippedFile, source: SourceRecord) -> None:
+        plan, report = self.plan, self.plan.report
+        if isinstance(item, FailedFile):
+            report.failed.append(item)
+            if item.path:
+                self.protected.append(item.path)
+            return
+        if isinstance(item, SkippedFile):
+            report.skipped.append(item)
+            return
+        path, st = item
+        doc_id = document_id_for_path(path)
+        if doc_id in self.seen:
+            return
+        self.seen.add(doc_id)
+        if path in self.busy:
+            report.skipped.append(
+                SkippedFile(display_name(path), "still changing; read once it settles", path)
             )
             return
-        if os.path.isfile(real) and Path(real).suffix.lower() not in (
-            source.types or SUPPORTED_EXTENSIONS
+        found = Seen(path, doc_id, st.st_size, st.st_mtime_ns, source)
+        doc = self.stored(doc_id)
+        state = self.states.get(doc_id)
+        if doc is None:
+            plan.new.append(found)
+        elif (
+            state is not None
+            and state.size == found.size
+            and state.mtime_ns == found.mtime_ns
+            and state.content_hash == doc.content_hash
+            and doc.signature == self.sig
         ):
-            return  # a file of another type: nothing to say on every event
-        start = real
-    yield from stat_walk(start, recursive=source.recursive, types=source.types)
+            report.unchanged.append(
+                FileResult(doc.filename or "", doc_id, doc.chunk_count, [], doc.path)
+            )
+        else:
+            plan.changed.append(found)
 
 
 def _find_moves(plan: Plan, sig: str, allowed: Sequence[Path] | None) -> None:
@@ -408,6 +429,8 @@ def sync_collection(
             (report.updated if r.document_id in changed_ids else report.added).append(r)
         report.unchanged.extend(result.unchanged)
         report.failed.extend(result.failed)
+    # Last, so a sync cut short keeps the time of the last one that finished.
+    storage.mark_synced(coll, plan.walked)
     return report
 
 

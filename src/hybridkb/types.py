@@ -263,7 +263,7 @@ class CollectionInfo:
     created_at: str | None = None
     chunking: dict[str, Any] = field(default_factory=dict)
     workspace: str = "default"
-    # What the collection was added from (describe only): path, recursive, types.
+    # What the collection was added from (describe only): path, recursive, types, state.
     sources: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:

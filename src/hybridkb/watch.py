@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from .errors import KBError, attempt_import
 
 if TYPE_CHECKING:
-    from .api import KnowledgeBaseAPI
+    from .kb import KnowledgeBase
     from .types import SyncReport
 
 Report = Callable[["SyncReport"], None]
@@ -95,7 +95,7 @@ class Watcher:
 
     def __init__(
         self,
-        kb: KnowledgeBaseAPI,
+        kb: KnowledgeBase,
         names: Sequence[str] = (),
         *,
         options: WatchOptions = WatchOptions(),
@@ -149,7 +149,7 @@ class Watcher:
             roots = self.roots()
             folders = _watched(p for paths in roots.values() for p in paths)
             if not folders:
-                self.sync(self.collections())  # e.g. every source deleted: their documents go
+                self.sync(self.collections())  # every source missing: said, documents kept
                 self.stop.wait(RECHECK_SECONDS)  # nothing to watch: look for sources again
                 continue
             last_full = None  # the first batch of a new watch runs a full sync

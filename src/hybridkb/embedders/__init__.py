@@ -14,6 +14,7 @@ import warnings
 from importlib.util import find_spec
 
 from ..errors import MissingDependency, ModelUnavailable, NotExportable
+from ..lifecycle import process_owned
 from .base import TORCH_EXTRA, Embedder, FakeEmbedder, normalize_rows, validate_vectors
 from .progress import preparation
 from .recipe import FP32_ONNX, Recipe, cache_key, recipe_of
@@ -58,7 +59,9 @@ def get_embedder(
     ``onnx`` (float32), ``onnx-int8`` (the default int8 recipe) or ``torch``.
 
     With ``auto`` and no verdict on int8 for this CPU yet, the float32 graph serves at
-    once and int8 is judged in the background (:mod:`.judge`); once the verdict is in,
+    once, and int8 is judged in the background (:mod:`.judge`) where a program owns the
+    process (:func:`hybridkb.lifecycle.own_process`: the CLI, ``hybridkb mcp``; a library's
+    first use starts no process, and ``hybridkb setup`` judges); once the verdict is in,
     the next call loads what it chose. Collections keep the recipe they were made with.
     """
     if model_id == "fake" or model_id.startswith("fake:"):
@@ -80,7 +83,8 @@ def get_embedder(
             stand_in = backend == "auto" and recipe is None and recipe_of(found) == FP32_ONNX
             if stand_in and not _judged(model_id, cache_dir):
                 _STAND_INS.add(key)
-                _judge_later(model_id, cache_dir)
+                if process_owned():  # a library's first use starts no process
+                    _judge_later(model_id, cache_dir)
             _CACHE[key] = found
         return found
 

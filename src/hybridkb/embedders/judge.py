@@ -28,7 +28,7 @@ import threading
 import traceback
 from pathlib import Path
 
-from .onnx_export import lock_is_held
+from .onnx_files import lock_is_held
 from .onnx_model import default_cache_dir
 from .precision import JUDGE_LOCK, choose_int8, verdict_path
 
@@ -67,10 +67,11 @@ def judge_later(
         )
     else:
         flags, new_session = 0, True  # its own session: a Ctrl-C or a group kill spares it
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+    # verdict_path made the folder (a private one); the log is the user's alone too.
+    flags_w = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
     with _STARTED_LOCK:
         _STARTED[:] = [child for child in _STARTED if child.poll() is None]  # reap
-        with open(log_path, "wb") as log:
+        with os.fdopen(os.open(log_path, flags_w, 0o600), "wb") as log:
             # Never the caller's stdin/stdout: an MCP server's are the client's pipe.
             child = subprocess.Popen(  # noqa: S603 - our own module, our own interpreter
                 [sys.executable, "-m", "hybridkb.embedders.judge", model_id, str(cache)],

@@ -23,9 +23,12 @@ Cache layout (one folder per model id and weights hash, so changed weights re-ex
         .lock                held while exporting, so concurrent exporters wait
         mapped/              what a session loads: copies of those with the weights in a
                              side file that ONNX Runtime memory-maps (``ensure_mapped``)
+        graphs.json          the sha256 of each graph above (mapped copies included) and of
+                             the tokenizer, checked before a load (``onnx_files``)
 
 Every file is written to a temporary name and moved into place with ``os.replace``, so a
 reader never sees half a model, and each graph is verified against the first before it is kept.
+Every folder here is private (0700, checked: ``private_files.private_folder``), every file 0600.
 """
 
 from __future__ import annotations
@@ -33,9 +36,9 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -52,11 +55,6 @@ from .onnx_model import (
     spec_text,
 )
 from .recipe import Recipe
-
-if TYPE_CHECKING:
-    # Imported in _executor(): a query is one batch, and a cold search paid 2-10 ms for
-    # the pool's module (queue, concurrent.futures) it never starts.
-    from concurrent.futures import ThreadPoolExecutor
 
 
 def physical_cores() -> int:
@@ -180,24 +178,11 @@ class OnnxEmbedder:
         self._tokenizer = load_tokenizer(self._spec)
         # encode_batch_fast (tokenizers >= 0.21) skips the character offsets we never use.
         self._encode = getattr(self._tokenizer, "encode_batch_fast", self._tokenizer.encode_batch)
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_pid = 0
-        self._pool_lock = threading.Lock()
         self.max_tokens = self._spec.max_seq_length
         hidden = first.get_outputs()[0].shape[-1]
         self.dim = hidden if isinstance(hidden, int) else 0
         if not self.dim:  # symbolic in the graph: ask the model
             self.dim = int(self.embed_documents(["dim"]).shape[1])
-
-    def _executor(self) -> ThreadPoolExecutor:
-        with self._pool_lock:
-            # A forked child inherits the pool object but not its threads: make a new one.
-            if self._pool is None or self._pool_pid != os.getpid():
-                from concurrent.futures import ThreadPoolExecutor
-
-                self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="hybridkb-onnx")
-                self._pool_pid = os.getpid()
-            return self._pool
 
     def _session(self, threads: int) -> Any:
         with self._sessions_lock:
@@ -221,13 +206,19 @@ class OnnxEmbedder:
         rows = [e.ids for e in self._encode([spec_text(t, self._spec) for t in texts])]
         batches = length_batches([len(r) for r in rows], self.batch_size, self.max_batch_tokens)
         token_ids = [np.array([rows[i] for i in b], dtype=np.int64) for b in batches]
-        results: Iterator[np.ndarray]
+        results: Iterable[np.ndarray]
         if len(batches) == 1:
-            results = iter([self._run(token_ids[0], self.lone_threads)])
+            results = [self._run(token_ids[0], self.lone_threads)]
         elif self.workers == 1:
             results = (self._run(ids, self.threads) for ids in token_ids)
         else:  # longest first, so the last calls to finish are short ones
-            results = self._executor().map(lambda ids: self._run(ids, self.threads), token_ids)
+            # Threads of this call only: a library's add leaves none running (issue 33);
+            # starting them costs microseconds beside a batch's milliseconds. Imported
+            # here: a query is one batch, and a cold search paid 2-10 ms for the module.
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(self.workers, thread_name_prefix="hybridkb-onnx") as pool:
+                results = list(pool.map(lambda ids: self._run(ids, self.threads), token_ids))
         out = np.empty((0, 0), dtype=np.float32)
         for batch, vectors in zip(batches, results, strict=True):
             if not out.size:

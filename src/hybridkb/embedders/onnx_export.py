@@ -14,9 +14,7 @@ import logging
 import os
 import re
 import shutil
-import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,8 +23,12 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, KBError, NotExportable, attempt_import
+from ..locations import CACHE_FIX
+from ..private_files import private_folder
+from . import onnx_files
 from .onnx_build import INPUTS as BUILT_INPUTS
 from .onnx_build import unbuildable, write_graph
+from .onnx_files import export_lock
 from .onnx_model import (
     FUSED_FILE,
     MIN_EXPORT_COSINE,
@@ -119,60 +121,6 @@ class Int8Recipe:
 DEFAULT_INT8 = Int8Recipe(name="pc")
 # The candidate for CPUs where DEFAULT_INT8 loses agreement (precision.py measures both).
 REDUCED_INT8 = Int8Recipe(name="pcr", reduce_range=True)
-
-
-@contextlib.contextmanager
-def export_lock(folder: Path, name: str = ".lock") -> Iterator[None]:
-    """Exclusive lock across processes; the OS drops it if the holder dies. Not
-    re-entrant: a holder taking the same ``name`` again would wait for itself."""
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / name, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
-            import msvcrt
-
-            while True:
-                try:
-                    msvcrt.locking(fd, msvcrt.LK_LOCK, 1)
-                    break
-                except OSError:  # LK_LOCK gives up after ~10 s; an export takes longer
-                    time.sleep(1)
-        else:
-            import fcntl
-
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
-def lock_is_held(folder: Path, name: str = ".lock") -> bool:
-    """Whether another process holds :func:`export_lock` ``name`` in ``folder`` now (a
-    look that never waits; a folder or lock file that does not exist is not held)."""
-    try:
-        fd = os.open(folder / name, os.O_RDWR)
-    except OSError:
-        return False
-    try:
-        if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
-            import msvcrt
-
-            try:
-                msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-            except OSError:
-                return True
-            msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
-            return False
-        import fcntl
-
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
 
 
 def export_fp32(
@@ -436,31 +384,48 @@ def ensure_exported(
         raise ConfigError(f"graph must be one of {sorted(files)}, not {graph!r}")
     fp32 = folder / files[graph]
     target = folder / f"{fp32.stem}-int8-{recipe.key}.onnx" if recipe else fp32
-    if target.exists():
+    tokenizer = spec.folder / "tokenizer.json"
+    if target.exists() and onnx_files.check(folder, target) == "ok":
+        onnx_files.check_tokenizer(folder, tokenizer, model_id)
         return target
     with export_lock(folder):
-        if target.exists():  # another process finished it while we waited
-            return target
+        if target.exists() and onnx_files.trusted(folder, target, "ONNX graph"):
+            onnx_files.check_tokenizer(folder, tokenizer, model_id)
+            return target  # another process finished it while we waited
         for stale in folder.glob(".*.tmp"):  # left by a killed exporter; we hold the lock
             stale.unlink(missing_ok=True)
-        fresh = not (folder / SERVE_FILE).exists()
+        # The float32 graphs are made together; an int8 graph is made from one of them.
+        sources = dict.fromkeys([fp32, folder / SERVE_FILE])
+        fresh = not all(f.exists() and onnx_files.trusted(folder, f, "ONNX graph") for f in sources)
+        if not fresh:
+            onnx_files.check_tokenizer(folder, tokenizer, model_id)
         with export_progress(model_id, (3 if fresh else 0) + (1 if recipe else 0)) as step:
             if fresh:
-                try:
-                    meta = export_fp32(spec, folder, model_id, step)
-                except KBError:
-                    raise
-                except Exception as exc:  # noqa: BLE001 - torch.onnx.export fails many ways
-                    raise NotExportable(
-                        f"{model_id}: the ONNX export failed ({type(exc).__name__}: {exc}); "
-                        "use HYBRIDKB_EMBEDDING_BACKEND=torch"
-                    ) from exc
-                meta.update(model_id=model_id, max_seq_length=spec.max_seq_length)
-                atomic_write(folder / "export.json", lambda t: t.write_text(json.dumps(meta)))
+                _export_fresh(spec, folder, model_id, step)
             if recipe:
                 _quantize(fp32, target, recipe)
+                onnx_files.record(folder, [target])
                 step("quantised")
     return target
+
+
+def _export_fresh(
+    spec: ModelSpec, folder: Path, model_id: str, step: Callable[[str], None]
+) -> None:
+    """Make the float32 graphs and record them with the tokenizer they were built for."""
+    try:
+        meta = export_fp32(spec, folder, model_id, step)
+    except KBError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - torch.onnx.export fails many ways
+        raise NotExportable(
+            f"{model_id}: the ONNX export failed ({type(exc).__name__}: {exc}); "
+            "use HYBRIDKB_EMBEDDING_BACKEND=torch"
+        ) from exc
+    meta.update(model_id=model_id, max_seq_length=spec.max_seq_length)
+    atomic_write(folder / "export.json", lambda t: t.write_text(json.dumps(meta)))
+    onnx_files.record(folder, [folder / n for n in (RAW_FILE, FUSED_FILE, SERVE_FILE)])
+    onnx_files.record_tokenizer(folder, spec.folder / "tokenizer.json")
 
 
 MAPPED_FOLDER = "mapped"
@@ -484,13 +449,14 @@ def ensure_mapped(model: Path) -> Path:
     folder = model.parent / MAPPED_FOLDER
     twin = folder / f"{model.stem}-{st.st_size:x}-{st.st_mtime_ns:x}.onnx"
     data = twin.with_name(twin.name + ".data")
-    if twin.exists() and data.exists():
+    pair = (twin, data)
+    if all(p.exists() and onnx_files.check(model.parent, p) == "ok" for p in pair):
         return twin
     onnx = attempt_import("onnx", "onnx")
-    folder.mkdir(exist_ok=True)
+    private_folder(folder, secret=False, fix=CACHE_FIX)
     with export_lock(folder):
-        if twin.exists() and data.exists():  # another process made it while we waited
-            return twin
+        if all(p.exists() and onnx_files.trusted(model.parent, p, "ONNX graph") for p in pair):
+            return twin  # another process made it while we waited
         for stale in folder.glob(".tmp-*"):  # left by a killed writer; we hold the lock
             shutil.rmtree(stale, ignore_errors=True)
         proto = onnx.load(str(model))
@@ -504,12 +470,17 @@ def ensure_mapped(model: Path) -> Path:
                 size_threshold=1024,
             )
             (Path(tmp) / data.name).touch()  # a model with no large tensor writes none
+            for written in pair:  # onnx writes as the umask allows: ours are 0600
+                os.chmod(Path(tmp) / written.name, 0o600)
             os.replace(Path(tmp) / data.name, data)
             os.replace(Path(tmp) / twin.name, twin)
+        onnx_files.record(model.parent, pair)
         earlier = re.compile(re.escape(model.stem) + r"-[0-9a-f]+-[0-9a-f]+\.onnx(\.data)?")
-        for old in folder.iterdir():
-            if earlier.fullmatch(old.name) and old.name not in (twin.name, data.name):
-                old.unlink(missing_ok=True)  # the copy of an earlier file of that name
+        gone = [old for old in folder.iterdir() if earlier.fullmatch(old.name) and old not in pair]
+        for old in gone:
+            old.unlink(missing_ok=True)  # the copy of an earlier file of that name
+        if gone:
+            onnx_files.forget(model.parent, gone)
     return twin
 
 

@@ -17,6 +17,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import ModelUnavailable, NotExportable, attempt_import
+from ..locations import CACHE_FIX
+from ..private_files import private_folder
 from .sentence import resolve_model_source
 
 # Bump when the export recipe changes so stale cached graphs are not reused.
@@ -158,21 +160,29 @@ def weights_digest(weights: Path, cache_root: Path) -> str:
 
 
 def export_dir(model_id: str, spec: ModelSpec, cache_dir: str | os.PathLike[str] | None) -> Path:
-    """The cache folder for this model id and these exact weights."""
-    root = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
+    """The cache folder for this model id and these exact weights, made where missing;
+    it and every folder above it up to the cache folder pass the private-folder rule.
+
+    Raises:
+        NotPrivate: a folder on the way is a link, another user's, or writable by others.
+    """
+    root = (Path(cache_dir).expanduser() if cache_dir else default_cache_dir()).absolute()
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model_id).strip("._")[:80] or "model"
+    private_folder(root / "onnx" / "digests", secret=False, fix=CACHE_FIX, within=root)
     digest = weights_digest(spec.weights, root)[:16]
-    return root / "onnx" / f"{slug}-{digest}" / f"v{EXPORT_VERSION}"
+    folder = root / "onnx" / f"{slug}-{digest}" / f"v{EXPORT_VERSION}"
+    return private_folder(folder, secret=False, fix=CACHE_FIX, within=root)
 
 
 def atomic_write(target: Path, write: Callable[[Path], object]) -> None:
     """Let ``write`` fill a temp file next to ``target``, then move it into place."""
-    target.parent.mkdir(parents=True, exist_ok=True)
+    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
     tmp = Path(name)
     try:
         write(tmp)
+        os.chmod(tmp, 0o600)  # a writer that made the file anew made it as the umask allows
         os.replace(tmp, target)
     finally:
         with contextlib.suppress(FileNotFoundError):

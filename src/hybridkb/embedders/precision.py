@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 
 from ..machine import cpu_flags, cpu_model, cpu_signature
-from .onnx_export import DEFAULT_INT8, REDUCED_INT8, Int8Recipe, export_lock
+from .onnx_export import DEFAULT_INT8, REDUCED_INT8, Int8Recipe
+from .onnx_files import export_lock
 from .onnx_model import SERVE_FILE, atomic_write, export_dir, model_folder, read_spec
 from .progress import preparing
 
@@ -270,4 +271,7 @@ def _read_verdict(path: Path) -> Int8Recipe | None:
         chosen = json.loads(path.read_text()).get("chosen")
     except (OSError, ValueError, AttributeError):
         return None  # unreadable: float32 is always safe
-    return Int8Recipe.from_dict(chosen) if isinstance(chosen, dict) else None
+    if not isinstance(chosen, dict):
+        return None
+    # Only a recipe this version measures: an edited verdict cannot pick another one.
+    return next((c for c in CANDIDATES if c.to_dict() == chosen), None)

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..bars import progress_bar
+
 __all__ = ["preparation", "preparing"]
 
 Step = Callable[[str], None]
@@ -90,11 +92,7 @@ def preparing(model_id: str, steps: int) -> Iterator[Step]:
 
 
 def _new_bar(steps: int) -> Any:
-    try:
-        from tqdm import tqdm
-    except ImportError:  # pragma: no cover - tqdm is a core dependency
-        return None
-    return tqdm(total=steps, desc="  prepare", unit="step", file=sys.stderr, leave=False)
+    return progress_bar(steps, unit="step", desc="  prepare")
 
 
 _HUB_BARS = "HF_HUB_DISABLE_PROGRESS_BARS"

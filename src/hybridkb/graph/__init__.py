@@ -1,8 +1,9 @@
 """Knowledge graph of a workspace, kept in the same store as the chunks.
 
-``attach_graph(kb)`` registers one write hook per storage object (so graph rows are
-written and pruned in the same transaction as each document) and returns the
-:class:`Graph` of ``kb.workspace``, available as ``kb.graph``::
+``attach_graph(engine)`` registers one write hook per storage object (so graph rows are
+written and pruned in the same transaction as each document) and returns the local
+graph of ``engine.workspace`` (:class:`~hybridkb.graph.api.LocalGraph`); users reach
+it through the :class:`Graph` handle, ``kb.graph``::
 
     kb = hybridkb.connect("kb.duckdb")
     hit = kb.search("depreciation of cars")[0]
@@ -34,8 +35,9 @@ from .model import (
 )
 
 if TYPE_CHECKING:
-    from .api import Graph
+    from .api import LocalGraph
     from .extract import Entity, EntityExtractor, RuleExtractor
+    from .handle import Graph
     from .host import Host
     from .store import GraphStore
 
@@ -44,7 +46,12 @@ if TYPE_CHECKING:
 # imported on first use, so a process that never touches the graph never pays for it.
 __getattr__, __dir__ = lazy_names(
     __name__,
-    {"Graph": "api", "Entity": "extract", "EntityExtractor": "extract", "RuleExtractor": "extract"},
+    {
+        "Graph": "handle",
+        "Entity": "extract",
+        "EntityExtractor": "extract",
+        "RuleExtractor": "extract",
+    },
 )
 del lazy_names  # the helper is no public name of the package
 
@@ -89,13 +96,13 @@ def graph_store(storage: Any) -> GraphStore | None:
         return store
 
 
-def attach_graph(kb: Host) -> Graph:
-    """Register the graph write hook on ``kb.storage`` (once) and return ``kb``'s Graph."""
-    from .api import Graph
+def attach_graph(kb: Host) -> LocalGraph:
+    """Register the graph write hook on ``kb.storage`` (once) and return ``kb``'s graph."""
+    from .api import LocalGraph
 
     store = graph_store(kb.storage)
     if store is None:
         raise GraphError(
             f"the knowledge graph is not available on the {kb.storage.capabilities.name} backend"
         )
-    return Graph(kb, store)
+    return LocalGraph(kb, store)

@@ -1,4 +1,5 @@
-"""The graph of one workspace, as ``kb.graph``: queries, user links, aliases, import/export."""
+"""The graph of one workspace in this process: the local :class:`~hybridkb.engine.GraphEngine`
+(queries, user links, aliases, import/export) under the ``kb.graph`` handle."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from .build import clean_properties, document_rows
 from .extract import EntityExtractor
 from .host import Host
 from .io import export_folder, export_text, import_folder
+from .memgraph import check_node_id
 from .model import (
     CHUNK_TYPES,
     EDGE_RESERVED,
@@ -41,7 +43,7 @@ def _locked(fn: F) -> F:
     in-memory graph, never while a query walks it."""
 
     @functools.wraps(fn)
-    def wrapper(self: Graph, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: LocalGraph, *args: Any, **kwargs: Any) -> Any:
         with self.store.lock:
             return fn(self, *args, **kwargs)
 
@@ -69,8 +71,9 @@ def _weight(value: Any) -> float:
     return float(value)
 
 
-class Graph:
-    """Property graph of ``kb.workspace``; lives in the same store as the chunks.
+class LocalGraph:
+    """Property graph of ``kb.workspace`` in this process; lives in the same store as the
+    chunks (its calls are documented on :class:`hybridkb.graph.Graph`).
 
     Node ids: a chunk's id is its ``chunk_id``; a document's is ``doc:<collection_id>:
     <document_id>`` (each search hit's ``document_node``); sections ``sec:...``,
@@ -83,7 +86,7 @@ class Graph:
         self.workspace = kb.workspace
 
     def __repr__(self) -> str:
-        return f"Graph(workspace={self.workspace!r})"
+        return f"LocalGraph(workspace={self.workspace!r})"
 
     def memgraph(self) -> MemGraph:
         """The in-memory graph of this workspace, current as of the last commit."""
@@ -227,12 +230,37 @@ class Graph:
         check_bound("max_depth", max_depth, high=50)
         check_bound("node_limit", node_limit, low=1)
         check_bound("edge_limit", edge_limit)
-        g = self.memgraph()
-        i = g.resolve(node)
-        nodes, edges, reached, truncated = queries.subgraph(
-            g, i, direction, _types(edge_types), max_depth, node_limit, edge_limit
-        )
-        return g.to_subgraph(nodes, edges, reached, truncated)
+        types = _types(edge_types)
+
+        def subgraph_of(g: MemGraph) -> tuple[list[int], list[int], int, bool]:
+            return queries.subgraph(
+                g, g.resolve(node), direction, types, max_depth, node_limit, edge_limit
+            )
+
+        capped = False
+
+        def kept(first: MemGraph) -> list[str]:
+            """The nodes of the answer, from a graph of the node's own edges."""
+            nonlocal capped
+            if first.index.get(node) is None:
+                return [node]  # no edge: the node alone (if it has a row at all)
+            members, _edges, _depth, capped = subgraph_of(first)
+            return [first.ids[i] for i in members]
+
+        g = self.store.loaded(self.workspace)
+        if g is None and max_depth <= 1 and check_node_id(node):
+            # One hop needs only the node's edges and the rows of the nodes kept: the
+            # answer read from those is the whole graph's (its edges to nodes left out
+            # are not read, so whether the nodes were capped comes from the first pass).
+            g = self.store.around(self.workspace, node, kept)
+            if node not in g.index:
+                g = self.memgraph()  # unknown here: the whole graph's answer says why
+            else:
+                nodes, edges, depth, truncated = subgraph_of(g)
+                return g.to_subgraph(nodes, edges, depth, truncated or capped)
+        elif g is None:
+            g = self.memgraph()
+        return g.to_subgraph(*subgraph_of(g))
 
     @_locked
     def search(
@@ -416,7 +444,7 @@ class Graph:
             raise GraphError("canonical: expected a non-empty name")
         store, ws = self.store, self.workspace
         if store.read_only:
-            raise GraphError("the knowledge base is open read-only; reopen it for writing")
+            raise GraphError(store.storage.write_refusal())
         store.transaction(lambda con: store.sql.set_alias(con, ws, slug(alias), canonical))
         store.forget_aliases(ws)
 
@@ -427,7 +455,7 @@ class Graph:
         record = self.kb.record(collection)
         store = self.store
         if store.read_only:
-            raise GraphError("the knowledge base is open read-only; reopen it for writing")
+            raise GraphError(store.storage.write_refusal())
 
         count = 0
         for doc, chunks, _vectors in self.kb.storage.export_documents(record):
@@ -505,4 +533,4 @@ def _replace_user_nodes(g: MemGraph, tuples: Sequence[Any]) -> None:
     g.add_nodes(tuples)
 
 
-__all__ = ["Graph", "document_rows"]
+__all__ = ["LocalGraph", "document_rows"]

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import GraphError
 from ..storage.base import ChunkRecord, CollectionRecord, DocumentRecord, EdgeRow, NodeRow
-from .extract import EntityExtractor, resolve_aliases
+from .extract import EntityExtractor, resolve_counted
 from .model import (
     CATEGORIZED_AS,
     CATEGORY,
@@ -239,14 +239,9 @@ def document_rows(
         entities = []
         for extractor in extractors:
             entities.extend(extractor.extract(chunk.text))
-        counts: dict[str, int] = {}
-        for one in entities:
-            for ent in resolve_aliases([one], aliases):
-                counts[ent.key] = counts.get(ent.key, 0) + 1
-        for ent in resolve_aliases(entities, aliases):
+        for ent, count in resolve_counted(entities, aliases):
             node = entity_node_id(ent.key)
             rows.node(NodeRow(node, ENTITY, {"name": ent.name, "kind": ent.kind}, chunk.chunk_id))
-            count = counts.get(ent.key, 1)
             rows.edge(
                 EdgeRow(
                     chunk.chunk_id,

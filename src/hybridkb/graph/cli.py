@@ -12,9 +12,11 @@ from typing import Any
 
 import click
 
+from ..cli_common import echo
 from ..errors import ConfigError
 from ..frontend import to_json
-from . import attach_graph
+from ..normalize import printable
+from ..render import arrow, edge_line, node_line, path_line
 
 EPILOG = """\b
 Node ids: a search hit's chunk_id is its chunk's node; its document_node
@@ -36,32 +38,11 @@ def _kb(ctx: click.Context, *, write: bool) -> Any:
 
 
 def _graph(ctx: click.Context, *, write: bool = False) -> Any:
-    kb = _kb(ctx, write=write)
-    found = getattr(kb, "graph", None)
-    if found is None:
-        found = attach_graph(kb)
-    return found
+    return _kb(ctx, write=write).graph
 
 
 def _emit(data: Any) -> None:
-    click.echo(to_json(data))
-
-
-def _label(node: Any) -> str:
-    name = node.properties.get("name")
-    text = f"{node.id} ({node.type})"
-    if isinstance(name, str) and name and name != node.id:
-        flat = " ".join(name.split())
-        text += f" {flat[:70]}{'…' if len(flat) > 70 else ''}"
-    return text
-
-
-def _path_line(path: Any) -> str:
-    parts = [path.nodes[0].id]
-    for edge, node in zip(path.edges, path.nodes[1:], strict=True):
-        arrow = f"-{edge.type}->" if edge.target == node.id else f"<-{edge.type}-"
-        parts.append(f"{arrow} {node.id}")
-    return " ".join(parts)
+    echo(to_json(data))
 
 
 edge_type_option = click.option(
@@ -101,12 +82,11 @@ def neighbors(
     if as_json:
         _emit(result.to_dict())
         return 0
-    click.echo(_label(result.node))
+    echo(node_line(result.node))
     if not result.neighbors:
-        click.echo("  no neighbors")
+        echo("  no neighbors")
     for n in result.neighbors:
-        arrow = f"-{n.edge_type}->" if n.direction == "out" else f"<-{n.edge_type}-"
-        click.echo(f"  {arrow} {_label(n.node)}")
+        echo(f"  {arrow(n.edge_type, out=n.direction == 'out')} {node_line(n.node)}")
     return 0
 
 
@@ -139,9 +119,9 @@ def traverse(
         _emit(result.to_dict())
         return 0
     if not result.paths:
-        click.echo("no nodes reached")
+        echo("no nodes reached")
     for p in result.paths:
-        click.echo(f"{p.length}  {_path_line(p)}")
+        echo(f"{p.length}  {path_line(p)}")
     return 0
 
 
@@ -177,9 +157,9 @@ def path(
         _emit(result.to_dict())
         return 0
     if not result.paths:
-        click.echo(f"no path within {max_depth} edges")
+        echo(f"no path within {max_depth} edges")
     for p in result.paths:
-        click.echo(f"{p.length}  {_path_line(p)}")
+        echo(f"{p.length}  {path_line(p)}")
     return 0
 
 
@@ -212,14 +192,14 @@ def subgraph(
         _emit(result.to_dict())
         return 0
     s = result.stats
-    click.echo(
+    echo(
         f"{s['node_count']} nodes, {s['edge_count']} edges, depth {s['depth_reached']}"
         + (" (truncated)" if s["truncated"] else "")
     )
     for n in result.nodes:
-        click.echo(f"  {_label(n)}")
+        echo(f"  {node_line(n)}")
     for e in result.edges:
-        click.echo(f"  {e.source} -{e.type}-> {e.target}")
+        echo(f"  {edge_line(e)}")
     return 0
 
 
@@ -262,18 +242,16 @@ def search(
         _emit(result.to_dict())
         return 0
     if not result.results:
-        click.echo("no results")
+        echo("no results")
     for r in result.results:
         h = r.seed
-        where = " | ".join(str(x) for x in (h.collection, h.filename, h.section) if x)
-        click.echo(
-            f"{h.rank:>2}. {h.score:.4f}  [{r.source}] {where} (doc {h.document_id}, chunk {h.chunk_id})"
-        )
+        where = " | ".join(printable(str(x)) for x in (h.collection, h.filename, h.section) if x)
+        doc = printable(h.document_id)
+        echo(f"{h.rank:>2}. {h.score:.4f}  [{r.source}] {where} (doc {doc}, chunk {h.chunk_id})")
         flat = " ".join(h.text.split())
-        click.echo(f"    {flat[:240]}{' …' if len(flat) > 240 else ''}")
+        echo(f"    {flat[:240]}{' …' if len(flat) > 240 else ''}")
         for c in r.context:
-            arrow = f"-{c.edge_type}->" if c.direction == "out" else f"<-{c.edge_type}-"
-            click.echo(f"      {arrow} {_label(c.node)}")
+            echo(f"      {arrow(c.edge_type, out=c.direction == 'out')} {node_line(c.node)}")
     return 0
 
 
@@ -312,17 +290,18 @@ def export(
     edge_limit: int,
 ) -> int:
     """Export the graph of collection NAME (or the subgraph around --node)."""
-    g = _graph(ctx)
+    kb = _kb(ctx, write=False)
+    g = kb.graph
     if fmt == "json":
         if output is None:
             raise ConfigError("--format json writes a folder; pass --output FOLDER")
         if node_id is not None:
             raise ConfigError("--format json exports whole documents; drop --node")
         written = g.export_folder(name, output)
-        click.echo(f"wrote {len(written)} files to {output}", err=True)
+        echo(f"wrote {len(written)} files to {output}", err=True)
         return 0
     if node_id is None:
-        g.kb.describe(name)  # an unknown collection fails here (served to a client too)
+        kb.describe(name)  # an unknown collection fails here (served to a client too)
     text = g.export(
         collection=None if node_id else name,
         node=node_id,
@@ -332,10 +311,10 @@ def export(
         edge_limit=edge_limit,
     )
     if output is None:
-        click.echo(text, nl=False)
+        echo(text, nl=False)
     else:
         output.write_text(text, encoding="utf-8")
-        click.echo(f"wrote {output}", err=True)
+        echo(f"wrote {output}", err=True)
     return 0
 
 
@@ -351,14 +330,12 @@ def import_(ctx: click.Context, name: str, folder: Path, as_json: bool) -> int:
         _emit(report)
     else:
         for item in report["added"]:
-            click.echo(
-                f"added      {item['name']} ({item['chunks']} chunks, doc {item['document_id']})"
-            )
+            echo(f"added      {item['name']} ({item['chunks']} chunks, doc {item['document_id']})")
         for item in report["unchanged"]:
-            click.echo(f"unchanged  {item['name']} (doc {item['document_id']})")
+            echo(f"unchanged  {item['name']} (doc {item['document_id']})")
         for item in report["failed"]:
-            click.echo(f"failed     {item['name']}: {item['error']}")
-        click.echo(
+            echo(f"failed     {item['name']}: {item['error']}")
+        echo(
             f"{len(report['added'])} added, {len(report['unchanged'])} unchanged, "
             f"{len(report['failed'])} failed; {report['reembedded']} chunks embedded here"
         )
@@ -374,11 +351,11 @@ def stats(ctx: click.Context, as_json: bool) -> int:
     if as_json:
         _emit(s)
         return 0
-    click.echo(f"{s['nodes']} nodes, {s['edges']} edges (workspace {s['workspace']})")
+    echo(f"{s['nodes']} nodes, {s['edges']} edges (workspace {s['workspace']})")
     for kind, n in s["node_types"].items():
-        click.echo(f"  node {kind:<16}{n:>10}")
+        echo(f"  node {kind:<16}{n:>10}")
     for kind, n in s["edge_types"].items():
-        click.echo(f"  edge {kind:<16}{n:>10}")
+        echo(f"  edge {kind:<16}{n:>10}")
     return 0
 
 
@@ -414,7 +391,7 @@ def relate(
     if as_json:
         _emit(edge.to_dict())
     else:
-        click.echo(f"{edge.source} -{edge.type}-> {edge.target}")
+        echo(edge_line(edge))
     return 0
 
 
@@ -424,5 +401,5 @@ def relate(
 def rebuild(ctx: click.Context, name: str) -> int:
     """Re-derive the graph of collection NAME from its stored chunks."""
     count = _graph(ctx, write=True).rebuild(name)
-    click.echo(f"rebuilt the graph of {count} document{'s' if count != 1 else ''}")
+    echo(f"rebuilt the graph of {count} document{'s' if count != 1 else ''}")
     return 0

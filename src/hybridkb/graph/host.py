@@ -1,7 +1,7 @@
 """What the graph needs from the knowledge base it belongs to.
 
-:class:`hybridkb.KnowledgeBase` satisfies :class:`Host`; the graph depends on this
-protocol rather than on the facade module, so ``kb.py -> graph`` is the only
+:class:`hybridkb.local.LocalEngine` satisfies :class:`Host`; the graph depends on this
+protocol rather than on the engine's module, so ``local.py -> graph`` is the only
 direction of import between them.
 """
 
@@ -19,15 +19,6 @@ from .queries import MemGraph
 from .store import GraphStore
 
 
-class HasRecord(Protocol):
-    """A collection handle: its catalog record, read when asked."""
-
-    @property
-    def record(self) -> CollectionRecord:
-        """The catalog record, read afresh (CollectionNotFound once dropped)."""
-        ...
-
-
 class Host(Protocol):
     """A knowledge base bound to one workspace."""
 
@@ -39,8 +30,8 @@ class Host(Protocol):
         """A collection's catalog record (CollectionNotFound if there is none)."""
         ...
 
-    def collection(self, name: str, *, create: bool = ..., model: str | None = ...) -> HasRecord:
-        """A checked collection handle (``create=True`` makes it when missing)."""
+    def collection(self, name: str, *, create: bool = ..., model: str | None = ...) -> str:
+        """A collection's name, checked (``create=True`` makes it when missing)."""
         ...
 
     def embedder_for(self, coll: CollectionRecord) -> Embedder:
@@ -62,7 +53,7 @@ class Host(Protocol):
 
 class GraphView(Protocol):
     """One workspace's graph as the search and import/export modules use it (what
-    :class:`hybridkb.graph.api.Graph` offers them)."""
+    :class:`hybridkb.graph.api.LocalGraph` offers them)."""
 
     kb: Host
     store: GraphStore

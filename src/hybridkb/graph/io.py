@@ -21,9 +21,13 @@ Export writes the same folder format, GraphML (for Gephi, yEd, networkx) or Merm
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import re
+import shutil
+import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,11 +35,21 @@ from typing import Any
 import numpy as np
 
 from ..errors import EmbeddingMismatch, GraphError, KBError
-from ..storage.base import ChunkRecord, DocumentRecord, EdgeRow, NodeRow, chunk_key, make_chunk_id
+from ..limits import MAX_JSON_DEPTH, parse_json
+from ..storage.base import (
+    ChunkRecord,
+    CollectionRecord,
+    DocumentRecord,
+    EdgeRow,
+    NodeRow,
+    chunk_key,
+    make_chunk_id,
+)
+from ..storage.boundary import first_line
 from .build import RowSet
 from .extract import canonical_key
 from .formats import to_graphml, to_mermaid
-from .host import GraphView
+from .host import GraphView, Host
 from .model import (
     CATEGORY,
     CHUNK_TYPES,
@@ -52,6 +66,7 @@ from .model import (
     document_node_id,
     entity_node_id,
 )
+from .queries import MemGraph
 
 TEXT_KEYS = ("text", "content")
 VECTOR_KEYS = ("embedding", "vector", "embeddings")
@@ -64,9 +79,14 @@ _SAFE = re.compile(r"[^\w.\-]+")
 
 def _read_list(path: Path, key: str) -> list[dict[str, Any]]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
         raise GraphError(f"{path.name}: not readable JSON ({exc})") from exc
+    # The rule of every JSON text from outside (a crafted file nested 100,000 deep was a
+    # RecursionError): a list (or {key: list}) of objects whose properties nest like metadata.
+    data = parse_json(
+        text, what=path.name, max_chars=None, max_depth=MAX_JSON_DEPTH + 3, error=GraphError
+    )
     if isinstance(data, dict):
         data = data.get(key)
     if not isinstance(data, list) or not all(isinstance(x, dict) for x in data):
@@ -130,8 +150,7 @@ def import_folder(graph: GraphView, collection: str, folder: Path) -> dict[str, 
     if not sets:
         raise GraphError(f"{folder}: no <name>.nodes.json files found")
     kb = graph.kb
-    coll = kb.collection(collection, create=True)
-    record = coll.record
+    record = kb.record(kb.collection(collection, create=True))
     report: dict[str, Any] = {
         "collection": record.name,
         "added": [],
@@ -452,12 +471,56 @@ def export_text(
 
 
 def export_folder(graph: GraphView, collection: str, folder: Path) -> list[Path]:
-    """Write ``<doc>.nodes.json``, ``<doc>.edges.json`` and ``<doc>.parquet`` per document."""
+    """Write ``<doc>.nodes.json``, ``<doc>.edges.json`` and ``<doc>.parquet`` per document.
+
+    The files are written into a hidden folder inside ``folder`` and moved into place
+    once all are written: an export that fails (a full disk) leaves nothing of itself,
+    not even the folders it made, and replaces no file of an earlier export.
+
+    Raises:
+        GraphError: a file could not be written (the message says why).
+    """
     kb = graph.kb
     record = kb.record(collection)
     g = graph.memgraph()
+    made = [p for p in (folder, *folder.parents) if not p.exists()]
     folder.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
+    staging = Path(tempfile.mkdtemp(prefix=".hybridkb-export-", dir=folder))
+    try:
+        names = _write_sets(kb, record, g, staging)
+        written = []
+        for name in names:
+            os.replace(staging / name, folder / name)
+            written.append(folder / name)
+        staging.rmdir()
+    except BaseException as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        for path in made:  # deepest first; a folder someone else filled meanwhile stays
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        reason = _write_failure(exc)
+        if reason is None:
+            raise
+        raise GraphError(
+            f"export to {folder} failed ({reason}); nothing of it was written"
+        ) from exc
+    return written
+
+
+def _write_failure(exc: BaseException) -> str | None:
+    """Why a file could not be written, or None for an error that is not about writing."""
+    import duckdb  # write_vectors writes Parquet through DuckDB
+
+    if isinstance(exc, OSError):
+        return f"{exc.strerror or exc}: {Path(exc.filename).name}" if exc.filename else str(exc)
+    if isinstance(exc, duckdb.Error):
+        return first_line(exc)
+    return None
+
+
+def _write_sets(kb: Host, record: CollectionRecord, g: MemGraph, folder: Path) -> list[str]:
+    """Write every document's set into ``folder``; return the file names written."""
+    written: list[str] = []
     used_names: set[str] = set()
     for doc in sorted(g.by_coll.get(record.id, ())):
         node_ids, edge_ids = g.by_prov.get((record.id, doc), ([], []))
@@ -498,7 +561,7 @@ def export_folder(graph: GraphView, collection: str, folder: Path) -> list[Path]
             else np.zeros((0, record.dim))
         )
         write_vectors(paths[2], present, vecs)
-        written.extend(paths)
+        written.extend(p.name for p in paths)
     return written
 
 

@@ -347,7 +347,7 @@ def graph_search(
     collections: Iterable[str] | None = None,
     where: Any = None,
 ) -> GraphSearchResults:
-    """The graph search behind :meth:`hybridkb.api.GraphAPI.search` (arguments, results and
+    """The graph search behind :meth:`hybridkb.graph.Graph.search` (arguments, results and
     errors as documented there)."""
     if strategy not in STRATEGIES:
         raise GraphError(f"strategy: {strategy!r} unknown; use one of {', '.join(STRATEGIES)}")

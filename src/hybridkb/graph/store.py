@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -32,7 +32,7 @@ from ..storage.base import (
 from ..storage.columns import Table
 from .build import RowSet, document_rows
 from .extract import EntityExtractor, RuleExtractor
-from .queries import EdgeTuple, MemGraph, NodeTuple
+from .queries import USER, EdgeTuple, MemGraph, NodeTuple
 
 T = TypeVar("T")
 
@@ -69,6 +69,7 @@ class GraphStore:
         self.extractors: dict[str, list[EntityExtractor]] = {}
         self.staged: dict[tuple[int, str], RowSet] = {}
         self._aliases: dict[str, dict[str, str]] = {}
+        self.preloading: set[str] = set()  # workspaces whose graph a preload is reading
         self.read_only = storage.read_only
         self.ready = False
 
@@ -108,7 +109,7 @@ class GraphStore:
 
     def _record(self, con: Connection, workspace: str, apply: Callable[[MemGraph], object]) -> None:
         before, after = self.sql.bump(con, workspace)
-        if workspace not in self.graphs:
+        if workspace not in self.graphs and workspace not in self.preloading:
             return  # nothing in memory to keep in step; the first read loads the tables
         with self._plock:
             queue = self.pending.setdefault(workspace, [])
@@ -153,11 +154,7 @@ class GraphStore:
                 )
             if not per_doc:
                 return
-            if len(per_doc) == 1:
-                doc_id, nodes, edges = per_doc[0]
-                self.sql.replace_documents(con, ws, cid, [doc_id], nodes, edges)
-            else:
-                self.sql.replace_documents_many(con, ws, cid, per_doc)
+            self.sql.replace_documents_many(con, ws, cid, per_doc, fresh=event.fresh)
             changes = [
                 ((cid, d), node_tuples(n, cid, d), edge_tuples(e, cid, d)) for d, n, e in per_doc
             ]
@@ -192,7 +189,7 @@ class GraphStore:
     ) -> Any:
         """An API edit: ``change(con)`` in one transaction, ``apply`` replayed in memory."""
         if self.read_only:
-            raise GraphError("the knowledge base is open read-only; reopen it for writing")
+            raise GraphError(self.storage.write_refusal())
 
         def tx(con: Connection) -> Any:
             result = change(con)
@@ -207,14 +204,71 @@ class GraphStore:
         """The current in-memory graph of a workspace (loaded or brought up to date)."""
         if not self.ready:
             return MemGraph()
+        with self.lock:
+            g = self.loaded(workspace)
+            return self._load(workspace) if g is None else g
+
+    def loaded(self, workspace: str) -> MemGraph | None:
+        """The workspace's in-memory graph brought up to date, or None when only reading
+        every row of the tables would give it (never loaded, or too far behind)."""
+        if not self.ready:
+            return MemGraph()
         version = self.transaction(lambda con: self.sql.version(con, workspace))
         with self.lock:
             g = self.graphs.get(workspace)
             if g is not None and g.version != version:
                 g = self._catch_up(workspace, g, version)
             if g is None or g.dead_slots > max(50_000, g.edge_count):
-                g = self._load(workspace)
+                return None
             return g
+
+    def around(
+        self, workspace: str, node_id: str, keep: Callable[[MemGraph], Sequence[str]]
+    ) -> MemGraph:
+        """A graph of only some rows near ``node_id``, as of one snapshot of the tables:
+        ``keep`` picks nodes from a graph of the node's edges (their ends and types
+        only), and the graph returned holds those nodes' rows and the edges among
+        them. A neighbourhood of a workspace whose graph is not in memory costs its
+        own rows, not a load of every row (minutes for a 100k-chunk collection)."""
+
+        def read(con: Connection) -> MemGraph:
+            version = self.sql.version(con, workspace)
+            first = MemGraph(version)
+            first.add_edges(
+                (s, t, e, 1.0, None, *USER)
+                for s, t, e in self.sql.edges_at(con, workspace, node_id)
+            )
+            nodes, edges = self.sql.rows_among(con, workspace, keep(first))
+            g = MemGraph(version)
+            g.add_nodes(_node_rows(nodes, distinct=True))
+            g.add_edges(_edge_rows(edges))
+            return g
+
+        return self.transaction(read) if self.ready else MemGraph()
+
+    def preload(self, workspace: str) -> None:
+        """Load the workspace's whole graph without holding the lock, so queries meanwhile
+        answer as they do before a load (a neighbourhood from its own rows), then put it
+        in place; writes meanwhile are replayed onto it as onto a loaded graph. Nothing
+        to do when it is loaded, or being loaded."""
+        with self._plock:
+            if not self.ready or workspace in self.graphs or workspace in self.preloading:
+                return
+            self.preloading.add(workspace)
+            self.pending.pop(workspace, None)  # from here on the hook records deltas
+        try:
+            version, nodes, edges = self.transaction(lambda con: self.sql.load(con, workspace))
+            g = MemGraph(version)
+            g.add_nodes(_node_rows(nodes))
+            g.add_edges(_edge_rows(edges))
+            with self.lock, self._plock:
+                if workspace not in self.graphs:  # else a query loaded it meanwhile
+                    self.graphs[workspace] = g
+                    queue = self.pending.get(workspace, [])
+                    queue[:] = [d for d in queue if d.before >= version]
+        finally:
+            with self._plock:
+                self.preloading.discard(workspace)
 
     def _catch_up(self, workspace: str, g: MemGraph, version: int) -> MemGraph | None:
         with self._plock:
@@ -256,10 +310,23 @@ class GraphStore:
         return g
 
 
-def _node_rows(table: Table) -> list[NodeTuple]:
+def _node_rows(table: Table, *, distinct: bool = False) -> list[NodeTuple]:
+    """The node rows as the in-memory graph takes them. ``distinct``: a row the same as
+    the row before it of its node is left out, which changes neither the node's type nor
+    its properties (the union of its rows, the last one winning), only its provenance:
+    for a graph that is never written to (a collection's node has one such row per
+    document, 10,000 JSON texts to read for a neighbourhood of 40 nodes)."""
     cols = [table.column(c) for c in ("id", "type", "properties", "collection_id", "document_id")]
-    props = [load_props(p) for p in cols[2]]
-    return list(zip(cols[0], cols[1], props, cols[3], cols[4], strict=True))
+    rows: Iterable[tuple[Any, ...]] = zip(*cols, strict=True)
+    if distinct:
+        before: dict[str, tuple[Any, ...]] = {}
+        kept = []
+        for row in rows:
+            if before.get(row[0]) != row[1:3]:
+                before[row[0]] = row[1:3]
+                kept.append(row)
+        rows = kept
+    return [(i, t, load_props(p), cid, doc) for i, t, p, cid, doc in rows]
 
 
 def _edge_rows(table: Table) -> list[EdgeTuple]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import gc
 import json
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,9 +102,10 @@ Loader = Callable[[], tuple[np.ndarray, Any, np.ndarray]]
 
 
 @contextmanager
-def _gc_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """Pause the cyclic GC: a bulk load allocates millions of objects and no cycles, and
-    each allocation burst would otherwise trigger full collections over all of them."""
+    each allocation burst would otherwise trigger full collections over all of them. A
+    caller that had it off finds it off."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -116,14 +117,34 @@ def _gc_paused() -> Iterator[None]:
 
 def build_indexes(dim: int, generation: int, load_rows: Loader) -> CollectionIndexes:
     """Build both indexes from (keys, terms, vectors) read from the tables."""
-    with _gc_paused():
-        keys, terms, vectors = load_rows()
-        keyword = KeywordIndex()
-        vector = VectorIndex(dim)
-        if len(keys):
-            add_terms(keyword, np.asarray(keys, dtype=np.int64), terms)
-            del terms  # the largest input: free it before the graph is built
-            vector.add(keys, vectors)
+    return build_from_slices(dim, generation, [load_rows()])
+
+
+def build_from_slices(
+    dim: int,
+    generation: int,
+    slices: Iterable[tuple[np.ndarray, Any, np.ndarray | None]],
+    *,
+    rows: int = 0,
+    defer_graph: bool = False,
+) -> CollectionIndexes:
+    """Build both indexes from (keys, terms, vectors) slices read from the tables one
+    after the other, so memory holds the indexes and one slice, never the whole table
+    (float32 vectors alone are 1.5 GB at 1M chunks). A slice's terms (or vectors) may be
+    None: its keys then go to the other index only. ``rows``: the expected total, to
+    size the vector rows once; ``defer_graph``: see :class:`VectorIndex`."""
+    keyword = KeywordIndex()
+    vector = VectorIndex(dim, defer_graph=defer_graph)
+    vector.reserve(rows)
+    with gc_paused():
+        for keys, terms, vectors in slices:
+            if not len(keys):
+                continue
+            if terms is not None:
+                add_terms(keyword, np.asarray(keys, dtype=np.int64), terms)
+                del terms
+            if vectors is not None:
+                vector.add(keys, vectors)
     return CollectionIndexes(keyword=keyword, vector=vector, generation=generation)
 
 
@@ -166,9 +187,9 @@ def save_snapshot(folder: Path, collection_id: int, indexes: CollectionIndexes) 
     (no write since), the keyword file on disk is still this index's and is kept.
 
     One process saves at a time (the DuckDB file has one writer), so temporary files
-    found here are leftovers of an interrupted save and are removed.
+    found here are leftovers of an interrupted save and are removed. ``folder`` exists:
+    its caller makes it, with the rule of the folders beside a database.
     """
-    folder.mkdir(parents=True, exist_ok=True)
     paths = snapshot_paths(folder, collection_id)
     unchanged = indexes.on_disk is not None and indexes.on_disk[0] == indexes.generation
     with suppress(FileNotFoundError):
@@ -196,12 +217,12 @@ def save_snapshot(folder: Path, collection_id: int, indexes: CollectionIndexes) 
 
 
 def load_snapshot(
-    folder: Path, collection_id: int, *, generation: int, chunks: int
+    folder: Path, collection_id: int, *, generation: int, chunks: int, defer_graph: bool = False
 ) -> CollectionIndexes | None:
     """Load a snapshot if it matches the catalog's generation and row count; else None.
 
     The check is cheap: the meta file, then each index's own consistency checks
-    (the arrays are memory-mapped, not copied).
+    (the arrays are memory-mapped, not copied). ``defer_graph``: see :class:`VectorIndex`.
     """
     paths = snapshot_paths(folder, collection_id)
     try:
@@ -211,7 +232,7 @@ def load_snapshot(
         keyword = KeywordIndex.load(paths["keyword"])
         if keyword.state_token() != meta.get("keyword"):
             return None  # files from another save than the one the meta vouches for
-        vector = VectorIndex.load(paths["vector"])
+        vector = VectorIndex.load(paths["vector"], defer_graph=defer_graph)
     except (OSError, ValueError, KeyError, TypeError, KBError):
         # Missing, truncated, foreign or older-format files: rebuilt from the tables.
         return None

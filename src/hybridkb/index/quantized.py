@@ -12,6 +12,9 @@ from typing import Any, cast
 
 import numpy as np
 
+from .keyrows import KeyRows
+from .selection import top
+
 Hit = tuple[int, float]
 
 NUMPY_DTYPE: dict[str, type[np.generic]] = {"f32": np.float32, "i8": np.int8, "b1": np.uint8}
@@ -114,8 +117,8 @@ def scan(
     scores = cosines(rows, inv_norms, query, quantization, dim)
     if count == len(rows):
         return np.arange(len(rows), dtype=np.int64), scores
-    top = np.argpartition(-scores, count - 1)[:count]
-    return top.astype(np.int64), scores[top]
+    best = top(scores, count)
+    return best, scores[best]
 
 
 def prefer_scan(permitted: int, want: int, n: int) -> bool:
@@ -133,12 +136,11 @@ def ranked(keys: np.ndarray, scores: np.ndarray, k: int) -> list[Hit]:
 
 
 class FlatRows:
-    """Compact rows in insertion order plus a sorted key index for lookups.
-
-    A Python dict would cost ~100 bytes per key, a quarter of an int8 row, so
-    lookups bisect a sorted key array instead. Its inserts are O(n) (16 bytes a row
-    moved: ~1 ms at 100k rows, ~15 ms at 1M on a 2-core EPYC), small beside embedding
-    what is added; the first write after a snapshot load also copies the mapped rows.
+    """Compact rows in insertion order plus a sorted key index for lookups
+    (:class:`~.keyrows.KeyRows`: a Python dict would cost ~100 bytes per key, a quarter of
+    an int8 row). Its inserts are O(n) (16 bytes a row moved: ~1 ms at 100k rows, ~15 ms
+    at 1M on a 2-core EPYC), small beside embedding what is added; the first write after
+    a snapshot load also copies the mapped rows.
     """
 
     def __init__(
@@ -146,23 +148,16 @@ class FlatRows:
         rows: np.ndarray,
         inv_norms: np.ndarray,
         keys: np.ndarray,
-        lookup: tuple[np.ndarray, np.ndarray] | None = None,
+        lookup: KeyRows | None = None,
     ) -> None:
         self.rows, self.inv_norms, self.keys = rows, inv_norms, keys
         self.n = len(keys)
-        if lookup is not None:  # (sorted keys, their rows) as saved: no sort at load
-            self.sorted_keys, self.sorted_rows = lookup
-            return
-        order = np.argsort(keys, kind="stable")
-        self.sorted_keys = np.asarray(keys[order], dtype=np.int64)
-        self.sorted_rows = order.astype(np.int64)
+        # As saved (no sort at load), else sorted now.
+        self.index = lookup if lookup is not None else KeyRows.of(keys)
 
     def lookup(self, keys: np.ndarray) -> np.ndarray:
         """Row of each key, or -1 when absent."""
-        if not self.n:
-            return np.full(len(keys), -1, np.int64)
-        pos = np.minimum(np.searchsorted(self.sorted_keys, keys), self.n - 1)
-        return np.where(self.sorted_keys[pos] == keys, self.sorted_rows[pos], -1)
+        return self.index.lookup(keys)
 
     def put(self, keys: np.ndarray, enc: np.ndarray, inv_norms: np.ndarray) -> None:
         """Insert or overwrite rows; ``keys`` are unique."""
@@ -181,10 +176,12 @@ class FlatRows:
         self.inv_norms[start : start + m] = inv_norms[new]
         self.keys[start : start + m] = keys[new]
         self.n += m
-        new_keys = keys[new]  # already sorted: callers pass np.unique output
-        at = np.searchsorted(self.sorted_keys, new_keys)
-        self.sorted_keys = np.insert(self.sorted_keys, at, new_keys)
-        self.sorted_rows = np.insert(self.sorted_rows, at, np.arange(start, start + m))
+        self.index.insert(keys[new], np.arange(start, start + m))
+
+    def reserve(self, capacity: int) -> None:
+        """Room for ``capacity`` rows (never shrinks)."""
+        if capacity > len(self.rows):
+            self._grow(capacity)
 
     def _grow(self, capacity: int) -> None:
         def grown(old: np.ndarray) -> np.ndarray:
@@ -200,15 +197,9 @@ class FlatRows:
 
     def delete(self, keys: np.ndarray) -> None:
         """Remove rows; ``keys`` are unique, unknown ones ignored."""
-        if not self.n:
+        dead = np.sort(self.index.pop(keys))
+        if not len(dead):
             return
-        pos = np.minimum(np.searchsorted(self.sorted_keys, keys), self.n - 1)
-        pos = pos[self.sorted_keys[pos] == keys]
-        if not len(pos):
-            return
-        dead = np.sort(self.sorted_rows[pos])
-        self.sorted_keys = np.delete(self.sorted_keys, pos)
-        self.sorted_rows = np.delete(self.sorted_rows, pos)
         new_n = self.n - len(dead)
         # Fill holes below the new end with live rows from the tail, so the matrix
         # stays dense and a scan never meets a tombstone.
@@ -219,7 +210,7 @@ class FlatRows:
             self.rows[holes] = self.rows[movers]
             self.inv_norms[holes] = self.inv_norms[movers]
             self.keys[holes] = self.keys[movers]
-            self.sorted_rows[np.searchsorted(self.sorted_keys, self.keys[holes])] = holes
+            self.index.move(self.keys[holes], holes)
         self.n = new_n
 
 
@@ -235,8 +226,8 @@ def top_per_query(
         q = queries.astype(np.float32)
         sims = (r @ q.T) * inverse_norms(rows)[:, None] * inverse_norms(queries)[None, :]
     k = min(k, len(rows))
-    top = np.argpartition(-sims, k - 1, axis=0)[:k].T
-    return top.astype(np.int64), np.take_along_axis(sims.T, top, axis=1).astype(np.float32)
+    best = np.argpartition(-sims, k - 1, axis=0)[:k].T
+    return best.astype(np.int64), np.take_along_axis(sims.T, best, axis=1).astype(np.float32)
 
 
 # -- the graph's copies -----------------------------------------------------------------

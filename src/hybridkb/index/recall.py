@@ -69,7 +69,9 @@ def in_background(target: Callable[[], object], name: str) -> threading.Thread:
     return thread
 
 
-def _step() -> None:
+def stop_if_exiting() -> None:
+    """Raise :class:`InterpreterExiting` in a background thread once the interpreter exits
+    (call it between two steps of background work)."""
     if _EXITING.is_set() and threading.current_thread() in _BACKGROUND:
         raise InterpreterExiting
 
@@ -137,7 +139,7 @@ def exact_neighbours(
     best_keys = np.empty((len(queries), 0), np.int64)
     best_scores = np.empty((len(queries), 0), np.float32)
     for keys, rows in batches:
-        _step()
+        stop_if_exiting()
         if not len(keys):
             continue
         found, scores = top_per_query(rows, queries, RECALL_K, quantization, dim)
@@ -167,7 +169,7 @@ def check(
     best = RecallCheck(0.0, factors[0], False)
 
     def searched(query: np.ndarray, factor: int) -> set[int]:
-        _step()
+        stop_if_exiting()
         return set(search(query, factor))
 
     for factor in factors:

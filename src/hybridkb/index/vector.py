@@ -47,6 +47,7 @@ from __future__ import annotations
 import math
 import struct
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -56,6 +57,7 @@ import numpy as np
 
 from .fileheader import read_sections, write_sections
 from .hnsw import Graph, MetricKind, ScalarKind
+from .keyrows import KeyRows
 from .quantized import (
     NUMPY_DTYPE,
     OVERSAMPLE,
@@ -82,7 +84,9 @@ from .recall import (
     exact_neighbours,
     in_background,
     sample_queries,
+    stop_if_exiting,
 )
+from .selection import top
 
 DEFAULT_HNSW_THRESHOLD = 20_000
 # HNSW parameters (bench/vector.py, bench/index_scale.py). Recall@10 against exact
@@ -99,6 +103,13 @@ HNSW_CONNECTIVITY = 16
 SINGLE_THREAD_BUILD_ROWS = 50_000
 HNSW_EXPANSION_ADD = 128
 HNSW_EXPANSION_SEARCH = 256  # the floor, for graphs up to 50k rows
+
+
+# The deferred graph's inserts (defer_graph): rows per hold of the lock, sized so that a
+# batch takes about GRAPH_BATCH_SECONDS (searches wait at most that long meanwhile).
+GRAPH_BATCH_MIN = 64
+GRAPH_BATCH_MAX = 16_384
+GRAPH_BATCH_SECONDS = 0.1
 
 
 def expansion_search_for(rows: int) -> int:
@@ -151,13 +162,21 @@ class VectorIndex:
         dim: Vector dimension.
         quantization: Compact representation: ``"i8"`` (default), ``"b1"`` or ``"f32"``.
         hnsw_threshold: Above this many rows the exact scan is replaced by HNSW.
+        defer_graph: Insert rows into the graph in a background thread (the storage's
+            indexes: a bulk write costs the rows only, and searches scan the rows the
+            graph does not hold yet exactly, so results never wait for the graph).
 
     Raises:
         ValueError: On a non-positive dimension, unknown quantization or negative threshold.
     """
 
     def __init__(
-        self, dim: int, *, quantization: str = "i8", hnsw_threshold: int = DEFAULT_HNSW_THRESHOLD
+        self,
+        dim: int,
+        *,
+        quantization: str = "i8",
+        hnsw_threshold: int = DEFAULT_HNSW_THRESHOLD,
+        defer_graph: bool = False,
     ) -> None:
         if not isinstance(dim, (int, np.integer)) or dim <= 0:
             raise ValueError(f"vector index: dim must be a positive integer, got {dim!r}")
@@ -193,6 +212,14 @@ class VectorIndex:
         self._log = QueryLog(self._width, self._dtype)
         self._audited_rows = 0
         self._audit_thread: threading.Thread | None = None
+        # Deferred graph (defer_graph): sorted keys of rows the graph does not hold yet,
+        # the thread inserting them, and whether the graph is a first build (checked once
+        # it holds every row, as _build_hnsw checks a graph built at once).
+        self.defer_graph = defer_graph
+        self._pending = np.empty(0, np.int64)
+        self._builder: threading.Thread | None = None
+        self._fresh_graph = False
+        self._stopped = False
 
     # -- size and membership -------------------------------------------------------
 
@@ -215,7 +242,7 @@ class VectorIndex:
         """Bytes held by the search representation (compact rows, norms, keys, graph; a
         graph served from its mapped file counts the file's bytes)."""
         f = self._rows
-        own = sum(a.nbytes for a in (f.rows, f.inv_norms, f.keys, f.sorted_keys, f.sorted_rows))
+        own = sum(a.nbytes for a in (f.rows, f.inv_norms, f.keys, f.index.keys, f.index.rows))
         if self._hnsw_mapped is not None:
             return own + self._hnsw_mapped.nbytes
         return own + (self._hnsw.memory_usage if self._hnsw is not None else 0)
@@ -254,12 +281,24 @@ class VectorIndex:
                 present = graph.contains(keys)
                 if present.any():
                     graph.remove(keys[present])
-                copies = graph_rows(enc, inv, self.quantization, self._graph_scale)
-                # Thread start-up costs more than a small batch takes to insert.
-                graph.add(keys, copies, threads=0 if len(keys) > 256 else 1)
+                if self.defer_graph:
+                    self._pending = merged_keys(self._pending, keys)
+                    self._start_builder()
+                else:
+                    copies = graph_rows(enc, inv, self.quantization, self._graph_scale)
+                    # Thread start-up costs more than a small batch takes to insert.
+                    graph.add(keys, copies, threads=0 if len(keys) > 256 else 1)
             self._rows.put(keys, enc, inv)
             if self._hnsw is None and self._rows.n > self.hnsw_threshold and not self.exact_only:
-                self._build_hnsw()
+                if self.defer_graph:
+                    self._start_graph()
+                else:
+                    self._build_hnsw()
+
+    def reserve(self, rows: int) -> None:
+        """Make room for ``rows`` rows at once (a bulk build), instead of growing by copies."""
+        with self._lock:
+            self._rows.reserve(rows)
 
     def remove(self, keys: Iterable[int]) -> None:
         """Delete keys; unknown keys are ignored.
@@ -276,6 +315,8 @@ class VectorIndex:
             return
         with self._lock:
             self._rows.delete(arr)
+            if len(self._pending):
+                self._pending = self._pending[~np.isin(self._pending, arr)]
             if self._hnsw is not None:
                 graph = self._writable_hnsw()
                 present = graph.contains(arr)
@@ -301,6 +342,101 @@ class VectorIndex:
         self.built_on = build_environment(graph.hardware_acceleration)
         self.verify_recall()
 
+    # -- deferred graph (defer_graph) ---------------------------------------------------
+
+    def _start_graph(self) -> None:
+        """An empty graph with every row pending; the builder fills it (under the lock)."""
+        rows = self._rows
+        n = rows.n
+        self._graph_scale = graph_scale(rows.inv_norms[:n]) if self.quantization == "i8" else 1.0
+        self._hnsw = self._new_hnsw()
+        self._fresh_graph = True
+        self._pending = np.sort(rows.keys[:n])
+        self._start_builder()
+
+    def _start_builder(self) -> None:
+        if self._stopped or (self._builder is not None and self._builder.is_alive()):
+            return
+        self._builder = in_background(self._catch_up, "hybridkb-vector-graph")
+
+    def _catch_up(self) -> None:
+        """Insert the pending rows into the graph, a batch per short hold of the lock (sized
+        to ~0.1 s, so searches get through), then check a first build's recall."""
+        batch = GRAPH_BATCH_MIN
+        while True:
+            stop_if_exiting()
+            with self._lock:
+                graph = self._hnsw
+                if self._stopped or graph is None or not len(self._pending):
+                    break
+                keys = self._pending[:batch]
+                at = self._rows.lookup(keys)
+                copies = graph_rows(
+                    self._rows.rows[at],
+                    self._rows.inv_norms[at],
+                    self.quantization,
+                    self._graph_scale,
+                )
+                began = time.perf_counter()
+                self._writable_hnsw().add(keys, copies, threads=0 if len(keys) > 256 else 1)
+                self._pending = self._pending[len(keys) :]
+                spent = time.perf_counter() - began
+            if spent < GRAPH_BATCH_SECONDS / 2:
+                batch = min(batch * 2, GRAPH_BATCH_MAX)
+            elif spent > GRAPH_BATCH_SECONDS * 2:
+                batch = max(batch // 2, GRAPH_BATCH_MIN)
+        with self._lock:
+            if (
+                graph is None
+                or graph is not self._hnsw
+                or len(self._pending)
+                or not self._fresh_graph
+            ):
+                return
+            self._fresh_graph = False
+            self.built_on = build_environment(graph.hardware_acceleration)
+        self.verify_recall()
+
+    @property
+    def pending(self) -> int:
+        """Rows the graph does not hold yet (searched exactly meanwhile)."""
+        return len(self._pending)
+
+    def wait_for_graph(self, timeout: float | None = None) -> None:
+        """Wait until the graph holds every row (benchmarks and tests)."""
+        thread = self._builder
+        if thread is not None:
+            thread.join(timeout)
+
+    def stop(self) -> None:
+        """Stop inserting pending rows (the index is being dropped); they stay pending."""
+        with self._lock:
+            self._stopped = True
+        self.wait_for_graph()
+
+    def _with_pending(
+        self,
+        q_enc: np.ndarray,
+        pool: int,
+        found: tuple[np.ndarray, np.ndarray],
+        allowed: np.ndarray | None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The graph's hits and the exact scores of the (permitted) pending rows, best ``pool``."""
+        keys = self._pending
+        if allowed is not None:
+            keys = keys[np.isin(keys, allowed, assume_unique=True)]
+        if not len(keys):
+            return found
+        f = self._rows
+        at = f.lookup(keys)
+        rows, scores = scan(f.rows[at], f.inv_norms[at], q_enc, pool, self.quantization, self.dim)
+        all_keys = np.concatenate([found[0], keys[rows]])
+        all_scores = np.concatenate([found[1], scores])
+        if len(all_keys) > pool:
+            best = top(all_scores, pool)
+            all_keys, all_scores = all_keys[best], all_scores[best]
+        return all_keys, all_scores
+
     # -- recall self-check (recall.py) -------------------------------------------------
 
     def _row_batches(self, batch: int = _SCAN_BATCH) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -318,6 +454,8 @@ class VectorIndex:
             start += batch
 
     def _checkable(self) -> Graph | None:
+        if len(self._pending):
+            return None  # not every row is in the graph yet: checked once it is
         if self._hnsw is None or len(self._hnsw) < 4 * RECALL_K or self.quantization == "b1":
             return None  # flat (exact), too small to measure, or re-ranked sign bits
         return self._hnsw
@@ -442,6 +580,7 @@ class VectorIndex:
     def _to_exact_scan(self) -> None:
         """Drop the graph for the flat layout (exact scan) and keep it so."""
         self._hnsw, self._hnsw_mapped = None, None
+        self._pending = np.empty(0, np.int64)
         self.exact_only = True
 
     def _new_hnsw(self) -> Graph:
@@ -532,8 +671,9 @@ class VectorIndex:
             at = self._rows.lookup(keys)
             if (at < 0).any():
                 return None
-            found = self._rows.rows[at]
-        return np.asarray(found, dtype=np.float32)
+            found = self._rows.rows.take(at, axis=0)
+        # Converted outside the lock, from the gathered copy (not a view of the rows).
+        return found.astype(np.float32, copy=False)
 
     def _exact_scores(
         self, q: np.ndarray, keys: np.ndarray, rerank: Callable[[np.ndarray], np.ndarray]
@@ -597,9 +737,9 @@ class VectorIndex:
         barred[rows] = False
         scores[barred] = -np.inf
         count = min(pool, len(rows))
-        top = np.argpartition(-scores, count - 1)[:count] if count < f.n else np.arange(f.n)
-        top = top[np.isfinite(scores[top])]
-        return f.keys[top], scores[top]
+        best = top(scores, count)
+        best = best[np.isfinite(scores[best])]
+        return f.keys[best], scores[best]
 
     def _search_graph(
         self, q_enc: np.ndarray, pool: int, allowed: np.ndarray | None
@@ -610,6 +750,11 @@ class VectorIndex:
         ``allowed`` is a sorted array of permitted keys (some may be absent), or None.
         """
         graph = cast(Graph, self._hnsw)
+        if len(self._pending) * 2 >= self._rows.n:
+            # The graph holds few of the rows yet (a bulk load it is catching up with).
+            if allowed is None:
+                return self._scan_all(q_enc, pool)
+            return self._scan_allowed(q_enc, pool, allowed)
         n = len(graph)
         want = min(pool, n)
         if want == 0:
@@ -626,7 +771,7 @@ class VectorIndex:
                 at = np.minimum(np.searchsorted(allowed, keys), len(allowed) - 1)
                 keys = keys[allowed[at] == keys]
             if len(keys) >= want:
-                return self._rescore(q_enc, keys, want)
+                return self._with_pending(q_enc, pool, self._rescore(q_enc, keys, want), allowed)
             if count >= n:
                 break
             count *= 4
@@ -651,11 +796,12 @@ class VectorIndex:
                 "keys": f.keys[: f.n].tobytes(),
                 "rows": f.rows[: f.n].tobytes(),
                 "inv_norms": f.inv_norms[: f.n].tobytes(),
-                "sorted_keys": f.sorted_keys.tobytes(),
-                "sorted_rows": f.sorted_rows.tobytes(),
+                "sorted_keys": f.index.keys.tobytes(),
+                "sorted_rows": f.index.rows.tobytes(),
             }
             if self._hnsw is not None:
                 sections["hnsw"] = self._hnsw.save()
+                sections["pending"] = self._pending.tobytes()
             header: dict[str, Any] = {
                 "version": _FORMAT_VERSION,
                 "dim": self.dim,
@@ -669,18 +815,21 @@ class VectorIndex:
                 "built_on": self.built_on,
                 "layout": self.layout,
                 "graph_scale": self._graph_scale,
+                "fresh_graph": self._fresh_graph,
                 "count": len(self),
             }
         write_sections(path, _MAGIC, header, sections)
 
     @classmethod
-    def load(cls, path: str | Path, *, mmap: bool = True) -> VectorIndex:
+    def load(cls, path: str | Path, *, mmap: bool = True, defer_graph: bool = False) -> VectorIndex:
         """Read an index written by :meth:`save`.
 
         Args:
             path: File to read.
             mmap: Map the stored arrays (copy-on-write) instead of copying them; a
                 graph is copied into private memory on its first write.
+            defer_graph: As the constructor's; rows saved before the graph held them
+                are inserted in the background from now on (else at once).
 
         Returns:
             The index.
@@ -700,6 +849,7 @@ class VectorIndex:
                 int(header["dim"]),
                 quantization=header["quantization"],
                 hnsw_threshold=int(header["hnsw_threshold"]),
+                defer_graph=defer_graph,
             )
             index._restore(header, blobs, mmap)
             return index
@@ -725,9 +875,10 @@ class VectorIndex:
             raise ValueError("section sizes do not match the row count")
         lookup = None
         if "sorted_keys" in blobs:
-            lookup = blobs["sorted_keys"].view(np.int64), blobs["sorted_rows"].view(np.int64)
-            if not len(lookup[0]) == len(lookup[1]) == count:
-                raise ValueError("section sizes do not match the row count")
+            lookup = KeyRows(
+                blobs["sorted_keys"].view(np.int64), blobs["sorted_rows"].view(np.int64)
+            )
+            lookup.check(keys)  # a damaged lookup would serve wrong rows; fail here instead
         self._rows = FlatRows(rows.reshape(count, self._width), inv_norms, keys, lookup)
         self.exact_only = bool(header.get("exact_only", False))
         self.verified_recall = header.get("verified_recall")
@@ -741,9 +892,12 @@ class VectorIndex:
             self._hnsw_mapped = blobs["hnsw"]
         else:
             graph.load(blobs["hnsw"].data)
-        if len(graph) != count or graph.ndim != self._usearch_ndim:
+        pending = blobs["pending"].view(np.int64) if "pending" in blobs else np.empty(0, np.int64)
+        if len(graph) + len(pending) != count or graph.ndim != self._usearch_ndim:
             raise ValueError("graph does not match the header")
         self._hnsw = graph
+        self._pending = np.array(pending)  # owned: it shrinks as the graph catches up
+        self._fresh_graph = bool(header.get("fresh_graph", False))
         self._graph_scale = float(header["graph_scale"])
         self.beam_factor = int(header.get("beam_factor") or 1)
         here = build_environment(graph.hardware_acceleration)
@@ -757,6 +911,19 @@ class VectorIndex:
         else:
             self.served_recall = header.get("served_recall")
             self._audited_rows = int(header.get("audited_rows") or 0)
+        if len(self._pending):
+            if self.defer_graph:
+                self._start_builder()
+            else:
+                self._catch_up()
+
+
+def merged_keys(sorted_keys: np.ndarray, more: np.ndarray) -> np.ndarray:
+    """The sorted distinct union of sorted distinct ``sorted_keys`` and ``more``."""
+    if not len(sorted_keys):
+        return np.unique(more)
+    both = np.sort(np.concatenate([sorted_keys, more]), kind="stable")  # two sorted runs
+    return both[np.concatenate(([True], both[1:] != both[:-1]))]
 
 
 def _rescored_count(want: int) -> int:

@@ -9,17 +9,22 @@ one line, "<file>: <what is wrong>; <the fix>", so front ends can show it as is.
 from __future__ import annotations
 
 import hashlib
-import math
 import os
-import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from hybridkb.errors import ExtractionError, KBError, UnsupportedFileType
 from hybridkb.files import OpenedFile, allowed_root, open_file
-from hybridkb.loaders.budget import FileBudget, FileLimits, counting_zip_reads
+from hybridkb.loaders.budget import (
+    FileBudget,
+    FileLimits,
+    ReadingClock,
+    counting_zip_reads,
+    timed_while_read,
+)
+from hybridkb.loaders.snapshot import as_opened
 from hybridkb.loaders.text import iter_text_blocks, load_markdown, load_text, stream_markdown
 from hybridkb.normalize import display_name
 from hybridkb.types import Block, FailedFile, LoadedFile, SkippedFile
@@ -80,11 +85,7 @@ def _load_text(stream: BinaryIO, name: str, options: LoadOptions, budget: FileBu
 def _load_html(stream: BinaryIO, name: str, options: LoadOptions, budget: FileBudget) -> LoadedFile:
     from hybridkb.loaders.html import load_html
 
-    # Charged before parsing, markup included: lxml holds the whole page as a tree.
-    size = stream.seek(0, os.SEEK_END)
-    stream.seek(0)
-    budget.charge_text(size)
-    return load_html(stream, name=name)
+    return load_html(stream, name=name, budget=budget)
 
 
 def _load_pptx(stream: BinaryIO, name: str, options: LoadOptions, budget: FileBudget) -> LoadedFile:
@@ -161,7 +162,7 @@ def load_file(
     Args:
         source: A file of a supported type (SUPPORTED_EXTENSIONS, case-insensitive):
             a path (opened here), or a file opened by :func:`hybridkb.files.open_file`,
-            read from its start.
+            read from its start up to the size it had when opened.
         pdf_password: User password for encrypted PDFs.
         ocr: Read PDF pages without a text layer by OCR, if the OCR extra is installed.
         limits: What reading the file may cost (default :class:`FileLimits()`); going
@@ -184,11 +185,11 @@ def load_file(
             return load_file(opened, pdf_password=pdf_password, ocr=ocr, limits=limits)
     check_supported(source.path)
     loader = _LOADERS[source.path.suffix.lower()]
-    source.stream.seek(0)
     budget = FileBudget(source.name, limits or FileLimits())
     try:
-        loaded = loader(source.stream, source.name, LoadOptions(pdf_password, ocr), budget)
-        budget.charge_blocks(len(loaded.blocks))
+        stream = as_opened(source)
+        loaded = loader(stream, source.name, LoadOptions(pdf_password, ocr), budget)
+        budget.charge_blocks(max(0, len(loaded.blocks) - budget.blocks))  # not yet charged
         return loaded
     except KBError:
         raise
@@ -227,44 +228,47 @@ STREAMED_EXTENSIONS = frozenset({".txt", ".text", ".md", ".markdown", ".csv", ".
 def stream_blocks(source: OpenedFile, *, limits: FileLimits | None = None) -> Iterator[Block]:
     """The blocks of a large text, Markdown or CSV file, read from its start as needed.
 
-    Only one block is held, so the text and time budgets do not apply (a 500 MB log
-    file is read in full); a CSV's rows are still charged to ``limits.rows``.
+    The file is read up to the size it had when it was opened (a log still being
+    written ends there) and charged like any other: only one block is held, so its
+    text may be :meth:`FileLimits.streamed` larger, and only the time spent reading
+    counts against ``limits.seconds``, not the embedding done between two blocks.
 
     Raises:
-        ExtractionError: Binary content, no text, unreadable CSV, or too many rows.
+        ExtractionError: Binary content, no text, or unreadable CSV.
+        BudgetExceeded: More text, rows, cells or reading time than ``limits`` allow.
     """
     from hybridkb.loaders.sheets import stream_csv
 
+    clock = ReadingClock()
+    budget = FileBudget(source.name, (limits or FileLimits()).streamed(), clock=clock)
+    stream = as_opened(source)
     suffix = source.path.suffix.lower()
-    source.stream.seek(0)
     if suffix in (".md", ".markdown"):
-        return stream_markdown(source.stream, name=source.name)
-    if suffix in (".csv", ".tsv"):
-        unbounded = replace(limits or FileLimits(), text_chars=sys.maxsize, seconds=math.inf)
-        budget = FileBudget(source.name, unbounded)
-        return stream_csv(source.stream, name=source.name, budget=budget)
-    return iter_text_blocks(source.stream, name=source.name)
+        blocks = budget.charged(stream_markdown(stream, name=source.name))
+    elif suffix in (".csv", ".tsv"):  # charged by rows, cells and text as they are read
+        blocks = stream_csv(stream, name=source.name, budget=budget)
+    else:
+        blocks = budget.charged(iter_text_blocks(stream, name=source.name))
+    return timed_while_read(blocks, clock)
 
 
 def check_streamed(source: OpenedFile, *, limits: FileLimits | None = None) -> None:
-    """Refuse a large CSV over the row budget before any of it is embedded.
+    """Refuse a large file over its budgets before any of it is embedded.
 
-    One extra read of the file (csv parses ~50 MB/s) instead of embedding up to a
-    million rows and then throwing them away.
+    One extra read of the file (csv parses ~50 MB/s, text faster) instead of embedding
+    up to a billion characters or a million rows and then throwing them away.
 
     Raises:
         ExtractionError: As :func:`stream_blocks` would while reading.
     """
-    if source.path.suffix.lower() in (".csv", ".tsv"):
-        for _ in stream_blocks(source, limits=limits):
-            pass
-    source.stream.seek(0)
+    for _ in stream_blocks(source, limits=limits):
+        pass
 
 
 def file_sha256(source: str | Path | OpenedFile) -> str:
     """Hex SHA-256 of a file's bytes, read in 1 MiB blocks so size does not matter.
 
-    An opened file is hashed from its start and left at its start.
+    An opened file is hashed from its start up to the size it had when opened.
 
     Raises:
         ExtractionError: The file cannot be read.
@@ -273,15 +277,14 @@ def file_sha256(source: str | Path | OpenedFile) -> str:
         with open_file(source) as opened:
             return file_sha256(opened)
     digest = hashlib.sha256()
-    source.stream.seek(0)
+    stream = as_opened(source)  # what the loaders read: the file as it was when opened
     try:
-        while block := source.stream.read(_HASH_BLOCK):
+        while block := stream.read(_HASH_BLOCK):
             digest.update(block)
     except OSError as exc:
         raise ExtractionError(
             f"{source.name}: cannot read it ({exc.strerror or exc}); check the file"
         ) from exc
-    source.stream.seek(0)
     return digest.hexdigest()
 
 

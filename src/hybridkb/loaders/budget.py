@@ -12,7 +12,7 @@ missed each of these, so every loader charges a :class:`FileBudget` as it produc
 - characters of extracted text;
 - pages with a text layer, and pages sent to OCR, separately;
 - bytes of PDF content stream drawn, a stream shared by many pages at each use;
-- spreadsheet and CSV rows;
+- spreadsheet and CSV rows, and apart their cells (empty ones too);
 - wall time, checked at each of the charges above.
 
 Going over raises :class:`BudgetExceeded`, one line naming the file, the budget and
@@ -28,17 +28,20 @@ import contextvars
 import threading
 import time
 import zipfile
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import IO, Any
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
+from typing import IO, Any, TypeVar
 
 from hybridkb.errors import ExtractionError
+from hybridkb.types import Block
 
 __all__ = [
     "BudgetExceeded",
     "FileBudget",
     "FileLimits",
+    "ReadingClock",
     "counting_zip_reads",
+    "timed_while_read",
 ]
 
 _MB = 1024 * 1024
@@ -46,6 +49,7 @@ _MB = 1024 * 1024
 # share of chunking take a few hundred bytes, so a million one-letter paragraphs (a DOCX
 # of 28 MB of XML) must not pass as a million characters (it took DuckDB out of memory).
 BLOCK_CHARS = 50
+STREAMED_TEXT_FACTOR = 20
 
 
 class BudgetExceeded(ExtractionError):
@@ -63,14 +67,27 @@ class FileLimits:
     # python-pptx hold every part, so 256 MB keeps the worst file under 1 GB.
     archive_mb: int = 256
     # XML parts parsed into a tree: 14 MB of one-letter paragraphs peaked at 472 MB in a
-    # whole add, 28 MB took DuckDB out of memory under a 1.5 GB cap.
+    # whole add, 28 MB took DuckDB out of memory under a 1.5 GB cap. HTML pages are
+    # charged too: streamed, a page still makes libxml2 hold its open elements and a
+    # tag's attributes at once (16 MB of one tag's attributes take ~350 MB).
     xml_mb: int = 16
     text_chars: int = 50_000_000  # a 1,000-page book is ~3 million
     pages: int = 5_000  # PDF pages whose text layer is read
     ocr_pages: int = 100  # PDF pages read by OCR (~1 s each)
     pdf_content_mb: int = 256  # content streams drawn; a 1,000-page report has ~35 MB
     rows: int = 1_000_000  # spreadsheet and CSV rows
+    # Cells, empty ones too: each costs a read whatever it holds, and a row may have
+    # 16,384 (a 1.5 KB XLSX declaring A1:XFD1048576 read 16 billion).
+    cells: int = 50_000_000
     seconds: float = 300.0  # wall time spent parsing, checked at every charge
+
+    def streamed(self) -> FileLimits:
+        """The limits of a file streamed block by block (text, Markdown, CSV over 16 MB).
+
+        Only one block is held, so its text costs time and disk, not memory: it may be
+        STREAMED_TEXT_FACTOR times the text budget (a 500 MB log passes the defaults).
+        """
+        return replace(self, text_chars=self.text_chars * STREAMED_TEXT_FACTOR)
 
 
 class FileBudget:
@@ -88,6 +105,8 @@ class FileBudget:
         self.ocr_pages = 0
         self.content_bytes = 0
         self.rows = 0
+        self.cells = 0
+        self.blocks = 0
         self._clock = clock
         self._started = clock()
 
@@ -119,14 +138,14 @@ class FileBudget:
         self.check_time()
 
     def charge_xml(self, part: str, size: int) -> None:
-        """Charge ``size`` bytes of the XML part ``part``, about to be parsed into a tree."""
+        """Charge ``size`` bytes of markup in ``part`` (an XML part, an HTML page) to parse."""
         self.xml_bytes += size
         limit = self.limits.xml_mb * _MB
         if self.xml_bytes > limit:
             raise self._over(
                 "XML",
                 "XML_MB",
-                f"parsing {part} brings the XML held as trees to {self.xml_bytes // _MB} MB, "
+                f"parsing {part} brings the markup parsed to {self.xml_bytes // _MB} MB, "
                 f"limit {self.limits.xml_mb} MB",
             )
 
@@ -142,8 +161,24 @@ class FileBudget:
         self.check_time()
 
     def charge_blocks(self, count: int) -> None:
-        """Charge ``count`` blocks (paragraphs, rows, cells) at BLOCK_CHARS characters each."""
+        """Charge ``count`` blocks (paragraphs, rows, cells) at BLOCK_CHARS characters each.
+
+        A loader charges each block as it makes it, so a million of them are refused
+        before they are held; :func:`~hybridkb.loaders.load_file` charges the rest.
+        """
+        self.blocks += count
         self.charge_text(count * BLOCK_CHARS)
+
+    def charge_block(self, text: str) -> None:
+        """Charge one block about to be held: its text and BLOCK_CHARS more."""
+        self.charge_blocks(1)
+        self.charge_text(len(text))
+
+    def charged(self, blocks: Iterable[Block]) -> Iterator[Block]:
+        """``blocks``, each charged (:meth:`charge_block`) before it is handed on."""
+        for block in blocks:
+            self.charge_block(block.text)
+            yield block
 
     def charge_pages(self, count: int = 1) -> None:
         """Charge ``count`` pages whose text layer is read."""
@@ -182,6 +217,58 @@ class FileBudget:
         if self.rows > self.limits.rows:
             raise self._over("row", "ROWS", f"more than {self.limits.rows:,} rows")
         self.check_time()
+
+    def charge_cells(self, count: int) -> None:
+        """Charge ``count`` spreadsheet or CSV cells read, empty ones included."""
+        self.cells += count
+        if self.cells > self.limits.cells:
+            raise self._over("cell", "CELLS", f"more than {self.limits.cells:,} cells")
+
+
+# -- a streamed file's time is the time spent reading it ---------------------------------------
+
+_T = TypeVar("_T")
+
+
+class ReadingClock:
+    """A clock that runs only while a streamed file is read (see :func:`timed_while_read`).
+
+    A streamed file is read block by block while its earlier blocks are embedded and
+    written, so wall time would charge the embedder's work (an hour for a large log)
+    to the file's parsing budget.
+    """
+
+    def __init__(self, clock: Callable[[], float] | None = None) -> None:
+        self._clock = clock or time.monotonic
+        self._spent = 0.0
+        self._since: float | None = None
+
+    def __call__(self) -> float:
+        running = 0.0 if self._since is None else self._clock() - self._since
+        return self._spent + running
+
+    def start(self) -> None:
+        """Run from now on."""
+        self._since = self._clock()
+
+    def stop(self) -> None:
+        """Stop, keeping the time run so far."""
+        if self._since is not None:
+            self._spent += self._clock() - self._since
+            self._since = None
+
+
+def timed_while_read(items: Iterator[_T], clock: ReadingClock) -> Iterator[_T]:
+    """``items``, with ``clock`` running only while the next one is being produced."""
+    while True:
+        clock.start()
+        try:
+            item = next(items)
+        except StopIteration:
+            return
+        finally:
+            clock.stop()
+        yield item
 
 
 # -- every ZIP part read is charged -----------------------------------------------------------

@@ -9,6 +9,7 @@ justify another dependency); DRM-protected books are refused with a clear messag
 
 from __future__ import annotations
 
+import io
 import posixpath
 import zipfile
 from typing import BinaryIO
@@ -16,7 +17,7 @@ from typing import BinaryIO
 from hybridkb.errors import ExtractionError
 from hybridkb.loaders.archive import check_zip, invalid
 from hybridkb.loaders.budget import FileBudget, FileLimits
-from hybridkb.loaders.html import html_blocks, parse_html
+from hybridkb.loaders.html import html_blocks
 from hybridkb.types import Block
 
 __all__ = ["load_epub"]
@@ -73,11 +74,9 @@ def load_epub(stream: BinaryIO, *, name: str, budget: FileBudget | None = None) 
             for member in _spine(archive):
                 if member not in members:
                     continue  # a spine entry without its file: skip it, keep the book
-                root = parse_html(archive.read(member), name)
-                title = " ".join((root.findtext(".//title") or "").split()) or None
-                chapter = html_blocks(root, section=title)
-                budget.charge_text(sum(len(block.text) for block in chapter))
-                blocks += chapter
+                # Held as bytes (charged as the ZIP part was), streamed as HTML is.
+                chapter = io.BytesIO(archive.read(member))
+                blocks += html_blocks(chapter, name=name, budget=budget, title_section=True)
     except ExtractionError:
         raise
     except Exception as exc:  # broken XML, bad ZIP members, missing package document

@@ -15,10 +15,36 @@ from typing import BinaryIO
 from hybridkb.errors import ExtractionError
 from hybridkb.loaders.encoding import SAMPLE_BYTES, detect_encoding, reject_binary
 
-__all__ = ["MAX_LINE_CHARS", "iter_lines"]
+__all__ = ["MAX_LINE_CHARS", "iter_decoded", "iter_lines"]
 
 MAX_LINE_CHARS = 1 << 20  # a longer line is handed on in pieces of this size
 _READ_BYTES = 1 << 20
+
+
+def iter_decoded(stream: BinaryIO, name: str, *, read_bytes: int = _READ_BYTES) -> Iterator[str]:
+    """Yield the text of ``stream`` (read from where it stands) as it is read and decoded.
+
+    Raises:
+        ExtractionError: Empty or whitespace-only, or binary content.
+    """
+    first = stream.read(SAMPLE_BYTES)
+    codec = detect_encoding(first, name, complete=len(first) < SAMPLE_BYTES)
+    decoder = codecs.getincrementaldecoder(codec)(errors="replace")
+    checked = False
+    data = first
+    while True:
+        final = not data
+        text = decoder.decode(data, final=final)
+        if not checked and text.strip():
+            reject_binary(text[:SAMPLE_BYTES], name)
+            checked = True
+        if text:
+            yield text
+        if final:
+            break
+        data = stream.read(read_bytes)
+    if not checked:
+        raise ExtractionError(f"{name}: empty file; nothing to add")
 
 
 def iter_lines(
@@ -33,20 +59,12 @@ def iter_lines(
     Raises:
         ExtractionError: Empty or whitespace-only, or binary content.
     """
-    first = stream.read(SAMPLE_BYTES)
-    codec = detect_encoding(first, name, complete=len(first) < SAMPLE_BYTES)
-    decoder = codecs.getincrementaldecoder(codec)(errors="replace")
     pending = ""
-    checked = False
-    data = first
+    texts = iter_decoded(stream, name)
     while True:
-        final = not data
-        pending += decoder.decode(data, final=final)
-        if not checked and (pending.strip() or final):
-            if not pending.strip():
-                raise ExtractionError(f"{name}: empty file; nothing to add")
-            reject_binary(pending[:SAMPLE_BYTES], name)
-            checked = True
+        text = next(texts, None)
+        final = text is None
+        pending += text or ""
         # A trailing "\r" may be half of a "\r\n" split between reads: keep it back.
         held = "\r" if pending.endswith("\r") and not final else ""
         body = pending[: len(pending) - len(held)].replace("\r\n", "\n").replace("\r", "\n")
@@ -61,7 +79,6 @@ def iter_lines(
         pending += held
         if final:
             break
-        data = stream.read(_READ_BYTES)
     if pending:
         yield pending + "\n"
 

@@ -57,14 +57,15 @@ def iter_row_blocks(
 ) -> Iterator[Block]:
     """Yield "header: value" blocks of rows (the first non-empty one is the header).
 
-    ``budget`` is charged for every row read (empty ones too: they cost a read) and
-    the text of each block, as the rows come.
+    ``budget`` is charged for every row and cell read (empty ones too: they cost a
+    read) and the text of each block, as the rows come.
     """
     header: list[str] | None = None
     yielded = False
     for number, raw in enumerate(rows, start=1):
         if budget is not None:
             budget.charge_rows()
+            budget.charge_cells(len(raw))
         cells = [_cell(value) for value in raw]
         if not any(cells):
             continue
@@ -127,6 +128,10 @@ def load_xlsx(
                 if sheet.sheet_state != "visible":
                     hidden.append(sheet.title)
                     continue
+                # Read-only mode trusts the sheet's declared size and pads every row to it
+                # (a 1.5 KB file declaring A1:XFD1048576 is 16 billion empty cells): each
+                # row is read as far as its last cell instead, and no row past the last.
+                sheet.reset_dimensions()
                 rows = sheet.iter_rows(values_only=True)
                 blocks += iter_row_blocks(rows, section=sheet.title, budget=budget)
         finally:

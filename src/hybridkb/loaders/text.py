@@ -52,7 +52,19 @@ _FRONT_MATTER_CHARS = 64 * 1024  # YAML front matter is short; a rule is not its
 
 def text_blocks(text: str) -> list[Block]:
     """Split plain text into paragraph blocks at blank lines (no page, no section)."""
-    return [Block(text=p, kind="paragraph") for p in normalize_text(text).split("\n\n") if p]
+    return list(_paragraph_blocks(text))
+
+
+def _paragraph_blocks(text: str) -> Iterator[Block]:
+    # One at a time: a million one-letter paragraphs are refused before they are held.
+    text = normalize_text(text)
+    start = 0
+    while start <= len(text):
+        end = text.find("\n\n", start)
+        end = len(text) if end < 0 else end
+        if end > start:
+            yield Block(text=text[start:end], kind="paragraph")
+        start = end + 2
 
 
 class HeadingPath:
@@ -246,9 +258,13 @@ def load_text(stream: BinaryIO, *, name: str, budget: FileBudget | None = None) 
         BudgetExceeded: More text than ``budget`` allows (ingest streams large files).
     """
     text = decode_bytes(stream.read(), name)
+    blocks: list[Block] = []
     if budget is not None:
-        budget.charge_text(len(text))
-    blocks = text_blocks(text)
+        budget.charge_text(len(text))  # held whole: charged before it is split
+    for block in _paragraph_blocks(text):
+        if budget is not None:
+            budget.charge_blocks(1)
+        blocks.append(block)
     if not blocks:  # only invisible characters
         raise ExtractionError(f"{name}: {_EMPTY}")
     return LoadedFile(blocks=blocks, file_type="txt")
@@ -276,12 +292,10 @@ def load_markdown(stream: BinaryIO, *, name: str, budget: FileBudget | None = No
         ExtractionError: Empty or whitespace-only, or binary content.
         BudgetExceeded: More text or time than ``budget`` allows.
     """
-    blocks: list[Block] = []
-    for block in stream_markdown(stream, name=name):
-        if budget is not None:
-            budget.charge_text(len(block.text))
-        blocks.append(block)
-    return LoadedFile(blocks=blocks, file_type="md")
+    blocks = stream_markdown(stream, name=name)
+    return LoadedFile(
+        blocks=list(budget.charged(blocks) if budget is not None else blocks), file_type="md"
+    )
 
 
 def _cut_long(buffer: str, limit: int) -> int:

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from pathlib import PurePath
 from typing import Any
+
+import numpy as np
 
 from hybridkb import errors
 from hybridkb.graph.model import (
@@ -26,6 +29,7 @@ from hybridkb.graph.model import (
     Subgraph,
     TraverseResult,
 )
+from hybridkb.sql_tool import SQLResult
 from hybridkb.storage.base import (
     ChunkRecord,
     CollectionHealth,
@@ -40,7 +44,10 @@ from hybridkb.types import (
     FailedFile,
     FileResult,
     Hit,
+    MovedFile,
+    RemovedFile,
     SkippedFile,
+    SyncReport,
 )
 
 __all__ = ["decode", "encode", "error_from", "error_payload", "MAX_MESSAGE_BYTES"]
@@ -58,10 +65,14 @@ _TYPES: dict[str, type[Any]] = {
         FailedFile,
         FileResult,
         Hit,
+        MovedFile,
+        RemovedFile,
         SkippedFile,
-        # maintenance
+        SyncReport,
+        # maintenance and SQL
         CollectionHealth,
         Finding,
+        SQLResult,
         # the knowledge graph
         ContextItem,
         Edge,
@@ -92,10 +103,14 @@ _FLAT = frozenset(
         "FileResult",
         "Finding",
         "Hit",
+        "MovedFile",
         "Node",
+        "RemovedFile",
         "SkippedFile",
     }
 )
+# Fields whose items are tuples (JSON has only lists): rebuilt as tuples.
+_TUPLE_ITEMS = {"SQLResult": "rows"}
 _FIELDS: dict[str, tuple[str, ...]] = {
     name: tuple(f.name for f in dataclasses.fields(cls)) for name, cls in _TYPES.items()
 }
@@ -112,12 +127,14 @@ def encode(value: Any) -> Any:
         else:
             fields = {field: encode(getattr(value, field)) for field in _FIELDS[name]}
         return {"__type__": name, "fields": fields}
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):  # a caller's metadata may be any mapping
         return {str(k): encode(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [encode(v) for v in value]
     if isinstance(value, PurePath):
         return str(value)  # a file the owner wrote (graph export): same machine, same user
+    if isinstance(value, np.ndarray):
+        return value.tolist()  # a caller's query vector
     return value
 
 
@@ -131,7 +148,10 @@ def decode(value: Any) -> Any:
             fields = value["fields"]
             if name in _FLAT:
                 return cls(**fields)
-            return cls(**{k: decode(v) for k, v in fields.items()})
+            found = {k: decode(v) for k, v in fields.items()}
+            if name in _TUPLE_ITEMS:
+                found[_TUPLE_ITEMS[name]] = [tuple(v) for v in found[_TUPLE_ITEMS[name]]]
+            return cls(**found)
         return {k: decode(v) for k, v in value.items()}
     if isinstance(value, list):
         return [decode(v) for v in value]

@@ -28,19 +28,26 @@ Two transports, one protocol (JSON lines):
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import secrets
 import socket
-import stat
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from hybridkb.errors import ConfigError
+from hybridkb.private_files import (
+    folder_problem,
+    read_private_file,
+    temp_folder,
+    write_private_file,
+)
 from hybridkb.serve.handshake import client_handshake
 
 __all__ = [
@@ -54,6 +61,7 @@ __all__ = [
     "read_endpoint",
     "remove_endpoint",
     "resolve_transport",
+    "runtime_folder",
     "write_endpoint",
 ]
 
@@ -106,32 +114,38 @@ _fallback_dir: Path | None = None
 
 
 def _private(folder: Path) -> bool:
-    try:
-        info = folder.lstat()
-    except OSError:
-        return False
-    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o077
+    return folder_problem(folder, secret=True) is None  # the rule of every private folder
 
 
-def _socket_dir() -> Path:
-    """This user's private folder for sockets: ``<runtime or temp>/hybridkb-<uid>``, or a
-    fresh private one where that name is taken by another user or is not private."""
+def runtime_folder() -> Path:
+    """This user's private folder for sockets and tokens: ``<runtime or
+    temp>/hybridkb-<uid>``, or a fresh private one where that name is taken by another
+    user or is not private.
+
+    Raises:
+        ConfigError: no such folder can be made (a full disk, no temporary folder).
+    """
     global _fallback_dir
     runtime = os.environ.get("XDG_RUNTIME_DIR")
-    base = Path(runtime) if runtime and _private(Path(runtime)) else Path(tempfile.gettempdir())
+    base = Path(runtime) if runtime and _private(Path(runtime)) else temp_folder()
     folder = base / f"hybridkb-{os.getuid()}"
     try:
         folder.mkdir(mode=0o700)
-    except FileExistsError:
-        pass
     except OSError:
-        pass  # judged below, like one that exists
+        pass  # there already, or cannot be made: judged below, like one that exists
     if _private(folder):
         return folder
     if _fallback_dir is None or not _private(_fallback_dir):
         # Someone else made it, or made it readable: never put a socket there. The
         # socket's path is in the endpoint file, so a random folder is found all the same.
-        _fallback_dir = Path(tempfile.mkdtemp(prefix=f"hybridkb-{os.getuid()}-"))
+        try:
+            _fallback_dir = Path(tempfile.mkdtemp(prefix=f"hybridkb-{os.getuid()}-", dir=base))
+        except OSError as exc:
+            raise ConfigError(
+                f"{folder}: cannot make a private folder for this process's socket "
+                f"({exc.strerror or exc}); free disk space in {base}, or set XDG_RUNTIME_DIR"
+                " to a folder of yours"
+            ) from None
         _log.warning(
             "hybridkb: %s is not a private folder of this user; serving from %s instead",
             folder,
@@ -150,7 +164,7 @@ def new_endpoint(db_path: str | Path, transport: Transport) -> tuple[Endpoint, s
         return Endpoint(os.getpid(), f"tcp:{_LOOPBACK}:{port}", token), listener
     real = os.path.realpath(Path(db_path).expanduser())
     digest = hashlib.sha256(f"{real}\0{os.getpid()}".encode()).hexdigest()[:20]
-    path = str(_socket_dir() / f"{digest}.sock")
+    path = str(runtime_folder() / f"{digest}.sock")
     try:
         os.unlink(path)  # a leftover of a killed process with our pid
     except OSError:
@@ -159,9 +173,17 @@ def new_endpoint(db_path: str | Path, transport: Transport) -> tuple[Endpoint, s
     old_umask = os.umask(0o177)  # the socket is created 0600: only this user connects
     try:
         listener.bind(path)
+        listener.listen(64)
+    except OSError as exc:  # e.g. ENOSPC: no inode left for the socket
+        listener.close()
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise ConfigError(
+            f"{path}: cannot listen for other processes ({exc.strerror or exc}); check free "
+            "disk space there, or set XDG_RUNTIME_DIR to a folder of yours"
+        ) from None
     finally:
         os.umask(old_umask)
-    listener.listen(64)
     return Endpoint(os.getpid(), f"unix:{path}", token), listener
 
 
@@ -200,20 +222,20 @@ def open_connection(endpoint: Endpoint, timeout: float | None = None) -> socket.
 def write_endpoint(db_path: str | Path, endpoint: Endpoint) -> None:
     """Publish ``endpoint`` for ``db_path``'s clients: written to a temporary file only this
     user can read (it holds the token), then renamed into place, so a reader never sees
-    half a file."""
-    target = endpoint_file(db_path)
-    temp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as out:
-        json.dump(
-            {
-                "pid": endpoint.pid,
-                "address": endpoint.address,
-                "token": endpoint.token,
-            },
-            out,
-        )
-    os.replace(temp, target)
+    half a file.
+
+    Raises:
+        ConfigError: it cannot be written (NotPrivate: another user's file holds the name).
+    """
+    record = {"pid": endpoint.pid, "address": endpoint.address, "token": endpoint.token}
+    file = endpoint_file(db_path)
+    try:
+        write_private_file(file, json.dumps(record))
+    except OSError as exc:  # a full disk, a folder in its way (NotPrivate: another user's)
+        raise ConfigError(
+            f"{file}: cannot publish this process's address for other processes "
+            f"({exc.strerror or exc}); check free disk space and what is at that path"
+        ) from None
 
 
 def _alive(pid: int) -> bool:
@@ -240,25 +262,18 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _owned_by_me(info: os.stat_result) -> bool:
-    getuid = getattr(os, "getuid", None)
-    return getuid is None or info.st_uid == getuid()  # Windows: the folder's ACL decides
-
-
 def read_endpoint(db_path: str | Path) -> Endpoint | None:
     """The endpoint published for ``db_path``, or None when there is none or it cannot be
     trusted (a link, another user's file, a malformed one)."""
     try:
         path = endpoint_file(db_path)
-        info = path.lstat()
-        if not stat.S_ISREG(info.st_mode) or not _owned_by_me(info):
-            return None  # a link or another user's file: not trusted
-        data = json.loads(path.read_text())
+        # A link, a FIFO, another user's file or one others may read: not trusted.
+        data = json.loads(read_private_file(path, named=str(path)))
         address = str(data["address"])
         if not address.startswith(("unix:", "tcp:")):
             return None
         return Endpoint(int(data["pid"]), address, str(data["token"]))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ConfigError, OSError, ValueError, KeyError, TypeError):
         return None
 
 

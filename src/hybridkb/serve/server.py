@@ -4,9 +4,9 @@ socket, or a loopback TCP port where there are none: see endpoint.py).
 A connection first passes the handshake (handshake.py: both sides prove the token,
 short lines, a deadline); then requests are JSON lines ``{"id", "workspace", "op",
 "args"}`` and answers ``{"ok": result}`` or ``{"error": {"type", "message"}}``. Each
-connection gets a thread; the knowledge base is already safe to share between
-threads (one DuckDB connection under a lock). Only the operations in ``OPERATIONS``
-can be called. A plain accept loop rather than socketserver: closing the socket ends
+connection gets a thread; the engine is already safe to share between threads (one
+DuckDB connection under a lock). Only the flat calls of ``hybridkb.serve.wire.WIRE``
+can be called, each with the arguments its declaration takes. A plain accept loop rather than socketserver: closing the socket ends
 it at once, where socketserver's shutdown waits for its polling loop.
 
 The accept loop never stops while the owner holds the file: at most
@@ -29,21 +29,24 @@ what the caller may read; its own allowed folders are for its own agent tools.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
+import os
+import signal
 import socket
 import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from hybridkb.errors import ConfigError
-from hybridkb.kb import KnowledgeBase
+from hybridkb.local import LocalEngine
 from hybridkb.serve.codec import (
     MAX_MESSAGE_BYTES,
+    decode,
     dumps,
     encode,
     error_from,
@@ -54,20 +57,19 @@ from hybridkb.serve.endpoint import (
     Transport,
     new_endpoint,
     remove_endpoint,
+    resolve_transport,
     write_endpoint,
 )
 from hybridkb.serve.handshake import owner_handshake
-from hybridkb.serve.operations import OPERATIONS, is_write
+from hybridkb.serve.wire import WIRE, is_write
 
-__all__ = ["OPERATIONS", "OwnerServer"]
+__all__ = ["OwnerServer", "serve_owned"]
 
 MAX_UNPROVEN = 32  # connections still in their handshake
 HANDSHAKE_SECONDS = 5.0
 IDLE_SECONDS = 300.0
 _REMEMBERED_ANSWERS = 512  # writes whose answers a retrying client may ask for again
 _OUT_OF_DESCRIPTORS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
-
-Operation = Callable[[Any, dict[str, Any]], Any]
 
 
 def _descriptor_budget() -> int:
@@ -83,16 +85,63 @@ def _descriptor_budget() -> int:
     return max(8, min(1024, soft // 2 - MAX_UNPROVEN))
 
 
+def serve_owned(engine: LocalEngine, db_path: str) -> None:
+    """Make ``engine`` (which holds ``db_path`` for writing) serve other processes until it
+    closes. Only a process that asked to serve calls this (``connect(serve=True)``: the
+    CLI, ``hybridkb mcp``, ``watch``), never a library's plain ``connect``.
+
+    Raises:
+        ConfigError: it cannot listen or publish its endpoint; ``engine`` is closed then
+            (the file free again, nothing left listening), and the error is the reason.
+    """
+    try:
+        server = OwnerServer(engine, db_path, resolve_transport(engine.settings.serve_transport))
+    except BaseException:
+        with contextlib.suppress(Exception):  # the reason above is the one to tell
+            engine.close()
+        raise
+
+    def stop() -> None:
+        if server in _SERVERS:
+            _SERVERS.remove(server)
+        server.close()
+
+    engine.on_close.append(stop)
+    _remove_on_sigterm(server)
+
+
+_SERVERS: list[OwnerServer] = []
+
+
+def _remove_on_sigterm(server: OwnerServer) -> None:
+    """An owner stopped by SIGTERM removes its endpoint file (no client is sent to a
+    dead owner's address). Only where nobody else handles SIGTERM: a program with its
+    own handler (the MCP server) closes its knowledge base there, which does the same."""
+    _SERVERS.append(server)
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGTERM"):
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        for each in list(_SERVERS):
+            each.close()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)  # then die of it, as before
+
+    signal.signal(signal.SIGTERM, stop)
+
+
 class OwnerServer:
-    """Serve ``kb`` (which holds the DuckDB file at ``db_path``) to other processes."""
+    """Serve ``engine`` (which holds the DuckDB file at ``db_path``) to other processes."""
 
     def __init__(
-        self, kb: KnowledgeBase, db_path: str | Path, transport: Transport = "unix"
+        self, engine: LocalEngine, db_path: str | Path, transport: Transport = "unix"
     ) -> None:
-        self.kb = kb
+        self.engine = engine
         self.db_path = db_path
         self.endpoint, self._sock = new_endpoint(db_path, transport)
-        self._workspaces: dict[str, KnowledgeBase] = {kb.workspace: kb}
+        self._workspaces: dict[str, LocalEngine] = {engine.workspace: engine}
         self._lock = threading.Lock()
         self._closed = threading.Event()
         # Connections in their handshake, oldest first: a new one evicts the oldest.
@@ -102,9 +151,13 @@ class OwnerServer:
         # Answers of recent writes by request id, and the writes running now.
         self._answers: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self._running: dict[str, threading.Event] = {}
+        try:  # published before the accept thread starts: a failure leaves nothing running
+            write_endpoint(db_path, self.endpoint)
+        except BaseException:
+            self._close_listener()
+            raise
         self._thread = threading.Thread(target=self._accept, name="hybridkb-owner", daemon=True)
         self._thread.start()
-        write_endpoint(db_path, self.endpoint)
 
     def _accept(self) -> None:
         while not self._closed.is_set():
@@ -193,10 +246,10 @@ class OwnerServer:
                 with self._lock:
                     self._proven -= 1
 
-    def _in(self, workspace: str) -> KnowledgeBase:
+    def _in(self, workspace: str) -> LocalEngine:
         with self._lock:
             if workspace not in self._workspaces:
-                self._workspaces[workspace] = self.kb.in_workspace(workspace)
+                self._workspaces[workspace] = self.engine.in_workspace(workspace)
             return self._workspaces[workspace]
 
     def answer(self, line: bytes, ask: Ask | None = None) -> dict[str, Any]:
@@ -234,14 +287,15 @@ class OwnerServer:
         self, request: dict[str, Any], op: str, args: dict[str, Any], ask: Ask | None
     ) -> dict[str, Any]:
         try:
-            operation = OPERATIONS.get(op)
-            if operation is None:
-                raise ConfigError(f"unknown operation {op!r}")
-            kb = self._in(str(request.get("workspace") or self.kb.workspace))
+            call = WIRE.get(op)
+            if call is None:
+                raise ConfigError(f"{op!r} cannot be called through the owner")
+            arguments = call.incoming(decode(args))
+            engine = self._in(str(request.get("workspace") or self.engine.workspace))
             for model_id, dim in dict(request.get("embedders") or {}).items():
                 if ask is not None:  # the caller's own models, asked over this connection
-                    kb = kb.with_embedder(ClientEmbedder(str(model_id), int(dim), ask))
-            return {"ok": encode(operation(kb, args))}
+                    engine = engine.with_embedder(ClientEmbedder(str(model_id), int(dim), ask))
+            return {"ok": encode(call.target(engine)(**arguments))}
         except Exception as exc:  # noqa: BLE001 - every failure is an answer, not a dead thread
             return {"error": error_payload(exc)}
 
@@ -250,9 +304,15 @@ class OwnerServer:
         the listening socket, and wait up to 5 s for the accept thread."""
         self._closed.set()
         remove_endpoint(self.db_path, self.endpoint)
+        self._close_listener()
+        self._thread.join(timeout=5)
+
+    def _close_listener(self) -> None:
+        """Close the listening socket (waking a blocked accept()) and remove its file."""
         try:
-            self._sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
+            self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
         self._sock.close()
-        self._thread.join(timeout=5)
+        if self.endpoint.path:
+            Path(self.endpoint.path).unlink(missing_ok=True)

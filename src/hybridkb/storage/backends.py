@@ -2,34 +2,25 @@
 
 Opening asks a :class:`Backend` questions it must answer before the store is open: may
 several processes write at once (``concurrent_writers``), and if not, which file does
-the one writing process hold (the file it then serves to the others). A backend is
-imported only when a store of it is opened, so a process that reaches an owner never
-loads a backend it does not use.
+the one writing process hold (the file it then serves to the others). Everything that
+reads a store URL asks here (opening, the CLI's readers, the folder check, a copy's
+destination), never the look of the URL itself.
+
+This module is declarations only and imports no backend: how a store of a backend is
+opened is :func:`hybridkb.storage.open_storage`'s, which imports the backend when a
+store of it is opened (a backend's modules may use the declarations: the folder check
+of DuckDB's files asks :func:`named_file`).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
 
 from ..errors import ConfigError
 from .urls import SUPPORTED, is_postgres_url, redact_url, url_scheme
-
-if TYPE_CHECKING:
-    from .base import Storage
-
-
-class Opener(Protocol):
-    """Opens a store of one backend from its URL."""
-
-    def __call__(
-        self, url: str, *, read_only: bool, lock_timeout: float, row_cache_mb: int | None
-    ) -> Storage:
-        """Open the store ``url`` names (``lock_timeout``, ``row_cache_mb``: where the
-        backend has a file lock or a row cache; None for the default cache)."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -37,42 +28,24 @@ class Backend:
     """A storage backend as opening sees it: the URLs it takes and its declarations.
 
     Attributes:
-        name: the backend's name, as its ``Capabilities.name``.
+        name: the backend's name, as its ``Capabilities.name``; its opener is registered
+            under it (:func:`hybridkb.storage.register_backend`).
         accepts: whether a URL names a store of this backend.
-        open: opens a store: ``open(url, *, read_only, lock_timeout, row_cache_mb)``.
-        concurrent_writers: many processes may write at once (the store's
-            ``Capabilities.concurrent_writers`` says the same); if False, one process at a
+        concurrent_writers: many processes may write at once; if False, one process at a
             time holds the store's file for writing and serves it to the others.
-        held_file: the file one writing process holds, for a backend without concurrent
-            writers; None where there is none to share (``:memory:``).
+        held_file: the file a store URL names (``~`` expanded), which one writing process
+            holds where there are no concurrent writers; None where there is no file
+            (a database server, ``:memory:``).
+        access_by_role: whether writing is up to the role a store is opened as (a
+            database server's grants: a role may only read), so known only once open; a
+            server that lists its tools before opening (stdio MCP) lists them after.
     """
 
     name: str
     accepts: Callable[[str], bool]
-    open: Opener
     concurrent_writers: bool
     held_file: Callable[[str], str | None]
-
-
-def _open_postgres(
-    url: str, *, read_only: bool, lock_timeout: float, row_cache_mb: int | None
-) -> Storage:
-    from .postgres import PostgresStorage
-
-    return PostgresStorage(url, read_only=read_only)
-
-
-def _open_duckdb(
-    url: str, *, read_only: bool, lock_timeout: float, row_cache_mb: int | None
-) -> Storage:
-    from .duckdb import DuckDBStorage
-
-    path = duckdb_path(url) or ":memory:"
-    if row_cache_mb is None:
-        return DuckDBStorage(path, read_only=read_only, lock_timeout=lock_timeout)
-    return DuckDBStorage(
-        path, read_only=read_only, lock_timeout=lock_timeout, row_cache_bytes=row_cache_mb << 20
-    )
+    access_by_role: bool = False
 
 
 def duckdb_path(url: str) -> str | None:
@@ -95,25 +68,19 @@ def _is_duckdb_url(url: str) -> bool:
 POSTGRES = Backend(
     name="postgres",
     accepts=is_postgres_url,
-    open=_open_postgres,
     concurrent_writers=True,
     held_file=lambda url: None,
+    access_by_role=True,
 )
 DUCKDB = Backend(
     name="duckdb",
     accepts=_is_duckdb_url,
-    open=_open_duckdb,
     concurrent_writers=False,
     held_file=_duckdb_file,
 )
 
 # Asked in order: the first backend that accepts a URL opens it.
 BACKENDS: list[Backend] = [POSTGRES, DUCKDB]
-
-
-def register_backend(backend: Backend) -> None:
-    """Add a backend, asked before those already known (e.g. a third store, or a test's)."""
-    BACKENDS.insert(0, backend)
 
 
 def backend_for(url: str) -> Backend:
@@ -147,3 +114,19 @@ def served_file(url: str) -> str | None:
     has no file (``:memory:``)."""
     backend = backend_for(url)
     return None if backend.concurrent_writers else backend.held_file(url)
+
+
+def named_file(url: str) -> str | None:
+    """The file a store URL names (``~`` expanded), or None: a database server's URL,
+    ``:memory:``, or a URL no backend takes (opening refuses that one)."""
+    for backend in BACKENDS:
+        if backend.accepts(url):
+            return backend.held_file(url)
+    return None
+
+
+def absolute_url(url: str) -> str:
+    """The store as every process means it: a file made absolute with its links resolved
+    (the process serving it runs in another folder), any other URL as given."""
+    file = named_file(url)
+    return url if file is None else os.path.realpath(file)

@@ -4,7 +4,8 @@ This module is the whole contract between the core and a backend. Backends retur
 ranked ``(chunk_key, score)`` lists; fusion happens in the core (``hybridkb.fusion``)
 so every backend ranks the same way. Differences between backends are data: the
 flags of :class:`Capabilities` (how the store behaves), and the optional parts
-(:attr:`Storage.graph_sql`, :attr:`Storage.maintenance`, :attr:`Storage.reembedding`):
+(:attr:`Storage.graph_sql`, :attr:`Storage.maintenance`, :attr:`Storage.reembedding`,
+:attr:`Storage.hybrid`):
 objects that are ``None`` where a backend lacks them, the one way a backend says it
 lacks something. Callers test those, never a backend's class or name, and never
 probe with ``hasattr``.
@@ -35,13 +36,10 @@ class Capabilities:
     """How a store behaves, as data callers test (never the backend's class or name).
 
     What a backend may lack is not a flag here but an optional part of :class:`Storage`
-    (``graph_sql``, ``maintenance``, ``reembedding``), None where it is absent.
+    (``graph_sql``, ``maintenance``, ``reembedding``, ``hybrid``), None where it is absent.
     """
 
     name: str  # "duckdb" | "postgres": for messages and reports only
-    # Many processes may write at once; else one process holds the file and serves the
-    # others (declared before opening by storage.backends.Backend, which opening asks).
-    concurrent_writers: bool
     persistent: bool  # False for :memory:
 
 
@@ -101,6 +99,16 @@ class SourceRecord:
     types: list[str] | None = None  # extensions to keep (".pdf"); None: every supported one
     metadata: dict[str, Any] = field(default_factory=dict)  # given to new files' documents
     added_at: str | None = None
+    synced_at: str | None = None  # when an add or sync last walked it whole (None: never)
+    # st_dev of the root and of the folder above it when it was added (None: not recorded)
+    device: int | None = None
+    parent_device: int | None = None
+
+    @property
+    def mount_point(self) -> bool:
+        """Whether the root was a mount point (a drive, a share) when it was added: its
+        device differed from its parent's. Unmounted, it shows as the empty folder below."""
+        return self.device is not None and self.device != self.parent_device
 
 
 @dataclass
@@ -203,6 +211,8 @@ class WriteEvent:
     kind: "put" (document replaced: ``document`` + ``chunks``; ``document_ids`` holds its id),
     "put_batch" (several documents replaced at once: ``items`` holds PutItems),
     "delete" (``document_ids`` removed), "drop" (whole collection, before its tables go).
+    ``fresh``: ids of a put the store did not hold before it (nothing derived from them
+    to replace); empty when the writer does not say.
     """
 
     kind: str
@@ -211,6 +221,7 @@ class WriteEvent:
     document: DocumentRecord | None = None
     chunks: Sequence[ChunkRecord] = ()
     items: Sequence[Any] = ()  # PutItem, for "put_batch"
+    fresh: frozenset[str] = frozenset()
 
 
 # hook(connection, event): runs in the same transaction as the write.
@@ -245,9 +256,14 @@ class EdgeRow:
     chunk_id: str = ""
 
 
+# json.dumps with options builds an encoder per call: a third of a small dict's time,
+# and the graph writes ~11 of them a chunk.
+_PROPS_JSON = json.JSONEncoder(ensure_ascii=False, default=str)
+
+
 def dump_props(props: dict[str, Any] | None) -> str | None:
     """Node/edge properties as stored JSON text (None for none)."""
-    return json.dumps(props, ensure_ascii=False, default=str) if props else None
+    return _PROPS_JSON.encode(props) if props else None
 
 
 def load_props(text: str | None) -> dict[str, Any] | None:
@@ -323,9 +339,12 @@ class GraphSQL(Protocol):
         workspace: str,
         collection_id: int,
         per_doc: Sequence[tuple[str, Sequence[NodeRow], Sequence[EdgeRow]]],
+        *,
+        fresh: frozenset[str] = frozenset(),
     ) -> None:
         """Delete the rows of these documents and insert the given ones; user edges on
-        nodes that lost their last row go too."""
+        nodes that lost their last row go too. ``fresh``: documents known to have no rows
+        (new to the store), inserted without looking for old ones."""
         ...
 
     def drop_collection(self, con: Connection, workspace: str, collection_id: int) -> None:
@@ -355,6 +374,27 @@ class GraphSQL(Protocol):
         """(version, nodes, edges): nodes of ``columns.GRAPH_NODES`` (id, type, properties,
         collection_id, document_id), edges of ``columns.GRAPH_EDGES`` (source, target,
         type, weight, properties, collection_id, document_id)."""
+        ...
+
+    def fingerprints(self, con: Connection, workspace: str) -> dict[str, str]:
+        """Each document's graph rows as one fingerprint, keyed ``collection_id:document_id``
+        (``0:`` for the rows a user made): which rows changed between two calls."""
+        ...
+
+    def load_of(self, con: Connection, workspace: str, keys: Sequence[str]) -> tuple[Table, Table]:
+        """The rows of :meth:`load` whose ``collection_id:document_id`` is one of ``keys``."""
+        ...
+
+    def edges_at(self, con: Connection, workspace: str, node_id: str) -> list[tuple[str, str, str]]:
+        """(source, target, type) of the edge rows that touch ``node_id``, in the order
+        :meth:`load` reads them."""
+        ...
+
+    def rows_among(
+        self, con: Connection, workspace: str, node_ids: Sequence[str]
+    ) -> tuple[Table, Table]:
+        """The rows of :meth:`load` of some nodes, in the order :meth:`load` reads them:
+        their node rows, and the edge rows that join two of them."""
         ...
 
     def rows_of_collection(
@@ -450,6 +490,51 @@ class Reembedding(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class FusionSpec:
+    """How a hybrid search fuses its legs (the settings ``fusion``, ``rrf_k`` and
+    ``vector_feedback``), handed to a store that fuses them itself."""
+
+    method: str  # "zscore" | "weighted" | "rrf"
+    rrf_k: int
+    feedback: float  # Rocchio weight towards the best first-pass chunk; 0 = off
+
+
+@dataclass(frozen=True)
+class StoreHit:
+    """One winner of a store's own hybrid search: its chunk, fused score, and (rank,
+    score) in each leg (None where the leg did not return it; the vector leg is the one
+    after feedback, as the core reports it)."""
+
+    chunk: ChunkRecord
+    score: float
+    keyword: tuple[int, float] | None
+    vector: tuple[int, float] | None
+
+
+class HybridSearch(Protocol):
+    """A whole hybrid search of one collection inside the store, in one round trip, which
+    a backend may offer (``Storage.hybrid``; None where it does not): both legs, the
+    core's fusion (:mod:`hybridkb.fusion`, floors and tie-breaks included) and vector
+    feedback, and the winners' rows. It must rank as the core does with the store's
+    own legs; the core uses it for hybrid searches of a single collection."""
+
+    def hybrid_search(
+        self,
+        coll: CollectionRecord,
+        terms: Sequence[str],
+        query: np.ndarray,
+        *,
+        k: int,
+        depth: int,
+        where: Filter | None,
+        fusion: FusionSpec,
+    ) -> list[StoreHit]:
+        """The fused top ``k`` of legs ``depth`` deep (BM25 of ``terms``, cosine to
+        ``query``), best first."""
+        ...
+
+
 class Storage(Protocol):
     """What the core needs from a database. One instance per open knowledge base.
 
@@ -459,9 +544,9 @@ class Storage(Protocol):
       ``put_document_stream``, ``delete_documents`` and ``drop_collection`` each commit
       all of their rows (chunks, vectors, catalog, and whatever the write ``hooks``
       write in the same transaction) or none, and bump the collection's
-      ``generation``; a reader (another thread, or another process where
-      ``capabilities.concurrent_writers``) sees the old state or the new one, never a
-      mix;
+      ``generation``; a reader (another thread, or another process where the backend
+      declares ``concurrent_writers`` in ``storage/backends.py``) sees the old state or
+      the new one, never a mix;
     * rank only: the searches return ``(chunk_key, score)`` pairs, best first, at most
       ``k``, each a chunk that matches ``where`` (filters apply before the cut, so a
       filtered search is not a post-filtered top k), ties broken by key so the same
@@ -475,7 +560,7 @@ class Storage(Protocol):
       subclass, e.g. :class:`~hybridkb.errors.DatabaseLocked` when another process
       holds the file past the lock timeout), keeping the driver's as the cause; never
       the driver's own exception;
-    * refuse writes with BackendError when ``read_only``.
+    * refuse writes with BackendError when ``read_only``, saying :meth:`write_refusal`.
 
     A backend must never chunk, parse files, load models or embed (the core hands it
     finished rows and vectors; :meth:`Maintenance.reembed` uses the embedder it is
@@ -498,11 +583,19 @@ class Storage(Protocol):
     """doctor / compact; None: the backend offers no housekeeping."""
     reembedding: Reembedding | None
     """reembed in place; None: the backend cannot (a copy through another store can)."""
+    hybrid: HybridSearch | None
+    """A hybrid search run whole in the store (one round trip); None: the core fuses."""
 
     def close(self) -> None:
         """Release the store: save what must persist (e.g. index snapshots), close the
         connections and the file lock. Closing again does nothing; no other member may
         be called afterwards."""
+        ...
+
+    def write_refusal(self) -> str:
+        """Why a write is refused while ``read_only`` and how to get write access, in one
+        line (opened read-only, or a database role that may only read): what every write
+        of the core and the graph raises."""
         ...
 
     def transaction(self, fn: Callable[[Connection], T]) -> T:
@@ -511,7 +604,7 @@ class Storage(Protocol):
         ...
 
     def list_workspaces(self) -> list[str]:
-        """Workspaces holding at least one collection, sorted."""
+        """Workspaces holding at least one (complete) collection, sorted."""
         ...
 
     # catalog
@@ -540,8 +633,18 @@ class Storage(Protocol):
         """The record of ``name`` in ``workspace``, read afresh; None if there is none."""
         ...
 
-    def list_collections(self, workspace: str) -> list[CollectionRecord]:
-        """The workspace's collections, sorted by name."""
+    def list_collections(self, workspace: str, *, staged: bool = False) -> list[CollectionRecord]:
+        """The workspace's collections, sorted by name; with ``staged``, instead, the
+        collections a copy is still writing or left unfinished (``shared.staging_name``)."""
+        ...
+
+    def rename_collection(self, coll: CollectionRecord, name: str) -> CollectionRecord:
+        """Give the collection another name in its workspace (its id, tables and rows
+        stay); return its record.
+
+        Raises:
+            CollectionExists: ``name`` is taken in the workspace.
+        """
         ...
 
     def drop_collection(self, coll: CollectionRecord) -> None:
@@ -554,10 +657,25 @@ class Storage(Protocol):
         """A document's record; None if the collection has no such document."""
         ...
 
+    def get_documents(
+        self, coll: CollectionRecord, document_ids: Sequence[str]
+    ) -> dict[str, DocumentRecord]:
+        """The records of those of ``document_ids`` the collection holds, by id (an add's
+        unchanged check for a whole batch at once)."""
+        ...
+
     def list_documents(
-        self, coll: CollectionRecord, *, limit: int = 100, offset: int = 0
+        self,
+        coll: CollectionRecord,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        where: Filter | None = None,
     ) -> list[DocumentRecord]:
-        """One page of the collection's documents, ordered by ``added_at`` then ``document_id``."""
+        """One page of the collection's documents, ordered by ``added_at`` then
+        ``document_id``; with ``where`` (a parsed filter naming no passage's field, see
+        :func:`hybridkb.filters.parse_document_filter`) only those it matches, decided
+        in the database (compiled by :func:`hybridkb.filters.to_sql`)."""
         ...
 
     def put_document(
@@ -657,10 +775,19 @@ class Storage(Protocol):
         """Every stored document with its chunks (terms included) and vectors."""
         ...
 
-    def export_tables(self, coll: CollectionRecord) -> tuple[Table, Table]:
+    def export_tables(
+        self, coll: CollectionRecord, document_ids: Sequence[str] | None = None
+    ) -> tuple[Table, Table]:
         """The collection's rows for read-only SQL: tables of exactly
         ``columns.EXPORT_DOCUMENTS`` and ``columns.EXPORT_CHUNKS`` (metadata as JSON text,
-        ``added_at`` as timestamp text), in the orders of the backends' SELECTs."""
+        ``added_at`` as timestamp text), in the orders of the backends' SELECTs; with
+        ``document_ids``, only those documents' rows (unknown ids are ignored)."""
+        ...
+
+    def document_fingerprints(self, coll: CollectionRecord) -> dict[str, str]:
+        """Each document's id and a fingerprint of its catalog row, computed by the
+        database (content hash, metadata, path and times included: it changes whenever
+        the document's rows do), so a reader can tell which documents changed."""
         ...
 
     def count_vectors(self, coll: CollectionRecord) -> int:
@@ -675,6 +802,11 @@ class Storage(Protocol):
 
     def list_sources(self, coll: CollectionRecord) -> list[SourceRecord]:
         """The collection's sources, sorted by path."""
+        ...
+
+    def mark_synced(self, coll: CollectionRecord, paths: Sequence[str]) -> None:
+        """Record now (the database's clock) as when the sources at ``paths`` were last
+        walked whole by an add or a sync; a path that is no source is ignored."""
         ...
 
     def delete_source(self, coll: CollectionRecord, path: str) -> bool:

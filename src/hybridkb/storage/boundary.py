@@ -21,6 +21,22 @@ C = TypeVar("C", bound=type)
 Translate = Callable[[BaseException], KBError | None]
 
 
+def _mapped(exc: Exception, translate: Translate) -> BaseException | None:
+    """What the driver's ``exc`` leaves the boundary as (a KBError with ``exc`` as its
+    cause); None to let it propagate as it is (a bug, not the driver)."""
+    stop = exc.__cause__
+    if stop is not None and not isinstance(stop, Exception):
+        # A stop (Ctrl-C, SIGTERM's lifecycle.Stopped) raised by a signal handler while
+        # the driver ran a query: DuckDB interrupts the query and raises "Query
+        # interrupted" from it. The process was asked to stop; it stops, not fails.
+        exc.__cause__ = None  # the query's error becomes the stop's context, not a loop
+        return stop
+    mapped = translate(exc)
+    if mapped is not None:
+        mapped.__cause__ = exc
+    return mapped
+
+
 def _wrap(fn: Callable[..., Any], translate: Translate) -> Callable[..., Any]:
     if inspect.isgeneratorfunction(fn):
 
@@ -31,10 +47,10 @@ def _wrap(fn: Callable[..., Any], translate: Translate) -> Callable[..., Any]:
             except KBError:
                 raise
             except Exception as exc:
-                mapped = translate(exc)
+                mapped = _mapped(exc, translate)
                 if mapped is None:
                     raise
-                raise mapped from exc
+                raise mapped  # noqa: B904 (its cause is set: the driver's error, or none)
 
         return generator
 
@@ -45,10 +61,10 @@ def _wrap(fn: Callable[..., Any], translate: Translate) -> Callable[..., Any]:
         except KBError:
             raise
         except Exception as exc:
-            mapped = translate(exc)
+            mapped = _mapped(exc, translate)
             if mapped is None:
                 raise
-            raise mapped from exc
+            raise mapped  # noqa: B904 (its cause is set: the driver's error, or none)
 
     return call
 

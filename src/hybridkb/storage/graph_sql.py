@@ -28,6 +28,8 @@ from .columns import COLLECTION_EDGES, COLLECTION_NODES, GRAPH_EDGES, GRAPH_NODE
 # Graph rows on their way into a bulk insert: (document_id, row).
 NodePairs = Sequence[tuple[str, NodeRow]]
 EdgePairs = Sequence[tuple[str, EdgeRow]]
+# A row's provenance as one value: "collection_id:document_id" ("0:" for a user's rows).
+PROVENANCE = "CAST(collection_id AS VARCHAR) || ':' || document_id"
 # Documents' new rows for a batched replace: (document_id, nodes, edges).
 DocumentRows = Sequence[tuple[str, Sequence[NodeRow], Sequence[EdgeRow]]]
 
@@ -181,22 +183,39 @@ class GraphSQLBase(ABC):
         )
 
     def replace_documents_many(
-        self, con: Connection, workspace: str, collection_id: int, per_doc: DocumentRows
+        self,
+        con: Connection,
+        workspace: str,
+        collection_id: int,
+        per_doc: DocumentRows,
+        *,
+        fresh: frozenset[str] = frozenset(),
     ) -> None:
         """replace_documents for a batch: one delete, one insert per table, one prune
         (see :meth:`hybridkb.storage.base.GraphSQL.replace_documents_many`)."""
-        self._replace_batch(con, workspace, collection_id, per_doc)
+        self._replace_batch(con, workspace, collection_id, per_doc, fresh)
 
     def _replace_batch(
-        self, con: Connection, workspace: str, collection_id: int, per_doc: DocumentRows
+        self,
+        con: Connection,
+        workspace: str,
+        collection_id: int,
+        per_doc: DocumentRows,
+        fresh: frozenset[str] = frozenset(),
     ) -> None:
         # Not replace_documents_many itself: a backend may override that one in terms of
         # replace_documents (Postgres does), which calls this.
-        docs = [self._clean(d) for d, _, _ in per_doc]
-        old = self._delete_rows(
-            con,
-            f"workspace = ? AND collection_id = ? AND {self._in_list('document_id')}",
-            [workspace, collection_id, self._list_param(docs)],
+        # The delete scans both tables (no index: see the module docstring), so new
+        # documents, which have no rows, are left out of it.
+        docs = [self._clean(d) for d, _, _ in per_doc if d not in fresh]
+        old = (
+            self._delete_rows(
+                con,
+                f"workspace = ? AND collection_id = ? AND {self._in_list('document_id')}",
+                [workspace, collection_id, self._list_param(docs)],
+            )
+            if docs
+            else []
         )
         node_rows = [(d, r) for d, nodes, _ in per_doc for r in nodes]
         edge_rows = [(d, r) for d, _, edges in per_doc for r in edges]
@@ -256,19 +275,80 @@ class GraphSQLBase(ABC):
     def load(self, con: Connection, workspace: str) -> tuple[int, Table, Table]:
         """(version, nodes, edges) of the workspace's graph (see GraphSQL.load)."""
         version = self.version(con, workspace)
+        nodes, edges = self._graph_rows(con, "workspace = ?", [workspace])
+        return version, nodes, edges
+
+    def load_of(self, con: Connection, workspace: str, keys: Sequence[str]) -> tuple[Table, Table]:
+        """Some documents' rows (see GraphSQL.load_of)."""
+        where = f"workspace = ? AND {self._in_list(f'({PROVENANCE})')}"
+        return self._graph_rows(con, where, [workspace, self._list_param(keys)])
+
+    def edges_at(self, con: Connection, workspace: str, node_id: str) -> list[tuple[str, str, str]]:
+        """See :meth:`hybridkb.storage.base.GraphSQL.edges_at`."""
+        rows = self._execute(
+            con,
+            f"SELECT source, target, type FROM {self.edges_table}"
+            " WHERE workspace = ? AND (source = ? OR target = ?)",
+            [workspace, node_id, node_id],
+        ).fetchall()
+        return [(str(s), str(t), str(e)) for s, t, e in rows]
+
+    def rows_among(
+        self, con: Connection, workspace: str, node_ids: Sequence[str]
+    ) -> tuple[Table, Table]:
+        """See :meth:`hybridkb.storage.base.GraphSQL.rows_among`."""
+        ids = self._list_param(node_ids)
+        return self._graph_rows(
+            con,
+            f"workspace = ? AND {self._in_list('id')}",
+            [workspace, ids],
+            edges_where=f"workspace = ? AND {self._in_list('source')}"
+            f" AND {self._in_list('target')}",
+            edges_params=[workspace, ids, ids],
+        )
+
+    def _graph_rows(
+        self,
+        con: Connection,
+        where: str,
+        params: list[Any],
+        *,
+        edges_where: str | None = None,
+        edges_params: list[Any] | None = None,
+    ) -> tuple[Table, Table]:
         nodes = self._execute(
             con,
             "SELECT id, type, properties::TEXT AS properties, collection_id, document_id"
-            f" FROM {self.nodes_table} WHERE workspace = ?",
-            [workspace],
+            f" FROM {self.nodes_table} WHERE {where}",
+            params,
         ).fetchall()
         edges = self._execute(
             con,
             "SELECT source, target, type, weight, properties::TEXT AS properties, collection_id,"
-            f" document_id FROM {self.edges_table} WHERE workspace = ?",
-            [workspace],
+            f" document_id FROM {self.edges_table} WHERE {edges_where or where}",
+            params if edges_params is None else edges_params,
         ).fetchall()
-        return version, Table.from_rows(GRAPH_NODES, nodes), Table.from_rows(GRAPH_EDGES, edges)
+        return Table.from_rows(GRAPH_NODES, nodes), Table.from_rows(GRAPH_EDGES, edges)
+
+    def fingerprints(self, con: Connection, workspace: str) -> dict[str, str]:
+        """Each document's rows as one md5 (see GraphSQL.fingerprints): every field
+        length-prefixed, so no two different rows read the same."""
+
+        def row(*fields: str) -> str:
+            return " || '|' || ".join(f"CAST(length({f}) AS VARCHAR) || ':' || {f}" for f in fields)
+
+        props = "coalesce(properties::TEXT, '')"
+        node = row("id", "type", props)
+        edge = row("source", "target", "type", "CAST(weight AS VARCHAR)", props)
+        found = self._execute(
+            con,
+            "SELECT k, md5(string_agg(r, ',' ORDER BY r)) FROM ("
+            f"SELECT {PROVENANCE} AS k, 'n' || {node} AS r FROM {self.nodes_table}"
+            f" WHERE workspace = ? UNION ALL SELECT {PROVENANCE} AS k, 'e' || {edge} AS r"
+            f" FROM {self.edges_table} WHERE workspace = ?) AS graph_rows GROUP BY k",
+            [workspace, workspace],
+        ).fetchall()
+        return {str(k): str(digest) for k, digest in found}
 
     def rows_of_collection(
         self, con: Connection, workspace: str, collection_id: int

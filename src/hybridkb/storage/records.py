@@ -143,23 +143,32 @@ def collection_record(row: Sequence[Any]) -> CollectionRecord:
 
 def source_options(source: SourceRecord) -> str:
     """The stored options of a source (everything but its path) as JSON text."""
-    return json.dumps(
-        {"recursive": source.recursive, "types": source.types, "metadata": source.metadata},
-        sort_keys=True,
-    )
+    options: dict[str, Any] = {
+        "recursive": source.recursive,
+        "types": source.types,
+        "metadata": source.metadata,
+    }
+    if source.device is not None:  # sources recorded before devices were have none
+        options["device"] = [source.device, source.parent_device]
+    return json.dumps(options, sort_keys=True)
 
 
-def source_record(path: str, options: Any, added_at: Any) -> SourceRecord:
+def source_record(path: str, options: Any, added_at: Any, synced_at: Any = None) -> SourceRecord:
     """A stored source as a record; ``options`` as source_options wrote it (text, or
     decoded JSONB)."""
     opts: dict[str, Any] = json.loads(options) if isinstance(options, str) else dict(options)
     types = opts.get("types")
+    devices = opts.get("device")
+    device, parent = devices if isinstance(devices, list) and len(devices) == 2 else (None, None)
     return SourceRecord(
         path=path,
         recursive=bool(opts.get("recursive", True)),
         types=[str(t) for t in types] if isinstance(types, list) else None,
         metadata=dict(opts.get("metadata") or {}),
         added_at=timestamp(added_at),
+        device=None if device is None else int(device),
+        parent_device=None if parent is None else int(parent),
+        synced_at=timestamp(synced_at),
     )
 
 

@@ -1,13 +1,23 @@
-"""BM25 ranking over :class:`~.postings.Postings`: exhaustive, MaxScore-pruned, filtered.
+"""BM25 ranking over :class:`~.postings.Postings`: one accumulation over the query's postings.
 
 Scores are Okapi BM25 with Lucene's idf, ``ln(1 + (N - df + 0.5) / (df + 0.5))``,
 times ``tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))``; N, df and avgdl
 always describe the live documents, and every score is computed in float64 in the
 same operation order (terms in query order), so results are bit-identical whatever
-path computed them. A top-k query is pruned (MaxScore, see :func:`search_pruned`):
-the long lists of common terms are only probed for candidates found in the others,
-using per-list score bounds cached per base; the exact top k is the same as scoring
-every posting (:func:`dense_scores`, kept as the reference).
+path computed them (:func:`dense_scores` is the reference).
+
+A top-k query adds every posting of its terms into one array indexed by row, in one
+``np.bincount`` (a C loop that adds each row's contributions in the order given, so in
+query order: the exact scores), and keeps the best with a sampled threshold
+(``selection.py``) instead of partitioning every row. About 15 numpy calls per query
+whatever its number of terms. It replaced a MaxScore loop (~8 numpy calls per term,
+holding the GIL between them), which could skip little on the synthetic collections
+of bench/search.py (SciFact's unigram distribution: a top document there holds many
+query terms rather than a rare one): per query CPU p50 1.37 -> 0.40 ms at 100k chunks,
+11.0 -> 8.2 ms at 1M (where the rare queries with 2M postings take ~40 ms against
+MaxScore's ~15: memory-bound, see bench/README.md). A query whose postings are few
+beside the rows adds them into a per-thread scratch array and reads back only the rows
+it touched.
 
 Searches may run concurrently (each thread has its own scratch buffers).
 """
@@ -22,19 +32,14 @@ import numpy as np
 import numpy.typing as npt
 
 from ...errors import ConfigError
-from .arrays import IntArray, distinct
+from ..selection import at_least
+from .arrays import IntArray
 from .postings import PostingList, Postings
 
-FEW_ALLOWED = 16  # allowed keys under 1/16 of the rows are looked up one by one
-# Pruned top-k (see search_pruned): queries with fewer postings than this are
-# scored exhaustively; above it, the exact scores of a few documents from the
-# strongest lists give the first threshold.
-PRUNE_MIN = 32_768
-SEED = 8_192  # postings of the strongest lists that seed the threshold
-SEED_DOCS = 4  # of their documents, the best SEED_DOCS * k are scored exactly
-# Bounds are inflated and thresholds deflated by this much, so rounding in the
-# pruning arithmetic (which adds terms in another order) can never drop a hit.
-SLACK = 1e-9
+FEW_ALLOWED = 16  # allowed keys under 1/16 of the rows are scored one by one
+# A query with fewer postings than rows / SPARSE adds them into the scratch and reads back
+# the rows it touched; more, and one dense pass over all rows is cheaper.
+SPARSE = 8
 LOOKUP_DENSE = 12  # a list shorter than 12x the candidates is gathered, not bisected
 
 
@@ -57,25 +62,80 @@ def search(
     """
     if k < 0:
         raise ConfigError(f"k must be >= 0, got {k}")
-    tids = p.term_ids(terms) if k and p.row_of else []
+    tids = p.term_ids(terms) if k and len(p) else []
     if not tids:
         return []
     keys = p.keys.data
+    lists, weights = p.lists(tids), p.weights(tids)
     if allowed is None:
-        rows, scores = search_pruned(p, tids, k)
+        rows, scores = best_rows(p, lists, weights, k)
         return top_k(keys[rows], scores, k)
-    pool = np.asarray(allowed, dtype=np.int64).ravel()
+    pool = p.rows_of(np.asarray(allowed, dtype=np.int64).ravel())
     if len(pool) * FEW_ALLOWED < p.keys.size:
-        # Few allowed keys: score their rows (live ones only) directly.
-        found = map(p.row_of.get, pool.tolist())
-        rows = distinct(np.fromiter((r for r in found if r is not None), np.int64))
-        scores = exact(p, p.lists(tids), p.weights(tids), rows)
-        hit = scores > 0
-        return top_k(keys[rows[hit]], scores[hit], k)
-    live = p.live.data if p.dead else None
-    rows, scores = accumulate(p, p.lists(tids), p.weights(tids), live, 0.0)
-    ok = np.isin(keys[rows], pool)
-    return top_k(keys[rows[ok]], scores[ok], k)
+        # Few allowed keys: score their rows directly.
+        scores = exact(p, lists, weights, pool)
+    else:
+        scores = row_scores(p, lists, weights).take(pool)
+    hit = at_least(scores, k, above=0.0)
+    return top_k(keys[pool[hit]], scores[hit], k)
+
+
+def best_rows(
+    p: Postings, lists: list[PostingList], weights: list[float], k: int
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """Live rows holding the k best scores (and every tie of the k-th), with their exact
+    scores, unordered."""
+    n = p.keys.size
+    if sum(len(rows) for _, rows, _, _ in lists) * SPARSE >= n:
+        scores = row_scores(p, lists, weights)
+        rows = at_least(scores, k, above=0.0)
+        return rows, scores.take(rows)
+    scratch, slots = p.scratch_for()
+    rows, tf, weight = concatenated(lists, weights)
+    np.add.at(scratch, rows, p.contrib(weight, rows, tf))  # in index order, as bincount
+    try:
+        rows = rows[first_seen(slots, rows)]
+        scores = scratch.take(rows)
+    finally:
+        scratch.put(rows, 0.0)
+    if p.dead:
+        live = p.live.data.take(rows)
+        rows, scores = rows[live], scores[live]
+    best = at_least(scores, k)
+    return rows[best], scores[best]
+
+
+def row_scores(p: Postings, lists: list[PostingList], weights: list[float]) -> np.ndarray[Any, Any]:
+    """Every row's exact score (0 for rows matching no term and for tombstones)."""
+    rows, tf, weight = concatenated(lists, weights)
+    scores = np.bincount(rows, weights=p.contrib(weight, rows, tf), minlength=p.keys.size)
+    if p.dead:
+        np.multiply(scores, p.live.view(), out=scores)  # tombstones score 0 (x * 1 is x)
+    return scores
+
+
+def concatenated(
+    lists: list[PostingList], weights: list[float]
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """The lists' rows, tfs and term weights, one entry per posting, in query order."""
+    rows = np.concatenate([item[1] for item in lists])
+    tf = np.concatenate([item[2] for item in lists])
+    weight = np.repeat(
+        np.asarray([weights[j] for j, _, _, _ in lists]), [len(item[1]) for item in lists]
+    )
+    return rows, tf, weight
+
+
+def first_seen(slots: np.ndarray[Any, Any], rows: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Positions of the first occurrence of each distinct row in ``rows`` (through the
+    zeroed per-row ``slots``, left zeroed): no sort, which numpy runs on AVX-512 at a
+    few times its cost elsewhere (``selection.py``)."""
+    order = np.arange(1, len(rows) + 1, dtype=np.int32)
+    slots.put(rows[::-1], order[::-1])  # later puts win: each row keeps its first position
+    try:
+        return np.flatnonzero(slots.take(rows) == order)
+    finally:
+        slots.put(rows, 0)
 
 
 def find(
@@ -124,203 +184,17 @@ def exact(
     return scores
 
 
-def bound(
-    p: Postings, tid: int, rows: np.ndarray[Any, Any], tf16: np.ndarray[Any, Any], in_base: bool
-) -> float:
-    """Upper bound of tf / (tf + norm) over one posting list, at today's avgdl.
-
-    A base list's maximum is computed once per base and kept with the avgdl of
-    that moment. ``tf / (tf + k1 (1 - b) + k1 b dl / avgdl)`` grows by at most the
-    factor avgdl' / avgdl when avgdl grows to avgdl', and never grows when avgdl
-    shrinks; removed rows only lower the true maximum. Tail lists are small and
-    computed each time.
-    """
-    avgdl = p.total_len / len(p.row_of)
-    if not in_base:
-        return float(p.contrib(1.0, rows, tf16).max()) if len(rows) else 0.0
-    found = p.bounds.get(tid)
-    if found is None:
-        found = p.bounds[tid] = (float(p.contrib(1.0, rows, tf16).max()), avgdl)
-    peak, then = found
-    return peak * max(1.0, avgdl / then)
-
-
-def search_pruned(
-    p: Postings, tids: list[int], k: int
-) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    """Rows and exact scores of a superset of the top k (ties included).
-
-    MaxScore: with lists ordered by their score bound, a document found only in
-    the lists whose bounds add up to less than the current k-th best score cannot
-    make the top k, so those lists are never scanned; they are only probed for
-    the candidates the other lists produced, and candidates whose partial score
-    plus the bounds still to come falls below the threshold are dropped. The
-    first threshold comes from the exact scores of the documents in the
-    strongest (usually rarest) lists. Survivors are rescored exactly.
-    """
-    weights = p.weights(tids)
-    lists = p.lists(tids)
-    live = p.live.data if p.dead else None
-    if sum(len(rows) for _, rows, _, _ in lists) < PRUNE_MIN:
-        return search_all(p, lists, weights, live)
-    bounds = [
-        weights[j] * bound(p, tids[j], rows, tf16, in_base) * (1 + SLACK)
-        for j, rows, tf16, in_base in lists
-    ]
-    order = sorted(range(len(lists)), key=lambda i: -bounds[i])
-    rest = np.zeros(len(order) + 1)  # rest[i]: bound sum of the lists from order[i] on
-    rest[:-1] = np.cumsum([bounds[i] for i in order][::-1])[::-1]
-
-    scratch, _ = p.scratch_for()
-    added: list[PostingList] = []  # lists summed into the scratch so far, in bound order
-    try:
-        # Threshold: exact scores of the documents that score best on the
-        # strongest lists (any k documents' scores bound the k-th best from below).
-        size = 0
-        for i in order:
-            added.append(add_into(p, scratch, lists[i], weights))
-            size += len(lists[i][1])
-            if size >= max(SEED, k):
-                break
-        cand = distinct(np.concatenate([rows for _, rows, _, _ in added]))
-        if live is not None:
-            cand = cand[live.take(cand)]
-        if len(cand) > SEED_DOCS * k:
-            best = np.argpartition(-scratch.take(cand), SEED_DOCS * k)[: SEED_DOCS * k]
-            cand = np.sort(cand[best])
-        theta = kth(exact(p, lists, weights, cand), k) * (1 - SLACK)
-        # The lists scanned whole: those whose bounds, with the stronger ones', reach
-        # theta (and the seed lists, already summed).
-        essential = max(len(added), int(np.count_nonzero(rest[:-1] >= theta)))
-        step = essential
-        if essential < len(lists):
-            for i in order[len(added) : essential]:
-                added.append(add_into(p, scratch, lists[i], weights))
-            if dense(p, added):
-                # Candidates are many: probe the strongest other list on the dense
-                # sums in place, rows still able to reach theta only, before
-                # listing any candidate.
-                j, rows, tf16, _ = item = lists[order[step]]
-                sums = scratch.take(rows)
-                hit = np.flatnonzero(sums >= theta - rest[step])
-                found = rows.take(hit)
-                scratch.put(found, sums.take(hit) + p.contrib(weights[j], found, tf16.take(hit)))
-                added.append(item)
-                step += 1
-            # A document scoring less than theta minus the bounds of the other
-            # lists cannot reach theta: drop it now.
-            cand = matches(p, scratch, added, live, theta - rest[step])
-            acc = scratch.take(cand)
-    finally:
-        clear(p, scratch, added)
-    if essential == len(lists):
-        return accumulate(p, lists, weights, live, 0.0)
-
-    # Probe the other lists for the candidates only, pruning as bounds shrink.
-    first = step
-    for step, i in enumerate(order[first:], start=first):
-        theta = max(theta, kth(acc, k) * (1 - SLACK))
-        keep = acc >= theta - rest[step]
-        cand, acc = cand[keep], acc[keep]
-        if len(cand) <= k:
-            break
-        j, rows, tf16, _ = lists[i]
-        at, pos = find(p, rows, cand)
-        acc[at] += p.contrib(weights[j], rows.take(pos), tf16.take(pos))
-    else:
-        theta = max(theta, kth(acc, k) * (1 - SLACK))
-        keep = acc >= theta
-        cand = cand[keep]
-    return cand, exact(p, lists, weights, cand)
-
-
-def search_all(
-    p: Postings, lists: list[PostingList], weights: list[float], live: np.ndarray[Any, Any] | None
-) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    """Score every posting, terms in query order (so the sums are exact)."""
-    return accumulate(p, lists, weights, live, 0.0)
-
-
-def accumulate(
-    p: Postings,
-    lists: list[PostingList],
-    weights: list[float],
-    live: np.ndarray[Any, Any] | None,
-    cutoff: float,
-) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    """Sum the lists' contributions per row; return sorted rows above cutoff.
-
-    Rows are live, matched by at least one list, and scored at least ``cutoff``.
-    Each row's sum follows the order of ``lists`` (``ufunc.at`` adds in index
-    order), so in query order the sums are the exact scores.
-    """
-    scratch, _ = p.scratch_for()
-    try:
-        for item in lists:
-            add_into(p, scratch, item, weights)
-        cand = matches(p, scratch, lists, live, cutoff)
-        return cand, scratch.take(cand)
-    finally:
-        clear(p, scratch, lists)
-
-
-def add_into(
-    p: Postings, scratch: np.ndarray[Any, Any], item: PostingList, weights: list[float]
-) -> PostingList:
-    """Add one posting list's BM25 contributions (term weight ``weights[j]``) into
-    ``scratch``, indexed by row; returns the list."""
-    j, rows, tf16, _ = item
-    np.add.at(scratch, rows, p.contrib(weights[j], rows, tf16))
-    return item
-
-
-def dense(p: Postings, lists: list[PostingList]) -> bool:
-    """Whether one pass over all rows beats sorting the lists' rows."""
-    return sum(len(rows) for _, rows, _, _ in lists) * 8 >= p.keys.size
-
-
-def matches(
-    p: Postings,
-    scratch: np.ndarray[Any, Any],
-    lists: list[PostingList],
-    live: np.ndarray[Any, Any] | None,
-    cutoff: float,
-) -> np.ndarray[Any, Any]:
-    """Sorted live rows of the lists whose sum in the scratch is at least cutoff."""
-    if dense(p, lists):
-        sums = scratch[: p.keys.size]
-        hit = sums >= cutoff if cutoff > 0 else sums > 0
-        if live is not None:
-            hit &= live[: p.keys.size]
-        return np.flatnonzero(hit)
-    cand = distinct(np.concatenate([rows for _, rows, _, _ in lists]))
-    if live is not None:
-        cand = cand[live.take(cand)]
-    if cutoff > 0:
-        cand = cand[scratch.take(cand) >= cutoff]
-    return cand
-
-
-def clear(p: Postings, scratch: np.ndarray[Any, Any], lists: list[PostingList]) -> None:
-    """Zero the scratch again where the lists' rows summed into it."""
-    if dense(p, lists):
-        scratch[: p.keys.size] = 0.0
-    else:
-        for _, rows, _, _ in lists:
-            scratch.put(rows, 0.0)
-
-
 def dense_scores(p: Postings, tids: list[int]) -> np.ndarray[Any, Any]:
     """Dense BM25 scores per row (tombstones included) for known term ids.
 
-    Every posting, one dense array: the reference the pruned search is tested
-    and benchmarked against (tests/test_keyword_index.py, bench/index_scale.py).
+    Every posting, one term at a time: the reference the search is tested and
+    benchmarked against (tests/test_keyword_index.py, bench/index_scale.py).
     """
     norms = p.norms()
     # float64 throughout: the Postgres backend computes the same scores in SQL
     # and the two must agree to 1e-6.
     scores = np.zeros(p.keys.size)
-    n_docs = len(p.row_of)
+    n_docs = len(p)
     df = p.df.data
     for tid in tids:
         d = int(df[tid])
@@ -356,22 +230,11 @@ def matching(p: Postings, terms: Sequence[str]) -> IntArray:
     return np.sort(p.keys.view()[hit])
 
 
-# -- persistence ------------------------------------------------------------
-
-
-def kth(values: np.ndarray[Any, Any], k: int) -> float:
-    """The k-th largest value (0.0 when there are fewer than k)."""
-    if len(values) < k:
-        return 0.0
-    return float(np.partition(values, len(values) - k)[len(values) - k])
-
-
 def top_k(keys: IntArray, scores: np.ndarray[Any, Any], k: int) -> list[tuple[int, float]]:
     """The k best (key, score) pairs: score descending, then key ascending."""
     if len(scores) > k:
-        kth = np.partition(scores, len(scores) - k)[len(scores) - k]
-        # Keep every tie of the k-th score so the key tie-break is global.
-        near = scores >= kth
+        # Every tie of the k-th score is kept, so the key tie-break is global.
+        near = at_least(scores, k)
         keys, scores = keys[near], scores[near]
     order = np.lexsort((keys, -scores))[:k]
     return list(zip(keys[order].tolist(), scores[order].tolist(), strict=False))

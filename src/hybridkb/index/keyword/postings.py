@@ -31,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ...errors import ConfigError
+from ..keyrows import KeyRows
 from .arrays import Buffer, Csr, IntArray, Vocab, batch_csr, concat_csr
 
 # Tuned on the SciFact train split (bench/bm25.py); Lucene's defaults are 1.2/0.75.
@@ -77,10 +78,15 @@ class Postings:
         self.live = Buffer(np.bool_)
         self.fptr = Buffer(np.int64, [0])
         self.fterm = Buffer(np.int32)
-        self.row_of: dict[int, int] = {}  # live key -> row
+        self.key_rows = KeyRows.empty()  # live key -> row
         self.total_len = 0  # sum of live document lengths (an int, so exact)
         self.dead = 0
         self.base = Csr.empty()
+        # Bulk adds land here first (rows newer than the base's, older than the tail's),
+        # and move to the base once this holds MERGE_FRACTION of its postings: merging
+        # each 10k-chunk batch into the base itself moved the whole base every time
+        # (quadratic in a bulk load: ~100M postings per batch at 1M chunks).
+        self.mid = Csr.empty()
         # term id -> interleaved (row, tf) pairs; arrays, not tuples, so the
         # garbage collector has no per-term objects to walk.
         self.tail: dict[int, array[int]] = {}
@@ -88,9 +94,6 @@ class Postings:
         self.uid = uuid.uuid4().hex
         self.generation = 0
         self.norm_cache: tuple[int, np.ndarray[Any, Any]] | None = None
-        # term id -> (max of tf / (tf + norm) over its base postings, avgdl then);
-        # cleared whenever the base is rebuilt (see _bound).
-        self.bounds: dict[int, tuple[float, float]] = {}
         # Per thread (searches may run concurrently; each needs its own): a per-row
         # float accumulator and a per-row candidate slot, all zero between queries.
         self.buffers = threading.local()
@@ -98,10 +101,17 @@ class Postings:
     # -- size -------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self.row_of)
+        return len(self.key_rows)
 
     def __contains__(self, key: object) -> bool:
-        return key in self.row_of
+        if not isinstance(key, (int, np.integer)) or not -(2**63) <= key < 2**63:
+            return False
+        return bool(self.key_rows.lookup(np.array([key], np.int64))[0] >= 0)
+
+    def rows_of(self, keys: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """Sorted distinct rows of the live documents among int64 ``keys`` (others skipped)."""
+        rows = self.key_rows.lookup(keys)
+        return np.unique(rows[rows >= 0])
 
     def state_token(self) -> str:
         """Return a token that changes with every write and survives save/load.
@@ -135,7 +145,7 @@ class Postings:
             new_keys = np.array(list(last), np.int64)
         except OverflowError as exc:
             raise ConfigError(f"document keys must fit in int64: {exc}") from exc
-        self.remove_rows([self.row_of.pop(key) for key in last if key in self.row_of])
+        self.remove_rows(self.key_rows.pop(new_keys))
 
         order = list(last.values())
         parts: list[Csr] = []
@@ -157,7 +167,7 @@ class Postings:
             self.add_ids(new_keys[begin:end], lengths, ids, parts)
             begin = end
         if parts:
-            self.merge(parts)
+            self.absorb(parts)
         self.changed()
 
     def add_coded(
@@ -218,7 +228,7 @@ class Postings:
         tid_of = np.full(len(terms), -1, np.int64)
         for code in np.flatnonzero(used).tolist():
             tid_of[code] = self.vocab[terms[code]]
-        self.remove_rows([self.row_of.pop(key) for key in key_arr.tolist() if key in self.row_of])
+        self.remove_rows(self.key_rows.pop(key_arr))
         parts: list[Csr] = []
         begin = 0
         while begin < len(key_arr):
@@ -229,7 +239,7 @@ class Postings:
             self.add_ids(key_arr[begin:end], lengths[begin:end], ids, parts)
             begin = end
         if parts:
-            self.merge(parts)
+            self.absorb(parts)
         self.changed()
 
     def add_ids(self, keys: IntArray, lengths: IntArray, ids: IntArray, parts: list[Csr]) -> None:
@@ -260,17 +270,17 @@ class Postings:
         self.live.extend(np.ones(n, np.bool_))
         self.fptr.extend(self.fptr.data[self.fptr.size - 1] + np.cumsum(uniq))
         self.fterm.extend(tids)
-        self.row_of.update(zip(keys.tolist(), range(start, start + n), strict=False))
+        self.key_rows.insert(keys, np.arange(start, start + n))
         self.total_len += int(lengths.sum())
 
         base = len(self.base.rows)
         if (
             parts  # later rows than a pending part cannot go to the tail
             or self.tail_size + len(pairs) >= max(MERGE_MIN, MERGE_FRACTION * base)
-            or len(pairs) * APPEND_COST >= base + self.tail_size
+            or len(pairs) * APPEND_COST >= max(len(self.mid.rows) + self.tail_size, MERGE_MIN)
         ):
-            # Merge the tail and this batch into the base: O(all postings) in numpy
-            # beats O(batch) appends in Python once the batch is a few % of the base.
+            # Merge the tail and this batch into the middle block: O(its postings) in
+            # numpy beats O(batch) appends in Python once the batch is a few % of it.
             parts.append(batch_csr(tids, rel_rows, tf16, start, n_terms))
         else:
             self.append_tail(tids, rel_rows + start, tf16)
@@ -294,21 +304,27 @@ class Postings:
         Args:
             keys: int64 document keys.
         """
-        rows = [row for row in (self.row_of.pop(int(key), None) for key in keys) if row is not None]
-        if rows:
+        # Keys outside int64 cannot be in the index: skipped, as unknown keys are.
+        wanted = np.unique(
+            np.fromiter((k for k in map(int, keys) if -(2**63) <= k < 2**63), np.int64)
+        )
+        rows = self.key_rows.pop(wanted)
+        if len(rows):
             self.remove_rows(rows)
             self.changed()
 
-    def remove_rows(self, rows: list[int]) -> None:
-        """Tombstone rows already dropped from ``_rows`` and update the statistics."""
-        if not rows:
+    def remove_rows(self, rows: np.ndarray[Any, Any]) -> None:
+        """Tombstone rows already dropped from ``key_rows`` and update the statistics."""
+        if not len(rows):
             return
-        live, dl, df = self.live.data, self.dl.data, self.df.data
-        fptr, fterm = self.fptr.data, self.fterm.data
-        for row in rows:
-            live[row] = False
-            self.total_len -= int(dl[row])
-            df[fterm[fptr[row] : fptr[row + 1]]] -= 1  # term ids of a row are distinct
+        fptr = self.fptr.data
+        starts, ends = fptr.take(rows), fptr.take(rows + 1)
+        self.live.data[rows] = False
+        self.total_len -= int(self.dl.data.take(rows).sum())
+        # Each row's distinct term ids, all at once: positions starts[i] .. ends[i] - 1.
+        counts = ends - starts
+        at = np.arange(int(counts.sum())) + np.repeat(starts - np.cumsum(counts) + counts, counts)
+        np.subtract.at(self.df.data, self.fterm.data.take(at), 1)
         self.dead += len(rows)
 
     def changed(self) -> None:
@@ -318,24 +334,40 @@ class Postings:
         if self.dead >= max(TOMBSTONE_DROP_MIN, TOMBSTONE_DROP_FRACTION * self.keys.size):
             self.drop_tombstones()
 
-    def merge(self, extra: Sequence[Csr] = ()) -> None:
-        """Fold the tail (and ``extra``, newer rows in order) into the base; drop tombstones."""
-        parts = [self.base]
-        if self.tail:
-            tids = np.fromiter(self.tail, np.int64, len(self.tail))
-            order = np.argsort(tids)
-            entries = list(self.tail.values())
-            counts = np.zeros(len(self.vocab), np.int64)
-            counts[tids] = [len(e) // 2 for e in entries]
-            ptr = np.zeros(len(self.vocab) + 1, np.int64)
-            np.cumsum(counts, out=ptr[1:])
-            pairs = np.frombuffer(b"".join([entries[i] for i in order]), np.int32).reshape(-1, 2)
-            parts.append(Csr(ptr, pairs[:, 0], pairs[:, 1].astype(np.uint16)))
-        parts.extend(extra)
-        self.base = concat_csr(parts, len(self.vocab), self.live.view())
-        self.bounds = {}
+    def tail_csr(self) -> list[Csr]:
+        """The tail as a CSR block (none when it is empty), emptying it."""
+        if not self.tail:
+            return []
+        tids = np.fromiter(self.tail, np.int64, len(self.tail))
+        order = np.argsort(tids)
+        entries = list(self.tail.values())
+        counts = np.zeros(len(self.vocab), np.int64)
+        counts[tids] = [len(e) // 2 for e in entries]
+        ptr = np.zeros(len(self.vocab) + 1, np.int64)
+        np.cumsum(counts, out=ptr[1:])
+        pairs = np.frombuffer(b"".join([entries[i] for i in order]), np.int32).reshape(-1, 2)
         self.tail = {}
         self.tail_size = 0
+        return [Csr(ptr, pairs[:, 0], pairs[:, 1].astype(np.uint16))]
+
+    def absorb(self, parts: Sequence[Csr]) -> None:
+        """Fold bulk batches (newer rows, in order) and the tail into the middle block,
+        and that into the base once it holds MERGE_FRACTION of the base's postings: a
+        posting then moves a few times in a bulk load, not once per batch."""
+        live = self.live.view()
+        mid = concat_csr([self.mid, *self.tail_csr(), *parts], len(self.vocab), live)
+        if len(mid.rows) >= MERGE_FRACTION * len(self.base.rows):
+            self.base = concat_csr([self.base, mid], len(self.vocab), live)
+            self.mid = Csr.empty()
+        else:
+            self.mid = mid
+
+    def merge(self, extra: Sequence[Csr] = ()) -> None:
+        """Fold the middle block, the tail (and ``extra``, newer rows in order) into the
+        base; drop tombstones."""
+        parts = [self.base, self.mid, *self.tail_csr(), *extra]
+        self.base = concat_csr(parts, len(self.vocab), self.live.view())
+        self.mid = Csr.empty()
         # A merge is O(postings) anyway; also hand back growth slack.
         for buffer in (self.df, self.keys, self.dl, self.live, self.fptr, self.fterm):
             buffer.trim()
@@ -357,7 +389,7 @@ class Postings:
             self.keys = Buffer(np.int64, self.keys.view()[live])
             self.dl = Buffer(np.int64, self.dl.view()[live])
             self.live = Buffer(np.bool_, np.ones(len(fptr) - 1, np.bool_))
-            self.row_of = dict(zip(self.keys.view().tolist(), range(len(fptr) - 1), strict=False))
+            self.key_rows = KeyRows.of(self.keys.view())
             self.dead = 0
         df = self.df.view()
         used = df > 0
@@ -379,6 +411,10 @@ class Postings:
         if tid + 1 < len(ptr) and ptr[tid] != ptr[tid + 1]:
             a, z = ptr[tid], ptr[tid + 1]
             out.append((self.base.rows[a:z], self.base.tf[a:z]))
+        mid = self.mid.ptr
+        if tid + 1 < len(mid) and mid[tid] != mid[tid + 1]:
+            a, z = mid[tid], mid[tid + 1]
+            out.append((self.mid.rows[a:z], self.mid.tf[a:z]))
         entry = self.tail.get(tid)
         if entry is not None:
             # A copy: a buffer view would pin the array and block later appends.
@@ -395,7 +431,7 @@ class Postings:
     def norms(self) -> np.ndarray[Any, Any]:
         """Per-row BM25 length norm ``k1 * (1 - b + b * dl / avgdl)``, cached per write."""
         if self.norm_cache is None or self.norm_cache[0] != self.generation:
-            avgdl = self.total_len / len(self.row_of)
+            avgdl = self.total_len / len(self)
             dl = self.dl.view().astype(np.float64)
             norms = self.k1 * (1.0 - self.b + self.b * dl / avgdl)
             self.norm_cache = (self.generation, norms)
@@ -404,11 +440,14 @@ class Postings:
     def lists(self, tids: list[int]) -> list[PostingList]:
         """The posting lists of the query terms, in query order (base, then tail)."""
         out: list[PostingList] = []
-        ptr = self.base.ptr
+        ptr, mid = self.base.ptr, self.mid.ptr
         for j, tid in enumerate(tids):
             if tid + 1 < len(ptr) and ptr[tid] != ptr[tid + 1]:
                 a, z = ptr[tid], ptr[tid + 1]
                 out.append((j, self.base.rows[a:z], self.base.tf[a:z], True))
+            if tid + 1 < len(mid) and mid[tid] != mid[tid + 1]:
+                a, z = mid[tid], mid[tid + 1]
+                out.append((j, self.mid.rows[a:z], self.mid.tf[a:z], False))
             entry = self.tail.get(tid)
             if entry is not None:
                 # A copy: a buffer view would pin the array and block later appends.
@@ -418,7 +457,7 @@ class Postings:
 
     def weights(self, tids: list[int]) -> list[float]:
         """Per query term: Lucene idf times (k1 + 1), from the live statistics."""
-        n_docs = len(self.row_of)
+        n_docs = len(self)
         df = self.df.data
         return [
             math.log1p((n_docs - int(df[t]) + 0.5) / (int(df[t]) + 0.5)) * (self.k1 + 1.0)
@@ -426,10 +465,14 @@ class Postings:
         ]
 
     def contrib(
-        self, weight: float, rows: np.ndarray[Any, Any], tf16: np.ndarray[Any, Any]
+        self,
+        weight: float | np.ndarray[Any, Any],
+        rows: np.ndarray[Any, Any],
+        tf16: np.ndarray[Any, Any],
     ) -> np.ndarray[Any, Any]:
-        """weight * tf / (tf + norm) per posting, in the exact float64 operation order of
-        the original dense scorer (so scores agree bit for bit with Postgres's checks)."""
+        """weight * tf / (tf + norm) per posting (``weight``: one, or one per posting), in
+        the exact float64 operation order of the original dense scorer (so scores agree
+        bit for bit with Postgres's checks)."""
         tf = tf16.astype(np.float64)
         denom = self.norms().take(rows)
         denom += tf

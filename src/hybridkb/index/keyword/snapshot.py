@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from ...errors import BackendError
-from ..fileheader import encode_header, read_header
+from ..fileheader import encode_header, map_file, read_header, release
+from ..keyrows import KeyRows
 from .arrays import Buffer, Csr, Vocab
 from .postings import Postings
 
@@ -51,6 +52,9 @@ def save(p: Postings, path: str | Path) -> None:
         "dl": p.dl.view(),
         "fptr": p.fptr.view(),
         "fterm": p.fterm.view(),
+        # The key -> row lookup, so a load maps it instead of sorting the keys.
+        "sorted_keys": p.key_rows.keys,
+        "sorted_rows": p.key_rows.rows,
     }
     joined = "\n".join(p.vocab)
     if joined.count("\n") != max(len(p.vocab) - 1, 0):
@@ -106,7 +110,8 @@ def load(path: str | Path) -> Postings:
     The arrays are memory-mapped read-only (pages are read on first use; a
     write copies what it changes), and checked for consistency: sizes, offsets
     and every stored row and term id in range, so a damaged file fails here and
-    never mid-search. A file is checked in O(size) numpy passes, not hashed.
+    never mid-search. A file is checked in O(size) numpy passes, not hashed, and
+    the pages the checks read are then released from this process.
 
     Args:
         path: The file.
@@ -126,6 +131,7 @@ def load(path: str | Path) -> Postings:
             meta = read_header(fh, MAGIC, "keyword index")
         if meta.get("format") != FORMAT or meta.get("version") != VERSION:
             raise ValueError(f"format {meta.get('format')} v{meta.get('version')}")
+        mapped = map_file(path, writable=False)
         data: dict[str, np.ndarray[Any, Any]] = {}
         for section in meta["sections"]:
             dtype = np.dtype(section["dtype"])
@@ -135,14 +141,16 @@ def load(path: str | Path) -> Postings:
                     f"truncated: {size} bytes, section {section['name']!r} "
                     f"ends at {offset + count * dtype.itemsize}"
                 )
-            # A plain ndarray view of the map: slicing a np.memmap runs Python
-            # code per slice, which a search does hundreds of times.
+            # Plain ndarrays over the map (slicing a np.memmap runs Python code per
+            # slice, which a search does hundreds of times).
             data[section["name"]] = (
-                np.memmap(path, dtype, "r", offset, (count,)).view(np.ndarray)
-                if count
+                np.frombuffer(mapped, dtype, count, offset)
+                if count and mapped is not None
                 else np.empty(0, dtype)
             )
-        return from_arrays(meta, data)
+        index = from_arrays(meta, data)
+        release(mapped)  # the checks read every page; searches map back what they use
+        return index
     except FileNotFoundError:
         raise
     except (
@@ -203,7 +211,13 @@ def from_arrays(meta: dict[str, Any], data: dict[str, Any]) -> Postings:
     index.live = Buffer.adopt(np.ones(len(keys), np.bool_))
     index.fptr = Buffer.adopt(fptr)
     index.fterm = Buffer.adopt(fterm)
-    index.row_of = dict(zip(keys.tolist(), range(len(keys)), strict=False))
+    if "sorted_keys" in data:
+        index.key_rows = KeyRows(data["sorted_keys"], data["sorted_rows"])
+        index.key_rows.check(keys)
+    else:  # saved before the lookup was kept in the file
+        index.key_rows = KeyRows.of(keys)
+        if len(index.key_rows.keys) > 1 and not np.all(np.diff(index.key_rows.keys) > 0):
+            raise ValueError("repeated keys")
     index.total_len = int(dl.sum())
     index.uid = str(meta["uid"])
     index.generation = int(meta["generation"])

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..base import Connection, EdgeRow, dump_props
-from ..graph_sql import EdgePairs, GraphSQLBase, NodePairs
+from ..graph_sql import PROVENANCE, EdgePairs, GraphSQLBase, NodePairs
 from .bulk import json_payload, json_rows_sql
 
 NODES = "hybridkb_graph_nodes"
@@ -96,6 +96,19 @@ class DuckDBGraphSQL(GraphSQLBase):
         else:
             con.execute(f"INSERT INTO {STATE} VALUES (?, ?)", [workspace, before + 1])
         return before, before + 1
+
+    def fingerprints(self, con: Connection, workspace: str) -> dict[str, str]:
+        """See GraphSQL.fingerprints: DuckDB's own 64-bit hash of each row, summed (order
+        does not matter, no text is built: a sixth of the CPU of the shared md5)."""
+        found = con.execute(
+            f"SELECT k, CAST(sum(h) AS VARCHAR) || ':' || CAST(count(*) AS VARCHAR) FROM ("
+            f"SELECT {PROVENANCE} AS k, hash('n', id, type, properties) AS h FROM {NODES}"
+            f" WHERE workspace = ? UNION ALL SELECT {PROVENANCE} AS k,"
+            f" hash('e', source, target, type, weight, properties) AS h FROM {EDGES}"
+            " WHERE workspace = ?) GROUP BY k",
+            [workspace, workspace],
+        ).fetchall()
+        return {str(k): str(digest) for k, digest in found}
 
     # -- dialect hooks of GraphSQLBase ------------------------------------------------
 

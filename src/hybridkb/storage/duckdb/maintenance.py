@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,9 @@ from ...embedders import Embedder, recipe_of, validate_vectors
 from ...errors import BackendError, ConfigError
 from ...index.derived import drop_snapshot, snapshot_paths
 from ..base import CollectionHealth, CollectionRecord, Finding
+from ..boundary import driver_errors, first_line
 from .bulk import insert_vectors
+from .connection import side_folder, translate
 from .engine import Engine
 from .memory import Derived
 from .rows import bump_generation, delete_rows, key_list_sql
@@ -34,6 +37,7 @@ from .schema import (
 from .stream import drop_stale_stages, stale_stages
 
 GRAPH_NODES = "hybridkb_graph_nodes"
+COMPACT_ALIAS = "hkb_compact"  # the compacted copy while it is attached
 # Rows per key-indexed table looked up through its index by doctor (newest and random).
 KEY_INDEX_SAMPLE = 512
 GRAPH_EDGES = "hybridkb_graph_edges"
@@ -283,35 +287,62 @@ def reembed_collection(
 
 
 def compact_database(engine: Engine, derived: Derived) -> dict[str, int]:
-    """Rewrite the file without dead space (DuckDB does not shrink files in place)."""
+    """Rewrite the file without dead space (DuckDB does not shrink files in place).
+
+    The copy is written in a private folder beside the file (connection.side_folder) and
+    renamed over it. If anything fails (a full disk), the copy is detached and deleted
+    and the file is as it was, so the next compact (the automatic one at close, a
+    server's for all its clients) starts afresh.
+    """
     if engine.path == ":memory:" or engine.read_only:
         raise ConfigError("compact: needs a database file opened for writing")
     path = Path(engine.path).expanduser().resolve()
-    tmp = path.with_name(path.name + ".compact")
     with engine.lock:
         engine.con.execute("CHECKPOINT")
         before = path.stat().st_size
-        if tmp.exists():
-            tmp.unlink()
-        (current,) = engine.con.execute("SELECT current_database()").fetchone()  # type: ignore[misc]
-        quoted = str(tmp).replace("'", "''")
+        folder = None
         try:
-            engine.con.execute(f"ATTACH '{quoted}' AS hkb_compact")
-            engine.con.execute(f'COPY FROM DATABASE "{current}" TO hkb_compact')
-            engine.con.execute("DETACH hkb_compact")
-        except duckdb.Error as exc:
-            raise BackendError(
-                f"{path}: compaction failed ({exc}); the database is unchanged"
-            ) from exc
-        derived.rows.stop()
-        derived.save()
-        engine.reopen(lambda: os.replace(tmp, path))
+            folder = side_folder(path, "compact")  # a killed compact's is deleted first
+            tmp = folder / "copy.duckdb"
+            _write_copy(engine.con, tmp)
+            derived.rows.stop()
+            derived.save()
+            engine.reopen(lambda: os.replace(tmp, path))
+        except BaseException as exc:
+            _detach_copy(engine.con, exc)
+            if isinstance(exc, (duckdb.Error, OSError)):
+                raise BackendError(
+                    f"{path}: compaction failed ({first_line(exc)}); the database is unchanged"
+                ) from exc
+            raise
+        finally:
+            if folder is not None:  # nothing left once the copy has replaced the file
+                shutil.rmtree(folder, ignore_errors=True)
         derived.clear()
         engine.con.execute("DELETE FROM hybridkb_meta WHERE key = 'dead_chunks'")
         after = path.stat().st_size
     return {"bytes_before": before, "bytes_after": after}
 
 
+def _write_copy(con: duckdb.DuckDBPyConnection, tmp: Path) -> None:
+    """Copy the open database into a new file ``tmp``."""
+    (current,) = con.execute("SELECT current_database()").fetchone()  # type: ignore[misc]
+    quoted = str(tmp).replace("'", "''")
+    con.execute(f"ATTACH '{quoted}' AS {COMPACT_ALIAS}")
+    con.execute(f'COPY FROM DATABASE "{current}" TO {COMPACT_ALIAS}')
+    con.execute(f"DETACH {COMPACT_ALIAS}")
+
+
+def _detach_copy(con: duckdb.DuckDBPyConnection, cause: BaseException) -> None:
+    """Detach the copy if it is still attached (a failure noted on ``cause``, not raised):
+    attached, it would make every later compact of this process fail."""
+    try:
+        con.execute(f"DETACH DATABASE IF EXISTS {COMPACT_ALIAS}")
+    except duckdb.Error as failed:
+        cause.add_note(f"detaching the copy failed too: {failed}")
+
+
+@driver_errors(translate)
 class DuckDBMaintenance:
     """The :class:`~hybridkb.storage.base.Maintenance` of a DuckDB store."""
 

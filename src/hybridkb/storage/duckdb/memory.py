@@ -4,15 +4,17 @@ DuckDB admits one writer per file and no writer beside readers, so nobody else c
 change an open file: this process may keep the derived search indexes, a
 collection's chunk rows and dictionary-encoded filter columns in memory, each
 dropped or updated by the writes it could go stale on (all of them go through
-:meth:`Derived.mirror` or :meth:`Derived.forget` right after the commit).
+:meth:`Derived.mirror` or :meth:`Derived.forget` right after the commit, inside
+:meth:`Derived.committing`: a stop that cuts the two apart drops what memory holds).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import suppress
+from contextlib import contextmanager, suppress
 from typing import Any
 
+import duckdb
 import numpy as np
 
 from ...errors import KBError
@@ -20,7 +22,8 @@ from ...filters import Filter, to_sql
 from ...index.derived import (
     CodedTerms,
     CollectionIndexes,
-    build_indexes,
+    build_from_slices,
+    drop_snapshot,
     load_snapshot,
     save_snapshot,
 )
@@ -35,6 +38,13 @@ from .schema import table_names
 
 # Vectors read per query when the indexes are built (keeps the temporary key column small).
 VECTOR_PAGE_ROWS = 16384
+# Rows (by rowid) read per step when the indexes are built from the tables: memory then
+# holds the indexes and one slice (float32 vectors of all 1M chunks would be 1.5 GB).
+BUILD_SLICE_ROWS = 65_536
+# Terms read per keyword slice too: a 24 MB Markdown file's 4.4M terms read in one slice
+# (their hashes, codes and numpy's sort buffers, ~10 arrays of 8 bytes a term) overran a
+# 1.5 GB address-space cap in the hostile suite.
+BUILD_SLICE_TERMS = 1 << 20
 
 # The terms of every chunk as 64-bit hashes, with the chunk keys and term counts (one
 # row), and the distinct terms with their hashes: numpy turns the hashes into codes.
@@ -68,7 +78,8 @@ SELECT (SELECT list(key ORDER BY key) FROM {chunks}) AS keys,
 
 
 def coded_terms(con: Any, chunks: str) -> tuple[np.ndarray, CodedTerms]:
-    """The chunk keys (in key order) and their terms as :class:`CodedTerms`."""
+    """The chunk keys (in key order) and their terms as :class:`CodedTerms`; ``chunks``
+    is a table or a parenthesised subquery with its ``key`` and ``terms`` columns."""
     found = con.execute(HASHED_TERMS_SQL.format(hash=TERM_HASH.format("t"), chunks=chunks))
     row = found.fetchnumpy()
     keys = _single_list(row["keys"], np.int64)
@@ -101,6 +112,24 @@ def coded_terms(con: Any, chunks: str) -> tuple[np.ndarray, CodedTerms]:
     return keys, CodedTerms(lengths, np.asarray(codes, dtype=np.int64), dictionary)
 
 
+def slice_bounds(
+    rowids: np.ndarray, lengths: np.ndarray, max_rows: int, max_terms: int
+) -> list[tuple[int, int]]:
+    """Inclusive (first, last) rowid ranges over ``rowids`` (ascending, with each row's
+    term count in ``lengths``) of at most ``max_rows`` rows and ``max_terms`` terms each;
+    a row with more terms than ``max_terms`` is a slice of its own."""
+    ends = np.cumsum(lengths, dtype=np.int64)
+    bounds: list[tuple[int, int]] = []
+    start = 0
+    while start < len(rowids):
+        before = int(ends[start - 1]) if start else 0
+        fits = int(np.searchsorted(ends, before + max_terms, side="right"))
+        stop = max(start + 1, min(start + max_rows, fits))
+        bounds.append((int(rowids[start]), int(rowids[stop - 1])))
+        start = stop
+    return bounds
+
+
 def _single_list(column: np.ndarray, dtype: Any) -> np.ndarray:
     """The one list value of a one-row ``fetchnumpy`` column (NULL: empty)."""
     value = column[0] if len(column) else None
@@ -122,19 +151,31 @@ class Derived:
 
     def save(self) -> None:
         """Persist the indexes that changed since they were last saved."""
-        folder = self.engine.snapshot_dir
-        if folder is None or self.engine.read_only:
+        if self.engine.snapshot_dir is None or self.engine.read_only:
             return
         with self.engine.lock:
             for cid, idx in self.indexes.items():
                 if idx.saved_generation != idx.generation:
                     with suppress(OSError, KBError):  # an optimisation: the next open rebuilds
-                        save_snapshot(folder, cid, idx)
+                        save_snapshot(self.engine.snapshot_folder(), cid, idx)
 
     def clear(self) -> None:
+        for idx in self.indexes.values():
+            idx.vector.stop()
         self.indexes.clear()
         self.rows.forget()
         self.filters.clear()
+
+    def before_write(self, coll: CollectionRecord) -> None:
+        """Hold a file's collection indexes before writing to it, so the write is mirrored
+        into them and saved with them: the next process (or search) then finds them
+        ready instead of rebuilding them from the tables (a 1M-chunk build took minutes).
+        Loading the saved ones costs ~0.1 s; a collection without any is built now
+        (empty when new); in memory (``:memory:``) the first search builds them."""
+        if self.engine.persistent and not self.engine.read_only:
+            # Not saved now: the write about to commit would make that copy stale at
+            # once (doctor reports a stale snapshot); close saves what the writes made.
+            self.indexes_for(coll, save_build=False)
 
     def mirror(
         self,
@@ -151,19 +192,63 @@ class Derived:
             self.rows.forget_keys(coll.id, removed)
             self.filters.pop(coll.id, None)
             found = self.indexes.get(coll.id)
-            if found is not None:
-                found.apply(
-                    removed=removed,
-                    added_keys=added_keys,  # type: ignore[arg-type]
-                    added_terms=added_terms,
-                    added_vectors=added_vectors,
-                    generation=generation,
-                )
+            if found is None:  # nothing in memory to bring along: a snapshot is stale now
+                self._drop_snapshot(coll)
+                return
+            found.apply(
+                removed=removed,
+                added_keys=added_keys,  # type: ignore[arg-type]
+                added_terms=added_terms,
+                added_vectors=added_vectors,
+                generation=generation,
+            )
+
+    @contextmanager
+    def committing(self, coll: CollectionRecord) -> Iterator[None]:
+        """Around a write's commit and its mirror. A stop (SIGTERM, Ctrl-C) can land after
+        DuckDB's COMMIT took effect and before the mirror ran (its handler raises as the
+        COMMIT returns), or part-way through the mirror: see :meth:`distrust`."""
+        try:
+            yield
+        except BaseException:
+            self.distrust(coll)
+            raise
+
+    def distrust(self, coll: CollectionRecord) -> None:
+        """After a write that may have committed without its mirror: unless the tables are
+        still at the generation memory holds (the write rolled back), memory lacks a
+        committed write, so it is dropped rather than searched or saved, and so is the
+        snapshot (older than the tables: doctor would report it stale). The next use
+        builds the indexes from the tables."""
+        with self.engine.lock:
+            held = self.indexes.get(coll.id)
+            if held is None:
+                return
+            try:
+                current = self.engine.record_by_id(coll.id)
+            except (duckdb.Error, KBError):  # a connection a failed write invalidated
+                current = None
+            if current is None or current.generation != held.generation:
+                self.discard(coll)
+
+    def discard(self, coll: CollectionRecord) -> None:
+        """Drop the collection's indexes from memory and its snapshot from disk: both lack
+        a committed write (the next use builds them from the tables)."""
+        with self.engine.lock:
+            self.forget(coll.id)
+            self._drop_snapshot(coll)
+
+    def _drop_snapshot(self, coll: CollectionRecord) -> None:
+        folder = self.engine.snapshot_dir
+        if folder is not None and not self.engine.read_only:
+            drop_snapshot(folder, coll.id)
 
     def forget(self, collection_id: int) -> None:
         """Drop what memory holds for a collection (after a bulk rewrite or a drop)."""
         with self.engine.lock:
-            self.indexes.pop(collection_id, None)
+            dropped = self.indexes.pop(collection_id, None)
+            if dropped is not None:
+                dropped.vector.stop()
             self.rows.forget(collection_id)
             self.filters.pop(collection_id, None)
 
@@ -191,6 +276,52 @@ class Derived:
             keys, vectors = keys[keep_k], vectors[keep_v]
         return keys, terms, vectors
 
+    def row_slices(
+        self, coll: CollectionRecord
+    ) -> Iterator[tuple[np.ndarray, CodedTerms | None, np.ndarray | None]]:
+        """The collection's (keys, terms, vectors), a slice of rows at a time (see
+        :data:`BUILD_SLICE_ROWS`; each table is read by rowid ranges, which DuckDB scans
+        without sorting). A key one table lacks is left out of both indexes."""
+        t = table_names(coll.id)
+        with self.engine.lock:
+            con = self.engine.con
+            chunk_keys = con.execute(f"SELECT key FROM {t['chunks']}").fetchnumpy()["key"]
+            vector_keys = con.execute(f"SELECT key FROM {t['vectors']}").fetchnumpy()["key"]
+            common = np.intersect1d(chunk_keys, vector_keys)
+            sized = con.execute(
+                f"SELECT rowid, coalesce(len(terms), 0) AS n FROM {t['chunks']} ORDER BY rowid"
+            ).fetchnumpy()
+            (top,) = con.execute(  # type: ignore[misc]
+                f"SELECT coalesce(max(rowid), -1) FROM {t['vectors']}"
+            ).fetchone()
+        del chunk_keys, vector_keys
+        # The keyword index takes the chunks a slice of rowids at a time, the vector index
+        # the vectors (each table's rowids: the same rowids hold other keys in the other).
+        rowids, lengths = np.asarray(sized["rowid"]), np.asarray(sized["n"])
+        for first, last in slice_bounds(rowids, lengths, BUILD_SLICE_ROWS, BUILD_SLICE_TERMS):
+            with self.engine.lock:
+                keys, terms = coded_terms(
+                    con,
+                    f"(SELECT key, terms FROM {t['chunks']}"
+                    f" WHERE rowid BETWEEN {first} AND {last})",
+                )
+            keep = np.isin(keys, common)
+            if not keep.all():
+                row_of_code = np.repeat(keep, terms.lengths)
+                terms = CodedTerms(terms.lengths[keep], terms.codes[row_of_code], terms.dictionary)
+                keys = keys[keep]
+            yield keys, terms, None
+        for start in range(0, int(top) + 1, BUILD_SLICE_ROWS):
+            with self.engine.lock:
+                vkeys, vectors = fetch_vectors_sql(
+                    con,
+                    f"SELECT key, embedding FROM {t['vectors']}"
+                    f" WHERE rowid BETWEEN {start} AND {start + BUILD_SLICE_ROWS - 1}",
+                    coll.dim,
+                )
+            keep = np.isin(vkeys, common)
+            yield vkeys[keep], None, vectors[keep]
+
     def _load_vectors(self, coll: CollectionRecord) -> tuple[np.ndarray, np.ndarray]:
         """Every (key, vector) of the collection in key order, a page at a time."""
         t = table_names(coll.id)
@@ -215,7 +346,9 @@ class Derived:
             after = keys[at - 1]
         return keys[:at], vectors[:at]
 
-    def indexes_for(self, coll: CollectionRecord) -> CollectionIndexes:
+    def indexes_for(self, coll: CollectionRecord, *, save_build: bool = True) -> CollectionIndexes:
+        """The collection's indexes: in memory, else the snapshot, else built from the
+        tables (and saved at once unless ``save_build`` is False)."""
         storage = self.engine
         with storage.lock:
             found = self.indexes.get(coll.id)
@@ -226,14 +359,18 @@ class Derived:
             generation = current.generation if current else coll.generation
             folder = storage.snapshot_dir
             found = None
+            chunks = count(storage.con, table_names(coll.id)["chunks"])
             if folder is not None:
-                chunks = count(storage.con, table_names(coll.id)["chunks"])
-                found = load_snapshot(folder, coll.id, generation=generation, chunks=chunks)
+                found = load_snapshot(
+                    folder, coll.id, generation=generation, chunks=chunks, defer_graph=True
+                )
             if found is None:
-                found = build_indexes(coll.dim, generation, lambda: self.load_rows(coll))
-                if folder is not None and not storage.read_only:
+                found = build_from_slices(
+                    coll.dim, generation, self.row_slices(coll), rows=chunks, defer_graph=True
+                )
+                if folder is not None and not storage.read_only and save_build:
                     with suppress(OSError, KBError):
-                        save_snapshot(folder, coll.id, found)
+                        save_snapshot(storage.snapshot_folder(), coll.id, found)
             self.indexes[coll.id] = found
             return found
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 import duckdb
 
 from ..shared import check_schema_version
+from .connection import rollback
 
 SCHEMA_VERSION_KEY = "schema_version"
 # A collection's sources and file states (storage/duckdb/sources.py), keyed by its id.
@@ -216,6 +217,11 @@ def _m6_sources_and_file_states(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
+def _m7_source_synced_at(con: duckdb.DuckDBPyConnection) -> None:
+    # When an add or a sync last walked each source whole (NULL: not since this column).
+    con.execute(f"ALTER TABLE {SOURCES} ADD COLUMN IF NOT EXISTS synced_at TIMESTAMPTZ")
+
+
 # Append only: each entry moves the schema one version forward.
 MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [
     _m1_catalog,
@@ -224,6 +230,7 @@ MIGRATIONS: list[Callable[[duckdb.DuckDBPyConnection], None]] = [
     _m4_embedding_recipe,
     _m5_rebuild_key_indexes,
     _m6_sources_and_file_states,
+    _m7_source_synced_at,
 ]
 OWN_COMMITS = {_m5_rebuild_key_indexes}  # index DDL that must not share a transaction
 
@@ -252,12 +259,13 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
             )
             if not own:
                 con.execute("COMMIT")
-        except Exception:
+        except BaseException as exc:
             if not own:
-                con.execute("ROLLBACK")
+                rollback(con, exc)
             raise
     # Schema changes go into the file now, not the WAL: DuckDB 1.5.5 fails to replay an
     # ALTER TABLE ... ADD COLUMN from the WAL after a crash ("GetDefaultDatabase with no
-    # default database set"), which tests/test_crash.py hit with migration 4.
+    # default database set"). A file is migrated as a copy (upgrade.py), so a kill before
+    # this checkpoint loses the copy only.
     con.execute("CHECKPOINT")
     return len(MIGRATIONS)

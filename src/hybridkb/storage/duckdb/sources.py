@@ -27,6 +27,7 @@ class DuckDBSources:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._tables_seen = False
+        self._synced_seen = False
 
     def _has_tables(self) -> bool:
         """False for a file of an older schema opened read-only (not migrated): it has
@@ -37,6 +38,17 @@ class DuckDBSources:
             )
             self._tables_seen = bool(rows)
         return self._tables_seen
+
+    def _synced_time(self) -> str:
+        """The select-list entry of a source's last sync: NULL in a file of an older
+        schema opened read-only (its sources table has no such column yet)."""
+        if not self._synced_seen:
+            rows = self.engine.query(
+                "SELECT 1 FROM duckdb_columns() WHERE table_name = ? AND column_name = 'synced_at'",
+                [SOURCES],
+            )
+            self._synced_seen = bool(rows)
+        return "synced_at::VARCHAR" if self._synced_seen else "NULL"
 
     def put_source(self, coll: CollectionRecord, source: SourceRecord) -> None:
         def put(con: duckdb.DuckDBPyConnection) -> None:
@@ -51,10 +63,25 @@ class DuckDBSources:
         if not self._has_tables():
             return []
         rows = self.engine.query(
-            f"SELECT path, options, added_at::VARCHAR FROM {SOURCES} WHERE collection_id = ? ORDER BY path",
+            f"SELECT path, options, added_at::VARCHAR, {self._synced_time()} FROM {SOURCES}"
+            " WHERE collection_id = ? ORDER BY path",
             [coll.id],
         )
         return [source_record(*r) for r in rows]
+
+    def mark_synced(self, coll: CollectionRecord, paths: Sequence[str]) -> None:
+        if not paths:
+            return
+
+        def mark(con: duckdb.DuckDBPyConnection) -> None:
+            for path in paths:  # a collection follows a few sources; each path as stored
+                con.execute(
+                    f"UPDATE {SOURCES} SET synced_at = current_timestamp"
+                    " WHERE collection_id = ? AND path = ?",
+                    [coll.id, path],
+                )
+
+        self.engine.transaction(mark)
 
     def delete_source(self, coll: CollectionRecord, path: str) -> bool:
         def delete(con: duckdb.DuckDBPyConnection) -> bool:

@@ -39,8 +39,10 @@ import duckdb
 import numpy as np
 
 from ...errors import BackendError
+from ...private_files import temp_folder
 from ..base import ChunkRecord, CollectionRecord, DocumentRecord, WriteEvent
 from ..records import DOC_COLUMNS
+from .beside import STAGE, beside, made_beside
 from .bulk import fetch_vectors_sql, json_rows_sql, vector_list_sql
 from .engine import Engine
 from .memory import Derived
@@ -54,7 +56,6 @@ from .rows import (
 )
 from .schema import table_names
 
-STAGE_SUFFIX = ".hkbstage"
 # Text per Parquet row group: the memory a stage holds before writing (terms and vectors
 # add about twice as much again).
 ROW_GROUP_CHARS = 4 << 20
@@ -70,11 +71,9 @@ _LIVE_LOCK = threading.Lock()
 
 
 def stage_dir(engine: Engine) -> Path | None:
-    """Where a file-backed database stages streamed documents (None for :memory:)."""
-    if engine.path == ":memory:":
-        return None
-    db = Path(engine.path).expanduser().resolve()
-    return db.with_name(db.name + STAGE_SUFFIX)
+    """Where a file-backed database stages streamed documents (None for :memory:); made
+    private by the first part a stream writes (see ``beside.py``)."""
+    return beside(engine.path, STAGE)
 
 
 def stale_stages(engine: Engine, collection_id: int | None = None) -> list[Path]:
@@ -118,12 +117,12 @@ def stream_document(
     batches: Iterable[tuple[Sequence[ChunkRecord], np.ndarray]],
 ) -> int:
     """Stage, switch, mirror (see the module docstring); return the number of chunks."""
-    folder = stage_dir(engine)
     scratch = None
-    if folder is None:  # :memory: holds everything in RAM anyway; stage beside it all the same
-        scratch = Path(tempfile.mkdtemp(prefix="hybridkb-stage-"))
+    if engine.path == ":memory:":  # it holds everything in RAM anyway; stage beside it all the same
+        scratch = Path(tempfile.mkdtemp(prefix="hybridkb-stage-", dir=temp_folder()))
         folder = scratch
     else:
+        folder = made_beside(engine.path, STAGE)  # private, or refused in one line
         drop_stale_stages(engine)
     stream = f"c{coll.id}-{uuid.uuid4().hex[:16]}-"
     with _LIVE_LOCK:
@@ -132,7 +131,7 @@ def stream_document(
     try:
         count = _stage(coll, batches, folder, stream, parts)
         # Searches keep using the old version's rows until the switch commits.
-        with engine.lock:  # switch and mirror as one step for other threads
+        with engine.lock, derived.committing(coll):  # switch and mirror as one step
             old_keys, generation = _switch(engine, coll, doc, parts, count)
             _mirror(derived, coll, parts, old_keys, generation)
         return count
@@ -168,8 +167,6 @@ def _stage(
             np.concatenate([v for _, v in pending]),
         )
         path = folder / f"{stream}{len(parts):06d}.parquet"
-        if not parts:
-            folder.mkdir(parents=True, exist_ok=True)
         parts.append(path)
         _write_part(con, coll, rows, path)
         pending.clear()
@@ -342,7 +339,9 @@ def _mirror(
                 )
     except (MemoryError, OSError, duckdb.Error):
         # The tables are committed and right: the next search rebuilds the indexes.
-        derived.forget(coll.id)
+        derived.discard(coll)
     except BaseException:
-        derived.forget(coll.id)  # a half-updated index must never be trusted
+        # A half-updated index must never be trusted: its generation may already be the
+        # committed one (set by the first step), so Derived.committing cannot tell.
+        derived.discard(coll)
         raise

@@ -97,9 +97,16 @@ class PostgresGraphSQL(GraphSQLBase):
         return int(after) - 1, int(after)
 
     def replace_documents_many(
-        self, con: Connection, workspace: str, collection_id: int, per_doc: DocumentRows
+        self,
+        con: Connection,
+        workspace: str,
+        collection_id: int,
+        per_doc: DocumentRows,
+        *,
+        fresh: frozenset[str] = frozenset(),
     ) -> None:
-        """See :meth:`hybridkb.storage.base.GraphSQL.replace_documents_many`."""
+        """See :meth:`hybridkb.storage.base.GraphSQL.replace_documents_many` (each
+        document's delete is an index lookup here: ``fresh`` is not needed)."""
         for doc_id, nodes, edges in per_doc:
             self.replace_documents(con, workspace, collection_id, [doc_id], nodes, edges)
 

@@ -19,21 +19,35 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 from ..base import CollectionHealth, CollectionRecord, Finding
 from .graph import EDGES, NODES
 
-if TYPE_CHECKING:
-    from .storage import PostgresStorage
-
 CATALOG = "hybridkb.hybridkb_collections"
+T = TypeVar("T")
+
+
+class MaintainedStore(Protocol):
+    """What maintenance needs of :class:`~.storage.PostgresStorage` (which creates it:
+    naming that class here would close an import circle)."""
+
+    url: str
+
+    def tables(self, coll: CollectionRecord) -> dict[str, str]:
+        """The collection's table names."""
+        ...
+
+    def transaction(self, fn: Callable[[Any], T]) -> T:
+        """Run ``fn(connection)`` in one transaction."""
+        ...
 
 
 class PostgresMaintenance:
     """The :class:`~hybridkb.storage.base.Maintenance` of a PostgreSQL store."""
 
-    def __init__(self, storage: PostgresStorage) -> None:
+    def __init__(self, storage: MaintainedStore) -> None:
         self.storage = storage
 
     def check(self, coll: CollectionRecord, *, repair: bool) -> CollectionHealth:

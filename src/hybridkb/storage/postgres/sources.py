@@ -52,6 +52,7 @@ class PostgresSources:
         self._read_sources = read
         self._write_sources = write
         self._tables_seen = False
+        self._synced_seen = False
 
     def _has_tables(self) -> bool:
         """False for a database of an older schema opened read-only (not migrated)."""
@@ -61,6 +62,19 @@ class PostgresSources:
             )
             self._tables_seen = bool(found and found[0])
         return self._tables_seen
+
+    def _synced_time(self) -> str:
+        """The select-list entry of a source's last sync: NULL in a database of an older
+        schema opened read-only (its sources table has no such column yet)."""
+        if not self._synced_seen:
+            found = self._read_sources(
+                lambda con: con.execute(
+                    "SELECT 1 FROM information_schema.columns WHERE table_schema = 'hybridkb'"
+                    " AND table_name = 'hybridkb_sources' AND column_name = 'synced_at'"
+                ).fetchone()
+            )
+            self._synced_seen = found is not None
+        return "synced_at" if self._synced_seen else "NULL"
 
     def put_source(self, coll: CollectionRecord, source: SourceRecord) -> None:
         self._write_sources(
@@ -76,12 +90,26 @@ class PostgresSources:
             return []
         rows = self._read_sources(
             lambda con: con.execute(
-                f"SELECT path, options, added_at FROM {SOURCES} WHERE collection_id = %s"
-                " ORDER BY path",
+                f"SELECT path, options, added_at, {self._synced_time()} FROM {SOURCES}"
+                " WHERE collection_id = %s ORDER BY path",
                 [coll.id],
             ).fetchall()
         )
         return [source_record(*r) for r in rows]
+
+    def mark_synced(self, coll: CollectionRecord, paths: Sequence[str]) -> None:
+        if not paths:
+            return
+
+        def mark(con: Any) -> None:
+            for path in paths:  # a collection follows a few sources
+                con.execute(
+                    f"UPDATE {SOURCES} SET synced_at = now()"
+                    " WHERE collection_id = %s AND path = %s",
+                    [coll.id, path],
+                )
+
+        self._write_sources(mark)
 
     def delete_source(self, coll: CollectionRecord, path: str) -> bool:
         rows = self._write_sources(

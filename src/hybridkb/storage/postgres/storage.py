@@ -22,7 +22,6 @@ document end with it stored once; readers never wait for writers (MVCC).
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -30,7 +29,6 @@ import numpy as np
 
 from ...errors import BackendError, CollectionNotFound, MissingDependency
 from ...filters import Filter
-from ..backends import POSTGRES
 from ..base import (
     Capabilities,
     ChunkRecord,
@@ -38,6 +36,7 @@ from ..base import (
     CollectionStats,
     DocumentRecord,
     GraphSQL,
+    HybridSearch,
     Maintenance,
     PutItem,
     Ranked,
@@ -55,10 +54,23 @@ from ..records import (
     document_record,
     timestamp,
 )
-from ..shared import StorageDefaults, collection_exists, refuse_repeated_ids
-from .connection import connect, pg_errors, plain_url, prepare, psycopg, translate
+from ..shared import (
+    OPENED_READ_ONLY,
+    STAGING_MARK,
+    StorageDefaults,
+    collection_exists,
+    collection_gone,
+    listed,
+    refuse_repeated_ids,
+)
+from . import search as pg_search
+from .binary import QueryVector
+from .connection import connect, pg_errors, plain_url, prepare, psycopg, reader_role, translate
 from .graph import PostgresGraphSQL
+from .hybrid import PostgresHybrid
 from .maintenance import PostgresMaintenance
+from .pool import DEFAULT_SIZE as DEFAULT_POOL_SIZE
+from .pool import ConnectionPool
 from .rows import (
     chunk_rows,
     clean,
@@ -68,11 +80,11 @@ from .rows import (
     dumps,
     hash32,
     lock_documents,
-    parse_vector,
-    vector_text,
+    parse_binary_vector,
 )
 from .schema import (
     LOCK_WORKSPACE,
+    build_vector_index,
     create_collection_tables,
     drop_collection_tables,
     table_names,
@@ -89,7 +101,14 @@ T = TypeVar("T")
 class PostgresStorage(PostgresSources, StorageDefaults):
     """Storage protocol over one PostgreSQL database (pgvector required)."""
 
-    def __init__(self, url: str, *, read_only: bool = False, connect_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        read_only: bool = False,
+        connect_timeout: float = 10.0,
+        pool_size: int = DEFAULT_POOL_SIZE,
+    ) -> None:
         if psycopg is None:
             raise MissingDependency(
                 "psycopg is not installed; run: pip install 'hybridkb[postgres]'"
@@ -97,43 +116,78 @@ class PostgresStorage(PostgresSources, StorageDefaults):
         self.url = plain_url(url)
         self.read_only = read_only
         self.capabilities = Capabilities(
-            name=POSTGRES.name,
-            concurrent_writers=POSTGRES.concurrent_writers,
+            name="postgres",
             persistent=True,
         )
         self.hooks: list[WriteHook] = []
         self.graph_sql: GraphSQL | None = PostgresGraphSQL()
         self.maintenance: Maintenance | None = PostgresMaintenance(self)
         self.reembedding: Reembedding | None = None  # see maintenance.py: not offered yet
-        self._lock = threading.RLock()
+        self.hybrid: HybridSearch | None = PostgresHybrid(self._read, self.tables, self._set_ef)
         self._connect_timeout = connect_timeout
-        self._ef = 0
+        self._ef: dict[int, int] = {}  # id(connection) -> its hnsw.ef_search
         self._schemas: dict[int, str] = {}  # collection id -> workspace schema
-        self._closed = False
+        self._indexed: set[int] = set()  # collections whose HNSW index is known valid
+        self.schema_version = 0
+        self._vector_oid = 0
+        self.reader: str | None = None  # the role, when it may only read (reader_role)
         PostgresSources.__init__(self, self._read, self._write)
-        self._con = self._connect()
+        self._pool = ConnectionPool(self._open_connection, pool_size)
         try:
-            self.schema_version = self._prepare()
+            with self._pool.connection():  # the first one now: a bad URL or server says so here
+                pass
+            if self.read_only and not self._has_recipes():
+                # Schema 1-2, not migrated (read-only): every collection was embedded
+                # the way a missing recipe (NULL) means.
+                self._CATALOG_COLUMNS = self._CATALOG_COLUMNS.replace(
+                    ", embedding", ", NULL::jsonb AS embedding"
+                )
         except BaseException:
-            self._con.close()
+            self._pool.close()
             raise
 
     # -- plumbing -------------------------------------------------------------------
 
-    def _connect(self) -> Any:
+    def _open_connection(self) -> Any:
+        """A new connection, ready (see connection.prepare); the pool calls it."""
         con = connect(self.url, self._connect_timeout)
-        self._ef = 0
+        try:
+            version, self.pgvector_version, self._vector_oid = prepare(
+                con, self.url, read_only=self.read_only
+            )
+        except BaseException:
+            con.close()
+            raise
+        self.schema_version = version
+        self._ef[id(con)] = 0
+        if not self.read_only:
+            self.reader = reader_role(con)
+            if self.reader is not None:  # a role that may only read: a read-only store
+                self.read_only = True
+                con.execute("SET default_transaction_read_only = on")
         return con
 
-    def _prepare(self) -> int:
-        version, self.pgvector_version = prepare(self._con, self.url, read_only=self.read_only)
-        return version
+    def _has_recipes(self) -> bool:
+        return bool(
+            self._query(
+                "SELECT 1 FROM information_schema.columns WHERE table_schema = 'hybridkb'"
+                " AND table_name = 'hybridkb_collections' AND column_name = 'embedding'"
+            )
+        )
 
     def close(self) -> None:
         """See :meth:`hybridkb.storage.base.Storage.close`."""
-        with self._lock:
-            self._closed = True
-            self._con.close()
+        self._pool.close()
+
+    def write_refusal(self) -> str:
+        """See :meth:`hybridkb.storage.base.Storage.write_refusal`: a role that may only
+        read is named, with the way to write."""
+        if self.reader is None:
+            return OPENED_READ_ONLY
+        return (
+            f"role {self.reader!r} may only read this knowledge base; connect with a writer "
+            "role to change it (README: A team server)"
+        )
 
     @contextlib.contextmanager
     def _errors(self, coll: CollectionRecord | None = None) -> Iterator[None]:
@@ -146,32 +200,29 @@ class PostgresStorage(PostgresSources, StorageDefaults):
                     f"collection {coll.name!r} was dropped by another process; create it again"
                 ) from exc
             raise BackendError(f"PostgreSQL: {exc}") from exc
+        except (pg_errors.ReadOnlySqlTransaction, pg_errors.InsufficientPrivilege) as exc:
+            if self.reader is None:
+                raise translate(exc) or BackendError(str(exc)) from exc
+            raise BackendError(self.write_refusal()) from exc
         except psycopg.Error as exc:
             mapped = translate(exc)
             assert mapped is not None
             raise mapped from exc
 
-    def _live(self) -> Any:
-        if self._closed:
-            raise BackendError("the knowledge base is closed; connect again")
-        if self._con.closed or self._con.broken:
-            # A dropped connection (server restart, failover) is replaced once, here.
-            self._con = self._connect()
-            self._prepare()
-        return self._con
-
     def _read(self, fn: Callable[[Any], T], coll: CollectionRecord | None = None) -> T:
-        """Run a read; one retry on a fresh connection when the old one died under it."""
-        with self._lock:
-            for attempt in (1, 2):
+        """Run a read on a pooled connection; one retry on a fresh connection when the
+        old one died under it (a server restart), unless inside a transaction."""
+        retry = not self._pool.held()
+        for attempt in (1, 2):
+            with self._pool.connection() as con:
                 try:
                     with self._errors(coll):
-                        return fn(self._live())
+                        return fn(con)
                 except BackendError as exc:
-                    lost = isinstance(exc.__cause__, psycopg.OperationalError) and self._con.broken
-                    if attempt == 2 or not lost:
+                    lost = isinstance(exc.__cause__, psycopg.OperationalError) and con.broken
+                    if attempt == 2 or not (lost and retry):
                         raise
-            raise AssertionError("unreachable")
+        raise AssertionError("unreachable")
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
         """Run one statement (``%s`` placeholders) and return its rows (for modules beside the core)."""
@@ -192,10 +243,8 @@ class PostgresStorage(PostgresSources, StorageDefaults):
         return self._read(lambda con: con.execute(sql, params).fetchall(), coll)
 
     def _write(self, fn: Callable[[Any], T], coll: CollectionRecord | None = None) -> T:
-        with self._lock, self._errors(coll):
-            con = self._live()
-            with con.transaction():
-                return fn(con)
+        with self._pool.connection() as con, self._errors(coll), con.transaction():
+            return fn(con)
 
     def _emit(self, con: Any, event: WriteEvent) -> None:
         for hook in self.hooks:
@@ -281,13 +330,17 @@ class PostgresStorage(PostgresSources, StorageDefaults):
             create_collection_tables(con, schema, int(row[0]), dim, config)
             return tuple(row)
 
+        return self._record(self._write_named(create, name))
+
+    def _write_named(self, fn: Callable[[Any], T], name: str) -> T:
+        """``_write`` a catalog row named ``name``: the catalog's unique constraint (a
+        racing writer took the name) becomes CollectionExists."""
         try:
-            row = self._write(create)
+            return self._write(fn)
         except BackendError as exc:
             if isinstance(exc.__cause__, pg_errors.UniqueViolation):
                 raise collection_exists(name) from exc
             raise
-        return self._record(row)
 
     def get_collection(self, workspace: str, name: str) -> CollectionRecord | None:
         """See :meth:`hybridkb.storage.base.Storage.get_collection`."""
@@ -298,23 +351,41 @@ class PostgresStorage(PostgresSources, StorageDefaults):
         )
         return self._record(rows[0]) if rows else None
 
-    def list_collections(self, workspace: str) -> list[CollectionRecord]:
+    def list_collections(self, workspace: str, *, staged: bool = False) -> list[CollectionRecord]:
         """See :meth:`hybridkb.storage.base.Storage.list_collections`."""
         rows = self._query(
             f"SELECT {self._CATALOG_COLUMNS} FROM hybridkb.hybridkb_collections WHERE workspace = %s"
             " ORDER BY name",
             [workspace],
         )
-        return [self._record(r) for r in rows]
+        return listed((self._record(r) for r in rows), staged=staged)
 
     def list_workspaces(self) -> list[str]:
-        """Workspaces that hold at least one collection."""
+        """Workspaces that hold at least one (complete) collection."""
         return [
             r[0]
             for r in self._query(
-                "SELECT DISTINCT workspace FROM hybridkb.hybridkb_collections ORDER BY workspace"
+                "SELECT DISTINCT workspace FROM hybridkb.hybridkb_collections"
+                " WHERE strpos(name, %s) = 0 ORDER BY workspace",
+                [STAGING_MARK],
             )
         ]
+
+    def rename_collection(self, coll: CollectionRecord, name: str) -> CollectionRecord:
+        """See :meth:`hybridkb.storage.base.Storage.rename_collection`."""
+
+        def rename(con: Any) -> tuple[Any, ...] | None:
+            row = con.execute(
+                "UPDATE hybridkb.hybridkb_collections SET name = %s, updated_at = now()"
+                f" WHERE id = %s RETURNING {self._CATALOG_COLUMNS}",
+                [name, coll.id],
+            ).fetchone()
+            return None if row is None else tuple(row)
+
+        row = self._write_named(rename, name)
+        if row is None:
+            raise collection_gone(coll.name)
+        return self._record(row)
 
     def drop_collection(self, coll: CollectionRecord) -> None:
         t = self.tables(coll)
@@ -342,14 +413,20 @@ class PostgresStorage(PostgresSources, StorageDefaults):
         return document_record(rows[0]) if rows else None
 
     def list_documents(
-        self, coll: CollectionRecord, *, limit: int = 100, offset: int = 0
+        self,
+        coll: CollectionRecord,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        where: Filter | None = None,
     ) -> list[DocumentRecord]:
         """See :meth:`hybridkb.storage.base.Storage.list_documents`."""
         t = self.tables(coll)
+        matching, params = where_sql(where)
         rows = self._query(
-            f"SELECT {DOC_COLUMNS} FROM {t['documents']} ORDER BY added_at, document_id"
-            " LIMIT %s OFFSET %s",
-            [limit, offset],
+            f"SELECT {DOC_COLUMNS} FROM {t['documents']} WHERE {matching}"
+            " ORDER BY added_at, document_id LIMIT %s OFFSET %s",
+            [*params, limit, offset],
             coll,
         )
         return [document_record(r) for r in rows]
@@ -363,20 +440,18 @@ class PostgresStorage(PostgresSources, StorageDefaults):
         refuse_repeated_ids(ids)
         doc_rows: list[tuple[Any, ...]] = []
         new_chunks: list[tuple[Any, ...]] = []
-        postings: list[tuple[Any, ...]] = []
         n_chunks = new_len = 0
         for item, doc_id in zip(items, ids, strict=True):
             doc_rows.append(document_row(item.document, doc_id, len(item.chunks)))
-            rows, posts, length = chunk_rows(coll, doc_id, item.chunks, item.vectors)
+            rows, length = chunk_rows(coll, doc_id, item.chunks, item.vectors)
             new_chunks += rows
-            postings += posts
             new_len += length
             n_chunks += len(item.chunks)
 
-        def put(con: Any) -> None:
+        def put(con: Any) -> int:
             lock_documents(con, coll.id, ids)
             old_n, old_len = delete_rows(con, t, ids)
-            copy_rows(con, t, doc_rows, new_chunks, postings)
+            copy_rows(con, t, doc_rows, new_chunks, self._vector_oid)
             for item in items:
                 self._emit(
                     con,
@@ -384,9 +459,9 @@ class PostgresStorage(PostgresSources, StorageDefaults):
                         "put", coll, [item.document.document_id], item.document, item.chunks
                     ),
                 )
-            self._bump(con, coll, n_chunks - old_n, new_len - old_len)
+            return self._bump(con, coll, n_chunks - old_n, new_len - old_len)
 
-        self._write(put, coll)
+        self._index_when_large(coll, self._write(put, coll))
 
     def put_document_stream(
         self,
@@ -401,35 +476,52 @@ class PostgresStorage(PostgresSources, StorageDefaults):
         t = self.tables(coll)
         doc_id = clean(doc.document_id) or ""
 
-        def put(con: Any) -> int:
+        def put(con: Any) -> tuple[int, int]:
             lock_documents(con, coll.id, [doc_id])
             old_n, old_len = delete_rows(con, t, [doc_id])
             count = total = 0
             for chunks, vectors in batches:
                 if not chunks:
                     continue
-                rows, postings, length = chunk_rows(coll, doc_id, chunks, vectors)
-                copy_rows(con, t, [], rows, postings)
+                rows, length = chunk_rows(coll, doc_id, chunks, vectors)
+                copy_rows(con, t, [], rows, self._vector_oid)
                 count += len(chunks)
                 total += length
-            copy_rows(con, t, [document_row(doc, doc_id, count)], [], [])
+            copy_rows(con, t, [document_row(doc, doc_id, count)], [], self._vector_oid)
             self._emit(con, WriteEvent("put", coll, [doc.document_id], doc, []))
-            self._bump(con, coll, count - old_n, total - old_len)
-            return count
+            return count, self._bump(con, coll, count - old_n, total - old_len)
 
-        return int(self._write(put, coll))
+        count, n_chunks = self._write(put, coll)
+        self._index_when_large(coll, n_chunks)
+        return int(count)
 
     @staticmethod
     def _bump(con: Any, coll: CollectionRecord, d_chunks: int, d_len: int) -> int:
+        """Move the catalog's generation and BM25 totals; the collection's chunks now."""
         # Last statement of a write: the catalog row lock is held only until commit.
         row = con.execute(
             "UPDATE hybridkb.hybridkb_collections SET generation = generation + 1, updated_at = now(),"
-            " n_chunks = n_chunks + %s, total_len = total_len + %s WHERE id = %s RETURNING generation",
+            " n_chunks = n_chunks + %s, total_len = total_len + %s WHERE id = %s RETURNING n_chunks",
             [d_chunks, d_len, coll.id],
         ).fetchone()
         if row is None:
             raise CollectionNotFound(f"collection {coll.name!r} was dropped by another process")
         return int(row[0])
+
+    def _index_when_large(self, coll: CollectionRecord, n_chunks: int) -> None:
+        """Past the exact-scan size, the collection gets its HNSW index (once, after the
+        write committed; schema.build_vector_index)."""
+        if n_chunks <= pg_search.EXACT_SCAN_ROWS or coll.id in self._indexed:
+            return
+        schema = self.tables(coll)["chunks"].split(".")[0]
+        try:
+            built = self._read(lambda con: build_vector_index(con, schema, coll.id), coll)
+        except BackendError as exc:
+            if not isinstance(exc.__cause__, pg_errors.InsufficientPrivilege):
+                raise
+            built = True  # not the table's owner: its owner's writes build it
+        if built:
+            self._indexed.add(coll.id)
 
     def delete_documents(self, coll: CollectionRecord, document_ids: Sequence[str]) -> list[str]:
         """See :meth:`hybridkb.storage.base.Storage.delete_documents`."""
@@ -508,9 +600,9 @@ class PostgresStorage(PostgresSources, StorageDefaults):
 
     def _set_ef(self, con: Any, k: int) -> None:
         ef = min(EF_MAX, max(EF_MIN, k))
-        if ef != self._ef:
+        if ef != self._ef.get(id(con)):
             con.execute(f"SET hnsw.ef_search = {int(ef)}")
-            self._ef = ef
+            self._ef[id(con)] = ef
 
     def _nearest(
         self, coll: CollectionRecord, query: np.ndarray, k: int, predicate: str, params: list[Any]
@@ -518,7 +610,7 @@ class PostgresStorage(PostgresSources, StorageDefaults):
         if k <= 0:
             return []
         t = self.tables(coll)
-        q = vector_text(np.asarray(query, dtype=np.float32).reshape(-1))
+        q = QueryVector(query)
         rows = self._read(
             lambda con: nearest_rows(con, t, coll.id, q, k, predicate, params, self._set_ef),
             coll,
@@ -572,10 +664,15 @@ class PostgresStorage(PostgresSources, StorageDefaults):
         out = np.zeros((len(key_list), coll.dim), dtype=np.float32)
         if not key_list:
             return out
-        rows = self._query(
-            f"SELECT key, embedding::text FROM {t['chunks']} WHERE key = ANY(%s)", [key_list], coll
+        rows = self._read(
+            lambda con: con.execute(
+                f"SELECT key, embedding FROM {t['chunks']} WHERE key = ANY(%s)",
+                [key_list],
+                binary=True,  # pgvector's binary form: no text to print and parse
+            ).fetchall(),
+            coll,
         )
-        pos = {int(k): parse_vector(v) for k, v in rows}
+        pos = {int(k): parse_binary_vector(v) for k, v in rows}
         for i, k in enumerate(key_list):
             vec = pos.get(k)
             if vec is not None:
@@ -587,28 +684,38 @@ class PostgresStorage(PostgresSources, StorageDefaults):
     def export_documents(
         self, coll: CollectionRecord, *, batch: int = 200
     ) -> Iterator[tuple[DocumentRecord, list[ChunkRecord], np.ndarray]]:
-        """Every document with its chunks (terms included) and vectors, in batches."""
+        """Every document with its chunks (terms included) and vectors, in batches of
+        documents by id (each batch one index range: no OFFSET rescanning what came before;
+        vectors in binary)."""
         t = self.tables(coll)
-        offset = 0
+        after: str | None = None
         while True:
             docs = [
                 document_record(r)
                 for r in self._query(
-                    f"SELECT {DOC_COLUMNS} FROM {t['documents']} ORDER BY document_id"
-                    " LIMIT %s OFFSET %s",
-                    [batch, offset],
+                    f"SELECT {DOC_COLUMNS} FROM {t['documents']}"
+                    + ("" if after is None else " WHERE document_id > %s")
+                    + " ORDER BY document_id LIMIT %s",
+                    [batch] if after is None else [after, batch],
                     coll,
                 )
             ]
             if not docs:
                 return
-            offset += len(docs)
-            rows = self._query(
-                f"SELECT {CHUNK_COLUMNS}, terms, embedding::text FROM {t['chunks']}"
-                " WHERE document_id = ANY(%s) ORDER BY document_id, chunk_index",
-                [[d.document_id for d in docs]],
-                coll,
-            )
+            after = docs[-1].document_id
+            ids = [d.document_id for d in docs]
+
+            def chunks_of(con: Any, ids: list[str] = ids) -> list[tuple[Any, ...]]:
+                return list(
+                    con.execute(
+                        f"SELECT {CHUNK_COLUMNS}, terms, embedding FROM {t['chunks']}"
+                        " WHERE document_id = ANY(%s) ORDER BY document_id, chunk_index",
+                        [ids],
+                        binary=True,
+                    ).fetchall()
+                )
+
+            rows = self._read(chunks_of, coll)
             by_doc: dict[str, list[tuple[Any, ...]]] = {}
             for r in rows:
                 by_doc.setdefault(r[2], []).append(r)
@@ -616,7 +723,7 @@ class PostgresStorage(PostgresSources, StorageDefaults):
                 mine = by_doc.get(d.document_id, [])
                 chunks = [chunk_record(r, list(r[15] or [])) for r in mine]
                 vecs = (
-                    np.stack([parse_vector(r[16]) for r in mine])
+                    np.stack([parse_binary_vector(r[16]) for r in mine])
                     if mine
                     else np.zeros((0, coll.dim), np.float32)
                 )
@@ -651,24 +758,51 @@ class PostgresStorage(PostgresSources, StorageDefaults):
         )
         return {n: int(v) for n, v in zip(names, row, strict=True)}
 
-    def export_tables(self, coll: CollectionRecord) -> tuple[Table, Table]:
+    def export_tables(
+        self, coll: CollectionRecord, document_ids: Sequence[str] | None = None
+    ) -> tuple[Table, Table]:
         """The collection's rows for read-only SQL (see Storage.export_tables)."""
         t = self.tables(coll)
         text = {"metadata": "metadata::text", "added_at": "added_at::text"}
         doc_cols = ", ".join(text.get(name, name) for name, _ in EXPORT_DOCUMENTS)
         chunk_cols = ", ".join(text.get(name, name) for name, _ in EXPORT_CHUNKS)
+        where, params = "", []
+        if document_ids is not None:
+            where, params = " WHERE document_id = ANY(%s)", [list(document_ids)]
 
         def run(con: Any) -> tuple[Table, Table]:
             docs = con.execute(
-                f"SELECT {doc_cols} FROM {t['documents']} ORDER BY added_at, document_id"
+                f"SELECT {doc_cols} FROM {t['documents']}{where} ORDER BY added_at, document_id",
+                params,
             ).fetchall()
             chunks = con.execute(
-                f"SELECT {chunk_cols} FROM {t['chunks']} ORDER BY document_id, chunk_index"
+                f"SELECT {chunk_cols} FROM {t['chunks']}{where} ORDER BY document_id, chunk_index",
+                params,
             ).fetchall()
             return Table.from_rows(EXPORT_DOCUMENTS, docs), Table.from_rows(EXPORT_CHUNKS, chunks)
 
         return self._read(run, coll)
 
+    def document_fingerprints(self, coll: CollectionRecord) -> dict[str, str]:
+        """See :meth:`hybridkb.storage.base.Storage.document_fingerprints`."""
+        sql = _fingerprints_sql(self.tables(coll)["documents"])
+        rows = self._read(lambda con: con.execute(sql).fetchall(), coll)
+        return {str(doc_id): str(digest) for doc_id, digest in rows}
+
     def count_vectors(self, coll: CollectionRecord) -> int:
         """See :meth:`hybridkb.storage.base.Storage.count_vectors`."""
         return int(self.consistency(coll)["chunks"])  # vectors live in the chunk rows (NOT NULL)
+
+
+def _fingerprints_sql(documents: str) -> str:
+    """SQL of each document's id and an md5 of its catalog row (document_fingerprints):
+    every field length-prefixed, so no two different rows read the same."""
+    fields = (
+        "content_hash", "signature", "CAST(metadata AS VARCHAR)", "path", "filename",
+        "source", "language", "CAST(bytes AS VARCHAR)", "CAST(chunk_count AS VARCHAR)",
+        "CAST(added_at AS VARCHAR)",
+    )  # fmt: skip
+    row = " || '|' || ".join(
+        f"CAST(length(coalesce({f}, '')) AS VARCHAR) || ':' || coalesce({f}, '')" for f in fields
+    )
+    return f"SELECT document_id, md5({row}) FROM {documents}"
