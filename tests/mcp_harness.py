@@ -9,6 +9,9 @@ set by an environment variable and off without it:
 - HKB_TEST_BLOCK_DIR=DIR: a kb_list call touches DIR/entered, then waits for
   DIR/release before it runs.
 - HKB_TEST_MAX_MESSAGE_BYTES=N: the longest line the server reads.
+
+Always: SIGUSR1 writes every thread's stack to stderr (a test whose server does not
+exit asks for it before it fails, so the failure says where the server waits).
 - HKB_TEST_MODEL_LOAD_DIR=DIR: after the tools load, the background thread stands in
   for a slow model load: it touches DIR/loading, sleeps 0.6 s, then touches DIR/loaded
   (a process that exits without waiting for it leaves no DIR/loaded).
@@ -18,7 +21,9 @@ Usage: python mcp_harness.py --db DB mcp [--read-only]
 
 from __future__ import annotations
 
+import faulthandler
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -88,5 +93,6 @@ def install_hooks() -> None:
 
 
 if __name__ == "__main__":
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     install_hooks()
     raise SystemExit(main(sys.argv[1:]))

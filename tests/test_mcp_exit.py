@@ -44,7 +44,20 @@ def _note(ident: str) -> str:
 def _exit_code(s: Session) -> int:
     assert s.proc.stdin is not None
     s.proc.stdin.close()
-    return s.proc.wait(timeout=180)
+    return _wait_for_exit(s)
+
+
+def _wait_for_exit(s: Session, timeout: float = float(os.environ.get("HKB_TEST_EXIT_WAIT", 180))) -> int:
+    """The server's exit code; if it has not exited in ``timeout``, fail with where each of
+    its threads waits (the harness dumps them on SIGUSR1)."""
+    try:
+        return s.proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        s.proc.send_signal(signal.SIGUSR1)
+        time.sleep(2)
+        s.proc.kill()
+        s.proc.wait()
+        pytest.fail(f"the server did not exit in {timeout} s:\n{s.stderr_path.read_text()[-6000:]}")
 
 
 def _answers(s: Session) -> list[dict[str, Any]]:
@@ -144,7 +157,7 @@ def test_a_stop_signal_closes_the_knowledge_base_cleanly(
         )
     assert endpoint_file(db).exists()  # the server owns the file and serves it
     s.proc.send_signal(signum)
-    assert s.proc.wait(timeout=180) == 128 + signum, s.stderr_path.read_text()[-2000:]
+    assert _wait_for_exit(s) == 128 + signum, s.stderr_path.read_text()[-2000:]
     assert f"stopped by signal {signum}" in s.stderr_path.read_text()
     answered = (
         any(got.get("id") == 3 and not got["result"]["isError"] for got in _answers(s))
