@@ -40,7 +40,7 @@ from .cli_sync import source_note, sources, sync, watch, watch_in_background
 from .errors import KBError, attempt_import
 from .filters import filter_reference
 from .lifecycle import Stopped, own_process, stop_on_signals
-from .locations import check_db_folder, shown_db
+from .storage.backends import check_db_folder, shown_db
 from .normalize import printable
 from .render import citation
 from .types import SEARCH_MODES

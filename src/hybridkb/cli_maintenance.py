@@ -97,7 +97,7 @@ def copy_command(state: State, dest: str, as_json: bool) -> int:
     Example:
       hybridkb --db kb.duckdb copy --to postgresql://user@host/kb
     """
-    from .locations import check_db_folder
+    from .storage.backends import check_db_folder
 
     check_db_folder(dest, named_by="--to")  # before the source is opened
     # Opened as any reader would: a file another process holds is copied by that process.

@@ -13,7 +13,7 @@ import click
 from .cli_common import EPILOG, EXIT_OK, State, echo, pass_state
 from .errors import attempt_import
 from .lifecycle import stop_on_signals
-from .locations import check_db_folder, shown_db
+from .storage.backends import check_db_folder, shown_db
 
 __all__ = ["ui"]
 

@@ -42,8 +42,6 @@ from pathlib import Path
 
 from .errors import ConfigError, NotPrivate
 from .private_files import check_beside, others_may_write, private_folder
-from .storage.backends import DUCKDB, named_file
-from .storage.urls import redact_url
 
 APP_NAME = "hybridkb"
 DEFAULT_DB_NAME = "hybridkb.duckdb"
@@ -51,11 +49,9 @@ DEFAULT_DB_NAME = "hybridkb.duckdb"
 __all__ = [
     "APP_NAME",
     "DEFAULT_DB_NAME",
-    "check_db_folder",
     "default_db",
     "ensure_db_folder",
     "hold_file_mode",
-    "shown_db",
     "user_data_folder",
 ]
 
@@ -121,36 +117,6 @@ _FOREIGN_LOG = (
 )
 
 
-def _file_of(db: str) -> Path | None:
-    """The file ``db`` names (its backend's declaration), or None: a database server,
-    ``:memory:``."""
-    file = named_file(db)
-    return None if file is None else Path(file).absolute()
-
-
-def check_db_folder(db: str, named_by: str = "--db or HYBRIDKB_DB") -> None:
-    """``ensure_db_folder`` for a file ``db`` names, before anything else starts (a server
-    that cannot open its file should say so at once, not at its first tool call);
-    ``named_by`` is where the user typed ``db``, for the fix in the message.
-
-    Raises:
-        ConfigError: a DuckDB file in a folder that does not exist.
-    """
-    if (file := _file_of(db)) is not None:
-        ensure_db_folder(str(file), named_by)
-
-
-def shown_db(db: str) -> str:
-    """The knowledge base ``db`` names, for people: a DuckDB file's absolute path, a
-    Postgres URL without its password."""
-    if not DUCKDB.accepts(db):
-        return redact_url(db)
-    file = _file_of(db)
-    return (
-        ":memory: (kept in memory only, gone when the process ends)" if file is None else str(file)
-    )
-
-
 # -- the mode of the files DuckDB makes --------------------------------------------------
 
 _umask_lock = threading.Lock()
@@ -185,8 +151,9 @@ def _tightened(bits: int) -> Callable[[], None]:
     return release
 
 
-def hold_file_mode(db: str) -> Callable[[], None]:
-    """Tighten the process umask for the DuckDB file ``db`` opened for writing, until the
+def hold_file_mode(path: str) -> Callable[[], None]:
+    """Tighten the process umask for the DuckDB file ``path`` (``:memory:``: none) opened
+    for writing, until the
     returned function is called (the last call restores the umask found by the first).
 
     DuckDB has no mode option: it creates the file, and the WAL again after every
@@ -195,9 +162,9 @@ def hold_file_mode(db: str) -> Callable[[], None]:
     beside a file the user named, DuckDB's files are never more open than that file;
     a new file the user named gets what their umask gives.
     """
-    file = _file_of(db)
-    if file is None or os.name == "nt":
+    if path == ":memory:" or os.name == "nt":
         return lambda: None
+    file = Path(path).absolute()
     if file.parent == user_data_folder().absolute():
         for existing in (file, file.with_name(file.name + ".wal")):
             try:

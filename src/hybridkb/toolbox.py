@@ -33,7 +33,7 @@ from .frontend import ToolSpec, check_limit
 from .graph.tools import GRAPH_TOOLS
 from .kb import Collection, KnowledgeBase
 from .limits import MAX_FILTER_CHARS, MAX_ITEMS, check_name, check_value, parse_json
-from .locations import shown_db
+from .storage.backends import shown_db
 from .sql_tool import VIEWS_DOC
 from .types import AddReport, DeleteReport
 

@@ -3,7 +3,7 @@
 ``attach_graph(engine)`` registers one write hook per storage object (so graph rows are
 written and pruned in the same transaction as each document) and returns the local
 graph of ``engine.workspace`` (:class:`~hybridkb.graph.api.LocalGraph`); users reach
-it through the :class:`Graph` handle, ``kb.graph``::
+it through the :class:`hybridkb.graph_handle.Graph` handle, ``kb.graph``::
 
     kb = hybridkb.connect("kb.duckdb")
     hit = kb.search("depreciation of cars")[0]
@@ -37,7 +37,6 @@ from .model import (
 if TYPE_CHECKING:
     from .api import LocalGraph
     from .extract import Entity, EntityExtractor, RuleExtractor
-    from .handle import Graph
     from .host import Host
     from .store import GraphStore
 
@@ -47,7 +46,6 @@ if TYPE_CHECKING:
 __getattr__, __dir__ = lazy_names(
     __name__,
     {
-        "Graph": "handle",
         "Entity": "extract",
         "EntityExtractor": "extract",
         "RuleExtractor": "extract",
@@ -60,7 +58,6 @@ __all__ = [
     "Edge",
     "Entity",
     "EntityExtractor",
-    "Graph",
     "GraphError",
     "GraphSearchResult",
     "GraphSearchResults",

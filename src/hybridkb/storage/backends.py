@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..locations import ensure_db_folder
 from .urls import SUPPORTED, is_postgres_url, redact_url, url_scheme
 
 
@@ -130,3 +131,33 @@ def absolute_url(url: str) -> str:
     (the process serving it runs in another folder), any other URL as given."""
     file = named_file(url)
     return url if file is None else os.path.realpath(file)
+
+
+def _file_of(db: str) -> Path | None:
+    """The file ``db`` names (its backend's declaration), or None: a database server,
+    ``:memory:``."""
+    file = named_file(db)
+    return None if file is None else Path(file).absolute()
+
+
+def check_db_folder(db: str, named_by: str = "--db or HYBRIDKB_DB") -> None:
+    """``ensure_db_folder`` for a file ``db`` names, before anything else starts (a server
+    that cannot open its file should say so at once, not at its first tool call);
+    ``named_by`` is where the user typed ``db``, for the fix in the message.
+
+    Raises:
+        ConfigError: a DuckDB file in a folder that does not exist.
+    """
+    if (file := _file_of(db)) is not None:
+        ensure_db_folder(str(file), named_by)
+
+
+def shown_db(db: str) -> str:
+    """The knowledge base ``db`` names, for people: a DuckDB file's absolute path, a
+    Postgres URL without its password."""
+    if not DUCKDB.accepts(db):
+        return redact_url(db)
+    file = _file_of(db)
+    return (
+        ":memory: (kept in memory only, gone when the process ends)" if file is None else str(file)
+    )

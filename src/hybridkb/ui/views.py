@@ -17,7 +17,7 @@ from starlette.responses import Response
 from ..errors import InvalidFilter
 from ..files import allowed_root
 from ..filters import DOCUMENT_FIELDS
-from ..locations import shown_db
+from ..storage.backends import shown_db
 from ..render import page_label
 from .common import Problem, cache_folder, config_of, link, page, scalar_text
 from .filtering import (
