@@ -36,7 +36,8 @@ from hybridkb.analysis import analyze, analyze_query
 from hybridkb.index import derived
 from hybridkb.index.keyword import KeywordIndex, bm25
 from hybridkb.index.recall import AUDIT_QUERIES
-from hybridkb.index.vector import VectorIndex, expansion_search_for
+from hybridkb.index.vector import VectorIndex
+from hybridkb.index.vector_layouts import expansion_search_for
 from hybridkb.storage.duckdb.bulk import fetch_vectors_sql
 from hybridkb.storage.duckdb.memory import coded_terms
 
@@ -159,8 +160,8 @@ def vector_recall(
 
 
 def vector_module_expansion(beam: Any) -> Any:
-    """Swap hybridkb.index.vector.expansion_search_for for a constant (or restore it)."""
-    from hybridkb.index import vector as vm
+    """Swap hybridkb.index.vector_layouts.expansion_search_for for a constant (or restore it)."""
+    from hybridkb.index import vector_layouts as vm
 
     previous = vm.expansion_search_for
     vm.expansion_search_for = beam if callable(beam) else (lambda rows, b=beam: b)

@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import _common as C  # noqa: E402
 
-from hybridkb.index import vector as vector_module  # noqa: E402
+from hybridkb.index import vector_layouts as layouts_module  # noqa: E402
 from hybridkb.index.recall import AUDIT_QUERIES  # noqa: E402
 from hybridkb.index.vector import VectorIndex  # noqa: E402
 
@@ -295,7 +295,7 @@ def scale_section(
     keys = np.arange(n, dtype=np.int64)
     out: dict[str, Any] = {"rows": n, "f32_matvec_baseline_ms": baseline_ms(min(n, 100_000))}
     # "default" is what the core gets; "hnsw"/"flat" force a layout at any size.
-    threshold = {"default": vector_module.DEFAULT_HNSW_THRESHOLD, "hnsw": 0, "flat": 10**12}
+    threshold = {"default": layouts_module.DEFAULT_HNSW_THRESHOLD, "hnsw": 0, "flat": 10**12}
     index = VectorIndex(dim, quantization=quantization, hnsw_threshold=threshold[layout])
     before = resident_bytes()
     _, wall_ms, cpu_ms = timed(lambda: index.add(keys, vectors))
@@ -326,17 +326,17 @@ def scale_section(
         # memory_usage counts usearch's preallocated arenas; the file is the packed size.
         out["hnsw_serialized_pct_f32"] = 100.0 * hnsw.serialized_length / vectors.nbytes
         sweep = {}
-        by_size = vector_module.expansion_search_for  # the index sets the beam per search
+        by_size = layouts_module.expansion_search_for  # the index sets the beam per search
         try:
             for ef in (64, 128, 256, 512, 1024):
-                vector_module.expansion_search_for = lambda rows, ef=ef: ef
+                layouts_module.expansion_search_for = lambda rows, ef=ef: ef
                 got = [[key for key, _ in index.search(q, K)] for q in qs]
                 sweep[str(ef)] = {
                     "recall@10": recall(got, truth),
                     **latencies(lambda q: index.search(q, K), qs),
                 }
         finally:
-            vector_module.expansion_search_for = by_size
+            layouts_module.expansion_search_for = by_size
         out["expansion_search_default"] = by_size(len(index))
         out["expansion_search_sweep"] = sweep
 
@@ -463,9 +463,9 @@ def main() -> None:
         "k": K,
         "defaults": {
             "quantization": "i8",
-            "hnsw_threshold": vector_module.DEFAULT_HNSW_THRESHOLD,
-            "connectivity": vector_module.HNSW_CONNECTIVITY,
-            "expansion_add": vector_module.HNSW_EXPANSION_ADD,
+            "hnsw_threshold": layouts_module.DEFAULT_HNSW_THRESHOLD,
+            "connectivity": layouts_module.HNSW_CONNECTIVITY,
+            "expansion_add": layouts_module.HNSW_EXPANSION_ADD,
             "expansion_search": "expansion_search_for(rows)",
         },
     }

@@ -14,6 +14,7 @@ import pytest
 import hybridkb
 from hybridkb.index import recall as recall_module
 from hybridkb.index import vector as vector_module
+from hybridkb.index import vector_layouts as layouts_module
 from hybridkb.index.vector import VectorIndex
 
 DIM = 48
@@ -183,7 +184,7 @@ def test_filtered_graph_search_with_wide_filter_returns_k(
     graph: Filled, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     index, keys, _ = graph
-    import hybridkb.index.vector as module
+    import hybridkb.index.vector_layouts as module
 
     allowed = keys[::2]
     scanned: list[tuple[int, ...]] = []
@@ -203,7 +204,7 @@ def test_graph_filter_of_mostly_absent_keys_still_returns_every_live_one(
     graph: Filled, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     index, keys, _ = graph
-    import hybridkb.index.vector as module
+    import hybridkb.index.vector_layouts as module
 
     live = keys[::250]  # 8 live keys among 10,000 unknown ones
     allowed = np.concatenate([live, np.arange(10**6, 10**6 + 10_000)])
@@ -381,8 +382,8 @@ def test_int8_scan_without_simd_kernels_gives_same_results(monkeypatch: pytest.M
 
 def test_the_graph_search_beam_widens_with_the_graph(monkeypatch: pytest.MonkeyPatch) -> None:
     sizes = [1_000, 50_000, 100_000, 250_000, 1_000_000, 5_000_000]
-    beams = [vector_module.expansion_search_for(n) for n in sizes]
-    assert beams == sorted(beams) and beams[0] == vector_module.HNSW_EXPANSION_SEARCH
+    beams = [layouts_module.expansion_search_for(n) for n in sizes]
+    assert beams == sorted(beams) and beams[0] == layouts_module.HNSW_EXPANSION_SEARCH
     assert beams[-1] > beams[0]
     index = VectorIndex(8, hnsw_threshold=10)
     rng = np.random.default_rng(0)
@@ -395,7 +396,7 @@ def test_the_graph_search_beam_widens_with_the_graph(monkeypatch: pytest.MonkeyP
         seen.append(rows)
         return 77
 
-    monkeypatch.setattr(vector_module, "expansion_search_for", expansion)
+    monkeypatch.setattr(layouts_module, "expansion_search_for", expansion)
     index.search(rows[0], 5)
     assert seen == [60]
     assert index._hnsw is not None and index._hnsw.expansion_search == 77
@@ -458,9 +459,9 @@ def test_a_snapshot_from_another_machine_is_verified_again(
 def bad_graph(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make the next graphs deliberately bad (beam 1, two links per node): a stand-in for
     a graph that misses its recall on some CPU, for some data or some queries."""
-    monkeypatch.setattr(vector_module, "expansion_search_for", lambda n: 1)
-    monkeypatch.setattr(vector_module, "HNSW_CONNECTIVITY", 2)
-    monkeypatch.setattr(vector_module, "HNSW_EXPANSION_ADD", 2)
+    monkeypatch.setattr(layouts_module, "expansion_search_for", lambda n: 1)
+    monkeypatch.setattr(layouts_module, "HNSW_CONNECTIVITY", 2)
+    monkeypatch.setattr(layouts_module, "HNSW_EXPANSION_ADD", 2)
 
 
 def unchecked(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:

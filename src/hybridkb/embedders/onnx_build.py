@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +102,21 @@ class GraphWriter:
         return out
 
 
+Weight = Callable[[str], np.ndarray]
+
+
+@dataclass(frozen=True)
+class LayerConstants:
+    """What every encoder layer shares: the reshapes into heads and back, the attention
+    scale, the mask's additive bias and the LayerNorm epsilon."""
+
+    split: str
+    merge: str
+    root: str
+    bias: str
+    eps: float
+
+
 def build_model(folder: Path) -> Any:
     """The ONNX model (token vectors) of the encoder in ``folder``; see the module doc."""
     reason = unbuildable(folder)
@@ -107,6 +124,51 @@ def build_model(folder: Path) -> Any:
         raise NotExportable(f"{folder}: cannot build an ONNX graph: {reason}")
     onnx = attempt_import("onnx", "onnx")
     config = read_json(folder / "config.json")
+    weight = weight_reader(folder)
+    heads = int(config["num_attention_heads"])
+    hidden = int(config["hidden_size"])
+    head_size = hidden // heads
+    eps = float(config.get("layer_norm_eps", 1e-12))
+    g = GraphWriter(onnx)
+    one_d = {v: g.const(f"int_{v}", np.array([v], np.int64)) for v in (0, 1)}
+    x = embeddings(g, config, weight, one_d, eps)
+    bias = attention_bias(g, one_d)
+    shared = LayerConstants(
+        split=g.const("heads_shape", np.array([0, 0, heads, head_size], np.int64)),
+        merge=g.const("hidden_shape", np.array([0, 0, hidden], np.int64)),
+        # Divided by sqrt(head size) as transformers 4 wrote it: a Mul here would stand
+        # beside the mask's Mul under one Add, and ORT's attention fusion would take the
+        # wrong one.
+        root=g.const("sqrt_head_size", np.array(math.sqrt(head_size), np.float32)),
+        bias=bias,
+        eps=eps,
+    )
+    for i in range(int(config["num_hidden_layers"])):
+        x = encoder_layer(g, x, weight, f"encoder.layer.{i}.", shared)
+    g.nodes[-1].output[0] = TOKENS_OUTPUT  # the last LayerNormalization is the output
+
+    helper, tensor = onnx.helper, onnx.TensorProto
+    dims = ["batch", "sequence"]
+    graph = helper.make_graph(
+        g.nodes,
+        "encoder",
+        [helper.make_tensor_value_info(n, tensor.INT64, dims) for n in INPUTS],
+        [helper.make_tensor_value_info(TOKENS_OUTPUT, tensor.FLOAT, [*dims, hidden])],
+        g.initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = 8  # readable by every ONNX Runtime this project supports
+    return model
+
+
+def weight_reader(folder: Path) -> Weight:
+    """The model's tensors by their name under the encoder's prefix (``gamma``/``beta``
+    stand for an old checkpoint's ``weight``/``bias``).
+
+    Raises:
+        NotExportable: When model.safetensors has no word embeddings, or (on a call) no
+            tensor of that name.
+    """
     weights = read_safetensors(folder / "model.safetensors")
     prefix = next((k[: -len(EMBEDDING_KEY)] for k in weights if k.endswith(EMBEDDING_KEY)), None)
     if prefix is None:
@@ -118,16 +180,15 @@ def build_model(folder: Path) -> Any:
                 return weights[prefix + key]
         raise NotExportable(f"{folder}: model.safetensors has no tensor {prefix + name}")
 
-    heads = int(config["num_attention_heads"])
-    hidden = int(config["hidden_size"])
-    head_size = hidden // heads
-    eps = float(config.get("layer_norm_eps", 1e-12))
-    offset = int(config.get("pad_token_id", 1)) + 1 if MODEL_TYPES[config["model_type"]] else 0
-    g = GraphWriter(onnx)
-    one_d = {v: g.const(f"int_{v}", np.array([v], np.int64)) for v in (0, 1)}
+    return weight
 
-    # Embeddings: word + token type + position (a slice of the position table's ids as
-    # long as the input, the pattern ORT fuses into EmbedLayerNormalization).
+
+def embeddings(
+    g: GraphWriter, config: dict[str, Any], weight: Weight, one_d: dict[int, str], eps: float
+) -> str:
+    """Word + token type + position embeddings, layer-normalised (a slice of the position
+    table's ids as long as the input, the pattern ORT fuses into EmbedLayerNormalization)."""
+    offset = int(config.get("pad_token_id", 1)) + 1 if MODEL_TYPES[config["model_type"]] else 0
     words = g.op("Gather", [g.const("word_embeddings", weight(EMBEDDING_KEY)), INPUTS[0]], "word")
     type_table = g.const("token_type_embeddings", weight("embeddings.token_type_embeddings.weight"))
     summed = g.op("Add", [words, g.op("Gather", [type_table, INPUTS[2]], "type")], "emb_add")
@@ -144,9 +205,11 @@ def build_model(folder: Path) -> Any:
     ids = g.op("Slice", [positions, start, seq_1d, one_d[1], one_d[1]], "position_ids")
     table = g.const("position_embeddings", weight("embeddings.position_embeddings.weight"))
     summed = g.op("Add", [summed, g.op("Gather", [table, ids], "pos")], "emb_add")
-    x = layer_norm(g, summed, weight, "embeddings.LayerNorm", eps)
+    return layer_norm(g, summed, weight, "embeddings.LayerNorm", eps)
 
-    # The attention mask as an additive bias, as transformers 4 wrote it (ORT's pattern).
+
+def attention_bias(g: GraphWriter, one_d: dict[int, str]) -> str:
+    """The attention mask as an additive bias, as transformers 4 wrote it (ORT's pattern)."""
     mask = g.op("Unsqueeze", [INPUTS[1], one_d[1]], "mask")
     mask = g.op(
         "Cast",
@@ -156,46 +219,27 @@ def build_model(folder: Path) -> Any:
     )
     inverted = g.op("Sub", [g.const("one", np.array(1.0, np.float32)), mask], "mask_inv")
     lowest = g.const("mask_min", np.array(np.finfo(np.float32).min, np.float32))
-    bias = g.op("Mul", [inverted, lowest], "mask_bias")
+    return g.op("Mul", [inverted, lowest], "mask_bias")
 
-    split = g.const("heads_shape", np.array([0, 0, heads, head_size], np.int64))
-    merge = g.const("hidden_shape", np.array([0, 0, hidden], np.int64))
-    # Divided by sqrt(head size) as transformers 4 wrote it: a Mul here would stand beside
-    # the mask's Mul under one Add, and ORT's attention fusion would take the wrong one.
-    root = g.const("sqrt_head_size", np.array(math.sqrt(head_size), np.float32))
-    for i in range(int(config["num_hidden_layers"])):
-        p = f"encoder.layer.{i}."
-        q, k, v = (
-            linear(g, x, weight, f"{p}attention.self.{n}") for n in ("query", "key", "value")
-        )
-        q = g.op("Transpose", [g.op("Reshape", [q, split], "q")], "q", perm=[0, 2, 1, 3])
-        k = g.op("Transpose", [g.op("Reshape", [k, split], "k")], "k", perm=[0, 2, 3, 1])
-        v = g.op("Transpose", [g.op("Reshape", [v, split], "v")], "v", perm=[0, 2, 1, 3])
-        scores = g.op("Div", [g.op("MatMul", [q, k], "qk"), root], "qk_scaled")
-        probs = g.op("Softmax", [g.op("Add", [scores, bias], "qk_masked")], "probs", axis=-1)
-        context = g.op("Transpose", [g.op("MatMul", [probs, v], "ctx")], "ctx", perm=[0, 2, 1, 3])
-        context = g.op("Reshape", [context, merge], "ctx")
-        attended = linear(g, context, weight, f"{p}attention.output.dense")
-        x = layer_norm(
-            g, g.op("Add", [attended, x], "res"), weight, f"{p}attention.output.LayerNorm", eps
-        )
-        inner = gelu(g, linear(g, x, weight, f"{p}intermediate.dense"))
-        out = linear(g, inner, weight, f"{p}output.dense")
-        x = layer_norm(g, g.op("Add", [out, x], "res"), weight, f"{p}output.LayerNorm", eps)
-    g.nodes[-1].output[0] = TOKENS_OUTPUT  # the last LayerNormalization is the output
 
-    helper, tensor = onnx.helper, onnx.TensorProto
-    dims = ["batch", "sequence"]
-    graph = helper.make_graph(
-        g.nodes,
-        "encoder",
-        [helper.make_tensor_value_info(n, tensor.INT64, dims) for n in INPUTS],
-        [helper.make_tensor_value_info(TOKENS_OUTPUT, tensor.FLOAT, [*dims, hidden])],
-        g.initializers,
+def encoder_layer(g: GraphWriter, x: str, weight: Weight, p: str, c: LayerConstants) -> str:
+    """One transformer layer (``p``: its weights' prefix): self-attention, then the
+    feed-forward block, each with its residual and LayerNorm."""
+    q, k, v = (linear(g, x, weight, f"{p}attention.self.{n}") for n in ("query", "key", "value"))
+    q = g.op("Transpose", [g.op("Reshape", [q, c.split], "q")], "q", perm=[0, 2, 1, 3])
+    k = g.op("Transpose", [g.op("Reshape", [k, c.split], "k")], "k", perm=[0, 2, 3, 1])
+    v = g.op("Transpose", [g.op("Reshape", [v, c.split], "v")], "v", perm=[0, 2, 1, 3])
+    scores = g.op("Div", [g.op("MatMul", [q, k], "qk"), c.root], "qk_scaled")
+    probs = g.op("Softmax", [g.op("Add", [scores, c.bias], "qk_masked")], "probs", axis=-1)
+    context = g.op("Transpose", [g.op("MatMul", [probs, v], "ctx")], "ctx", perm=[0, 2, 1, 3])
+    context = g.op("Reshape", [context, c.merge], "ctx")
+    attended = linear(g, context, weight, f"{p}attention.output.dense")
+    x = layer_norm(
+        g, g.op("Add", [attended, x], "res"), weight, f"{p}attention.output.LayerNorm", c.eps
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
-    model.ir_version = 8  # readable by every ONNX Runtime this project supports
-    return model
+    inner = gelu(g, linear(g, x, weight, f"{p}intermediate.dense"))
+    out = linear(g, inner, weight, f"{p}output.dense")
+    return layer_norm(g, g.op("Add", [out, x], "res"), weight, f"{p}output.LayerNorm", c.eps)
 
 
 def linear(g: GraphWriter, x: str, weight: Any, name: str) -> str:

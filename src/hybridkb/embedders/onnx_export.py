@@ -32,7 +32,6 @@ from .onnx_files import export_lock
 from .onnx_model import (
     FUSED_FILE,
     MIN_EXPORT_COSINE,
-    POOLED_OUTPUT,
     PROBES,
     RAW_FILE,
     SERVE_FILE,
@@ -50,6 +49,7 @@ from .onnx_model import (
     session,
     spec_text,
 )
+from .onnx_serving import serving_graph as serving_graph  # tests patch it here
 from .onnx_torch import export_with_torch
 from .progress import preparing
 
@@ -123,6 +123,18 @@ DEFAULT_INT8 = Int8Recipe(name="pc")
 REDUCED_INT8 = Int8Recipe(name="pcr", reduce_range=True)
 
 
+@dataclass
+class _Probes:
+    """The probe texts as the graphs take them, and what the first graph made of them:
+    the reference every later graph must reproduce."""
+
+    inputs: list[str]
+    ids: np.ndarray
+    mask: np.ndarray
+    reference: np.ndarray
+    pooling: str
+
+
 def export_fp32(
     spec: ModelSpec, folder: Path, model_id: str, step: Callable[[str], None] | None = None
 ) -> dict[str, Any]:
@@ -147,177 +159,112 @@ def export_fp32(
         tokens = session(ort, raw, 1).run(None, feed(names, ids, mask))[0]
         reference = pool(tokens, mask, spec.pooling)
     step("exported")
+    probes = _Probes(names, ids, mask, reference, spec.pooling)
     meta: dict[str, Any] = {
         "inputs": names,
         "fused": False,
         "graph_from": "torch.onnx.export" if unreadable else "onnx_build",
     }
-
-    def write_fused(tmp: Path) -> None:
-        from onnxruntime.transformers.fusion_options import FusionOptions
-        from onnxruntime.transformers.optimizer import optimize_model
-
-        config = read_json(spec.folder / "config.json")
-        options = FusionOptions("bert")
-        # Symbolic shape inference needs sympy (80 MB, not a dependency); the fused MiniLM
-        # graph is the same without it (same ops, byte-identical weights).
-        options.enable_shape_inference = False
-        optimized = optimize_model(
-            str(raw),
-            model_type="bert",
-            num_heads=int(config.get("num_attention_heads", 0)),
-            hidden_size=int(config.get("hidden_size", 0)),
-            opt_level=0,  # python fusions only: the file must stay hardware-neutral
-            optimization_options=options,
-        )
-        optimized.save_model_to_file(str(tmp))
-        got = pool(session(ort, tmp, 1).run(None, feed(names, ids, mask))[0], mask, spec.pooling)
-        meta["fused_ops"] = {
-            k: v for k, v in optimized.get_fused_operator_statistics().items() if v
-        }
-        meta["fused_min_cosine"] = float(cosines(got, reference).min())
-        if meta["fused_min_cosine"] >= MIN_EXPORT_COSINE:
-            meta["fused"] = True
-        else:  # a fusion that changes the numbers is worse than none: keep the plain graph
-            tmp.write_bytes(raw.read_bytes())
-
-    atomic_write(folder / FUSED_FILE, write_fused)
+    config = spec.folder / "config.json"
+    atomic_write(folder / FUSED_FILE, lambda tmp: _write_fused(ort, raw, config, probes, meta, tmp))
     step("fused")
-    hidden = int(read_json(spec.folder / "config.json").get("hidden_size", 0) or 0)
-
-    def write_serving(tmp: Path) -> None:
-        # Each probe alone: the serving graph only ever sees batches without padding.
-        def worst(path: Path) -> float:
-            probe = session(ort, path, 1)
-            inputs = [i.name for i in probe.get_inputs()]
-            got = np.concatenate(
-                [
-                    probe.run(None, feed(inputs, ids[i : i + 1, :n], mask[i : i + 1, :n]))[0]
-                    for i, n in enumerate(mask.sum(axis=1))
-                ]
-            )
-            return float(cosines(got, reference).min())
-
-        onnx = attempt_import("onnx", "onnx")
-
-        def build(strip: bool) -> float:
-            graph = serving_graph(onnx, folder / FUSED_FILE, strip, hidden, spec.pooling)
-            onnx.save(graph, tmp)
-            return worst(tmp)
-
-        errors: list[str] = []
-
-        def attempt(strip: bool) -> float:
-            try:
-                return build(strip)
-            except Exception as exc:  # noqa: BLE001 - ORT rejects a layout we did not expect
-                errors.append(f"{type(exc).__name__}: {str(exc)[:200]}")
-                return -1.0
-
-        # Mask-free only when the fusion gave the structure serving_graph edits.
-        strip = bool(meta["fused"])
-        cosine = attempt(strip)
-        if cosine < MIN_EXPORT_COSINE and strip:
-            strip = False  # keep the mask input (fed all ones)
-            cosine = attempt(strip)
-        meta["serving_min_cosine"] = cosine
-        if cosine < MIN_EXPORT_COSINE:
-            why = errors[-1] if cosine == -1.0 and errors else f"cosine {cosine:.4f}"
-            raise NotExportable(
-                f"{model_id}: the ONNX serving graph does not reproduce torch ({why}); "
-                "use HYBRIDKB_EMBEDDING_BACKEND=torch"
-            )
-        meta["serving_mask_free"] = strip
-
-    atomic_write(folder / SERVE_FILE, write_serving)
+    hidden = int(read_json(config).get("hidden_size", 0) or 0)
+    atomic_write(
+        folder / SERVE_FILE,
+        lambda tmp: _write_serving(ort, folder / FUSED_FILE, hidden, probes, meta, tmp, model_id),
+    )
     step("verified")
     return meta
 
 
-def serving_graph(
-    onnx: Any, source: Path, strip_mask: bool, hidden: int, pooling: str = "mean"
-) -> Any:
-    """``source`` rewritten for batches without padding (each measured, bench/embed.py).
+def _write_fused(
+    ort: Any, raw: Path, config_file: Path, probes: _Probes, meta: dict[str, Any], tmp: Path
+) -> None:
+    """ORT's python fusions of ``raw`` into ``tmp``, kept only if they reproduce the
+    reference (else ``tmp`` is a copy of ``raw``); ``meta`` records what was fused."""
+    from onnxruntime.transformers.fusion_options import FusionOptions
+    from onnxruntime.transformers.optimizer import optimize_model
 
-    Together these made int8 MiniLM 1.38x faster than on the fused graph (bench/embed.py,
-    ``int8-fused-graph``); one by one, measured separately:
+    config = read_json(config_file)
+    options = FusionOptions("bert")
+    # Symbolic shape inference needs sympy (80 MB, not a dependency); the fused MiniLM
+    # graph is the same without it (same ops, byte-identical weights).
+    options.enable_shape_inference = False
+    optimized = optimize_model(
+        str(raw),
+        model_type="bert",
+        num_heads=int(config.get("num_attention_heads", 0)),
+        hidden_size=int(config.get("hidden_size", 0)),
+        opt_level=0,  # python fusions only: the file must stay hardware-neutral
+        optimization_options=options,
+    )
+    optimized.save_model_to_file(str(tmp))
+    out = session(ort, tmp, 1).run(None, feed(probes.inputs, probes.ids, probes.mask))[0]
+    got = pool(out, probes.mask, probes.pooling)
+    meta["fused_ops"] = {k: v for k, v in optimized.get_fused_operator_statistics().items() if v}
+    meta["fused_min_cosine"] = float(cosines(got, probes.reference).min())
+    if meta["fused_min_cosine"] >= MIN_EXPORT_COSINE:
+        meta["fused"] = True
+    else:  # a fusion that changes the numbers is worse than none: keep the plain graph
+        tmp.write_bytes(raw.read_bytes())
 
-    * ``strip_mask``: the attention mask leaves the graph (fused graphs only). With a
-      mask ORT's Attention kernel builds and adds a (batch, seq, seq) mask per layer;
-      without padding that is pure overhead (~7%).
-    * SkipLayerNormalization becomes Add + LayerNormalization (~20%; see
-      DISABLED_ORT_FUSIONS).
-    * Pooling (mean, or the first token for ``pooling="cls"``) and L2 normalisation
-      happen in the graph, so a run returns (batch, hidden) instead of copying every token
-      vector out to numpy (~2%). A plain mean is right because no batch is padded.
+
+def _write_serving(
+    ort: Any,
+    fused: Path,
+    hidden: int,
+    probes: _Probes,
+    meta: dict[str, Any],
+    tmp: Path,
+    model_id: str,
+) -> None:
+    """The serving graph of ``fused`` into ``tmp``: mask-free when the fusion gave the
+    structure serving_graph edits and that reproduces the reference, else keeping the
+    mask input (fed all ones).
+
+    Raises:
+        NotExportable: When neither reproduces the reference.
     """
-    helper, numpy_helper = onnx.helper, onnx.numpy_helper
-    model = onnx.load(str(source))
-    graph = model.graph
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 17)
-    nodes = []
-    for node in graph.node:
-        if strip_mask and node.op_type == "Attention":
-            del node.input[3:]  # mask_index; past and extra inputs are unused by BERT
-        elif strip_mask and node.op_type == "EmbedLayerNormalization":
-            del node.input[7:]  # the mask; its mask_index output stays (required) but unused
-        elif strip_mask and node.op_type == "Cast" and node.input[0] == "attention_mask":
-            continue
-        if node.op_type == "SkipLayerNormalization" and not any(node.output[1:]):
-            epsilon = next((a.f for a in node.attribute if a.name == "epsilon"), 1e-12)
-            summed = node.input[0]
-            if len(node.input) > 4 and node.input[4]:  # bias
-                nodes.append(helper.make_node("Add", [summed, node.input[4]], [f"{node.name}_b"]))
-                summed = f"{node.name}_b"
-            nodes.append(helper.make_node("Add", [summed, node.input[1]], [f"{node.name}_s"]))
-            nodes.append(
-                helper.make_node(
-                    "LayerNormalization",
-                    [f"{node.name}_s", node.input[2], node.input[3]],
-                    [node.output[0]],
-                    name=f"{node.name}_LayerNorm",
-                    axis=-1,
-                    epsilon=epsilon,
-                )
-            )
-            continue
-        nodes.append(node)
-    del graph.node[:]
-    graph.node.extend(nodes)
-    if strip_mask:
-        for value in [i for i in graph.input if i.name == "attention_mask"]:
-            graph.input.remove(value)
-    tokens = graph.output[0].name
-    graph.initializer.append(numpy_helper.from_array(np.array(1e-12, np.float32), "l2_floor"))
+    onnx = attempt_import("onnx", "onnx")
+    errors: list[str] = []
 
-    def reduce(op: str, source: str, target: str, keepdims: int) -> Any:
-        if opset < 18:  # axes became an input in opset 18
-            return helper.make_node(op, [source], [target], axes=[1], keepdims=keepdims)
-        return helper.make_node(op, [source, "pool_axis"], [target], keepdims=keepdims)
+    def attempt(strip: bool) -> float:
+        try:
+            graph = serving_graph(onnx, fused, strip, hidden, probes.pooling)
+            onnx.save(graph, tmp)
+            return _serving_min_cosine(ort, tmp, probes)
+        except Exception as exc:  # noqa: BLE001 - ORT rejects a layout we did not expect
+            errors.append(f"{type(exc).__name__}: {str(exc)[:200]}")
+            return -1.0
 
-    if opset >= 18:
-        graph.initializer.append(numpy_helper.from_array(np.array([1], np.int64), "pool_axis"))
-    if pooling == "cls":
-        graph.initializer.append(numpy_helper.from_array(np.array(0, np.int64), "cls_index"))
-        first = helper.make_node("Gather", [tokens, "cls_index"], ["pooled"], axis=1)
-    else:
-        first = reduce("ReduceMean", tokens, "pooled", 0)
-    graph.node.extend(
+    # Mask-free only when the fusion gave the structure serving_graph edits.
+    strip = bool(meta["fused"])
+    cosine = attempt(strip)
+    if cosine < MIN_EXPORT_COSINE and strip:
+        strip = False  # keep the mask input (fed all ones)
+        cosine = attempt(strip)
+    meta["serving_min_cosine"] = cosine
+    if cosine < MIN_EXPORT_COSINE:
+        why = errors[-1] if cosine == -1.0 and errors else f"cosine {cosine:.4f}"
+        raise NotExportable(
+            f"{model_id}: the ONNX serving graph does not reproduce torch ({why}); "
+            "use HYBRIDKB_EMBEDDING_BACKEND=torch"
+        )
+    meta["serving_mask_free"] = strip
+
+
+def _serving_min_cosine(ort: Any, path: Path, probes: _Probes) -> float:
+    """The worst cosine of the graph at ``path`` to the reference, each probe run alone:
+    the serving graph only ever sees batches without padding."""
+    probe = session(ort, path, 1)
+    inputs = [i.name for i in probe.get_inputs()]
+    got = np.concatenate(
         [
-            first,
-            reduce("ReduceL2", "pooled", "pooled_norm", 1),
-            # Same floor as torch.nn.functional.normalize, which sentence-transformers uses.
-            helper.make_node("Max", ["pooled_norm", "l2_floor"], ["pooled_norm_floor"]),
-            helper.make_node("Div", ["pooled", "pooled_norm_floor"], [POOLED_OUTPUT]),
+            probe.run(None, feed(inputs, probes.ids[i : i + 1, :n], probes.mask[i : i + 1, :n]))[0]
+            for i, n in enumerate(probes.mask.sum(axis=1))
         ]
     )
-    del graph.output[:]
-    graph.output.append(
-        helper.make_tensor_value_info(
-            POOLED_OUTPUT, onnx.TensorProto.FLOAT, ["batch", hidden or "hidden"]
-        )
-    )
-    return model
+    return float(cosines(got, probes.reference).min())
 
 
 def _quantize(fp32: Path, target: Path, recipe: Int8Recipe) -> None:

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,70 +52,25 @@ def _table_exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     )
 
 
+@dataclass
+class _TableProblems:
+    """What the integrity queries found in a collection's tables (and what repair needs)."""
+
+    orphan_chunks: list[tuple[Any, ...]]
+    orphan_vectors: list[tuple[Any, ...]]
+    bad_docs: list[str]  # with missing, extra, NaN or zero vectors
+    graph_orphans: int
+    stale_keys: int
+
+
 def check_collection(
     engine: Engine, derived: Derived, coll: CollectionRecord, *, repair: bool
 ) -> CollectionHealth:
     """Tables vs each other, vs the derived indexes and the graph's provenance."""
-    t = table_names(coll.id)
     health = CollectionHealth(coll.name)
-    con = engine.con
-
-    def q(sql: str) -> list[tuple[Any, ...]]:
-        return con.execute(sql).fetchall()
-
     with engine.lock:
-        orphan_chunks = q(
-            f"SELECT key FROM {t['chunks']} c WHERE NOT EXISTS"
-            f" (SELECT 1 FROM {t['documents']} d WHERE d.document_id = c.document_id)"
-        )
-        orphan_vectors = q(
-            f"SELECT key FROM {t['vectors']} v WHERE NOT EXISTS (SELECT 1 FROM {t['chunks']} c WHERE c.key = v.key)"
-        )
-        missing_vectors = q(
-            f"SELECT DISTINCT document_id FROM {t['chunks']} c WHERE NOT EXISTS"
-            f" (SELECT 1 FROM {t['vectors']} v WHERE v.key = c.key)"
-        )
-        miscounted = q(
-            f"SELECT d.document_id FROM {t['documents']} d LEFT JOIN (SELECT document_id, count(*) AS n"
-            f" FROM {t['chunks']} GROUP BY document_id) c USING (document_id)"
-            " WHERE coalesce(c.n, 0) <> d.chunk_count"
-        )
-        bad_vectors = q(
-            f"SELECT DISTINCT c.document_id FROM {t['vectors']} v JOIN {t['chunks']} c USING (key)"
-            " WHERE list_bool_or(list_transform(v.embedding, x -> x IS NULL OR isnan(x) OR isinf(x)))"
-            " OR list_sum(list_transform(v.embedding, x -> coalesce(x * x, 0))) < 1e-12"
-        )
-        stale_keys = missing_key_indexes(con, coll.id) + key_index_misses(
-            con, coll.id, KEY_INDEX_SAMPLE
-        )
-        graph_orphans = 0
-        if _table_exists(con, GRAPH_NODES):
-            graph_orphans = int(
-                con.execute(
-                    f"SELECT count(*) FROM {GRAPH_NODES} g WHERE g.collection_id = ? AND g.document_id IS NOT NULL"
-                    f" AND NOT EXISTS (SELECT 1 FROM {t['documents']} d WHERE d.document_id = g.document_id)",
-                    [coll.id],
-                ).fetchone()[0]  # type: ignore[index]
-            )
-    bad_docs = sorted({r[0] for r in missing_vectors + miscounted + bad_vectors})
-    health.findings += [
-        Finding("orphan_chunks", len(orphan_chunks), "chunks whose document row is missing"),
-        Finding("orphan_vectors", len(orphan_vectors), "vectors whose chunk is missing"),
-        Finding(
-            "incomplete_documents",
-            len(bad_docs),
-            "documents with missing, extra, NaN or zero vectors: "
-            + ", ".join(bad_docs[:10])
-            + ("" if not bad_docs else "; re-add them after repair"),
-        ),
-        Finding("graph_orphans", graph_orphans, "graph nodes from documents that no longer exist"),
-        Finding(
-            "key_indexes",
-            stale_keys,
-            "key indexes missing, or rows they do not find (a delete of such rows would"
-            " invalidate the database; repair builds the indexes again)",
-        ),
-    ]
+        found = _table_problems(engine.con, coll)
+    health.findings += _table_findings(found)
     index_problem = _check_indexes(engine, derived, coll)
     health.findings.append(
         Finding("derived_indexes", int(bool(index_problem)), index_problem or "in step")
@@ -129,16 +85,98 @@ def check_collection(
         )
     )
     if repair and not health.ok:
-        if stale_keys:
+        if found.stale_keys:
             rebuild_indexes(engine, coll)
         if any(
             f.count for f in health.findings if f.check not in ("staged_leftovers", "key_indexes")
         ):
-            _repair(engine, derived, coll, orphan_chunks, orphan_vectors, bad_docs, graph_orphans)
+            _repair(
+                engine,
+                derived,
+                coll,
+                found.orphan_chunks,
+                found.orphan_vectors,
+                found.bad_docs,
+                found.graph_orphans,
+            )
         drop_stale_stages(engine, coll.id)
         for f in health.findings:
             f.repaired = f.count > 0
     return health
+
+
+def _table_problems(con: duckdb.DuckDBPyConnection, coll: CollectionRecord) -> _TableProblems:
+    """Run the integrity queries of one collection's tables (under the engine's lock)."""
+    t = table_names(coll.id)
+
+    def q(sql: str) -> list[tuple[Any, ...]]:
+        return con.execute(sql).fetchall()
+
+    orphan_chunks = q(
+        f"SELECT key FROM {t['chunks']} c WHERE NOT EXISTS"
+        f" (SELECT 1 FROM {t['documents']} d WHERE d.document_id = c.document_id)"
+    )
+    orphan_vectors = q(
+        f"SELECT key FROM {t['vectors']} v WHERE NOT EXISTS (SELECT 1 FROM {t['chunks']} c WHERE c.key = v.key)"
+    )
+    missing_vectors = q(
+        f"SELECT DISTINCT document_id FROM {t['chunks']} c WHERE NOT EXISTS"
+        f" (SELECT 1 FROM {t['vectors']} v WHERE v.key = c.key)"
+    )
+    miscounted = q(
+        f"SELECT d.document_id FROM {t['documents']} d LEFT JOIN (SELECT document_id, count(*) AS n"
+        f" FROM {t['chunks']} GROUP BY document_id) c USING (document_id)"
+        " WHERE coalesce(c.n, 0) <> d.chunk_count"
+    )
+    bad_vectors = q(
+        f"SELECT DISTINCT c.document_id FROM {t['vectors']} v JOIN {t['chunks']} c USING (key)"
+        " WHERE list_bool_or(list_transform(v.embedding, x -> x IS NULL OR isnan(x) OR isinf(x)))"
+        " OR list_sum(list_transform(v.embedding, x -> coalesce(x * x, 0))) < 1e-12"
+    )
+    stale_keys = missing_key_indexes(con, coll.id) + key_index_misses(
+        con, coll.id, KEY_INDEX_SAMPLE
+    )
+    graph_orphans = 0
+    if _table_exists(con, GRAPH_NODES):
+        graph_orphans = int(
+            con.execute(
+                f"SELECT count(*) FROM {GRAPH_NODES} g WHERE g.collection_id = ? AND g.document_id IS NOT NULL"
+                f" AND NOT EXISTS (SELECT 1 FROM {t['documents']} d WHERE d.document_id = g.document_id)",
+                [coll.id],
+            ).fetchone()[0]  # type: ignore[index]
+        )
+    return _TableProblems(
+        orphan_chunks,
+        orphan_vectors,
+        sorted({r[0] for r in missing_vectors + miscounted + bad_vectors}),
+        graph_orphans,
+        stale_keys,
+    )
+
+
+def _table_findings(found: _TableProblems) -> list[Finding]:
+    """The findings of the table checks, in the order doctor reports them."""
+    bad_docs = found.bad_docs
+    return [
+        Finding("orphan_chunks", len(found.orphan_chunks), "chunks whose document row is missing"),
+        Finding("orphan_vectors", len(found.orphan_vectors), "vectors whose chunk is missing"),
+        Finding(
+            "incomplete_documents",
+            len(bad_docs),
+            "documents with missing, extra, NaN or zero vectors: "
+            + ", ".join(bad_docs[:10])
+            + ("" if not bad_docs else "; re-add them after repair"),
+        ),
+        Finding(
+            "graph_orphans", found.graph_orphans, "graph nodes from documents that no longer exist"
+        ),
+        Finding(
+            "key_indexes",
+            found.stale_keys,
+            "key indexes missing, or rows they do not find (a delete of such rows would"
+            " invalidate the database; repair builds the indexes again)",
+        ),
+    ]
 
 
 def _check_indexes(engine: Engine, derived: Derived, coll: CollectionRecord) -> str:

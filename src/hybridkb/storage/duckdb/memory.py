@@ -411,60 +411,79 @@ class Derived:
         """Hit rows by key: from memory once the collection's rows are cached, else SQL."""
         if not len(keys):
             return {}
-        storage = self.engine
         t = table_names(coll.id)
-
-        def some(wanted: Sequence[int]) -> list[ChunkRecord]:
-            in_keys, params = key_list_sql(wanted)
-            rows = storage.query(
-                f"SELECT {CHUNK_COLUMNS} FROM {t['chunks']} WHERE key IN {in_keys}", params
+        # Under the connection lock (_warm_rows starts its read here).
+        with self.engine.lock:
+            return self.rows.get(
+                coll.id,
+                [int(k) for k in keys],
+                lambda wanted: self._chunks_by_key(t, wanted),
+                lambda collect: self._warm_rows(coll, t, collect),
+                lambda: self._rows_bytes(t),
             )
-            return [chunk_record(r) for r in rows]
 
-        def warm(collect: Callable[[Iterator[ChunkRecord]], Any]) -> None:
-            # The read starts under the lock, so its snapshot and the noted generation and
-            # epoch agree; rows are published only if neither moved (no write meanwhile).
-            record = storage.record_by_id(coll.id)
-            if record is None:
+    def _chunks_by_key(self, t: dict[str, str], wanted: Sequence[int]) -> list[ChunkRecord]:
+        in_keys, params = key_list_sql(wanted)
+        rows = self.engine.query(
+            f"SELECT {CHUNK_COLUMNS} FROM {t['chunks']} WHERE key IN {in_keys}", params
+        )
+        return [chunk_record(r) for r in rows]
+
+    def _warm_rows(
+        self,
+        coll: CollectionRecord,
+        t: dict[str, str],
+        collect: Callable[[Iterator[ChunkRecord]], dict[int, ChunkRecord] | None],
+    ) -> None:
+        """Read every chunk row in a background thread and publish them to the row cache.
+
+        The read starts under the lock, so its snapshot and the noted generation and
+        epoch agree; rows are published only if neither moved (no write meanwhile)."""
+        storage = self.engine
+        record = storage.record_by_id(coll.id)
+        if record is None:
+            return
+        generation, epoch = record.generation, self.rows.epoch(coll.id)
+        cursor = storage.con.cursor()  # a connection of its own, for the thread
+        result = cursor.execute(f"SELECT {CHUNK_COLUMNS} FROM {t['chunks']}")
+
+        def every() -> Iterator[ChunkRecord]:
+            while batch := result.fetchmany(4096):
+                yield from (chunk_record(r) for r in batch)
+
+        def run() -> None:
+            try:
+                rows = collect(every())
+            except Exception:  # noqa: BLE001 - housekeeping thread: any failure (e.g. the
+                rows = None  # connection closed under it) just leaves the rows uncached
+            finally:
+                with suppress(Exception):
+                    cursor.close()
+            if rows is not None:
+                self._publish_unless_written(coll.id, rows, generation, epoch)
+
+        self.rows.start(run)
+
+    def _publish_unless_written(
+        self, collection_id: int, rows: dict[int, ChunkRecord], generation: int, epoch: int
+    ) -> None:
+        """Install warmed rows if the collection is still at ``generation``."""
+        storage = self.engine
+        # stop() may wait for this thread while its caller holds the lock.
+        while not storage.lock.acquire(timeout=0.05):
+            if self.rows.stopping:
                 return
-            generation, epoch = record.generation, self.rows.epoch(coll.id)
-            cursor = storage.con.cursor()  # a connection of its own, for the thread
-            result = cursor.execute(f"SELECT {CHUNK_COLUMNS} FROM {t['chunks']}")
+        try:
+            current = storage.record_by_id(collection_id)
+            if current is not None and current.generation == generation:
+                self.rows.publish(collection_id, rows, epoch)
+        finally:
+            storage.lock.release()
 
-            def every() -> Iterator[ChunkRecord]:
-                while batch := result.fetchmany(4096):
-                    yield from (chunk_record(r) for r in batch)
-
-            def run() -> None:
-                try:
-                    rows = collect(every())
-                except Exception:  # noqa: BLE001 - housekeeping thread: any failure (e.g. the
-                    rows = None  # connection closed under it) just leaves the rows uncached
-                finally:
-                    with suppress(Exception):
-                        cursor.close()
-                if rows is None:
-                    return
-                # stop() may wait for this thread while its caller holds the lock.
-                while not storage.lock.acquire(timeout=0.05):
-                    if self.rows.stopping:
-                        return
-                try:
-                    current = storage.record_by_id(coll.id)
-                    if current is not None and current.generation == generation:
-                        self.rows.publish(coll.id, rows, epoch)
-                finally:
-                    storage.lock.release()
-
-            self.rows.start(run)
-
-        def estimate() -> int:
-            # Offsets are integer columns (cheap to scan); text length would read every row.
-            (n, chars) = storage.query(
-                f"SELECT count(*), coalesce(sum(char_end - char_start), 0) FROM {t['chunks']}"
-            )[0]
-            return int(chars) + int(n) * ROW_OVERHEAD_BYTES
-
-        # Under the connection lock (warm() starts its read here).
-        with storage.lock:
-            return self.rows.get(coll.id, [int(k) for k in keys], some, warm, estimate)
+    def _rows_bytes(self, t: dict[str, str]) -> int:
+        """Estimated bytes of the collection's rows in the cache: offsets are integer
+        columns (cheap to scan); text length would read every row."""
+        (n, chars) = self.engine.query(
+            f"SELECT count(*), coalesce(sum(char_end - char_start), 0) FROM {t['chunks']}"
+        )[0]
+        return int(chars) + int(n) * ROW_OVERHEAD_BYTES

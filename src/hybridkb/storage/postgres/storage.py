@@ -1,9 +1,12 @@
 """PostgreSQL + pgvector backend: many processes read and write one knowledge base.
 
-One class implements the whole storage protocol (about 670 lines, over our usual
-size: the protocol is wide); the SQL it runs lives beside it in ``rows.py`` (writes and
-reads of rows), ``search.py`` (BM25 and nearest neighbours), ``schema.py`` (tables and
-migrations), ``connection.py`` (connecting, errors) and ``graph.py`` (the graph tables).
+One class implements the whole storage protocol, in parts: this module holds the
+catalog and the document writes; it inherits the plumbing (pool, driver errors, read
+and write runs: ``access.py``), the searches and fetches (``reading.py``), the bulk
+export (``export.py``) and the sources (``sources.py``). The SQL they run lives beside
+them in ``rows.py`` (writes and reads of rows), ``search.py`` (BM25 and nearest
+neighbours), ``schema.py`` (tables and migrations), ``connection.py`` (connecting,
+errors) and ``graph.py`` (the graph tables).
 
 Search runs in SQL, so every process sees every committed write at once:
 
@@ -21,8 +24,7 @@ document end with it stored once; readers never wait for writers (MVCC).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -39,23 +41,18 @@ from ..base import (
     HybridSearch,
     Maintenance,
     PutItem,
-    Ranked,
     Reembedding,
     WriteEvent,
     WriteHook,
 )
 from ..boundary import driver_errors
-from ..columns import EXPORT_CHUNKS, EXPORT_DOCUMENTS, Table
 from ..records import (
-    CHUNK_COLUMNS,
     DOC_COLUMNS,
-    chunk_record,
     collection_record,
     document_record,
     timestamp,
 )
 from ..shared import (
-    OPENED_READ_ONLY,
     STAGING_MARK,
     StorageDefaults,
     collection_exists,
@@ -64,13 +61,14 @@ from ..shared import (
     refuse_repeated_ids,
 )
 from . import search as pg_search
-from .binary import QueryVector
-from .connection import connect, pg_errors, plain_url, prepare, psycopg, reader_role, translate
+from .access import PostgresAccess
+from .connection import pg_errors, plain_url, psycopg, translate
+from .export import PostgresExport
 from .graph import PostgresGraphSQL
 from .hybrid import PostgresHybrid
 from .maintenance import PostgresMaintenance
 from .pool import DEFAULT_SIZE as DEFAULT_POOL_SIZE
-from .pool import ConnectionPool
+from .reading import PostgresReads
 from .rows import (
     chunk_rows,
     clean,
@@ -80,25 +78,23 @@ from .rows import (
     dumps,
     hash32,
     lock_documents,
-    parse_binary_vector,
 )
 from .schema import (
     LOCK_WORKSPACE,
     build_vector_index,
     create_collection_tables,
     drop_collection_tables,
-    table_names,
     text_config,
     workspace_schema,
 )
-from .search import EF_MAX, EF_MIN, bm25_sql, nearest_rows, where_sql
+from .search import where_sql
 from .sources import PostgresSources, drop_sources
 
 T = TypeVar("T")
 
 
 @driver_errors(translate)
-class PostgresStorage(PostgresSources, StorageDefaults):
+class PostgresStorage(PostgresSources, PostgresReads, PostgresExport, StorageDefaults):
     """Storage protocol over one PostgreSQL database (pgvector required)."""
 
     def __init__(
@@ -113,8 +109,6 @@ class PostgresStorage(PostgresSources, StorageDefaults):
             raise MissingDependency(
                 "psycopg is not installed; run: pip install 'hybridkb[postgres]'"
             )
-        self.url = plain_url(url)
-        self.read_only = read_only
         self.capabilities = Capabilities(
             name="postgres",
             persistent=True,
@@ -124,15 +118,15 @@ class PostgresStorage(PostgresSources, StorageDefaults):
         self.maintenance: Maintenance | None = PostgresMaintenance(self)
         self.reembedding: Reembedding | None = None  # see maintenance.py: not offered yet
         self.hybrid: HybridSearch | None = PostgresHybrid(self._read, self.tables, self._set_ef)
-        self._connect_timeout = connect_timeout
-        self._ef: dict[int, int] = {}  # id(connection) -> its hnsw.ef_search
-        self._schemas: dict[int, str] = {}  # collection id -> workspace schema
         self._indexed: set[int] = set()  # collections whose HNSW index is known valid
-        self.schema_version = 0
-        self._vector_oid = 0
-        self.reader: str | None = None  # the role, when it may only read (reader_role)
         PostgresSources.__init__(self, self._read, self._write)
-        self._pool = ConnectionPool(self._open_connection, pool_size)
+        PostgresAccess.__init__(
+            self,
+            plain_url(url),
+            read_only=read_only,
+            connect_timeout=connect_timeout,
+            pool_size=pool_size,
+        )
         try:
             with self._pool.connection():  # the first one now: a bad URL or server says so here
                 pass
@@ -146,122 +140,11 @@ class PostgresStorage(PostgresSources, StorageDefaults):
             self._pool.close()
             raise
 
-    # -- plumbing -------------------------------------------------------------------
-
-    def _open_connection(self) -> Any:
-        """A new connection, ready (see connection.prepare); the pool calls it."""
-        con = connect(self.url, self._connect_timeout)
-        try:
-            version, self.pgvector_version, self._vector_oid = prepare(
-                con, self.url, read_only=self.read_only
-            )
-        except BaseException:
-            con.close()
-            raise
-        self.schema_version = version
-        self._ef[id(con)] = 0
-        if not self.read_only:
-            self.reader = reader_role(con)
-            if self.reader is not None:  # a role that may only read: a read-only store
-                self.read_only = True
-                con.execute("SET default_transaction_read_only = on")
-        return con
-
-    def _has_recipes(self) -> bool:
-        return bool(
-            self._query(
-                "SELECT 1 FROM information_schema.columns WHERE table_schema = 'hybridkb'"
-                " AND table_name = 'hybridkb_collections' AND column_name = 'embedding'"
-            )
-        )
-
-    def close(self) -> None:
-        """See :meth:`hybridkb.storage.base.Storage.close`."""
-        self._pool.close()
-
-    def write_refusal(self) -> str:
-        """See :meth:`hybridkb.storage.base.Storage.write_refusal`: a role that may only
-        read is named, with the way to write."""
-        if self.reader is None:
-            return OPENED_READ_ONLY
-        return (
-            f"role {self.reader!r} may only read this knowledge base; connect with a writer "
-            "role to change it (README: A team server)"
-        )
-
-    @contextlib.contextmanager
-    def _errors(self, coll: CollectionRecord | None = None) -> Iterator[None]:
-        """Translate driver errors at the boundary, keeping the cause."""
-        try:
-            yield
-        except pg_errors.UndefinedTable as exc:
-            if coll is not None:
-                raise CollectionNotFound(
-                    f"collection {coll.name!r} was dropped by another process; create it again"
-                ) from exc
-            raise BackendError(f"PostgreSQL: {exc}") from exc
-        except (pg_errors.ReadOnlySqlTransaction, pg_errors.InsufficientPrivilege) as exc:
-            if self.reader is None:
-                raise translate(exc) or BackendError(str(exc)) from exc
-            raise BackendError(self.write_refusal()) from exc
-        except psycopg.Error as exc:
-            mapped = translate(exc)
-            assert mapped is not None
-            raise mapped from exc
-
-    def _read(self, fn: Callable[[Any], T], coll: CollectionRecord | None = None) -> T:
-        """Run a read on a pooled connection; one retry on a fresh connection when the
-        old one died under it (a server restart), unless inside a transaction."""
-        retry = not self._pool.held()
-        for attempt in (1, 2):
-            with self._pool.connection() as con:
-                try:
-                    with self._errors(coll):
-                        return fn(con)
-                except BackendError as exc:
-                    lost = isinstance(exc.__cause__, psycopg.OperationalError) and con.broken
-                    if attempt == 2 or not (lost and retry):
-                        raise
-        raise AssertionError("unreachable")
-
-    def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
-        """Run one statement (``%s`` placeholders) and return its rows (for modules beside the core)."""
-
-        def run(con: Any) -> list[tuple[Any, ...]]:
-            cur = con.execute(sql, params)
-            return cur.fetchall() if cur.description is not None else []
-
-        return self._read(run)
-
-    def transaction(self, fn: Callable[[Any], T]) -> T:
-        """Run ``fn(connection)`` in one transaction; ``connection.execute`` takes ``%s`` params."""
-        return self._write(fn)
-
-    def _query(
-        self, sql: str, params: Sequence[Any] | None = None, coll: CollectionRecord | None = None
-    ) -> list[tuple[Any, ...]]:
-        return self._read(lambda con: con.execute(sql, params).fetchall(), coll)
-
-    def _write(self, fn: Callable[[Any], T], coll: CollectionRecord | None = None) -> T:
-        with self._pool.connection() as con, self._errors(coll), con.transaction():
-            return fn(con)
+    # -- write hooks ----------------------------------------------------------------
 
     def _emit(self, con: Any, event: WriteEvent) -> None:
         for hook in self.hooks:
             hook(con, event)
-
-    def tables(self, coll: CollectionRecord) -> dict[str, str]:
-        schema = self._schemas.get(coll.id)
-        if schema is None:
-            rows = self._query(
-                "SELECT workspace_id FROM hybridkb.hybridkb_collections WHERE id = %s", [coll.id]
-            )
-            if not rows:
-                raise CollectionNotFound(
-                    f"collection {coll.name!r} was dropped by another process; create it again"
-                )
-            schema = self._schemas[coll.id] = workspace_schema(int(rows[0][0]))
-        return table_names(schema, coll.id)
 
     # -- catalog --------------------------------------------------------------------
 
@@ -584,225 +467,3 @@ class PostgresStorage(PostgresSources, StorageDefaults):
             bytes=int(nbytes),
             updated_at=timestamp(updated),
         )
-
-    # -- search ---------------------------------------------------------------------
-
-    def keyword_search(
-        self, coll: CollectionRecord, terms: Sequence[str], k: int, where: Filter | None
-    ) -> Ranked:
-        """See :meth:`hybridkb.storage.base.Storage.keyword_search`."""
-        terms = list(dict.fromkeys(clean(x) or "" for x in terms))
-        if not terms or k <= 0:
-            return []
-        sql, params = bm25_sql(self.tables(coll), coll.id, terms, k, where)
-        rows = self._query(sql, params, coll)
-        return [(int(key), float(score)) for key, score in rows]
-
-    def _set_ef(self, con: Any, k: int) -> None:
-        ef = min(EF_MAX, max(EF_MIN, k))
-        if ef != self._ef.get(id(con)):
-            con.execute(f"SET hnsw.ef_search = {int(ef)}")
-            self._ef[id(con)] = ef
-
-    def _nearest(
-        self, coll: CollectionRecord, query: np.ndarray, k: int, predicate: str, params: list[Any]
-    ) -> Ranked:
-        if k <= 0:
-            return []
-        t = self.tables(coll)
-        q = QueryVector(query)
-        rows = self._read(
-            lambda con: nearest_rows(con, t, coll.id, q, k, predicate, params, self._set_ef),
-            coll,
-        )
-        return [(int(key), float(score)) for key, score in rows]
-
-    def vector_search(
-        self, coll: CollectionRecord, query: np.ndarray, k: int, where: Filter | None
-    ) -> Ranked:
-        """See :meth:`hybridkb.storage.base.Storage.vector_search`."""
-        predicate, params = where_sql(where)
-        return self._nearest(coll, query, k, predicate, params)
-
-    def filter_search(
-        self,
-        coll: CollectionRecord,
-        terms: Sequence[str],
-        query: np.ndarray,
-        k: int,
-        where: Filter | None,
-    ) -> Ranked:
-        """See :meth:`hybridkb.storage.base.Storage.filter_search`."""
-        terms = list(dict.fromkeys(clean(x) or "" for x in terms))
-        if not terms:
-            return []
-        t = self.tables(coll)
-        predicate, params = where_sql(where)
-        predicate = f"key IN (SELECT key FROM {t['postings']} WHERE term = ANY(%s)) AND {predicate}"
-        return self._nearest(coll, query, k, predicate, [terms, *params])
-
-    def fetch_chunks(self, coll: CollectionRecord, keys: Sequence[int]) -> dict[int, ChunkRecord]:
-        """See :meth:`hybridkb.storage.base.Storage.fetch_chunks`."""
-        if not len(keys):
-            return {}
-        t = self.tables(coll)
-        rows = self._query(
-            f"SELECT {CHUNK_COLUMNS} FROM {t['chunks']} WHERE key = ANY(%s)",
-            [[int(k) for k in keys]],
-            coll,
-        )
-        return {int(r[0]): chunk_record(r) for r in rows}
-
-    def vector_directions(self, coll: CollectionRecord, keys: Sequence[int]) -> np.ndarray:
-        """See :meth:`hybridkb.storage.base.Storage.vector_directions`."""
-        return self.fetch_vectors(coll, keys)  # the server holds no faster copy
-
-    def fetch_vectors(self, coll: CollectionRecord, keys: Sequence[int]) -> np.ndarray:
-        """Full-precision vectors in the order of ``keys`` (zeros for unknown keys)."""
-        t = self.tables(coll)
-        key_list = [int(k) for k in np.asarray(keys).reshape(-1).tolist()]
-        out = np.zeros((len(key_list), coll.dim), dtype=np.float32)
-        if not key_list:
-            return out
-        rows = self._read(
-            lambda con: con.execute(
-                f"SELECT key, embedding FROM {t['chunks']} WHERE key = ANY(%s)",
-                [key_list],
-                binary=True,  # pgvector's binary form: no text to print and parse
-            ).fetchall(),
-            coll,
-        )
-        pos = {int(k): parse_binary_vector(v) for k, v in rows}
-        for i, k in enumerate(key_list):
-            vec = pos.get(k)
-            if vec is not None:
-                out[i] = vec
-        return out
-
-    # -- bulk export (copy between backends) ------------------------------------------
-
-    def export_documents(
-        self, coll: CollectionRecord, *, batch: int = 200
-    ) -> Iterator[tuple[DocumentRecord, list[ChunkRecord], np.ndarray]]:
-        """Every document with its chunks (terms included) and vectors, in batches of
-        documents by id (each batch one index range: no OFFSET rescanning what came before;
-        vectors in binary)."""
-        t = self.tables(coll)
-        after: str | None = None
-        while True:
-            docs = [
-                document_record(r)
-                for r in self._query(
-                    f"SELECT {DOC_COLUMNS} FROM {t['documents']}"
-                    + ("" if after is None else " WHERE document_id > %s")
-                    + " ORDER BY document_id LIMIT %s",
-                    [batch] if after is None else [after, batch],
-                    coll,
-                )
-            ]
-            if not docs:
-                return
-            after = docs[-1].document_id
-            ids = [d.document_id for d in docs]
-
-            def chunks_of(con: Any, ids: list[str] = ids) -> list[tuple[Any, ...]]:
-                return list(
-                    con.execute(
-                        f"SELECT {CHUNK_COLUMNS}, terms, embedding FROM {t['chunks']}"
-                        " WHERE document_id = ANY(%s) ORDER BY document_id, chunk_index",
-                        [ids],
-                        binary=True,
-                    ).fetchall()
-                )
-
-            rows = self._read(chunks_of, coll)
-            by_doc: dict[str, list[tuple[Any, ...]]] = {}
-            for r in rows:
-                by_doc.setdefault(r[2], []).append(r)
-            for d in docs:
-                mine = by_doc.get(d.document_id, [])
-                chunks = [chunk_record(r, list(r[15] or [])) for r in mine]
-                vecs = (
-                    np.stack([parse_binary_vector(r[16]) for r in mine])
-                    if mine
-                    else np.zeros((0, coll.dim), np.float32)
-                )
-                yield d, chunks, vecs
-
-    def consistency(self, coll: CollectionRecord) -> dict[str, int]:
-        """Counts that must agree after any mix of concurrent writes (used by tests and copy)."""
-        t = self.tables(coll)
-        row = self._query(
-            f"SELECT (SELECT count(*) FROM {t['documents']}),"
-            f" (SELECT coalesce(sum(chunk_count), 0) FROM {t['documents']}),"
-            f" (SELECT count(*) FROM {t['chunks']}),"
-            f" (SELECT count(DISTINCT chunk_id) FROM {t['chunks']}),"
-            f" (SELECT coalesce(sum(cardinality(terms)), 0) FROM {t['chunks']}),"
-            f" (SELECT count(*) FROM {t['postings']}),"
-            f" (SELECT count(*) FROM (SELECT DISTINCT u.term, c.key FROM {t['chunks']} c,"
-            " unnest(c.terms) u(term)) x),"
-            " n_chunks, total_len FROM hybridkb.hybridkb_collections WHERE id = %s",
-            [coll.id],
-            coll,
-        )[0]
-        names = (
-            "documents",
-            "document_chunk_count",
-            "chunks",
-            "distinct_chunk_ids",
-            "terms",
-            "postings",
-            "expected_postings",
-            "stat_chunks",
-            "stat_total_len",
-        )
-        return {n: int(v) for n, v in zip(names, row, strict=True)}
-
-    def export_tables(
-        self, coll: CollectionRecord, document_ids: Sequence[str] | None = None
-    ) -> tuple[Table, Table]:
-        """The collection's rows for read-only SQL (see Storage.export_tables)."""
-        t = self.tables(coll)
-        text = {"metadata": "metadata::text", "added_at": "added_at::text"}
-        doc_cols = ", ".join(text.get(name, name) for name, _ in EXPORT_DOCUMENTS)
-        chunk_cols = ", ".join(text.get(name, name) for name, _ in EXPORT_CHUNKS)
-        where, params = "", []
-        if document_ids is not None:
-            where, params = " WHERE document_id = ANY(%s)", [list(document_ids)]
-
-        def run(con: Any) -> tuple[Table, Table]:
-            docs = con.execute(
-                f"SELECT {doc_cols} FROM {t['documents']}{where} ORDER BY added_at, document_id",
-                params,
-            ).fetchall()
-            chunks = con.execute(
-                f"SELECT {chunk_cols} FROM {t['chunks']}{where} ORDER BY document_id, chunk_index",
-                params,
-            ).fetchall()
-            return Table.from_rows(EXPORT_DOCUMENTS, docs), Table.from_rows(EXPORT_CHUNKS, chunks)
-
-        return self._read(run, coll)
-
-    def document_fingerprints(self, coll: CollectionRecord) -> dict[str, str]:
-        """See :meth:`hybridkb.storage.base.Storage.document_fingerprints`."""
-        sql = _fingerprints_sql(self.tables(coll)["documents"])
-        rows = self._read(lambda con: con.execute(sql).fetchall(), coll)
-        return {str(doc_id): str(digest) for doc_id, digest in rows}
-
-    def count_vectors(self, coll: CollectionRecord) -> int:
-        """See :meth:`hybridkb.storage.base.Storage.count_vectors`."""
-        return int(self.consistency(coll)["chunks"])  # vectors live in the chunk rows (NOT NULL)
-
-
-def _fingerprints_sql(documents: str) -> str:
-    """SQL of each document's id and an md5 of its catalog row (document_fingerprints):
-    every field length-prefixed, so no two different rows read the same."""
-    fields = (
-        "content_hash", "signature", "CAST(metadata AS VARCHAR)", "path", "filename",
-        "source", "language", "CAST(bytes AS VARCHAR)", "CAST(chunk_count AS VARCHAR)",
-        "CAST(added_at AS VARCHAR)",
-    )  # fmt: skip
-    row = " || '|' || ".join(
-        f"CAST(length(coalesce({f}, '')) AS VARCHAR) || ':' || coalesce({f}, '')" for f in fields
-    )
-    return f"SELECT document_id, md5({row}) FROM {documents}"
