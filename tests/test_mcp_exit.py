@@ -47,7 +47,9 @@ def _exit_code(s: Session) -> int:
     return _wait_for_exit(s)
 
 
-def _wait_for_exit(s: Session, timeout: float = float(os.environ.get("HKB_TEST_EXIT_WAIT", 180))) -> int:
+def _wait_for_exit(
+    s: Session, timeout: float = float(os.environ.get("HKB_TEST_EXIT_WAIT", 180))
+) -> int:
     """The server's exit code; if it has not exited in ``timeout``, fail with where each of
     its threads waits (the harness dumps them on SIGUSR1)."""
     try:
