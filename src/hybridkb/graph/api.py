@@ -13,9 +13,10 @@ from ..errors import GraphError
 from ..storage.base import EdgeRow, NodeRow, WriteEvent
 from . import queries
 from .build import clean_properties, document_rows
+from .export import export_folder, export_text
 from .extract import EntityExtractor
 from .host import Host
-from .io import export_folder, export_text, import_folder
+from .io import import_folder
 from .memgraph import check_node_id
 from .model import (
     CHUNK_TYPES,
