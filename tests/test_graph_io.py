@@ -14,8 +14,8 @@ from internals import local
 
 import hybridkb
 from hybridkb.errors import GraphError
+from hybridkb.graph.export import write_vectors
 from hybridkb.graph.formats import to_graphml, to_mermaid
-from hybridkb.graph.io import write_vectors
 from hybridkb.graph.model import Edge, Node
 
 NS = {"g": "http://graphml.graphdrawing.org/xmlns"}

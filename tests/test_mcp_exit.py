@@ -26,6 +26,9 @@ from test_mcp_stdio import INIT, Session
 
 import hybridkb
 from hybridkb.embedders import Embedder
+from hybridkb.errors import ConfigError
+from hybridkb.lifecycle import Stopped, stop_on_signals
+from hybridkb.mcp_stdio import StdioServer
 from hybridkb.serve.endpoint import endpoint_file
 from hybridkb.storage.base import CollectionRecord
 
@@ -179,6 +182,47 @@ def test_a_stop_signal_closes_the_knowledge_base_cleanly(
     assert [c["name"] for c in json.loads(listed.stdout)["collections"]] == ["notes"]
     if answered:
         assert _stored_ids(db) == {"kept"}
+
+
+def test_a_stop_signal_that_another_thread_takes_still_stops_the_server(tmp_path: Path) -> None:
+    # The kernel hands a process's SIGTERM to any thread that does not block it, and Python
+    # only flags it for the main thread. A server whose main thread blocked in a read never
+    # ran the handler: an MCP host's SIGTERM was lost (the process hung until killed).
+    requests_r, requests_w = os.pipe()
+    answers_r, answers_w = os.pipe()
+
+    def no_knowledge_base() -> hybridkb.KnowledgeBase:
+        raise ConfigError("no knowledge base in this test")
+
+    server = StdioServer(
+        no_knowledge_base,
+        sql_tool=False,
+        close=False,
+        reader=os.fdopen(requests_r, "rb"),
+        out_fd=answers_w,
+    )
+    waiting, ended = threading.Event(), threading.Event()
+    ended_before_input_closed: list[bool] = []
+
+    def signal_from_this_thread() -> None:
+        waiting.wait()
+        time.sleep(0.3)  # the main thread waits for a request by now
+        signal.pthread_kill(threading.get_ident(), signal.SIGTERM)  # this thread takes it
+        ended_before_input_closed.append(ended.wait(30))
+        os.close(requests_w)  # a server that missed the signal ends here, at end of input
+
+    helper = threading.Thread(target=signal_from_this_thread, daemon=True)
+    helper.start()
+    with pytest.raises(Stopped), stop_on_signals():
+        waiting.set()
+        try:
+            server.run()
+        finally:
+            ended.set()
+    helper.join(60)
+    os.close(answers_r)
+    os.close(answers_w)
+    assert ended_before_input_closed == [True]
 
 
 def test_close_waits_for_the_threads_prepare_search_started(

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
 import sys
 import threading
@@ -65,6 +66,15 @@ CALL_WORKERS = 8
 # query_kb_sql calls that may hold call threads at once (a workspace's worker runs one
 # query at a time anyway): 16 slow queries must not leave a search waiting for a thread.
 MAX_SQL_CALLS = 2
+# How long the main thread waits for the next request before it looks again. The kernel
+# hands a stop signal (SIGTERM, SIGHUP) to any thread that does not block it; Python then
+# only flags it for the main thread, which runs the handler when it next runs Python code.
+# A main thread blocked in a read without end would never see a signal a worker thread
+# took (an MCP host's SIGTERM was lost that way), so it waits in steps of this long.
+SIGNAL_CHECK_SECONDS = 0.25
+# Lines read ahead of the one being handled: the reader stops there (a client that floods
+# the server is held back by its pipe, not buffered here).
+READ_AHEAD_LINES = 8
 SQL_TOOL = "query_kb_sql"
 
 PARSE_ERROR = -32700
@@ -163,10 +173,16 @@ class StdioServer:
     def run(self) -> None:
         """Serve until the client closes stdin; calls in progress finish and are answered."""
         self._loader = start_background(self._load_in_background, "hybridkb-mcp-load")
+        requests: queue.Queue[tuple[bytes, bool] | None] = queue.Queue(READ_AHEAD_LINES)
+        # A plain daemon thread: at exit nothing waits for a read the client never ends.
+        reader = threading.Thread(
+            target=self._read_requests, args=(requests,), name="hybridkb-mcp-read", daemon=True
+        )
+        reader.start()
         try:
-            while line := self._reader.readline(MAX_MESSAGE_BYTES + 1):
-                if len(line) > MAX_MESSAGE_BYTES and not line.endswith(b"\n"):
-                    self._skip_line()
+            while (request := _next(requests)) is not None:
+                line, too_long = request
+                if too_long:
                     self._error(
                         self._leading_id(line),
                         INVALID_REQUEST,
@@ -181,6 +197,20 @@ class StdioServer:
                     self._error(self._leading_id(line), INTERNAL_ERROR, "Internal error")
         finally:
             self._shut_down()
+
+    def _read_requests(self, requests: queue.Queue[tuple[bytes, bool] | None]) -> None:
+        """The reader thread: each line of input with False, or the first bytes of a line
+        over the limit with True (the rest of it is skipped); None at the end of input."""
+        try:
+            while line := self._reader.readline(MAX_MESSAGE_BYTES + 1):
+                too_long = len(line) > MAX_MESSAGE_BYTES and not line.endswith(b"\n")
+                if too_long:
+                    self._skip_line()
+                requests.put((line, too_long))
+        except (OSError, ValueError):  # the input was closed under the reader
+            pass
+        finally:
+            requests.put(None)
 
     def _skip_line(self) -> None:
         while chunk := self._reader.readline(1 << 20):
@@ -495,6 +525,17 @@ class StdioServer:
                 self._out_closed = True
 
 
+def _next(
+    requests: queue.Queue[tuple[bytes, bool] | None],
+) -> tuple[bytes, bool] | None:
+    """The next request from the reader thread, waiting in steps (SIGNAL_CHECK_SECONDS)."""
+    while True:
+        try:
+            return requests.get(timeout=SIGNAL_CHECK_SECONDS)
+        except queue.Empty:
+            continue
+
+
 def serve_stdio(
     open_kb: Callable[[], KnowledgeBase],
     *,
@@ -520,6 +561,9 @@ def serve_stdio(
     sys.stdout.flush()
     out_fd = os.dup(1)
     os.dup2(2, 1)  # from here on, whatever anything prints goes to stderr
+    # The reader thread reads its own copy of stdin: sys.stdin's lock, held by a read that
+    # never ends, would abort the interpreter when it closes sys.stdin at exit.
+    requests_in = os.fdopen(os.dup(sys.stdin.fileno()), "rb")
     try:
         StdioServer(
             open_kb,
@@ -529,7 +573,7 @@ def serve_stdio(
             read_only=read_only,
             list_after_open=list_after_open,
             close=close,
-            reader=sys.stdin.buffer,
+            reader=requests_in,
             out_fd=out_fd,
         ).run()
     finally:

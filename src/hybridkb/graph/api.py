@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar, cast
@@ -13,9 +12,16 @@ from ..errors import GraphError
 from ..storage.base import EdgeRow, NodeRow, WriteEvent
 from . import queries
 from .build import clean_properties, document_rows
+from .edit_check import (
+    checked_edge_type,
+    checked_weight,
+    edge_from_dict,
+    user_node_row,
+)
+from .export import export_folder, export_text
 from .extract import EntityExtractor
 from .host import Host
-from .io import export_folder, export_text, import_folder
+from .io import import_folder
 from .memgraph import check_node_id
 from .model import (
     CHUNK_TYPES,
@@ -57,18 +63,6 @@ def _types(edge_types: EdgeTypes) -> frozenset[str] | None:
         edge_types = [edge_types]
     types = frozenset(t for t in edge_types if t)
     return types or None
-
-
-def _edge_type(value: Any) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise GraphError("edge type: expected a non-empty string such as 'related' or 'AMENDS'")
-    return value.strip()
-
-
-def _weight(value: Any) -> float:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-        raise GraphError(f"weight: expected a number, got {value!r}")
-    return float(value)
 
 
 class LocalGraph:
@@ -321,7 +315,7 @@ class LocalGraph:
         properties: Mapping[str, Any] | None = None,
     ) -> Edge:
         """Link two existing nodes (idempotent: the same source, target and type is one edge)."""
-        etype, w = _edge_type(type), _weight(weight)
+        etype, w = checked_edge_type(type), checked_weight(weight)
         props = clean_properties(properties, EDGE_RESERVED)
         g = self.memgraph()
         for node_id in (source, target):
@@ -335,7 +329,7 @@ class LocalGraph:
 
     def unrelate(self, source: str, target: str, type: str = "related") -> bool:
         """Remove a link made with :meth:`relate`; False when there was none."""
-        etype = _edge_type(type)
+        etype = checked_edge_type(type)
         ws = self.workspace
         count = self.store.write(
             ws,
@@ -356,14 +350,8 @@ class LocalGraph:
         """Bulk create/update user nodes ({"id", "type", ...properties} or Node)."""
         rows: dict[str, NodeRow] = {}
         for item in nodes:
-            n = item if isinstance(item, Node) else _node_from_dict(item)
-            if not isinstance(n.id, str) or not n.id or not isinstance(n.type, str) or not n.type:
-                raise GraphError("node: 'id' and 'type' must be non-empty strings")
-            if n.id.startswith(("doc:", "sec:")) or _is_chunk_id(n.id):
-                raise GraphError(
-                    f"node {n.id!r}: document, section and chunk nodes come from ingest"
-                )
-            rows[n.id] = NodeRow(n.id, n.type, dict(n.properties))
+            row = user_node_row(item)
+            rows[row.id] = row
         if not rows:
             return 0
         ws, data = self.workspace, list(rows.values())
@@ -379,9 +367,9 @@ class LocalGraph:
         """Bulk create/update user edges; both ends must exist (or be created in ``add_nodes``)."""
         rows: dict[tuple[str, str, str], EdgeRow] = {}
         for item in edges:
-            e = item if isinstance(item, Edge) else _edge_from_dict(item)
-            rows[(e.source, e.target, _edge_type(e.type))] = EdgeRow(
-                e.source, e.target, e.type.strip(), _weight(e.weight), dict(e.properties)
+            e = item if isinstance(item, Edge) else edge_from_dict(item)
+            rows[(e.source, e.target, checked_edge_type(e.type))] = EdgeRow(
+                e.source, e.target, e.type.strip(), checked_weight(e.weight), dict(e.properties)
             )
         if not rows:
             return 0
@@ -498,31 +486,6 @@ class LocalGraph:
     def import_folder(self, collection: str, folder: str | Path) -> dict[str, Any]:
         """Import node/edge JSON + Parquet embedding sets as documents of a collection."""
         return import_folder(self, collection, Path(folder))
-
-
-def _is_chunk_id(value: str) -> bool:
-    return len(value) == 16 and all(c in "0123456789abcdef" for c in value)
-
-
-def _node_from_dict(d: Mapping[str, Any]) -> Node:
-    if not isinstance(d, Mapping):
-        raise GraphError("node: expected an object with 'id' and 'type'")
-    return Node(d.get("id"), d.get("type"), clean_properties(d))  # type: ignore[arg-type]
-
-
-def _edge_from_dict(d: Mapping[str, Any]) -> Edge:
-    if not isinstance(d, Mapping):
-        raise GraphError("edge: expected an object with 'source', 'target' and 'type'")
-    src, dst = d.get("source"), d.get("target")
-    if not isinstance(src, str) or not isinstance(dst, str) or not src or not dst:
-        raise GraphError("edge: 'source' and 'target' must be node ids")
-    return Edge(
-        src,
-        dst,
-        _edge_type(d.get("type")),
-        _weight(d.get("weight", 1.0)),
-        clean_properties(d, EDGE_RESERVED),
-    )
 
 
 def _replace_user_nodes(g: MemGraph, tuples: Sequence[Any]) -> None:

@@ -106,38 +106,45 @@ def parse_links(
         return []
     if not isinstance(value, list):
         raise GraphError('graph_links: expected a list of {"type", "target"} objects')
-    out = []
-    for n, link in enumerate(value):
-        if not isinstance(link, Mapping):
-            raise GraphError(f"graph_links[{n}]: expected an object with 'type' and 'target'")
-        kind, target, node = link.get("type"), link.get("target"), link.get("node")
-        if not isinstance(kind, str) or not kind.strip():
-            raise GraphError(
-                f"graph_links[{n}]: 'type' must be a non-empty string, e.g. \"AMENDS\""
-            )
-        if node is not None:
-            if not isinstance(node, str) or not node.strip() or target is not None:
-                raise GraphError(f"graph_links[{n}]: 'node' must be one node id (and no 'target')")
-        elif not isinstance(target, str) or not target.strip():
-            raise GraphError(
-                f"graph_links[{n}]: needs 'target' (a document id) or 'node' (any node id)"
-            )
-        props = link.get("properties") or {}
-        if not isinstance(props, Mapping):
-            raise GraphError(f"graph_links[{n}]: 'properties' must be an object")
-        weight = link.get("weight", 1.0)
-        if not isinstance(weight, (int, float)) or isinstance(weight, bool):
-            raise GraphError(f"graph_links[{n}]: 'weight' must be a number")
-        collection = link.get("collection")
-        if collection is not None and not isinstance(collection, str):
-            raise GraphError(f"graph_links[{n}]: 'collection' must be a collection name")
-        if node is not None:
-            resolved = node.strip()
-        else:
-            resolved = resolve_target(str(target).strip(), coll, collection, find_collection)
-        clean = {str(k): v for k, v in props.items() if k not in EDGE_RESERVED}
-        out.append((kind.strip(), resolved, float(weight), clean))
-    return out
+    return [_parse_link(n, link, coll, find_collection) for n, link in enumerate(value)]
+
+
+def _parse_link(
+    n: int, link: Any, coll: CollectionRecord, find_collection: Callable[[str], int | None]
+) -> tuple[str, str, float, dict[str, Any]]:
+    """Entry ``n`` of ``graph_links``, checked, with its target resolved to a node id."""
+    if not isinstance(link, Mapping):
+        raise GraphError(f"graph_links[{n}]: expected an object with 'type' and 'target'")
+    kind, target, node = link.get("type"), link.get("target"), link.get("node")
+    if not isinstance(kind, str) or not kind.strip():
+        raise GraphError(f"graph_links[{n}]: 'type' must be a non-empty string, e.g. \"AMENDS\"")
+    _check_link_end(n, target, node)
+    props = link.get("properties") or {}
+    if not isinstance(props, Mapping):
+        raise GraphError(f"graph_links[{n}]: 'properties' must be an object")
+    weight = link.get("weight", 1.0)
+    if not isinstance(weight, (int, float)) or isinstance(weight, bool):
+        raise GraphError(f"graph_links[{n}]: 'weight' must be a number")
+    collection = link.get("collection")
+    if collection is not None and not isinstance(collection, str):
+        raise GraphError(f"graph_links[{n}]: 'collection' must be a collection name")
+    if node is not None:
+        resolved = node.strip()
+    else:
+        resolved = resolve_target(str(target).strip(), coll, collection, find_collection)
+    clean = {str(k): v for k, v in props.items() if k not in EDGE_RESERVED}
+    return (kind.strip(), resolved, float(weight), clean)
+
+
+def _check_link_end(n: int, target: Any, node: Any) -> None:
+    """A link names one end: ``node`` (any node id) or ``target`` (a document id)."""
+    if node is not None:
+        if not isinstance(node, str) or not node.strip() or target is not None:
+            raise GraphError(f"graph_links[{n}]: 'node' must be one node id (and no 'target')")
+    elif not isinstance(target, str) or not target.strip():
+        raise GraphError(
+            f"graph_links[{n}]: needs 'target' (a document id) or 'node' (any node id)"
+        )
 
 
 def document_node(coll: CollectionRecord, doc: DocumentRecord) -> NodeRow:
@@ -171,6 +178,29 @@ def document_rows(
     doc_row = document_node(coll, doc)
     doc_id = doc_row.id
     rows.node(doc_row)
+    _add_categories(rows, coll, doc, doc_id)
+    for kind, target, weight, props in parse_links(
+        (doc.metadata or {}).get("graph_links"), coll, find_collection
+    ):
+        rows.edge(EdgeRow(doc_id, target, kind, weight, props))
+    if not structure:
+        return rows
+    extractors = list(extractors)
+    ordered = sorted(chunks, key=lambda c: c.chunk_index)
+    previous: str | None = None
+    for chunk in ordered:
+        parent = _add_sections(rows, coll, doc, chunk, doc_id)
+        rows.node(_chunk_node(coll, doc, chunk))
+        rows.edge(EdgeRow(parent, chunk.chunk_id, CONTAINS, chunk_id=chunk.chunk_id))
+        if previous is not None:
+            rows.edge(EdgeRow(previous, chunk.chunk_id, NEXT, chunk_id=chunk.chunk_id))
+        previous = chunk.chunk_id
+        _add_mentions(rows, chunk, extractors, aliases)
+    return rows
+
+
+def _add_categories(rows: RowSet, coll: CollectionRecord, doc: DocumentRecord, doc_id: str) -> None:
+    """The document is categorized as its collection and as each of its tags."""
     coll_id = collection_node_id(coll.id)
     rows.node(
         NodeRow(
@@ -182,77 +212,81 @@ def document_rows(
         cat = category_node_id(tag)
         rows.node(NodeRow(cat, CATEGORY, {"name": tag, "kind": "tag"}))
         rows.edge(EdgeRow(doc_id, cat, CATEGORIZED_AS))
-    for kind, target, weight, props in parse_links(
-        (doc.metadata or {}).get("graph_links"), coll, find_collection
-    ):
-        rows.edge(EdgeRow(doc_id, target, kind, weight, props))
-    if not structure:
-        return rows
-    extractors = list(extractors)
-    ordered = sorted(chunks, key=lambda c: c.chunk_index)
-    previous: str | None = None
-    for chunk in ordered:
-        parent = doc_id
-        if chunk.section:
-            parts = [p.strip() for p in chunk.section.split(SECTION_SEP.strip()) if p.strip()]
-            for depth in range(len(parts)):
-                path = SECTION_SEP.join(parts[: depth + 1])
-                sec = section_node_id(coll.id, doc.document_id, path)
-                rows.node(
-                    NodeRow(
-                        sec,
-                        SECTION,
-                        {
-                            "name": parts[depth],
-                            "path": path,
-                            "level": depth + 1,
-                            "collection": coll.name,
-                            "document_id": doc.document_id,
-                        },
-                        chunk.chunk_id,
-                    )
-                )
-                rows.edge(EdgeRow(parent, sec, CONTAINS, chunk_id=chunk.chunk_id))
-                parent = sec
+
+
+def _add_sections(
+    rows: RowSet, coll: CollectionRecord, doc: DocumentRecord, chunk: ChunkRecord, doc_id: str
+) -> str:
+    """The section nodes on a chunk's section path, each containing the next; return the
+    id of the innermost (the document's when the chunk has no section)."""
+    parent = doc_id
+    if not chunk.section:
+        return parent
+    parts = [p.strip() for p in chunk.section.split(SECTION_SEP.strip()) if p.strip()]
+    for depth in range(len(parts)):
+        path = SECTION_SEP.join(parts[: depth + 1])
+        sec = section_node_id(coll.id, doc.document_id, path)
         rows.node(
             NodeRow(
-                chunk.chunk_id,
-                CHUNK,
+                sec,
+                SECTION,
                 {
-                    "name": _preview(chunk.text, 60),
+                    "name": parts[depth],
+                    "path": path,
+                    "level": depth + 1,
                     "collection": coll.name,
-                    "collection_id": coll.id,
                     "document_id": doc.document_id,
-                    "chunk_index": chunk.chunk_index,
-                    "page": chunk.page,
-                    "section": chunk.section,
-                    "filename": chunk.filename,
-                    "preview": _preview(chunk.text, PREVIEW_CHARS),
                 },
                 chunk.chunk_id,
             )
         )
-        rows.edge(EdgeRow(parent, chunk.chunk_id, CONTAINS, chunk_id=chunk.chunk_id))
-        if previous is not None:
-            rows.edge(EdgeRow(previous, chunk.chunk_id, NEXT, chunk_id=chunk.chunk_id))
-        previous = chunk.chunk_id
-        entities = []
-        for extractor in extractors:
-            entities.extend(extractor.extract(chunk.text))
-        for ent, count in resolve_counted(entities, aliases):
-            node = entity_node_id(ent.key)
-            rows.node(NodeRow(node, ENTITY, {"name": ent.name, "kind": ent.kind}, chunk.chunk_id))
-            rows.edge(
-                EdgeRow(
-                    chunk.chunk_id,
-                    node,
-                    MENTIONS,
-                    float(count),
-                    {"surface": ent.surface},
-                    chunk.chunk_id,
-                )
+        rows.edge(EdgeRow(parent, sec, CONTAINS, chunk_id=chunk.chunk_id))
+        parent = sec
+    return parent
+
+
+def _chunk_node(coll: CollectionRecord, doc: DocumentRecord, chunk: ChunkRecord) -> NodeRow:
+    return NodeRow(
+        chunk.chunk_id,
+        CHUNK,
+        {
+            "name": _preview(chunk.text, 60),
+            "collection": coll.name,
+            "collection_id": coll.id,
+            "document_id": doc.document_id,
+            "chunk_index": chunk.chunk_index,
+            "page": chunk.page,
+            "section": chunk.section,
+            "filename": chunk.filename,
+            "preview": _preview(chunk.text, PREVIEW_CHARS),
+        },
+        chunk.chunk_id,
+    )
+
+
+def _add_mentions(
+    rows: RowSet,
+    chunk: ChunkRecord,
+    extractors: Sequence[EntityExtractor],
+    aliases: Mapping[str, str],
+) -> None:
+    """The entities the extractors find in a chunk, each mentioned as often as it occurs."""
+    entities = []
+    for extractor in extractors:
+        entities.extend(extractor.extract(chunk.text))
+    for ent, count in resolve_counted(entities, aliases):
+        node = entity_node_id(ent.key)
+        rows.node(NodeRow(node, ENTITY, {"name": ent.name, "kind": ent.kind}, chunk.chunk_id))
+        rows.edge(
+            EdgeRow(
+                chunk.chunk_id,
+                node,
+                MENTIONS,
+                float(count),
+                {"surface": ent.surface},
+                chunk.chunk_id,
             )
-    return rows
+        )
 
 
 def _preview(text: str, limit: int) -> str:

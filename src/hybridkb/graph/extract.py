@@ -20,7 +20,7 @@ with ``kb.graph.add_extractor(obj)``: anything with ``extract(text) -> list[Enti
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date
 from typing import Protocol, runtime_checkable
@@ -274,6 +274,24 @@ def _fmt_number(value: float, sep: str = "") -> str:
     return text.replace(",", sep)
 
 
+class SpanClaims:
+    """The entities kept so far and the spans they claim: one whose span overlaps a claimed
+    span is dropped, so the rule that runs first wins."""
+
+    def __init__(self) -> None:
+        self.found: list[Entity] = []
+        self.taken: list[tuple[int, int]] = []
+
+    def add(self, ent: Entity) -> None:
+        if all(ent.end <= s or ent.start >= e for s, e in self.taken):
+            self.taken.append((ent.start, ent.end))
+            self.found.append(ent)
+
+
+# How a rule hands over what it found: the extractor keeps it unless its span is taken.
+AddEntity = Callable[[Entity], None]
+
+
 class RuleExtractor:
     """Regex rules; see the module docstring. Spans already taken are not re-matched."""
 
@@ -287,19 +305,30 @@ class RuleExtractor:
     def extract(self, text: str) -> list[Entity]:
         """Entities found by the rules of the module docstring, in the rules' order; a span one
         rule claimed is not matched again, so mentions never overlap."""
-        found: list[Entity] = []
-        taken: list[tuple[int, int]] = []
-
-        def free(start: int, end: int) -> bool:
-            return all(end <= s or start >= e for s, e in taken)
-
-        def add(ent: Entity) -> None:
-            if free(ent.start, ent.end):
-                taken.append((ent.start, ent.end))
-                found.append(ent)
-
+        claims = SpanClaims()
+        add = claims.add
         hints = rule_hints(text)
-        for m in _ACT.finditer(text) if hints.act else ():
+        if hints.act:
+            self._acts(text, add)
+        if hints.years and hints.capitals:
+            self._acronym_years(text, add)
+        if hints.digits:
+            self._section_refs(text, add)
+        if hints.years:
+            self._dates(text, add)
+        if hints.amounts:
+            self._amounts(text, add)
+        if hints.quotes:
+            self._defined_terms(text, add)
+        if self.names and hints.capitals:
+            self._names(text, add)
+        if self.acronyms and hints.capitals:
+            self._acronyms(text, add)
+        return sorted(claims.found, key=lambda e: e.start)
+
+    @staticmethod
+    def _acts(text: str, add: AddEntity) -> None:
+        for m in _ACT.finditer(text):
             year = m.group(2)
             # Words as they stand (a query is not normalised: spaces may be doubled).
             words = list(_WORD.finditer(m.group(1)))
@@ -311,36 +340,39 @@ class RuleExtractor:
             start = m.start(1) + words[0].start()
             name = f"{acro} {year}"
             add(Entity(name, "act", canonical_key(name), text[start : m.end()], start, m.end()))
-        for m in _ACRONYM_YEAR.finditer(text) if hints.years and hints.capitals else ():
+
+    @staticmethod
+    def _acronym_years(text: str, add: AddEntity) -> None:
+        for m in _ACRONYM_YEAR.finditer(text):
             name = f"{m.group(1)} {m.group(2)}"
             add(Entity(name, "act", canonical_key(name), m.group(0), m.start(), m.end()))
-        for m in _SECTION.finditer(text) if hints.digits else ():
+
+    @staticmethod
+    def _section_refs(text: str, add: AddEntity) -> None:
+        for m in _SECTION.finditer(text):
             number = m.group(1)
             key = f"section:{number.lower()}"
             add(Entity(f"s.{number}", "section_ref", key, m.group(0), m.start(), m.end()))
-        if hints.years:
-            self._dates(text, add)
-        if hints.amounts:
-            self._amounts(text, add)
-        for m in _DEFINED.finditer(text) if hints.quotes else ():
+
+    @staticmethod
+    def _defined_terms(text: str, add: AddEntity) -> None:
+        for m in _DEFINED.finditer(text):
             term = (m.group(1) or m.group(2)).strip()
             g = 1 if m.group(1) else 2
             add(Entity(term, "term", canonical_key(term), term, m.start(g), m.end(g)))
-        if self.names and hints.capitals:
-            self._names(text, add)
-        if self.acronyms and hints.capitals:
-            for m in _ACRONYM.finditer(text):
-                word = m.group(0)
-                core = word[:-1] if word.endswith("s") and word[:-1].isupper() else word
-                letters = sum(ch.isalpha() for ch in core)
-                if letters < 2 or len(core) > 10 or core in _NOT_ACRONYMS or not core.isupper():
-                    continue
-                add(Entity(core, "acronym", canonical_key(core), word, m.start(), m.end()))
-        found.sort(key=lambda e: e.start)
-        return found
 
     @staticmethod
-    def _dates(text: str, add) -> None:  # type: ignore[no-untyped-def]
+    def _acronyms(text: str, add: AddEntity) -> None:
+        for m in _ACRONYM.finditer(text):
+            word = m.group(0)
+            core = word[:-1] if word.endswith("s") and word[:-1].isupper() else word
+            letters = sum(ch.isalpha() for ch in core)
+            if letters < 2 or len(core) > 10 or core in _NOT_ACRONYMS or not core.isupper():
+                continue
+            add(Entity(core, "acronym", canonical_key(core), word, m.start(), m.end()))
+
+    @staticmethod
+    def _dates(text: str, add: AddEntity) -> None:
         def emit(y: int, mo: int, d: int, m: re.Match[str]) -> None:
             try:
                 iso = date(y, mo, d).isoformat()
@@ -356,7 +388,7 @@ class RuleExtractor:
             emit(int(m.group(3)), _MONTHS[m.group(1).lower()], int(m.group(2)), m)
 
     @staticmethod
-    def _amounts(text: str, add) -> None:  # type: ignore[no-untyped-def]
+    def _amounts(text: str, add: AddEntity) -> None:
         for m in _AMOUNT.finditer(text):
             currency = _SYMBOLS.get(m.group("sym") or "", m.group("code") or "$")
             value = float(
@@ -370,7 +402,7 @@ class RuleExtractor:
             key = f"amount:{currency.lower()}{_fmt_number(value)}"
             add(Entity(name, "amount", key, m.group(0).strip(), m.start(), m.end()))
 
-    def _names(self, text: str, add) -> None:  # type: ignore[no-untyped-def]
+    def _names(self, text: str, add: AddEntity) -> None:
         for m in _NAME.finditer(text):
             words = m.group(0).split()
             offset = m.start()

@@ -34,47 +34,57 @@ def to_graphml(nodes: Sequence[Node], edges: Sequence[Edge]) -> str:
     """GraphML with one typed <key> per property name (lists and objects as JSON text)."""
     root = ET.Element("graphml", xmlns="http://graphml.graphdrawing.org/xmlns")
     keys: dict[tuple[str, str], tuple[str, str]] = {}
-
-    def declare(scope: str, items: list[dict[str, Any]]) -> None:
-        values: dict[str, list[Any]] = {}
-        for item in items:
-            for k, v in item.items():
-                if (
-                    v is not None
-                    and k != "id"
-                    and not (scope == "edge" and k in ("source", "target"))
-                ):
-                    values.setdefault(k, []).append(v)
-        for k in sorted(values):
-            kind = _graphml_type(values[k])
-            key_id = f"{scope[0]}{len(keys)}"
-            keys[(scope, k)] = (key_id, kind)
-            ET.SubElement(
-                root, "key", {"id": key_id, "for": scope, "attr.name": k, "attr.type": kind}
-            )
-
     node_dicts = [n.to_dict() for n in nodes]
     edge_dicts = [e.to_dict() for e in edges]
-    declare("node", node_dicts)
-    declare("edge", edge_dicts)
+    _declare_keys(root, keys, "node", node_dicts, ("id",))
+    _declare_keys(root, keys, "edge", edge_dicts, ("id", "source", "target"))
     g = ET.SubElement(root, "graph", {"id": "G", "edgedefault": "directed"})
     for d in node_dicts:
         el = ET.SubElement(g, "node", {"id": d["id"]})
-        for k, v in d.items():
-            if k != "id" and v is not None:
-                key_id, kind = keys[("node", k)]
-                ET.SubElement(el, "data", {"key": key_id}).text = _graphml_value(v, kind)
+        _add_data(el, keys, "node", d, ("id",))
     known = {d["id"] for d in node_dicts}
     for n, d in enumerate(edge_dicts):
         if d["source"] not in known or d["target"] not in known:
             continue
         el = ET.SubElement(g, "edge", {"id": f"e{n}", "source": d["source"], "target": d["target"]})
-        for k, v in d.items():
-            if k not in ("source", "target") and v is not None:
-                key_id, kind = keys[("edge", k)]
-                ET.SubElement(el, "data", {"key": key_id}).text = _graphml_value(v, kind)
+        _add_data(el, keys, "edge", d, ("source", "target"))
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _declare_keys(
+    root: ET.Element,
+    keys: dict[tuple[str, str], tuple[str, str]],
+    scope: str,
+    items: list[dict[str, Any]],
+    skip: tuple[str, ...],
+) -> None:
+    """Add a <key> for each property name of ``scope`` (node or edge) with a value, typed by
+    its values, and record it in ``keys`` as (scope, name) -> (key id, type)."""
+    values: dict[str, list[Any]] = {}
+    for item in items:
+        for k, v in item.items():
+            if v is not None and k not in skip:
+                values.setdefault(k, []).append(v)
+    for k in sorted(values):
+        kind = _graphml_type(values[k])
+        key_id = f"{scope[0]}{len(keys)}"
+        keys[(scope, k)] = (key_id, kind)
+        ET.SubElement(root, "key", {"id": key_id, "for": scope, "attr.name": k, "attr.type": kind})
+
+
+def _add_data(
+    el: ET.Element,
+    keys: dict[tuple[str, str], tuple[str, str]],
+    scope: str,
+    item: dict[str, Any],
+    skip: tuple[str, ...],
+) -> None:
+    """A <data> child of ``el`` for each property of ``item`` with a value."""
+    for k, v in item.items():
+        if k not in skip and v is not None:
+            key_id, kind = keys[(scope, k)]
+            ET.SubElement(el, "data", {"key": key_id}).text = _graphml_value(v, kind)
 
 
 _MERMAID_ESCAPES = {'"': "#quot;", "<": "#lt;", ">": "#gt;", "|": "#124;", "\n": " ", "`": "#96;"}

@@ -21,19 +21,15 @@ Export writes the same folder format, GraphML (for Gephi, yEd, networkx) or Merm
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import json
-import os
-import re
-import shutil
-import tempfile
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..analysis import analyze, detect_language
 from ..errors import EmbeddingMismatch, GraphError, KBError
 from ..limits import MAX_JSON_DEPTH, parse_json
 from ..storage.base import (
@@ -45,11 +41,11 @@ from ..storage.base import (
     chunk_key,
     make_chunk_id,
 )
-from ..storage.boundary import first_line
 from .build import RowSet
+from .export import export_folder, export_text
 from .extract import canonical_key
 from .formats import to_graphml, to_mermaid
-from .host import GraphView, Host
+from .host import GraphView
 from .model import (
     CATEGORY,
     CHUNK_TYPES,
@@ -59,19 +55,27 @@ from .model import (
     ENTITY,
     NODE_RESERVED,
     SECTION,
-    Edge,
-    Node,
     category_node_id,
     collection_node_id,
     document_node_id,
     entity_node_id,
 )
-from .queries import MemGraph
 
 TEXT_KEYS = ("text", "content")
 VECTOR_KEYS = ("embedding", "vector", "embeddings")
-FORMATS = ("graphml", "mermaid")
-_SAFE = re.compile(r"[^\w.\-]+")
+# Keys of a document node that describe the set itself, not the document's metadata.
+DOCUMENT_NODE_KEYS = (
+    "id",
+    "type",
+    "document_id",
+    "collection",
+    "collection_id",
+    "name",
+    "source",
+    "filename",
+)
+# Other spellings of an edge's source, target and type, kept out of its properties.
+EDGE_KEY_ALIASES = {"from", "to", "src", "dst", "relation", "label"}
 
 
 # -- reading the folder ------------------------------------------------------------------
@@ -200,8 +204,17 @@ def import_folder(graph: GraphView, collection: str, folder: Path) -> dict[str, 
     return report
 
 
+@dataclass(frozen=True)
+class DocumentHeader:
+    """What a set's document node says about the document (the set's name by default)."""
+
+    document_id: str
+    filename: str
+    metadata: dict[str, Any]
+    old_collection_id: int | None  # set when the set is an export of ours
+
+
 def _prepare(graph: GraphView, record: Any, folder: Path, name: str) -> dict[str, Any]:
-    from ..analysis import analyze, detect_language
     from ..ingest import signature
 
     nodes_path = folder / f"{name}.nodes.json"
@@ -211,6 +224,38 @@ def _prepare(graph: GraphView, record: Any, folder: Path, name: str) -> dict[str
     vectors_by_id = _read_vectors(folder / f"{name}.parquet")
     raw = nodes_path.read_bytes() + (edges_path.read_bytes() if edges_path.is_file() else b"")
     content_hash = hashlib.sha256(raw).hexdigest()
+    header = _read_header(nodes, name)
+    chunk_nodes = _chunk_nodes(nodes, name)
+    language = _language(record, chunk_nodes)
+    rows = RowSet()
+    mapping: dict[str, str] = {}
+    chunks = _stage_chunks(record, header, content_hash, language, chunk_nodes, rows, mapping)
+    vectors, missing = _given_vectors(chunk_nodes, vectors_by_id, record.dim)
+    doc_node = document_node_id(record.id, header.document_id)
+    _stage_other_nodes(nodes, record.id, header.document_id, doc_node, rows, mapping)
+    renames = _renames(header.old_collection_id, record.id)
+    has_parent = _stage_edges(edges, name, record.id, mapping, renames, rows)
+    # Hang the document's top-level parts (no parent of their own) off its document node.
+    for node_id, row in list(rows.nodes.items()):
+        if row.type in (SECTION, *CHUNK_TYPES) and node_id not in has_parent:
+            rows.edge(EdgeRow(doc_node, node_id, CONTAINS))
+    doc = DocumentRecord(
+        document_id=header.document_id,
+        path=None,
+        filename=header.filename,
+        source="import",
+        content_hash=content_hash,
+        signature=signature(record),
+        metadata=header.metadata,
+        bytes=len(raw),
+        chunk_count=len(chunks),
+        language=language,
+    )
+    return {"doc": doc, "chunks": chunks, "vectors": vectors, "missing": missing, "rows": rows}
+
+
+def _read_header(nodes: list[dict[str, Any]], name: str) -> DocumentHeader:
+    """The document id, file name and metadata a set's document node gives (the last wins)."""
     doc_meta: dict[str, Any] = {"imported_from": name}
     document_id = name
     filename = f"{name}.nodes.json"
@@ -218,32 +263,20 @@ def _prepare(graph: GraphView, record: Any, folder: Path, name: str) -> dict[str
     for n in nodes:
         if n.get("type") == DOCUMENT:
             document_id = str(n.get("document_id") or document_id)
-            doc_meta.update(
-                _props(
-                    n,
-                    (
-                        "id",
-                        "type",
-                        "document_id",
-                        "collection",
-                        "collection_id",
-                        "name",
-                        "source",
-                        "filename",
-                    ),
-                )
-            )
+            doc_meta.update(_props(n, DOCUMENT_NODE_KEYS))
             if isinstance(n.get("filename"), str) and n["filename"]:
                 filename = n["filename"]
             if isinstance(n.get("collection_id"), int):
                 old_cid = n["collection_id"]  # an export of ours: re-point its doc: ids
-    cid = record.id
-    mapping: dict[str, str] = {}
-    renames = (
-        {}
-        if old_cid is None
-        else {f"doc:{old_cid}:": f"doc:{cid}:", f"coll:{old_cid}": f"coll:{cid}"}
-    )
+    return DocumentHeader(document_id, filename, doc_meta, old_cid)
+
+
+def _chunk_nodes(nodes: list[dict[str, Any]], name: str) -> list[tuple[int, dict[str, Any], str]]:
+    """Check every node's id and type; return the chunk nodes with text, in chunk order.
+
+    Each entry is (position in the file, node, text); the order is the node's
+    ``chunk_index`` (or ``index``, ``order``), else its position.
+    """
     chunk_nodes: list[tuple[int, dict[str, Any], str]] = []
     for pos, n in enumerate(nodes):
         orig = n.get("id")
@@ -265,20 +298,31 @@ def _prepare(graph: GraphView, record: Any, folder: Path, name: str) -> dict[str
     chunk_nodes = [chunk_nodes[j] for j in order]
     if not chunk_nodes:
         raise GraphError(f"{name}.nodes.json: no chunk or code node with 'text'; nothing to search")
-    doc_node = document_node_id(cid, document_id)
-    language = (
-        record.language
-        if record.language and record.language != "auto"
-        else detect_language(" ".join(t for _, _, t in chunk_nodes)[:4000])
-    )
+    return chunk_nodes
+
+
+def _language(record: CollectionRecord, chunk_nodes: list[tuple[int, dict[str, Any], str]]) -> str:
+    """The collection's language, or the one detected in the set's first 4,000 characters."""
+    if record.language and record.language != "auto":
+        return record.language
+    return detect_language(" ".join(t for _, _, t in chunk_nodes)[:4000])
+
+
+def _stage_chunks(
+    record: CollectionRecord,
+    header: DocumentHeader,
+    content_hash: str,
+    language: str,
+    chunk_nodes: list[tuple[int, dict[str, Any], str]],
+    rows: RowSet,
+    mapping: dict[str, str],
+) -> list[ChunkRecord]:
+    """The chunk records of a set; add a graph node per chunk and map its id to the chunk_id."""
+    cid = record.id
     chunks: list[ChunkRecord] = []
-    rows = RowSet()
-    dim = record.dim
-    vectors = np.zeros((len(chunk_nodes), dim), dtype=np.float32)
-    missing: list[int] = []
-    offset = 0
+    offset = 0  # chunks are laid out as if joined by blank lines
     for index, (_pos, n, text) in enumerate(chunk_nodes):
-        chunk_id = make_chunk_id(cid, document_id, content_hash, index)
+        chunk_id = make_chunk_id(cid, header.document_id, content_hash, index)
         mapping[n["id"]] = chunk_id
         page = n.get("page") if isinstance(n.get("page"), int) else None
         section = n.get("section") if isinstance(n.get("section"), str) else None
@@ -286,7 +330,7 @@ def _prepare(graph: GraphView, record: Any, folder: Path, name: str) -> dict[str
             ChunkRecord(
                 key=chunk_key(chunk_id),
                 chunk_id=chunk_id,
-                document_id=document_id,
+                document_id=header.document_id,
                 chunk_index=index,
                 text=text,
                 page=page,
@@ -296,12 +340,40 @@ def _prepare(graph: GraphView, record: Any, folder: Path, name: str) -> dict[str
                 content_hash=hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(),
                 language=language,
                 terms=analyze(text, language),
-                metadata=doc_meta,
-                filename=filename,
+                metadata=header.metadata,
+                filename=header.filename,
                 path=None,
             )
         )
         offset += len(text) + 2
+        props = _props(n, NODE_RESERVED)
+        props.update(
+            {
+                "name": props.get("name") or " ".join(text.split())[:60],
+                "collection": record.name,
+                "collection_id": cid,
+                "document_id": header.document_id,
+                "chunk_index": index,
+                "source_id": n["id"],
+                "preview": " ".join(text.split())[:160],
+            }
+        )
+        rows.node(NodeRow(chunk_id, n["type"], props, chunk_id))
+    return chunks
+
+
+def _given_vectors(
+    chunk_nodes: list[tuple[int, dict[str, Any], str]],
+    vectors_by_id: dict[str, np.ndarray],
+    dim: int,
+) -> tuple[np.ndarray, list[int]]:
+    """The set's own vectors, normalized, and the chunk indexes left to embed.
+
+    A vector is used when it has the collection's dimension, is finite and not zero.
+    """
+    vectors = np.zeros((len(chunk_nodes), dim), dtype=np.float32)
+    missing: list[int] = []
+    for index, (_pos, n, _text) in enumerate(chunk_nodes):
         vec = vectors_by_id.get(n["id"])
         if (
             vec is not None
@@ -312,19 +384,18 @@ def _prepare(graph: GraphView, record: Any, folder: Path, name: str) -> dict[str
             vectors[index] = vec / np.linalg.norm(vec)
         else:
             missing.append(index)
-        props = _props(n, NODE_RESERVED)
-        props.update(
-            {
-                "name": props.get("name") or " ".join(text.split())[:60],
-                "collection": record.name,
-                "collection_id": cid,
-                "document_id": document_id,
-                "chunk_index": index,
-                "source_id": n["id"],
-                "preview": " ".join(text.split())[:160],
-            }
-        )
-        rows.node(NodeRow(chunk_id, n["type"], props, chunk_id))
+    return vectors, missing
+
+
+def _stage_other_nodes(
+    nodes: list[dict[str, Any]],
+    cid: int,
+    document_id: str,
+    doc_node: str,
+    rows: RowSet,
+    mapping: dict[str, str],
+) -> None:
+    """Add the set's non-chunk nodes under their workspace ids, recorded in ``mapping``."""
     for n in nodes:
         orig, kind = n["id"], n["type"]
         if orig in mapping or kind == DOCUMENT:
@@ -335,21 +406,43 @@ def _prepare(graph: GraphView, record: Any, folder: Path, name: str) -> dict[str
         if kind == CATEGORY and n.get("kind") == "collection":
             mapping[orig] = collection_node_id(cid)  # the ingest hook writes this node
             continue
-        if kind in (ENTITY, CATEGORY) and orig.startswith(("ent:", "cat:")):
-            new_id = orig  # ours already: entities and tags are shared by the workspace
-        elif kind == ENTITY and isinstance(label, str) and canonical_key(label):
-            new_id = entity_node_id(canonical_key(label))
-        elif kind == CATEGORY and isinstance(label, str) and canonical_key(label):
-            new_id = category_node_id(label)
-        elif kind == SECTION:
-            new_id = f"imp:{cid}:{document_id}:{orig}"
-        else:
-            new_id = f"imp:{cid}:{orig}"
+        new_id = _workspace_node_id(orig, kind, label, cid, document_id)
         mapping[orig] = new_id
         props = _props(n, NODE_RESERVED)
         props.setdefault("name", label if isinstance(label, str) else orig)
         props["source_id"] = orig
         rows.node(NodeRow(new_id, kind, props))
+
+
+def _workspace_node_id(orig: str, kind: str, label: Any, cid: int, document_id: str) -> str:
+    """The id an imported node gets: shared for entities and categories, else prefixed."""
+    if kind in (ENTITY, CATEGORY) and orig.startswith(("ent:", "cat:")):
+        return orig  # ours already: entities and tags are shared by the workspace
+    if kind == ENTITY and isinstance(label, str) and canonical_key(label):
+        return entity_node_id(canonical_key(label))
+    if kind == CATEGORY and isinstance(label, str) and canonical_key(label):
+        return category_node_id(label)
+    if kind == SECTION:
+        return f"imp:{cid}:{document_id}:{orig}"
+    return f"imp:{cid}:{orig}"
+
+
+def _renames(old_cid: int | None, cid: int) -> dict[str, str]:
+    """Id prefixes of an export of ours to re-point at this collection."""
+    if old_cid is None:
+        return {}
+    return {f"doc:{old_cid}:": f"doc:{cid}:", f"coll:{old_cid}": f"coll:{cid}"}
+
+
+def _stage_edges(
+    edges: list[dict[str, Any]],
+    name: str,
+    cid: int,
+    mapping: dict[str, str],
+    renames: dict[str, str],
+    rows: RowSet,
+) -> set[str]:
+    """Add the set's edges between mapped ids; return the ids that got a parent."""
     has_parent: set[str] = set()
     for k, e in enumerate(edges):
         src = _edge_field(e, "source", "from", "src")
@@ -363,31 +456,11 @@ def _prepare(graph: GraphView, record: Any, folder: Path, name: str) -> dict[str
         if not isinstance(weight, (int, float)) or isinstance(weight, bool):
             weight = 1.0
         s, t = _map_endpoint(mapping, src, cid, renames), _map_endpoint(mapping, dst, cid, renames)
-        props = {
-            k2: v
-            for k2, v in e.items()
-            if k2 not in EDGE_RESERVED | {"from", "to", "src", "dst", "relation", "label"}
-        }
+        props = {k2: v for k2, v in e.items() if k2 not in EDGE_RESERVED | EDGE_KEY_ALIASES}
         rows.edge(EdgeRow(s, t, kind, float(weight), props))
         if kind in (CONTAINS, "parent_of"):
             has_parent.add(t)
-    # Hang the document's top-level parts (no parent of their own) off its document node.
-    for node_id, row in list(rows.nodes.items()):
-        if row.type in (SECTION, *CHUNK_TYPES) and node_id not in has_parent:
-            rows.edge(EdgeRow(doc_node, node_id, CONTAINS))
-    doc = DocumentRecord(
-        document_id=document_id,
-        path=None,
-        filename=filename,
-        source="import",
-        content_hash=content_hash,
-        signature=signature(record),
-        metadata=doc_meta,
-        bytes=len(raw),
-        chunk_count=len(chunks),
-        language=language,
-    )
-    return {"doc": doc, "chunks": chunks, "vectors": vectors, "missing": missing, "rows": rows}
+    return has_parent
 
 
 def _int(node: dict[str, Any], keys: Sequence[str], default: int) -> int:
@@ -406,178 +479,6 @@ def _map_endpoint(mapping: dict[str, str], orig: str, cid: int, renames: dict[st
         if orig.startswith(old):
             return new + orig[len(old) :]
     return orig if ":" in orig else f"imp:{cid}:{orig}"
-
-
-# -- selecting what to export ------------------------------------------------------------
-
-
-def collection_part(
-    graph: GraphView, collection: str, node_limit: int, edge_limit: int
-) -> tuple[list[Node], list[Edge], bool]:
-    """Nodes and edges that came from a collection's documents, plus user edges among them."""
-    record = graph.kb.record(collection)
-    g = graph.memgraph()
-    node_idx: dict[int, None] = {}
-    edge_idx: dict[int, None] = {}
-    for doc in sorted(g.by_coll.get(record.id, ())):
-        nodes, edges = g.by_prov.get((record.id, doc), ([], []))
-        for i in nodes:
-            if g.nprov[i] is not None:
-                node_idx[i] = None
-        for e in edges:
-            if g.eprov[e] is not None:
-                edge_idx[e] = None
-    for i in list(node_idx):
-        for e in g.out[i]:
-            if g.edst[e] in node_idx:
-                edge_idx[e] = None
-    for e in edge_idx:
-        node_idx.setdefault(g.esrc[e], None)
-        node_idx.setdefault(g.edst[e], None)
-    truncated = len(node_idx) > node_limit or len(edge_idx) > edge_limit
-    kept_nodes = list(node_idx)[:node_limit]
-    keep = set(kept_nodes)
-    kept_edges = [e for e in edge_idx if g.esrc[e] in keep and g.edst[e] in keep][:edge_limit]
-    return [g.node(i) for i in kept_nodes], [g.edge(e) for e in kept_edges], truncated
-
-
-def export_text(
-    graph: GraphView,
-    *,
-    collection: str | None,
-    node: str | None,
-    max_depth: int,
-    fmt: str,
-    node_limit: int,
-    edge_limit: int,
-) -> str:
-    if fmt not in FORMATS:
-        raise GraphError(
-            f"format: {fmt!r} unknown; use graphml or mermaid (or export_folder for JSON)"
-        )
-    if node is not None:
-        sub = graph.subgraph(
-            node, max_depth=max_depth, node_limit=node_limit, edge_limit=edge_limit
-        )
-        nodes, edges = sub.nodes, sub.edges
-    elif collection is not None:
-        nodes, edges, _ = collection_part(graph, collection, node_limit, edge_limit)
-    else:
-        raise GraphError("export: name a collection or a node")
-    return to_graphml(nodes, edges) if fmt == "graphml" else to_mermaid(nodes, edges)
-
-
-# -- GraphML and Mermaid -----------------------------------------------------------------
-
-
-def export_folder(graph: GraphView, collection: str, folder: Path) -> list[Path]:
-    """Write ``<doc>.nodes.json``, ``<doc>.edges.json`` and ``<doc>.parquet`` per document.
-
-    The files are written into a hidden folder inside ``folder`` and moved into place
-    once all are written: an export that fails (a full disk) leaves nothing of itself,
-    not even the folders it made, and replaces no file of an earlier export.
-
-    Raises:
-        GraphError: a file could not be written (the message says why).
-    """
-    kb = graph.kb
-    record = kb.record(collection)
-    g = graph.memgraph()
-    made = [p for p in (folder, *folder.parents) if not p.exists()]
-    folder.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".hybridkb-export-", dir=folder))
-    try:
-        names = _write_sets(kb, record, g, staging)
-        written = []
-        for name in names:
-            os.replace(staging / name, folder / name)
-            written.append(folder / name)
-        staging.rmdir()
-    except BaseException as exc:
-        shutil.rmtree(staging, ignore_errors=True)
-        for path in made:  # deepest first; a folder someone else filled meanwhile stays
-            with contextlib.suppress(OSError):
-                path.rmdir()
-        reason = _write_failure(exc)
-        if reason is None:
-            raise
-        raise GraphError(
-            f"export to {folder} failed ({reason}); nothing of it was written"
-        ) from exc
-    return written
-
-
-def _write_failure(exc: BaseException) -> str | None:
-    """Why a file could not be written, or None for an error that is not about writing."""
-    import duckdb  # write_vectors writes Parquet through DuckDB
-
-    if isinstance(exc, OSError):
-        return f"{exc.strerror or exc}: {Path(exc.filename).name}" if exc.filename else str(exc)
-    if isinstance(exc, duckdb.Error):
-        return first_line(exc)
-    return None
-
-
-def _write_sets(kb: Host, record: CollectionRecord, g: MemGraph, folder: Path) -> list[str]:
-    """Write every document's set into ``folder``; return the file names written."""
-    written: list[str] = []
-    used_names: set[str] = set()
-    for doc in sorted(g.by_coll.get(record.id, ())):
-        node_ids, edge_ids = g.by_prov.get((record.id, doc), ([], []))
-        nodes = [g.node(i) for i in dict.fromkeys(node_ids) if g.nprov[i] is not None]
-        edges = [g.edge(e) for e in dict.fromkeys(edge_ids) if g.eprov[e] is not None]
-        chunk_ids = [n.id for n in nodes if n.type in CHUNK_TYPES]
-        keys = [chunk_key(c) for c in chunk_ids]
-        rows = kb.storage.fetch_chunks(record, keys)
-        texts = {r.chunk_id: r.text for r in rows.values()}
-        out_nodes = []
-        for n in nodes:
-            d = n.to_dict()
-            if n.type in CHUNK_TYPES and n.id in texts:
-                d["text"] = texts[n.id]
-                d.pop("preview", None)
-            if n.type == DOCUMENT:
-                d["document_id"] = doc
-            out_nodes.append(d)
-        base = _SAFE.sub("_", doc).strip("._") or "document"
-        name, k = base, 1
-        while name in used_names:
-            k += 1
-            name = f"{base}_{k}"
-        used_names.add(name)
-        paths = [
-            folder / f"{name}.nodes.json",
-            folder / f"{name}.edges.json",
-            folder / f"{name}.parquet",
-        ]
-        paths[0].write_text(json.dumps(out_nodes, ensure_ascii=False, indent=1), encoding="utf-8")
-        paths[1].write_text(
-            json.dumps([e.to_dict() for e in edges], ensure_ascii=False, indent=1), encoding="utf-8"
-        )
-        present = [c for c in chunk_ids if c in texts]
-        vecs = (
-            kb.storage.fetch_vectors(record, [chunk_key(c) for c in present])
-            if present
-            else np.zeros((0, record.dim))
-        )
-        write_vectors(paths[2], present, vecs)
-        written.extend(p.name for p in paths)
-    return written
-
-
-def write_vectors(path: Path, ids: Sequence[str], vectors: np.ndarray) -> None:
-    """Write ``id`` (text) and ``embedding`` (a list of float32) rows as Parquet, by DuckDB."""
-    import duckdb
-
-    payload = json.dumps({"id": list(ids), "embedding": np.asarray(vectors).tolist()})
-    target = str(path).replace("'", "''")
-    with duckdb.connect(":memory:") as con:
-        con.execute(
-            "COPY (SELECT unnest(j.id) AS id, unnest(j.embedding) AS embedding FROM"
-            ' (SELECT from_json(?, \'{"id": ["VARCHAR"], "embedding": [["FLOAT"]]}\') AS j))'
-            f" TO '{target}' (FORMAT parquet)",
-            [payload],
-        )
 
 
 __all__ = [

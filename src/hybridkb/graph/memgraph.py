@@ -229,15 +229,22 @@ class MemGraph:
                 inn[t][eid] = None
                 added += 1
             else:
-                current = eprov[eid]
-                if isinstance(current, dict):
-                    current[prov] = (weight, props)
-                elif current != prov:
-                    eprov[eid] = {current: (eweight[eid], eprops[eid]), prov: (weight, props)}
-                eweight[eid], eprops[eid] = weight, props
+                self._back_edge(eid, prov, weight, props)
             if tracked is not None:
                 tracked[1].append(eid)
         self.edge_count += added
+
+    def _back_edge(self, eid: int, prov: Prov, weight: float, props: dict[str, Any]) -> None:
+        """Another row backs edge ``eid``: its weight and properties are the latest row's."""
+        current = self.eprov[eid]
+        if isinstance(current, dict):
+            current[prov] = (weight, props)
+        elif current != prov:
+            self.eprov[eid] = {
+                current: (self.eweight[eid], self.eprops[eid]),
+                prov: (weight, props),
+            }
+        self.eweight[eid], self.eprops[eid] = weight, props
 
     # -- removing -------------------------------------------------------------------
 

@@ -205,19 +205,23 @@ def traverse(
         frontier = np.concatenate(level) if level else np.empty(0, np.int64)
         if truncated:
             break
-    out = []
-    for y, depth in order:
-        nodes, edges = [y], []
-        cur = y
-        while cur != start:
-            prev, eid = parent[cur]
-            edges.append(eid)
-            nodes.append(prev)
-            cur = prev
-        nodes.reverse()
-        edges.reverse()
-        out.append((depth, nodes, edges))
-    return out, truncated
+    return [(depth, *_path_back(parent, start, y)) for y, depth in order], truncated
+
+
+def _path_back(
+    parent: dict[int, tuple[int, int]], start: int, y: int
+) -> tuple[list[int], list[int]]:
+    """(nodes, edges) from ``start`` to ``y`` along the BFS-tree ``parent`` links."""
+    nodes, edges = [y], []
+    cur = y
+    while cur != start:
+        prev, eid = parent[cur]
+        edges.append(eid)
+        nodes.append(prev)
+        cur = prev
+    nodes.reverse()
+    edges.reverse()
+    return nodes, edges
 
 
 def _slices(fx: Frontier, nodes: np.ndarray, budget: int) -> list[np.ndarray]:
@@ -262,6 +266,11 @@ class _Side:
         self.parent_edge[new] = eids[pos]
         self.frontier = new
         return np.asarray(new, dtype=np.int64)
+
+    def deepen(self, levels: int) -> None:
+        """Expand until ``levels`` levels are done, the frontier is empty or the work is spent."""
+        while self.levels < levels and self.frontier.size and self.fx.work < MAX_WORK:
+            self.step()
 
     def lower_bound(self, nodes: np.ndarray) -> np.ndarray:
         d = self.dist[nodes]
@@ -337,36 +346,41 @@ def _enumerate(
     limit: int,
     first: tuple[list[int], list[int]],
 ) -> tuple[list[tuple[list[int], list[int]]], bool]:
-    found: list[tuple[list[int], list[int]]] = []
-    seen_paths: set[tuple[int, ...]] = set()
-    expansions = 0
-    step = Frontier(g, fwd.fx.direction, fwd.fx.types)
+    search = _PathSearch(g, a, b, fwd, bwd, best, limit)
     for length in range(best, max_depth + 1):
         # Exact distances to b for every node that could still be on such a path.
-        while bwd.levels < length - 1 and bwd.frontier.size and bwd.fx.work < MAX_WORK:
-            bwd.step()
-        nodes: list[int] = [a]
+        bwd.deepen(length - 1)
+        truncated = search.walk(length)
+        if truncated is not None:
+            return _ordered(search.found, first, limit), truncated
+    return _ordered(search.found, first, limit), False
+
+
+class _PathSearch:
+    """The depth-first search for a -> b paths of one length at a time; the paths found and
+    the work done carry over from one length to the next."""
+
+    def __init__(
+        self, g: MemGraph, a: int, b: int, fwd: _Side, bwd: _Side, best: int, limit: int
+    ) -> None:
+        self.a, self.b, self.fwd, self.bwd = a, b, fwd, bwd
+        self.best, self.limit = best, limit
+        self.step = Frontier(g, fwd.fx.direction, fwd.fx.types)
+        self.found: list[tuple[list[int], list[int]]] = []
+        self.seen_paths: set[tuple[int, ...]] = set()
+        self.expansions = 0
+
+    def walk(self, length: int) -> bool | None:
+        """Find the paths of ``length`` edges. None when the search goes on to longer paths,
+        else whether it stopped short: True at the work cap, False with ``limit`` paths."""
+        nodes: list[int] = [self.a]
         edges: list[int] = []
-        on_path = {a}
-        stack: list[Any] = []
-
-        def candidates(x: int, depth: int, length: int = length) -> Any:
-            eids, _frm, to = step.expand(np.asarray([x], np.int64))
-            left = length - depth - 1  # edges still to go after taking this one
-            if left == 0:
-                keep = to == b
-            else:
-                keep = (to != b) & (bwd.lower_bound(to) <= left)
-                if length == best:  # on a shortest path, the distance from a is exact too
-                    known = fwd.dist[to]
-                    keep &= np.where(known == NONE, depth + 1 > fwd.levels, known == depth + 1)
-            return zip(eids[keep].tolist(), to[keep].tolist(), strict=True)
-
-        stack.append(candidates(a, 0))
-        expansions += 1
+        on_path = {self.a}
+        stack: list[Any] = [self.candidates(self.a, 0, length)]
+        self.expansions += 1
         while stack:
-            if expansions >= MAX_DFS_NODES or step.work >= MAX_WORK:
-                return _ordered(found, first, limit), True
+            if self.expansions >= MAX_DFS_NODES or self.step.work >= MAX_WORK:
+                return True
             nxt = next(stack[-1], None)
             if nxt is None:
                 stack.pop()
@@ -377,21 +391,39 @@ def _enumerate(
             eid, y = nxt
             if y in on_path:
                 continue
-            if y == b:
-                path = (nodes + [b], edges + [eid])
-                key = tuple(path[1])
-                if key not in seen_paths:
-                    seen_paths.add(key)
-                    found.append(path)
-                    if len(found) >= limit:
-                        return _ordered(found, first, limit), False
+            if y == self.b:
+                if self.keep((nodes + [self.b], edges + [eid])):
+                    return False
                 continue
             nodes.append(y)
             edges.append(eid)
             on_path.add(y)
-            stack.append(candidates(y, len(edges)))
-            expansions += 1
-    return _ordered(found, first, limit), False
+            stack.append(self.candidates(y, len(edges), length))
+            self.expansions += 1
+        return None
+
+    def candidates(self, x: int, depth: int, length: int) -> Any:
+        """(edge, node) steps from ``x`` at ``depth`` that can still reach b in ``length``."""
+        fwd, bwd, b = self.fwd, self.bwd, self.b
+        eids, _frm, to = self.step.expand(np.asarray([x], np.int64))
+        left = length - depth - 1  # edges still to go after taking this one
+        if left == 0:
+            keep = to == b
+        else:
+            keep = (to != b) & (bwd.lower_bound(to) <= left)
+            if length == self.best:  # on a shortest path, the distance from a is exact too
+                known = fwd.dist[to]
+                keep &= np.where(known == NONE, depth + 1 > fwd.levels, known == depth + 1)
+        return zip(eids[keep].tolist(), to[keep].tolist(), strict=True)
+
+    def keep(self, path: tuple[list[int], list[int]]) -> bool:
+        """Keep a path not found before; True once ``limit`` paths are kept."""
+        key = tuple(path[1])
+        if key in self.seen_paths:
+            return False
+        self.seen_paths.add(key)
+        self.found.append(path)
+        return len(self.found) >= self.limit
 
 
 def _ordered(

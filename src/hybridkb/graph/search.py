@@ -32,7 +32,7 @@ from ..search import Target, check_query, hits_for
 from ..storage.base import chunk_key, document_node_id
 from ..types import Hit
 from .extract import resolve_aliases
-from .host import GraphView
+from .host import GraphView, Host
 from .model import (
     CATEGORY,
     CHUNK_TYPES,
@@ -149,26 +149,38 @@ def name_index(g: MemGraph) -> NameIndex:
 def _chunks_under(g: MemGraph, i: int, limit: int) -> list[int]:
     """Chunk nodes a matched node stands for: mentions (entity), contents (section/doc)."""
     kind = g.ntype[i]
-    out: list[int] = []
     if kind == ENTITY:
-        for eid in g.inn[i]:
-            if g.etype[eid] == MENTIONS:
-                out.append(g.esrc[eid])
-                if len(out) >= limit:
-                    break
-        return out
+        return _mentioning_chunks(g, i, limit)
     if kind in (SECTION, DOCUMENT):
-        frontier = [i]
-        for _ in range(4):
-            nxt: list[int] = []
-            for x in frontier:
-                for eid in g.out[x]:
-                    if g.etype[eid] in (CONTAINS, "parent_of"):
-                        y = g.edst[eid]
-                        (out if g.ntype[y] in CHUNK_TYPES else nxt).append(y)
-                        if len(out) >= limit:
-                            return out
-            frontier = nxt
+        return _contained_chunks(g, i, limit)
+    return []
+
+
+def _mentioning_chunks(g: MemGraph, i: int, limit: int) -> list[int]:
+    """The first ``limit`` chunks that mention entity ``i``."""
+    out: list[int] = []
+    for eid in g.inn[i]:
+        if g.etype[eid] == MENTIONS:
+            out.append(g.esrc[eid])
+            if len(out) >= limit:
+                break
+    return out
+
+
+def _contained_chunks(g: MemGraph, i: int, limit: int) -> list[int]:
+    """The first ``limit`` chunks within four contains-levels below section or document ``i``."""
+    out: list[int] = []
+    frontier = [i]
+    for _ in range(4):
+        nxt: list[int] = []
+        for x in frontier:
+            for eid in g.out[x]:
+                if g.etype[eid] in (CONTAINS, "parent_of"):
+                    y = g.edst[eid]
+                    (out if g.ntype[y] in CHUNK_TYPES else nxt).append(y)
+                    if len(out) >= limit:
+                        return out
+        frontier = nxt
     return out
 
 
@@ -176,7 +188,20 @@ def graph_seeds(
     graph: GraphView, g: MemGraph, query: str, allowed: set[int] | None, limit: int
 ) -> list[tuple[str, int, float]]:
     """(chunk_id, collection_id, score) for chunks tied to nodes the query names, best first."""
-    scores: dict[int, float] = {}
+    scores = _seed_scores(g, _named_nodes(graph, g, query))
+    ranked = []
+    for c, s in sorted(scores.items(), key=lambda kv: (-kv[1], g.ids[kv[0]])):
+        cid = g.nprops[c].get("collection_id")
+        if not isinstance(cid, int) or (allowed is not None and cid not in allowed):
+            continue
+        ranked.append((g.ids[c], cid, s))
+        if len(ranked) >= limit:
+            break
+    return ranked
+
+
+def _named_nodes(graph: GraphView, g: MemGraph, query: str) -> dict[int, float]:
+    """Nodes the query names, weighted: an extracted entity 2, a name match its tokens."""
     matched: dict[int, float] = {}
     store = graph.store
     aliases = store.transaction(lambda con: store.aliases_for(con, graph.workspace))
@@ -189,6 +214,12 @@ def graph_seeds(
         if g.ntype[i] == CATEGORY:
             continue  # a category stands for whole collections: too broad to seed from
         matched[i] = matched.get(i, 0.0) + float(n)
+    return matched
+
+
+def _seed_scores(g: MemGraph, matched: dict[int, float]) -> dict[int, float]:
+    """Each matched node's weight spread over its chunks, less the more chunks it has."""
+    scores: dict[int, float] = {}
     for i, weight in matched.items():
         chunks = _chunks_under(g, i, 2000)
         if not chunks:
@@ -196,15 +227,7 @@ def graph_seeds(
         specificity = 1.0 / math.log2(2 + len(chunks))
         for c in chunks:
             scores[c] = scores.get(c, 0.0) + weight * specificity
-    ranked = []
-    for c, s in sorted(scores.items(), key=lambda kv: (-kv[1], g.ids[kv[0]])):
-        cid = g.nprops[c].get("collection_id")
-        if not isinstance(cid, int) or (allowed is not None and cid not in allowed):
-            continue
-        ranked.append((g.ids[c], cid, s))
-        if len(ranked) >= limit:
-            break
-    return ranked
+    return scores
 
 
 def _graph_hits(
@@ -317,12 +340,8 @@ def context_for(
         (y for y in first if y not in taken),
         key=lambda y: (min(first[y][2], 2), -activation[y], g.ids[y]),
     )
-    doc_links: list[tuple[int, int, str]] = []
     doc_i = g.index.get(document_node) if document_node else None
-    if doc_i is not None:
-        for eid, direction, y in g.steps(doc_i, "both", edge_types):
-            if g.etype[eid] not in STRUCTURAL_EDGES and y not in taken:
-                doc_links.append((y, eid, direction))
+    doc_links = _document_links(g, doc_i, edge_types, taken)
     room = limit - len(items) - min(len(doc_links), max(0, limit - len(items)) // 2)
     for y in ranked[: max(0, room)]:
         eid, direction, d, via = first[y]
@@ -333,6 +352,19 @@ def context_for(
         if y not in taken:
             add(y, eid, direction, 1 + len(_ancestors(g, i, None)), doc_i, 1.0)  # type: ignore[arg-type]
     return items
+
+
+def _document_links(
+    g: MemGraph, doc_i: int | None, edge_types: frozenset[str] | None, taken: set[int]
+) -> list[tuple[int, int, str]]:
+    """(node, edge, direction) of a document's non-structural links to nodes not yet taken."""
+    if doc_i is None:
+        return []
+    return [
+        (y, eid, direction)
+        for eid, direction, y in g.steps(doc_i, "both", edge_types)
+        if g.etype[eid] not in STRUCTURAL_EDGES and y not in taken
+    ]
 
 
 def graph_search(
@@ -349,23 +381,9 @@ def graph_search(
 ) -> GraphSearchResults:
     """The graph search behind :meth:`hybridkb.graph.Graph.search` (arguments, results and
     errors as documented there)."""
-    if strategy not in STRATEGIES:
-        raise GraphError(f"strategy: {strategy!r} unknown; use one of {', '.join(STRATEGIES)}")
-    check_query(query, search_limit, "hybrid")
-    if not isinstance(traverse_depth, int) or not 0 <= traverse_depth <= 5:
-        raise GraphError(f"traverse_depth: must be 0 to 5, got {traverse_depth!r}")
-    if not isinstance(neighbor_limit, int) or not 0 <= neighbor_limit <= 1000:
-        raise GraphError(f"neighbor_limit: must be 0 to 1000, got {neighbor_limit!r}")
+    _check_search(query, strategy, traverse_depth, search_limit, neighbor_limit)
     kb = graph.kb
-    names = list(dict.fromkeys(collections)) if collections is not None else None
-    records = {
-        r.id: r
-        for r in (
-            [kb.record(n) for n in names]
-            if names is not None
-            else kb.storage.list_collections(kb.workspace)
-        )
-    }
+    records = _searched_records(kb, collections)
     types = frozenset(edge_types) if edge_types else None
     vector: list[Hit] = []
     if strategy in ("vector_first", "graph_first", "parallel", "vector_only"):
@@ -378,34 +396,7 @@ def graph_search(
         flt = parse_filter(where)
         seeds = graph_seeds(graph, g, query, set(records), search_limit * (5 if flt else 1))
         graph_hits = [h for h in _graph_hits(graph, records, seeds) if matches(flt, h.metadata)]
-    seeds_out: list[tuple[Hit, str]] = []
-    if strategy in ("vector_first", "vector_only"):
-        seeds_out = [(h, "vector") for h in vector]
-    elif strategy == "graph_only":
-        seeds_out = [(h, "graph") for h in graph_hits[:search_limit]]
-    elif strategy == "graph_first":
-        seen = {h.chunk_id for h in graph_hits[:search_limit]}
-        seeds_out = [(h, "graph") for h in graph_hits[:search_limit]]
-        seeds_out += [(h, "vector") for h in vector if h.chunk_id not in seen][
-            : search_limit - len(seeds_out)
-        ]
-    else:  # parallel
-        by_id = {h.chunk_id: h for h in graph_hits}
-        by_id.update({h.chunk_id: h for h in vector})
-        both = {h.chunk_id for h in vector} & {h.chunk_id for h in graph_hits}
-        fused = fusion.rrf(
-            [[(h.chunk_id, h.score) for h in vector], [(h.chunk_id, h.score) for h in graph_hits]],
-            k=kb.settings.rrf_k,
-        )
-        for f in fused[:search_limit]:
-            hit = by_id[str(f.key)]
-            hit.scores["fused"] = float(f.score)
-            src = (
-                "both"
-                if f.key in both
-                else ("vector" if any(h.chunk_id == f.key for h in vector) else "graph")
-            )
-            seeds_out.append((hit, src))
+    seeds_out = _seed_hits(strategy, vector, graph_hits, search_limit, kb.settings.rrf_k)
     results = []
     for rank, (hit, source) in enumerate(seeds_out, 1):
         hit.rank = rank
@@ -425,6 +416,73 @@ def graph_search(
         )
         results.append(GraphSearchResult(hit, context, source))
     return GraphSearchResults(query, strategy, results)
+
+
+def _check_search(
+    query: str, strategy: str, traverse_depth: int, search_limit: int, neighbor_limit: int
+) -> None:
+    if strategy not in STRATEGIES:
+        raise GraphError(f"strategy: {strategy!r} unknown; use one of {', '.join(STRATEGIES)}")
+    check_query(query, search_limit, "hybrid")
+    if not isinstance(traverse_depth, int) or not 0 <= traverse_depth <= 5:
+        raise GraphError(f"traverse_depth: must be 0 to 5, got {traverse_depth!r}")
+    if not isinstance(neighbor_limit, int) or not 0 <= neighbor_limit <= 1000:
+        raise GraphError(f"neighbor_limit: must be 0 to 1000, got {neighbor_limit!r}")
+
+
+def _searched_records(kb: Host, collections: Iterable[str] | None) -> dict[int, Any]:
+    """The records of the named collections (every collection of the workspace if None)."""
+    names = list(dict.fromkeys(collections)) if collections is not None else None
+    return {
+        r.id: r
+        for r in (
+            [kb.record(n) for n in names]
+            if names is not None
+            else kb.storage.list_collections(kb.workspace)
+        )
+    }
+
+
+def _seed_hits(
+    strategy: str, vector: list[Hit], graph_hits: list[Hit], search_limit: int, rrf_k: int
+) -> list[tuple[Hit, str]]:
+    """The seed hits of a strategy in rank order, each with where it came from."""
+    if strategy in ("vector_first", "vector_only"):
+        return [(h, "vector") for h in vector]
+    if strategy == "graph_only":
+        return [(h, "graph") for h in graph_hits[:search_limit]]
+    if strategy == "graph_first":
+        seen = {h.chunk_id for h in graph_hits[:search_limit]}
+        seeds_out = [(h, "graph") for h in graph_hits[:search_limit]]
+        seeds_out += [(h, "vector") for h in vector if h.chunk_id not in seen][
+            : search_limit - len(seeds_out)
+        ]
+        return seeds_out
+    return _fused_hits(vector, graph_hits, search_limit, rrf_k)  # parallel
+
+
+def _fused_hits(
+    vector: list[Hit], graph_hits: list[Hit], search_limit: int, rrf_k: int
+) -> list[tuple[Hit, str]]:
+    """Vector and graph hits fused by RRF, each marked vector, graph or both."""
+    by_id = {h.chunk_id: h for h in graph_hits}
+    by_id.update({h.chunk_id: h for h in vector})
+    both = {h.chunk_id for h in vector} & {h.chunk_id for h in graph_hits}
+    fused = fusion.rrf(
+        [[(h.chunk_id, h.score) for h in vector], [(h.chunk_id, h.score) for h in graph_hits]],
+        k=rrf_k,
+    )
+    seeds_out: list[tuple[Hit, str]] = []
+    for f in fused[:search_limit]:
+        hit = by_id[str(f.key)]
+        hit.scores["fused"] = float(f.score)
+        src = (
+            "both"
+            if f.key in both
+            else ("vector" if any(h.chunk_id == f.key for h in vector) else "graph")
+        )
+        seeds_out.append((hit, src))
+    return seeds_out
 
 
 def _cid(records: dict[int, Any], name: str) -> int:

@@ -21,7 +21,10 @@ from typing import Any, TypeVar
 
 from ..errors import GraphError
 from ..storage.base import (
+    ChunkRecord,
+    CollectionRecord,
     Connection,
+    DocumentRecord,
     EdgeRow,
     GraphSQL,
     NodeRow,
@@ -122,64 +125,85 @@ class GraphStore:
         """Storage write hook: runs inside the document's transaction."""
         if not self.ready:
             return
-        coll = event.coll
-        ws, cid = coll.workspace, coll.id
         if event.kind in ("put", "put_batch"):
-            pairs = (
-                [(i.document, i.chunks) for i in event.items]
-                if event.kind == "put_batch"
-                else [(event.document, event.chunks)]
-            )
-            per_doc = []
-            for doc, chunks in pairs:
-                if doc is None:
-                    continue
-                staged = self.staged.pop((cid, doc.document_id), None)
-                rows = document_rows(
-                    coll,
-                    doc,
-                    chunks,
-                    extractors=self.extractors_for(ws),
-                    aliases=self.aliases_for(con, ws),
-                    find_collection=lambda name: self.sql.find_collection(con, ws, name),
-                    structure=staged is None,
-                )
-                if staged is not None:
-                    for n in staged.nodes.values():
-                        rows.node(n)
-                    for e in staged.edges.values():
-                        rows.edge(e)
-                per_doc.append(
-                    (doc.document_id, list(rows.nodes.values()), list(rows.edges.values()))
-                )
-            if not per_doc:
-                return
-            self.sql.replace_documents_many(con, ws, cid, per_doc, fresh=event.fresh)
-            changes = [
-                ((cid, d), node_tuples(n, cid, d), edge_tuples(e, cid, d)) for d, n, e in per_doc
-            ]
-
-            def replace(g: MemGraph) -> None:
-                for prov, nt, et in changes:
-                    g.replace_document(prov, nt, et)
-
-            self._record(con, ws, replace)
+            self._on_put(con, event)
         elif event.kind == "delete":
-            docs = list(event.document_ids)
-            if not docs:
-                return
-            self.sql.replace_documents(con, ws, cid, docs)
-
-            def forget(g: MemGraph) -> None:
-                vanished: set[int] = set()
-                for d in docs:
-                    vanished |= g.remove_prov((cid, d))
-                g.prune_user_edges(vanished)
-
-            self._record(con, ws, forget)
+            self._on_delete(con, event)
         elif event.kind == "drop":
+            ws, cid = event.coll.workspace, event.coll.id
             self.sql.drop_collection(con, ws, cid)
             self._record(con, ws, lambda g: g.drop_collection(cid))
+
+    def _on_put(self, con: Connection, event: WriteEvent) -> None:
+        """Replace the rows of each document written (one, or a batch) by its new rows."""
+        coll = event.coll
+        ws, cid = coll.workspace, coll.id
+        pairs = (
+            [(i.document, i.chunks) for i in event.items]
+            if event.kind == "put_batch"
+            else [(event.document, event.chunks)]
+        )
+        per_doc = []
+        for doc, chunks in pairs:
+            if doc is None:
+                continue
+            rows = self._rows_of(con, coll, doc, chunks)
+            per_doc.append((doc.document_id, list(rows.nodes.values()), list(rows.edges.values())))
+        if not per_doc:
+            return
+        self.sql.replace_documents_many(con, ws, cid, per_doc, fresh=event.fresh)
+        changes = [
+            ((cid, d), node_tuples(n, cid, d), edge_tuples(e, cid, d)) for d, n, e in per_doc
+        ]
+
+        def replace(g: MemGraph) -> None:
+            for prov, nt, et in changes:
+                g.replace_document(prov, nt, et)
+
+        self._record(con, ws, replace)
+
+    def _rows_of(
+        self,
+        con: Connection,
+        coll: CollectionRecord,
+        doc: DocumentRecord,
+        chunks: Sequence[ChunkRecord],
+    ) -> RowSet:
+        """A document's rows: derived from its chunks, or (an import) the rows staged for it."""
+        ws = coll.workspace
+        staged = self.staged.pop((coll.id, doc.document_id), None)
+        rows = document_rows(
+            coll,
+            doc,
+            chunks,
+            extractors=self.extractors_for(ws),
+            aliases=self.aliases_for(con, ws),
+            find_collection=lambda name: self.sql.find_collection(con, ws, name),
+            structure=staged is None,
+        )
+        if staged is not None:
+            for n in staged.nodes.values():
+                rows.node(n)
+            for e in staged.edges.values():
+                rows.edge(e)
+        return rows
+
+    def _on_delete(self, con: Connection, event: WriteEvent) -> None:
+        """Remove the rows of the documents deleted, and user edges left dangling."""
+        coll = event.coll
+        ws, cid = coll.workspace, coll.id
+        docs = list(event.document_ids)
+        if not docs:
+            return
+        self.sql.replace_documents(con, ws, cid, docs)
+
+        def forget(g: MemGraph) -> None:
+            vanished: set[int] = set()
+            for d in docs:
+                vanished |= g.remove_prov((cid, d))
+            g.prune_user_edges(vanished)
+
+        self._record(con, ws, forget)
 
     def write(
         self,

@@ -10,22 +10,21 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import BinaryIO
 
-from hybridkb.errors import ExtractionError, KBError, UnsupportedFileType
+from hybridkb.errors import ExtractionError, KBError
 from hybridkb.files import OpenedFile, allowed_root, open_file
-from hybridkb.loaders.budget import (
-    FileBudget,
-    FileLimits,
-    ReadingClock,
-    counting_zip_reads,
-    timed_while_read,
+from hybridkb.loaders.budget import FileBudget, FileLimits, ReadingClock, timed_while_read
+from hybridkb.loaders.registry import (
+    LOADERS,
+    SUPPORTED_EXTENSIONS,
+    SUPPORTED_HINT,
+    LoadOptions,
+    check_supported,
 )
 from hybridkb.loaders.snapshot import as_opened
-from hybridkb.loaders.text import iter_text_blocks, load_markdown, load_text, stream_markdown
+from hybridkb.loaders.text import iter_text_blocks, stream_markdown
 from hybridkb.normalize import display_name
 from hybridkb.types import Block, FailedFile, LoadedFile, SkippedFile
 
@@ -44,110 +43,6 @@ __all__ = [
 ]
 
 _HASH_BLOCK = 1 << 20
-
-
-@dataclass(frozen=True)
-class LoadOptions:
-    """What a loader may need besides the bytes (from settings)."""
-
-    pdf_password: str | None = None
-    ocr: bool = True
-
-
-Loader = Callable[[BinaryIO, str, LoadOptions, FileBudget], LoadedFile]
-
-
-def _load_pdf(stream: BinaryIO, name: str, options: LoadOptions, budget: FileBudget) -> LoadedFile:
-    from hybridkb.loaders.pdf import load_pdf  # pypdf is imported only for PDFs
-
-    return load_pdf(
-        stream, name=name, password=options.pdf_password, ocr=options.ocr, budget=budget
-    )
-
-
-def _load_docx(stream: BinaryIO, name: str, options: LoadOptions, budget: FileBudget) -> LoadedFile:
-    from hybridkb.loaders.docx import load_docx
-
-    with counting_zip_reads(budget):
-        return load_docx(stream, name=name, budget=budget)
-
-
-def _load_markdown(
-    stream: BinaryIO, name: str, options: LoadOptions, budget: FileBudget
-) -> LoadedFile:
-    return load_markdown(stream, name=name, budget=budget)
-
-
-def _load_text(stream: BinaryIO, name: str, options: LoadOptions, budget: FileBudget) -> LoadedFile:
-    return load_text(stream, name=name, budget=budget)
-
-
-def _load_html(stream: BinaryIO, name: str, options: LoadOptions, budget: FileBudget) -> LoadedFile:
-    from hybridkb.loaders.html import load_html
-
-    return load_html(stream, name=name, budget=budget)
-
-
-def _load_pptx(stream: BinaryIO, name: str, options: LoadOptions, budget: FileBudget) -> LoadedFile:
-    from hybridkb.loaders.slides import load_pptx
-
-    with counting_zip_reads(budget):
-        blocks = load_pptx(stream, name=name, budget=budget)
-    return LoadedFile(blocks=blocks, file_type="pptx")
-
-
-def _load_xlsx(stream: BinaryIO, name: str, options: LoadOptions, budget: FileBudget) -> LoadedFile:
-    from hybridkb.loaders.sheets import load_xlsx
-
-    with counting_zip_reads(budget, trees=False):  # openpyxl read-only streams its XML
-        blocks, warnings = load_xlsx(stream, name=name, budget=budget)
-    return LoadedFile(blocks=blocks, warnings=warnings, file_type="xlsx")
-
-
-def _load_csv(stream: BinaryIO, name: str, options: LoadOptions, budget: FileBudget) -> LoadedFile:
-    from hybridkb.loaders.sheets import load_csv
-
-    return LoadedFile(blocks=load_csv(stream, name=name, budget=budget), file_type="csv")
-
-
-def _load_epub(stream: BinaryIO, name: str, options: LoadOptions, budget: FileBudget) -> LoadedFile:
-    from hybridkb.loaders.epub import load_epub
-
-    with counting_zip_reads(budget):
-        blocks = load_epub(stream, name=name, budget=budget)
-    return LoadedFile(blocks=blocks, file_type="epub")
-
-
-# Each loader imports its parser when first used, so `import hybridkb.loaders` stays light.
-_LOADERS: dict[str, Loader] = {
-    ".pdf": _load_pdf,
-    ".docx": _load_docx,
-    ".md": _load_markdown,
-    ".markdown": _load_markdown,
-    ".txt": _load_text,
-    ".text": _load_text,
-    ".html": _load_html,
-    ".htm": _load_html,
-    ".xhtml": _load_html,
-    ".pptx": _load_pptx,
-    ".xlsx": _load_xlsx,
-    ".xlsm": _load_xlsx,
-    ".csv": _load_csv,
-    ".tsv": _load_csv,
-    ".epub": _load_epub,
-}
-SUPPORTED_EXTENSIONS: frozenset[str] = frozenset(_LOADERS)
-_SUPPORTED_HINT = "supported: " + ", ".join(sorted(SUPPORTED_EXTENSIONS))
-
-
-def check_supported(path: Path) -> None:
-    """Raise UnsupportedFileType unless a loader reads files named like ``path``."""
-    suffix = path.suffix.lower()
-    if suffix not in _LOADERS:
-        kind = suffix or "(no extension)"
-        raise UnsupportedFileType(
-            f"{display_name(path)}: unsupported file type {kind}; {_SUPPORTED_HINT}"
-        )
 
 
 def load_file(
@@ -184,7 +79,7 @@ def load_file(
         with open_file(path) as opened:
             return load_file(opened, pdf_password=pdf_password, ocr=ocr, limits=limits)
     check_supported(source.path)
-    loader = _LOADERS[source.path.suffix.lower()]
+    loader = LOADERS[source.path.suffix.lower()]
     budget = FileBudget(source.name, limits or FileLimits())
     try:
         stream = as_opened(source)
@@ -379,45 +274,67 @@ def _walk(
         except OSError:  # a link pointing at itself (ELOOP)
             is_dir = is_file = False
         if is_dir:
-            # A symlink back up the tree would loop forever; resolved paths repeat. The
-            # folder being listed is resolved already, so only links need resolving.
-            try:
-                target = Path(entry.path).resolve() if entry.is_symlink() else Path(entry.path)
-            except (OSError, RuntimeError) as exc:
-                yield _unusable(Path(entry.path), exc)
-                continue
-            if within is not None and allowed_root(target, within) is None:
-                yield _outside(Path(entry.path))
-                continue
-            if target not in seen_dirs:
-                seen_dirs.add(target)
-                listing = _listing(target)
-                if isinstance(listing, FailedFile):
-                    yield listing
-                else:
-                    stack.append(iter(listing))
-        elif Path(entry.name).suffix.lower() in SUPPORTED_EXTENSIONS:
-            if is_file:
-                try:
-                    # The folder listed is resolved, so only a link needs resolving (a
-                    # sync of 10k unchanged files spent a fifth of its time here).
-                    found = Path(entry.path)
-                    if entry.is_symlink():
-                        found = found.resolve()
-                except (OSError, RuntimeError) as exc:
-                    yield _unusable(Path(entry.path), exc)
-                    continue
-                if within is not None and allowed_root(found, within) is None:
-                    yield _outside(Path(entry.path))
-                else:
-                    yield found
-            elif entry.is_symlink() and not os.path.exists(entry.path):  # dangling or looping
-                yield _missing(Path(entry.path))
-            else:  # a pipe, socket or device with a supported extension
-                yield _not_regular(Path(entry.path))
-        elif is_file:
-            kind = Path(entry.name).suffix.lower() or "(no extension)"
-            yield _skipped(Path(entry.path), f"unsupported type {kind}; {_SUPPORTED_HINT}")
+            listing = _enter(entry, seen_dirs, within)
+            if isinstance(listing, FailedFile):
+                yield listing
+            elif listing is not None:
+                stack.append(iter(listing))
+            continue
+        found = _file_entry(entry, is_file, within)
+        if found is not None:
+            yield found
+
+
+def _enter(
+    entry: os.DirEntry[str], seen_dirs: set[Path], within: Sequence[Path] | None
+) -> list[os.DirEntry[str]] | FailedFile | None:
+    """The listing of a folder met in a walk; None for a folder walked already."""
+    # A symlink back up the tree would loop forever; resolved paths repeat. The
+    # folder being listed is resolved already, so only links need resolving.
+    try:
+        target = Path(entry.path).resolve() if entry.is_symlink() else Path(entry.path)
+    except (OSError, RuntimeError) as exc:
+        return _unusable(Path(entry.path), exc)
+    if within is not None and allowed_root(target, within) is None:
+        return _outside(Path(entry.path))
+    if target in seen_dirs:
+        return None
+    seen_dirs.add(target)
+    return _listing(target)
+
+
+def _file_entry(
+    entry: os.DirEntry[str], is_file: bool, within: Sequence[Path] | None
+) -> Path | FailedFile | SkippedFile | None:
+    """What a walk yields for an entry that is no folder (None: nothing, e.g. a pipe with
+    an extension we do not read)."""
+    if Path(entry.name).suffix.lower() in SUPPORTED_EXTENSIONS:
+        return _supported_entry(entry, is_file, within)
+    if is_file:
+        kind = Path(entry.name).suffix.lower() or "(no extension)"
+        return _skipped(Path(entry.path), f"unsupported type {kind}; {SUPPORTED_HINT}")
+    return None
+
+
+def _supported_entry(
+    entry: os.DirEntry[str], is_file: bool, within: Sequence[Path] | None
+) -> Path | FailedFile:
+    """A file with a supported extension, resolved; or why it cannot be read."""
+    if is_file:
+        try:
+            # The folder listed is resolved, so only a link needs resolving (a
+            # sync of 10k unchanged files spent a fifth of its time here).
+            found = Path(entry.path)
+            if entry.is_symlink():
+                found = found.resolve()
+        except (OSError, RuntimeError) as exc:
+            return _unusable(Path(entry.path), exc)
+        if within is not None and allowed_root(found, within) is None:
+            return _outside(Path(entry.path))
+        return found
+    if entry.is_symlink() and not os.path.exists(entry.path):  # dangling or looping
+        return _missing(Path(entry.path))
+    return _not_regular(Path(entry.path))  # a pipe, socket or device with a supported extension
 
 
 def iter_files(
@@ -470,9 +387,16 @@ def iter_files(
             found: Iterable[Path | FailedFile | SkippedFile] = _walk(resolved, seen_dirs, within)
         else:
             found = [resolved] if resolved.is_file() else [_not_regular(path)]
-        for item in found:
-            if isinstance(item, Path):
-                if item in seen_files:
-                    continue
-                seen_files.add(item)
-            yield item
+        yield from _once(found, seen_files)
+
+
+def _once(
+    found: Iterable[Path | FailedFile | SkippedFile], seen_files: set[Path]
+) -> Iterator[Path | FailedFile | SkippedFile]:
+    """``found`` without the files yielded before (named twice, or reached by two links)."""
+    for item in found:
+        if isinstance(item, Path):
+            if item in seen_files:
+                continue
+            seen_files.add(item)
+        yield item

@@ -14,6 +14,7 @@ files on a thread pool, and ONNX Runtime already uses every core for one page.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -160,40 +161,43 @@ def lines_to_paragraphs(pieces: Sequence[TextLine]) -> list[str]:
     starts, tolerance = _gutters(pieces)
     if not starts:
         return _paragraphs(_lines(pieces), typical)
-    lefts = [float("-inf"), *(start - tolerance for start in starts)]
-    rights = [*(start + tolerance for start in starts), float("inf")]
+    return _read_by_columns(pieces, Columns(starts, tolerance), typical)
 
-    def column(piece: TextLine) -> int | None:
-        for index, (low, high) in enumerate(zip(lefts, rights, strict=True)):
+
+class Columns:
+    """The text columns of a page: each starts at a gutter and ends at the next, widened
+    by the tolerance for ragged or padded edges."""
+
+    def __init__(self, starts: list[float], tolerance: float) -> None:
+        self.lefts = [float("-inf"), *(start - tolerance for start in starts)]
+        self.rights = [*(start + tolerance for start in starts), float("inf")]
+
+    def of(self, piece: TextLine) -> int | None:
+        """The column a piece lies in, or None for a piece that crosses a gutter."""
+        lefts = self.lefts
+        for index, (low, high) in enumerate(zip(lefts, self.rights, strict=True)):
             if (
                 piece.left >= low
                 and piece.right <= high
                 and (index + 1 == len(lefts) or piece.left < lefts[index + 1])
             ):
                 return index
-        return None  # crosses a gutter
+        return None
 
+
+def _read_by_columns(pieces: Sequence[TextLine], columns: Columns, typical: float) -> list[str]:
+    """Paragraphs top to bottom: each run of pieces inside columns (a band) is read left
+    column first; each run of pieces across a gutter (full-width text) as it stands."""
     paragraphs: list[str] = []
-    band: list[TextLine] = []  # pieces inside columns since the last spanning piece
-    span: list[TextLine] = []  # consecutive pieces across the gutter (full-width text)
-
-    def flush() -> None:
-        nonlocal band, span
-        for index in range(len(lefts)):
-            paragraphs.extend(_paragraphs(_lines([p for p in band if column(p) == index]), typical))
-        paragraphs.extend(_paragraphs(_lines(span), typical))
-        band, span = [], []
-
-    for piece in sorted(pieces, key=lambda p: (p.top, p.left)):
-        if column(piece) is not None:
-            if span:
-                flush()
-            band.append(piece)
-        else:
-            if band:
-                flush()
-            span.append(piece)
-    flush()
+    ordered = sorted(pieces, key=lambda p: (p.top, p.left))
+    for spanning, run in itertools.groupby(ordered, key=lambda p: columns.of(p) is None):
+        band = list(run)
+        if spanning:
+            paragraphs.extend(_paragraphs(_lines(band), typical))
+            continue
+        for index in range(len(columns.lefts)):
+            in_column = [p for p in band if columns.of(p) == index]
+            paragraphs.extend(_paragraphs(_lines(in_column), typical))
     return paragraphs
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any, BinaryIO
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO, NoReturn
 
 from pypdf import PasswordType, PdfReader
 
@@ -276,6 +277,51 @@ def load_pdf(
         BudgetExceeded: More pages, OCR pages, text or time than ``budget`` allows.
     """
     budget = budget or FileBudget(name, FileLimits())
+    reader, page_count = _open_pdf(stream, name, password)
+    pages = _survey_pages(reader, page_count, budget)
+    page_texts = _text_layers(reader, stream, pages, password, budget)
+    pages.no_text.sort()
+    pages.unreadable.sort()
+
+    warnings: list[str] = []
+    blocks, removed = _page_paragraphs(page_texts)
+    if removed:
+        warnings.append(_running_lines_warning(removed))
+    ocr_failure: str | None = None
+    if pages.no_text and ocr and ocr_available():
+        read, found, ocr_failure = _ocr_scans(stream, pages.no_text, password, budget)
+        blocks.extend(read)
+        blocks.sort(key=lambda block: block.page or 0)  # stable: page order, then reading order
+        if found:
+            warnings.append(
+                _pages_phrase(
+                    found, "was read by OCR (no text layer)", "were read by OCR (no text layer)"
+                )
+            )
+        pages.no_text = [number for number in pages.no_text if number not in found]
+    if not blocks:
+        _raise_nothing_read(name, pages, ocr_failure, ocr)
+    warnings.extend(_unread_pages_warnings(pages, ocr))
+    return LoadedFile(blocks=blocks, warnings=warnings, file_type="pdf")
+
+
+@dataclass
+class PageSurvey:
+    """The pages of a PDF sorted by what the passes over it found (1-based numbers)."""
+
+    candidates: list[int] = field(default_factory=list)  # pages that may hold a text layer
+    no_text: list[int] = field(default_factory=list)  # drawn but no text: scans
+    unreadable: list[int] = field(default_factory=list)
+    first_error: Exception | None = None  # the cause shown for the unreadable pages
+
+    def failed(self, number: int, exc: Exception) -> None:
+        """Record a page pypdf could not read; one broken page must not lose the others."""
+        self.unreadable.append(number)
+        self.first_error = self.first_error or exc
+
+
+def _open_pdf(stream: BinaryIO, name: str, password: str | None) -> tuple[PdfReader, int]:
+    """A decrypted reader of a PDF and its page count (at least 1); raise on anything else."""
     head = stream.read(_HEADER_WINDOW)
     stream.seek(0)
     if not head:
@@ -293,13 +339,15 @@ def load_pdf(
         raise _corrupt(name, exc) from exc
     if page_count == 0:
         raise ExtractionError(f"{name}: corrupt PDF (no pages found); re-export or repair it")
+    return reader, page_count
 
-    blocks: list[Block] = []
-    page_texts: dict[int, str] = {}
-    no_text: list[int] = []
-    unreadable: list[int] = []
-    first_error: Exception | None = None
-    candidates: list[int] = []  # pages that may hold a text layer
+
+def _survey_pages(reader: PdfReader, page_count: int, budget: FileBudget) -> PageSurvey:
+    """Sort every page, without extracting text: may hold text, a scan, blank or unreadable.
+
+    Each page's content streams are charged to ``budget`` as they would be parsed.
+    """
+    pages = PageSurvey()
     seen_streams: set[int] = set()
     for number in range(1, page_count + 1):
         if number % 100 == 0:
@@ -311,38 +359,56 @@ def load_pdf(
         except BudgetExceeded:
             raise
         except Exception as exc:  # noqa: BLE001 - one broken page must not lose the others
-            unreadable.append(number)
-            first_error = first_error or exc
+            pages.failed(number, exc)
             continue
         if may_have_text:
-            candidates.append(number)
+            pages.candidates.append(number)
         elif drawn:
-            no_text.append(number)  # drawings or images only: a scan
+            pages.no_text.append(number)  # drawings or images only: a scan
         # else a blank page: nothing to OCR either, so no warning
-    budget.charge_pages(len(candidates))
+    return pages
+
+
+def _text_layers(
+    reader: PdfReader,
+    stream: BinaryIO,
+    pages: PageSurvey,
+    password: str | None,
+    budget: FileBudget,
+) -> dict[int, str]:
+    """The normalized text of each candidate page that has some, by PDFium, else pypdf.
+
+    A candidate without text joins ``pages.no_text``; one pypdf cannot read, ``unreadable``.
+    """
+    budget.charge_pages(len(pages.candidates))
     fast = pdfium_texts(
-        stream, candidates, password=password, on_page=lambda text: budget.charge_text(len(text))
+        stream,
+        pages.candidates,
+        password=password,
+        on_page=lambda text: budget.charge_text(len(text)),
     )
-    for number in candidates:
+    page_texts: dict[int, str] = {}
+    for number in pages.candidates:
         raw = fast.get(number, "")
         if not raw.strip():  # PDFium could not read it, or found nothing: pypdf decides
             budget.check_time()
             try:
                 raw = reader.pages[number - 1].extract_text()
             except Exception as exc:  # noqa: BLE001 - one broken page must not lose the others
-                unreadable.append(number)
-                first_error = first_error or exc
+                pages.failed(number, exc)
                 continue
             budget.charge_text(len(raw))
         text = normalize_text(raw)
         if text.strip():
             page_texts[number] = text
         else:
-            no_text.append(number)
-    no_text.sort()
-    unreadable.sort()
+            pages.no_text.append(number)
+    return page_texts
 
-    warnings: list[str] = []
+
+def _page_paragraphs(page_texts: dict[int, str]) -> tuple[list[Block], dict[str, str]]:
+    """Paragraph blocks of the text pages, running lines left out; and the lines left out."""
+    blocks: list[Block] = []
     running = running_lines(page_texts)
     removed: dict[str, str] = {}
     for number, text in page_texts.items():
@@ -350,61 +416,72 @@ def load_pdf(
         blocks.extend(
             Block(text=p, page=number, kind="paragraph") for p in split_page_paragraphs(kept)
         )
-    if removed:
-        shown = sorted(
-            "page numbers" if key == "#" else f"'{line[:40]}'" for key, line in removed.items()
+    return blocks, removed
+
+
+def _running_lines_warning(removed: dict[str, str]) -> str:
+    shown = sorted(
+        "page numbers" if key == "#" else f"'{line[:40]}'" for key, line in removed.items()
+    )
+    return (
+        "left out running headers/footers repeated on most pages: "
+        + ", ".join(shown[:3])
+        + (f" and {len(shown) - 3} more" if len(shown) > 3 else "")
+    )
+
+
+def _ocr_scans(
+    stream: BinaryIO, scans: list[int], password: str | None, budget: FileBudget
+) -> tuple[list[Block], list[int], str | None]:
+    """Read scanned pages by OCR: their paragraph blocks, the pages it found text on, and
+    why OCR failed on a page (the first such reason), if it did."""
+    budget.charge_ocr_pages(len(scans))  # before any is rendered: ~1 s a page
+    stream.seek(0)
+    read, failed = ocr_pdf_pages(
+        stream.read(), scans, password=password, before_page=budget.check_time
+    )
+    budget.charge_text(sum(len(p) for paragraphs in read.values() for p in paragraphs))
+    blocks = [
+        Block(text=text, page=number, kind="paragraph")
+        for number, page_paragraphs in read.items()
+        for paragraph in page_paragraphs
+        if (text := normalize_text(paragraph))
+    ]
+    found = sorted(number for number, paragraphs in read.items() if paragraphs)
+    return blocks, found, next(iter(failed.values()), None)
+
+
+def _raise_nothing_read(
+    name: str, pages: PageSurvey, ocr_failure: str | None, ocr: bool
+) -> NoReturn:
+    """Raise the reason a PDF gave no text: a scan, OCR failed, broken pages or all blank."""
+    if pages.no_text and ocr_failure is not None:
+        raise ExtractionError(
+            f"{name}: no text layer (a scan), and OCR could not read it "
+            f"({' '.join(ocr_failure.split())[:80]}); re-export the PDF"
         )
+    if pages.no_text:
+        raise ExtractionError(f"{name}: no text layer (a scan); {_ocr_fix(ocr)}")
+    if pages.first_error is not None:
+        raise _corrupt(name, pages.first_error) from pages.first_error
+    raise ExtractionError(f"{name}: no text (every page is blank); nothing to add")
+
+
+def _unread_pages_warnings(pages: PageSurvey, ocr: bool) -> list[str]:
+    """Warnings naming the pages left without text: scans not read and unreadable pages."""
+    warnings: list[str] = []
+    if pages.no_text:
         warnings.append(
-            "left out running headers/footers repeated on most pages: "
-            + ", ".join(shown[:3])
-            + (f" and {len(shown) - 3} more" if len(shown) > 3 else "")
+            _pages_phrase(pages.no_text, "has no text layer", "have no text layer")
+            + f"; {_ocr_fix(ocr)}"
         )
-    ocr_failure: str | None = None
-    if no_text and ocr and ocr_available():
-        budget.charge_ocr_pages(len(no_text))  # before any is rendered: ~1 s a page
-        stream.seek(0)
-        read, failed = ocr_pdf_pages(
-            stream.read(), no_text, password=password, before_page=budget.check_time
-        )
-        budget.charge_text(sum(len(p) for paragraphs in read.values() for p in paragraphs))
-        ocr_failure = next(iter(failed.values()), None)
-        blocks.extend(
-            Block(text=text, page=number, kind="paragraph")
-            for number, page_paragraphs in read.items()
-            for paragraph in page_paragraphs
-            if (text := normalize_text(paragraph))
-        )
-        blocks.sort(key=lambda block: block.page or 0)  # stable: page order, then reading order
-        found = sorted(number for number, paragraphs in read.items() if paragraphs)
-        if found:
-            warnings.append(
-                _pages_phrase(
-                    found, "was read by OCR (no text layer)", "were read by OCR (no text layer)"
-                )
-            )
-        no_text = [number for number in no_text if number not in found]
-    if not blocks:
-        if no_text and ocr_failure is not None:
-            raise ExtractionError(
-                f"{name}: no text layer (a scan), and OCR could not read it "
-                f"({' '.join(ocr_failure.split())[:80]}); re-export the PDF"
-            )
-        if no_text:
-            raise ExtractionError(f"{name}: no text layer (a scan); {_ocr_fix(ocr)}")
-        if first_error is not None:
-            raise _corrupt(name, first_error) from first_error
-        raise ExtractionError(f"{name}: no text (every page is blank); nothing to add")
-    if no_text:
-        warnings.append(
-            _pages_phrase(no_text, "has no text layer", "have no text layer") + f"; {_ocr_fix(ocr)}"
-        )
-    if unreadable and first_error is not None:
-        cause = f"({_short(first_error)}); re-export the PDF"
+    if pages.unreadable and pages.first_error is not None:
+        cause = f"({_short(pages.first_error)}); re-export the PDF"
         warnings.append(
             _pages_phrase(
-                unreadable,
+                pages.unreadable,
                 f"could not be read {cause} to include it",
                 f"could not be read {cause} to include them",
             )
         )
-    return LoadedFile(blocks=blocks, warnings=warnings, file_type="pdf")
+    return warnings

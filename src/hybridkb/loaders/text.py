@@ -193,12 +193,10 @@ def iter_markdown_blocks(
         state.emit("\n".join(matter[1:end]), "paragraph")
     while (line := ahead.take()) is not None:
         yield from state.take_blocks()
-        if fence := _FENCE.match(line):
-            marker = fence.group(1)
-            if not (marker[0] == "`" and "`" in fence.group(2)):  # "```foo```" is inline code
-                state.flush()
-                yield from _fence_blocks(state, ahead, line, marker, max_block_chars)
-                continue
+        if marker := _fence_marker(line):
+            state.flush()
+            yield from _fence_blocks(state, ahead, line, marker, max_block_chars)
+            continue
         if atx := _ATX.match(line):
             state.heading(len(atx.group(1)), atx.group(2) or "")
         elif state.paragraph and _SETEXT.match(line):
@@ -209,15 +207,7 @@ def iter_markdown_blocks(
             state.flush()
         elif "|" in line and _TABLE_DELIMITER.match(ahead.peek() or "x"):
             state.flush()
-            rows, size = [line, ahead.take() or ""], len(line)
-            while (row := ahead.peek()) is not None and row.strip() and "|" in row:
-                rows.append(ahead.take() or "")
-                size += len(row) + 1
-                if size > max_block_chars:
-                    state.emit("\n".join(rows), "table")
-                    yield from state.take_blocks()
-                    rows, size = [], 0
-            state.emit("\n".join(rows), "table")
+            yield from _table_blocks(state, ahead, line, max_block_chars)
         elif not line.strip():
             state.flush()
         else:
@@ -227,6 +217,34 @@ def iter_markdown_blocks(
                 state.flush()
     state.flush()
     yield from state.take_blocks()
+
+
+def _fence_marker(line: str) -> str | None:
+    """The fence (three or more backticks or tildes) a line opens a code block with."""
+    fence = _FENCE.match(line)
+    if fence is None:
+        return None
+    marker = fence.group(1)
+    if marker[0] == "`" and "`" in fence.group(2):  # "```foo```" is inline code
+        return None
+    return marker
+
+
+def _table_blocks(
+    state: _MarkdownState, ahead: _Lookahead, header: str, max_block_chars: int
+) -> Iterator[Block]:
+    """The table whose ``header`` row was just read (its delimiter row is next), up to the
+    first row without a "|"; emitted in pieces of ``max_block_chars``, the last one left
+    in ``state``."""
+    rows, size = [header, ahead.take() or ""], len(header)
+    while (row := ahead.peek()) is not None and row.strip() and "|" in row:
+        rows.append(ahead.take() or "")
+        size += len(row) + 1
+        if size > max_block_chars:
+            state.emit("\n".join(rows), "table")
+            yield from state.take_blocks()
+            rows, size = [], 0
+    state.emit("\n".join(rows), "table")
 
 
 def _fence_blocks(
