@@ -280,18 +280,10 @@ def check_folder_links(folder: Path, allowed: Sequence[Path]) -> None:
                 raise ConfigError(
                     f"{folder}: more than {MAX_WALK_ENTRIES:,} entries; add a smaller folder"
                 )
-            if entry.name.startswith("."):
+            followed = _followed_target(entry)
+            if followed is None:
                 continue
-            try:
-                is_dir = entry.is_dir()
-            except OSError:
-                continue
-            if not is_dir and Path(entry.name).suffix.lower() not in SUPPORTED_EXTENSIONS:
-                continue
-            try:
-                target = resolve(entry.path)
-            except KBError:
-                continue  # a loop or a vanished link: the loader reports it, reading nothing
+            target, is_dir = followed
             if not is_allowed(target, allowed):
                 raise AccessDenied(
                     f"{entry.path}: links to {target}, outside the folders this tool may read "
@@ -300,6 +292,23 @@ def check_folder_links(folder: Path, allowed: Sequence[Path]) -> None:
             if is_dir and target not in seen:
                 seen.add(target)
                 stack.append(target)
+
+
+def _followed_target(entry: os.DirEntry[str]) -> tuple[Path, bool] | None:
+    """Where an entry the loaders would read leads, and whether it is a folder; None for
+    one they pass over (hidden, an unsupported type, unreadable)."""
+    if entry.name.startswith("."):
+        return None
+    try:
+        is_dir = entry.is_dir()
+    except OSError:
+        return None
+    if not is_dir and Path(entry.name).suffix.lower() not in SUPPORTED_EXTENSIONS:
+        return None
+    try:
+        return resolve(entry.path), is_dir
+    except KBError:
+        return None  # a loop or a vanished link: the loader reports it, reading nothing
 
 
 def parse_documents(

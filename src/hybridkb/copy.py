@@ -182,21 +182,6 @@ def _copy_collection(
     leftover = dst.get_collection(coll.workspace, staged)
     if leftover is not None:  # a copy of this collection that was killed
         drop_staged(dst, leftover)
-    chunk_ids: dict[str, str] = {}
-    done = 0
-    batch: list[PutItem] = []
-
-    def flush() -> None:
-        # Documents in batches, as ingest writes them: one transaction per document
-        # made a copy to PostgreSQL a fraction of the ingest rate.
-        nonlocal done
-        dst.put_documents(new, batch)
-        for _ in batch:
-            done += 1
-            if progress is not None:
-                progress(coll.name, done, total)
-        batch.clear()
-
     try:
         new = dst.create_collection(
             coll.workspace,
@@ -207,23 +192,7 @@ def _copy_collection(
             language=coll.language,
             recipe=dict(coll.recipe),
         )
-        total = src.stats(coll).documents
-        for doc, chunks, vectors in src.export_documents(coll):
-            moved = []
-            for c in chunks:
-                copied = rekeyed_chunk(
-                    c,
-                    collection_id=new.id,
-                    document_id=doc.document_id,
-                    content_hash=doc.content_hash,
-                )
-                chunk_ids[c.chunk_id] = copied.chunk_id
-                moved.append(copied)
-            batch.append(PutItem(doc, moved, np.asarray(vectors, dtype=np.float32)))
-            if len(batch) >= COPY_BATCH_DOCS or sum(len(i.chunks) for i in batch) >= 2000:
-                flush()
-        if batch:
-            flush()
+        chunk_ids = _copy_documents(src, dst, coll, new, progress)
         nodes = edges = 0
         if graph is not None:
             nodes, edges = graph.copy_collection(coll, new, chunk_ids)
@@ -241,6 +210,50 @@ def _copy_collection(
         "graph_nodes": nodes,
         "graph_edges": edges,
     }
+
+
+def _copy_documents(
+    src: Storage,
+    dst: Storage,
+    coll: CollectionRecord,
+    new: CollectionRecord,
+    progress: Progress | None,
+) -> dict[str, str]:
+    """Every document of ``coll``, its chunks re-keyed and its vectors, into ``new``;
+    returns the new id of each chunk by its old one (the graph's provenance follows)."""
+    chunk_ids: dict[str, str] = {}
+    total = src.stats(coll).documents
+    done = 0
+    batch: list[PutItem] = []
+
+    def flush() -> None:
+        # Documents in batches, as ingest writes them: one transaction per document
+        # made a copy to PostgreSQL a fraction of the ingest rate.
+        nonlocal done
+        dst.put_documents(new, batch)
+        for _ in batch:
+            done += 1
+            if progress is not None:
+                progress(coll.name, done, total)
+        batch.clear()
+
+    for doc, chunks, vectors in src.export_documents(coll):
+        moved = []
+        for c in chunks:
+            copied = rekeyed_chunk(
+                c,
+                collection_id=new.id,
+                document_id=doc.document_id,
+                content_hash=doc.content_hash,
+            )
+            chunk_ids[c.chunk_id] = copied.chunk_id
+            moved.append(copied)
+        batch.append(PutItem(doc, moved, np.asarray(vectors, dtype=np.float32)))
+        if len(batch) >= COPY_BATCH_DOCS or sum(len(i.chunks) for i in batch) >= 2000:
+            flush()
+    if batch:
+        flush()
+    return chunk_ids
 
 
 def _drop_half_copy(dst: Storage, workspace: str, staged: str, cause: BaseException) -> None:

@@ -327,6 +327,93 @@ def _percentile(values: Sequence[float], q: float) -> float:
     return float(np.percentile(np.asarray(values, dtype=np.float64), q)) if values else 0.0
 
 
+def _check_eval_arguments(kb: KnowledgeBase, mode: str, k_docs: int) -> None:
+    if not isinstance(kb.door, LocalEngine):
+        raise DatabaseLocked(
+            "eval builds its own collection and needs the file itself; another process "
+            "holds it and serves it: run eval when that process has exited"
+        )
+    if mode not in MODES:
+        raise ConfigError(f"mode: unknown mode {mode!r}; use one of {', '.join(MODES)}")
+    if not isinstance(k_docs, int) or isinstance(k_docs, bool) or not 100 <= k_docs <= 3000:
+        raise ConfigError(f"k_docs: must be a whole number from 100 to 3000, got {k_docs!r}")
+
+
+def _embed_queries(
+    kb: KnowledgeBase, record: CollectionRecord, texts: list[str], mode: str
+) -> np.ndarray:
+    """Every query vector in one batch, so the timed searches do not embed; keyword mode
+    uses no vector and gets zeros."""
+    if mode != "keyword":
+        return kb.embedder_for(record).embed_documents(texts)
+    return np.zeros((len(texts), record.dim), dtype=np.float32)
+
+
+def _search_languages(kb: KnowledgeBase, record: CollectionRecord) -> list[str]:
+    if record.language and record.language != "auto":
+        return [record.language]
+    return kb.storage.stats(record).languages
+
+
+def _ranked_documents(
+    hits: Sequence[Any], qid: str, k_docs: int, ignore_identical_ids: bool
+) -> list[str]:
+    """The first ``k_docs`` distinct documents of the hits (each ranked by its best
+    chunk), without the fingerprint and, BEIR's default, without the query itself."""
+    ranked = [
+        h.document_id
+        for h in hits
+        if h.document_id != FINGERPRINT_ID and not (ignore_identical_ids and h.document_id == qid)
+    ]
+    return _unique(ranked)[:k_docs]
+
+
+@dataclass
+class _QueryScores:
+    """The figures of every query of a run, in query order."""
+
+    ndcg10: list[float]
+    recall100: list[float]
+    recall_k: list[float]  # recall at the run's k_docs
+    latency_ms: list[float]
+
+
+def _score_queries(
+    kb: KnowledgeBase,
+    record: CollectionRecord,
+    data: BeirData,
+    qids: list[str],
+    vectors: np.ndarray,
+    *,
+    mode: str,
+    k_docs: int,
+    ignore_identical_ids: bool,
+) -> _QueryScores:
+    """Search each query with its precomputed vector; the latency is the search alone."""
+    query_embedder = PrecomputedQuery(record.model, record.dim)
+    target = Target(record, query_embedder, _search_languages(kb, record))
+    k_chunks = min(k_docs * CHUNKS_PER_DOC, 10_000)
+    scores = _QueryScores([], [], [], [])
+    for qid, vector in zip(qids, vectors, strict=False):
+        query_embedder.vector = np.asarray(vector, dtype=np.float32)
+        start = time.perf_counter()
+        hits = run_search(
+            kb.storage,
+            [target],
+            data.queries[qid],
+            k=k_chunks,
+            mode=mode,
+            where=None,
+            settings=kb.settings,
+        )
+        scores.latency_ms.append((time.perf_counter() - start) * 1000.0)
+        ranked = _ranked_documents(hits, qid, k_docs, ignore_identical_ids)
+        scores.ndcg10.append(ndcg_at_k(ranked, data.qrels[qid], 10))
+        scores.recall100.append(recall_at_k(ranked, data.qrels[qid], 100))
+        scores.recall_k.append(recall_at_k(ranked, data.qrels[qid], k_docs))
+    return scores
+
+
 def run_eval(
     kb: KnowledgeBase,
     folder: str | Path,
@@ -351,18 +438,9 @@ def run_eval(
         ``p95_ms`` plus ``collection``, ``split``, ``documents``, ``reused``, ``load``,
         ``load_seconds``, ``embed_seconds``, ``mean_ms``, ``missing_queries``.
     """
-    if not isinstance(kb.door, LocalEngine):
-        raise DatabaseLocked(
-            "eval builds its own collection and needs the file itself; another process "
-            "holds it and serves it: run eval when that process has exited"
-        )
-    if mode not in MODES:
-        raise ConfigError(f"mode: unknown mode {mode!r}; use one of {', '.join(MODES)}")
-    if not isinstance(k_docs, int) or isinstance(k_docs, bool) or not 100 <= k_docs <= 3000:
-        raise ConfigError(f"k_docs: must be a whole number from 100 to 3000, got {k_docs!r}")
+    _check_eval_arguments(kb, mode, k_docs)
     data = load_beir(folder, split)
     qids = [q for q in data.qrels if q in data.queries and data.queries[q].strip()]
-    missing = len(data.qrels) - len(qids)
     if not qids:
         raise ConfigError(f"{folder}: no query of split {split!r} has text in queries.jsonl")
 
@@ -372,56 +450,27 @@ def run_eval(
     record = coll.record
 
     t0 = time.perf_counter()
-    query_embedder = PrecomputedQuery(record.model, record.dim)
-    if mode != "keyword":
-        vectors = kb.embedder_for(record).embed_documents([data.queries[q] for q in qids])
-    else:
-        vectors = np.zeros((len(qids), record.dim), dtype=np.float32)
+    vectors = _embed_queries(kb, record, [data.queries[q] for q in qids], mode)
     embed_seconds = time.perf_counter() - t0
 
-    languages = (
-        [record.language]
-        if record.language and record.language != "auto"
-        else kb.storage.stats(record).languages
+    scores = _score_queries(
+        kb,
+        record,
+        data,
+        qids,
+        vectors,
+        mode=mode,
+        k_docs=k_docs,
+        ignore_identical_ids=ignore_identical_ids,
     )
-    target = Target(record, query_embedder, languages)
-    k_chunks = min(k_docs * CHUNKS_PER_DOC, 10_000)
-    ndcgs: list[float] = []
-    recalls: list[float] = []
-    recalls_k: list[float] = []
-    latencies: list[float] = []
-    for qid, vector in zip(qids, vectors, strict=False):
-        query_embedder.vector = np.asarray(vector, dtype=np.float32)
-        start = time.perf_counter()
-        hits = run_search(
-            kb.storage,
-            [target],
-            data.queries[qid],
-            k=k_chunks,
-            mode=mode,
-            where=None,
-            settings=kb.settings,
-        )
-        latencies.append((time.perf_counter() - start) * 1000.0)
-        ranked = [
-            h.document_id
-            for h in hits
-            if h.document_id != FINGERPRINT_ID
-            and not (ignore_identical_ids and h.document_id == qid)
-        ]
-        ranked = _unique(ranked)[:k_docs]
-        ndcgs.append(ndcg_at_k(ranked, data.qrels[qid], 10))
-        recalls.append(recall_at_k(ranked, data.qrels[qid], 100))
-        recalls_k.append(recall_at_k(ranked, data.qrels[qid], k_docs))
-
     result: dict[str, Any] = {
-        "ndcg@10": round(float(np.mean(ndcgs)), 5),
-        "recall@100": round(float(np.mean(recalls)), 5),
+        "ndcg@10": round(float(np.mean(scores.ndcg10)), 5),
+        "recall@100": round(float(np.mean(scores.recall100)), 5),
         "queries": len(qids),
         "mode": mode,
-        "p50_ms": round(_percentile(latencies, 50), 3),
-        "p95_ms": round(_percentile(latencies, 95), 3),
-        "mean_ms": round(float(np.mean(latencies)), 3),
+        "p50_ms": round(_percentile(scores.latency_ms, 50), 3),
+        "p95_ms": round(_percentile(scores.latency_ms, 95), 3),
+        "mean_ms": round(float(np.mean(scores.latency_ms)), 3),
         "collection": coll.name,
         "split": split,
         "documents": len(data.corpus),
@@ -435,8 +484,8 @@ def run_eval(
         "load": load,
         "load_seconds": round(load_seconds, 3),
         "embed_seconds": round(embed_seconds, 3),
-        "missing_queries": missing,
+        "missing_queries": len(data.qrels) - len(qids),
     }
     if k_docs != 100:
-        result[f"recall@{k_docs}"] = round(float(np.mean(recalls_k)), 5)
+        result[f"recall@{k_docs}"] = round(float(np.mean(scores.recall_k)), 5)
     return result

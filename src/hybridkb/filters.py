@@ -288,21 +288,33 @@ def _compile(node: Filter, d: Dialect, params: list[Any]) -> str:
     if node.op == "$ne":
         eq = _compile(Cmp(node.key, "$eq", node.value), d, params)
         return f"(NOT COALESCE({eq}, FALSE))"
+    column = BUILTIN_FIELDS.get(node.key)
+    if column is not None:
+        return _compile_builtin(node, column, d, params)
+    return _compile_metadata(node, d, params)
+
+
+def _compile_builtin(node: Cmp, column: str, d: Dialect, params: list[Any]) -> str:
+    """A comparison on a chunk table's own column: a number compares with a number
+    column, anything else as text."""
     value = node.value
-    builtin = BUILTIN_FIELDS.get(node.key)
-    if builtin is not None:
-        column = builtin
-        if node.key == "added_at":
-            column = f"CAST({column} AS VARCHAR)"
-        if value is None:
-            return f"({column} IS NULL)" if node.op == "$eq" else "FALSE"
-        if node.key in NUMERIC_FIELDS and not isinstance(value, (int, float)):
-            column = f"CAST({column} AS VARCHAR)"
-            value = str(value)
-        elif node.key not in NUMERIC_FIELDS and isinstance(value, (int, float)):
-            value = str(value)
-        params.append(value)
-        return f"({column} {_SQL_OPS[node.op]} {d.placeholder})"
+    if node.key == "added_at":
+        column = f"CAST({column} AS VARCHAR)"
+    if value is None:
+        return f"({column} IS NULL)" if node.op == "$eq" else "FALSE"
+    if node.key in NUMERIC_FIELDS and not isinstance(value, (int, float)):
+        column = f"CAST({column} AS VARCHAR)"
+        value = str(value)
+    elif node.key not in NUMERIC_FIELDS and isinstance(value, (int, float)):
+        value = str(value)
+    params.append(value)
+    return f"({column} {_SQL_OPS[node.op]} {d.placeholder})"
+
+
+def _compile_metadata(node: Cmp, d: Dialect, params: list[Any]) -> str:
+    """A comparison on a user metadata key: its JSON value read as text, as a number for
+    a number, as JSON true/false for a boolean."""
+    value = node.value
     params.append(_key_param(node.key, d))
     expr = d.json_text(d.placeholder)
     if value is None:
@@ -319,6 +331,16 @@ def _compile(node: Filter, d: Dialect, params: list[Any]) -> str:
     return f"({expr} {_SQL_OPS[node.op]} {d.placeholder} AND {d.not_boolean(d.placeholder)})"
 
 
+# Only the one comparison asked for is made (text and numbers order alike; a TypeError,
+# e.g. a list against a number, is no match).
+_ORDERINGS: dict[str, Callable[[Any, Any], Any]] = {
+    "$gt": lambda a, b: a > b,
+    "$gte": lambda a, b: a >= b,
+    "$lt": lambda a, b: a < b,
+    "$lte": lambda a, b: a <= b,
+}
+
+
 def matches(node: Filter | None, row: Mapping[str, Any]) -> bool:
     """Evaluate a filter against one chunk's fields in Python (reference semantics for tests)."""
     if node is None:
@@ -327,34 +349,40 @@ def matches(node: Filter | None, row: Mapping[str, Any]) -> bool:
         return all(matches(n, row) for n in node.items)
     if isinstance(node, Or):
         return any(matches(n, row) for n in node.items)
-    present = node.key in row and row[node.key] is not None
+    # A field stored as null counts as missing (as SQL's NULL does).
     actual = row.get(node.key)
     if node.op == "$in":
-        return any(matches(Cmp(node.key, "$eq", v), row) for v in node.value)
+        return any(_value_matches("$eq", actual, v) for v in node.value)
     if node.op == "$nin":
-        return not matches(Cmp(node.key, "$in", node.value), row)
+        return not any(_value_matches("$eq", actual, v) for v in node.value)
     if node.op == "$ne":
-        return not matches(Cmp(node.key, "$eq", node.value), row)
-    if node.value is None:
-        return node.op == "$eq" and not present
-    if not present:
+        return not _value_matches("$eq", actual, node.value)
+    return _value_matches(node.op, actual, node.value)
+
+
+def _value_matches(op: str, actual: Any, value: Any) -> bool:
+    """One comparison (``$eq``, ``$gt``...) of a field's value, None when missing, with a
+    filter's value: a number compares with a number, a boolean only with a boolean."""
+    if value is None:
+        return op == "$eq" and actual is None
+    if actual is None:
         return False
-    a, b = actual, node.value
+    a, b = actual, value
     if isinstance(b, bool) or isinstance(a, bool):
         # Booleans only ever equal booleans (stored as JSON true/false).
-        if not (isinstance(a, bool) and isinstance(b, bool)) or node.op != "$eq":
+        if not (isinstance(a, bool) and isinstance(b, bool)) or op != "$eq":
             return False
         return a == b
     elif isinstance(b, (int, float)) and not isinstance(a, (int, float)):
         try:
-            a = float(a)  # type: ignore[arg-type]
+            a = float(a)
         except (TypeError, ValueError):
             return False
     elif isinstance(a, (int, float)) and isinstance(b, str):
         a = str(a)
-    if node.op == "$eq":
+    if op == "$eq":
         return bool(a == b)
     try:
-        return bool({"$gt": a > b, "$gte": a >= b, "$lt": a < b, "$lte": a <= b}[node.op])
+        return bool(_ORDERINGS[op](a, b))
     except TypeError:
         return False

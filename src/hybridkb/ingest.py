@@ -326,29 +326,10 @@ def prepare_file(ctx: IngestContext, path: Path, metadata: dict[str, Any]) -> Ou
         )
         result = FileResult(doc.filename or "", document_id, 0, [], doc.path)
         if real.suffix.lower() in STREAMED_EXTENSIONS and opened.size > STREAM_BYTES:
-            sample = ""
-            try:
-                check_streamed(opened, limits=file_limits(ctx.settings))
-                for block in stream_blocks(opened, limits=file_limits(ctx.settings)):
-                    sample += block.text + "\n\n"
-                    if len(sample) >= 4000:
-                        break
-            except (KBError, OSError):
-                raise
-            except Exception as exc:  # noqa: BLE001 - as load_file: one file fails, not the add
-                raise parser_failure(opened.name, exc) from exc
-            doc.language = _language(ctx, sample)
+            doc.language = _language(ctx, _stream_sample(ctx, opened))
             keep_open = True  # read again, from the start, while it is written
             return Streamed(doc, opened, result)
-        loaded = load_file(
-            opened,
-            pdf_password=ctx.settings.pdf_password,
-            ocr=ctx.settings.ocr,
-            limits=file_limits(ctx.settings),
-        )
-        doc.language = _language(ctx, document_text(loaded.blocks))
-        result.warnings = list(loaded.warnings)
-        return Prepared(doc, _chunk(ctx, loaded.blocks), result)
+        return _prepare_loaded(ctx, opened, doc, result)
     except KBError as exc:
         return FailedFile(opened.name, str(exc), exc.code, printable(str(opened.path)))
     except OSError as exc:
@@ -361,6 +342,38 @@ def prepare_file(ctx: IngestContext, path: Path, metadata: dict[str, Any]) -> Ou
     finally:
         if not keep_open:
             opened.close()
+
+
+def _stream_sample(ctx: IngestContext, opened: OpenedFile) -> str:
+    """The first 4,000 characters or so of a file too large to load whole: enough to
+    tell its language."""
+    sample = ""
+    try:
+        check_streamed(opened, limits=file_limits(ctx.settings))
+        for block in stream_blocks(opened, limits=file_limits(ctx.settings)):
+            sample += block.text + "\n\n"
+            if len(sample) >= 4000:
+                break
+    except (KBError, OSError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - as load_file: one file fails, not the add
+        raise parser_failure(opened.name, exc) from exc
+    return sample
+
+
+def _prepare_loaded(
+    ctx: IngestContext, opened: OpenedFile, doc: DocumentRecord, result: FileResult
+) -> Prepared:
+    """Load a whole file, tell its language and chunk it."""
+    loaded = load_file(
+        opened,
+        pdf_password=ctx.settings.pdf_password,
+        ocr=ctx.settings.ocr,
+        limits=file_limits(ctx.settings),
+    )
+    doc.language = _language(ctx, document_text(loaded.blocks))
+    result.warnings = list(loaded.warnings)
+    return Prepared(doc, _chunk(ctx, loaded.blocks), result)
 
 
 def file_limits(settings: Settings) -> FileLimits:
@@ -387,18 +400,8 @@ def run_pipeline(ctx: IngestContext, jobs: list[Callable[[], Outcome]]) -> AddRe
     bar = _progress(len(jobs))
     batch: list[Prepared] = []
     chunks = 0  # in batch
-    pending: deque[Future[Outcome]] = deque()
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hybridkb-prepare") as pool:
-        queue = iter(jobs)
-        for job in queue:
-            pending.append(pool.submit(job))
-            if len(pending) >= PREFETCH:
-                break
-        while pending:
-            outcome = pending.popleft().result()
-            nxt = next(queue, None)
-            if nxt is not None:
-                pending.append(pool.submit(nxt))
+        for outcome in _prefetched(pool, jobs):
             if isinstance(outcome, FailedFile):
                 report.failed.append(outcome)
             elif isinstance(outcome, FileResult):
@@ -419,6 +422,22 @@ def run_pipeline(ctx: IngestContext, jobs: list[Callable[[], Outcome]]) -> AddRe
     if bar is not None:
         bar.close()
     return report
+
+
+def _prefetched(pool: ThreadPoolExecutor, jobs: list[Callable[[], Outcome]]) -> Iterator[Outcome]:
+    """The jobs' outcomes in order, with up to PREFETCH of them running ahead in ``pool``."""
+    pending: deque[Future[Outcome]] = deque()
+    queue = iter(jobs)
+    for job in queue:
+        pending.append(pool.submit(job))
+        if len(pending) >= PREFETCH:
+            break
+    while pending:
+        outcome = pending.popleft().result()
+        nxt = next(queue, None)
+        if nxt is not None:
+            pending.append(pool.submit(nxt))
+        yield outcome
 
 
 def ingest_paths(

@@ -159,42 +159,53 @@ def _no_delay(transport: asyncio.BaseTransport) -> None:
             pass  # closed already: nothing to send
 
 
+class _GuardedConnection(asyncio.Protocol):
+    """One connection of :func:`guarded_protocol`: the inner protocol hears of it only
+    once ``_guard`` admitted it, and nothing more after that was refused."""
+
+    _guard: ConnectionGuard
+    _make_inner: Callable[..., asyncio.Protocol]
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.inner = self._make_inner(**kwargs)
+        self.key: Hashable | None = None
+        self.transport: asyncio.BaseTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+        _no_delay(transport)
+        self.key = self._guard.admit(transport)
+        if self.key is not None:
+            self.inner.connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.key is not None and self.transport is not None:
+            self._guard.forget(self.key, self.transport)
+            self.inner.connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self.key is not None:
+            self.inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self.inner.eof_received() if self.key is not None else None
+
+    def pause_writing(self) -> None:
+        if self.key is not None:
+            self.inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self.key is not None:
+            self.inner.resume_writing()
+
+
 def guarded_protocol(
     protocol: Callable[..., asyncio.Protocol], guard: ConnectionGuard
 ) -> type[asyncio.Protocol]:
     """uvicorn's HTTP protocol factory with every connection admitted by ``guard``."""
 
-    class Guarded(asyncio.Protocol):
-        def __init__(self, **kwargs: Any) -> None:
-            self.inner = protocol(**kwargs)
-            self.key: Hashable | None = None
-            self.transport: asyncio.BaseTransport | None = None
-
-        def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            self.transport = transport
-            _no_delay(transport)
-            self.key = guard.admit(transport)
-            if self.key is not None:
-                self.inner.connection_made(transport)
-
-        def connection_lost(self, exc: Exception | None) -> None:
-            if self.key is not None and self.transport is not None:
-                guard.forget(self.key, self.transport)
-                self.inner.connection_lost(exc)
-
-        def data_received(self, data: bytes) -> None:
-            if self.key is not None:
-                self.inner.data_received(data)
-
-        def eof_received(self) -> bool | None:
-            return self.inner.eof_received() if self.key is not None else None
-
-        def pause_writing(self) -> None:
-            if self.key is not None:
-                self.inner.pause_writing()
-
-        def resume_writing(self) -> None:
-            if self.key is not None:
-                self.inner.resume_writing()
+    class Guarded(_GuardedConnection):
+        _guard = guard
+        _make_inner = staticmethod(protocol)
 
     return Guarded

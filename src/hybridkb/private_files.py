@@ -124,11 +124,16 @@ def _above_problem(folder: Path) -> tuple[Path, str] | None:
         return None
     absolute = Path(os.path.abspath(folder))
     current = Path(absolute.anchor)
-    todo = list(absolute.parent.parts[1:])
-    links = 0
     problem = _shared_folder_problem(os.lstat(current), uid)
     if problem is not None:
         return current, problem
+    return _problem_below(current, list(absolute.parent.parts[1:]), uid)
+
+
+def _problem_below(current: Path, todo: list[str], uid: int) -> tuple[Path, str] | None:
+    """:func:`_above_problem` from ``current`` (a folder judged safe) down the names of
+    ``todo``, a link's target taking the place of the link."""
+    links = 0
     while todo:
         name = todo.pop(0)
         if name in ("", "."):
@@ -144,23 +149,33 @@ def _above_problem(folder: Path) -> tuple[Path, str] | None:
         except OSError as exc:
             return step, f"cannot be read ({exc.strerror})"
         if stat.S_ISLNK(info.st_mode):
-            if info.st_uid not in (0, uid):
-                return step, f"is a link another user owns (uid {info.st_uid})"
             links += 1
-            if links > _MAX_LINKS:
-                return step, "is one link too many (a loop?)"
-            target = Path(os.readlink(step))
-            if target.is_absolute():
-                current = Path(target.anchor)
-                todo[:0] = target.parts[1:]
-            else:
-                todo[:0] = target.parts
+            followed = _follow_link(step, info, uid, links, current)
+            if isinstance(followed, str):
+                return step, followed
+            current, parts = followed
+            todo[:0] = parts
             continue
         problem = _shared_folder_problem(info, uid)
         if problem is not None:
             return step, problem
         current = step
     return None
+
+
+def _follow_link(
+    step: Path, info: os.stat_result, uid: int, links: int, current: Path
+) -> tuple[Path, tuple[str, ...]] | str:
+    """The ``links``-th link met, ``step`` in ``current``: where the walk goes on (the
+    folder and the names to walk down from it), or why it may not be followed."""
+    if info.st_uid not in (0, uid):
+        return f"is a link another user owns (uid {info.st_uid})"
+    if links > _MAX_LINKS:
+        return "is one link too many (a loop?)"
+    target = Path(os.readlink(step))
+    if target.is_absolute():
+        return Path(target.anchor), target.parts[1:]
+    return current, target.parts
 
 
 def _shared_folder_problem(info: os.stat_result, uid: int) -> str | None:
@@ -190,19 +205,28 @@ def _folder_finding(folder: Path, secret: bool, follow: bool) -> tuple[str, str]
         return None
     if info.st_uid != uid:
         return f"belongs to another user (uid {info.st_uid}, you are {uid})", _STRANGERS_FILE
-    loose = _loose(info, 0o077 if secret else 0o022)
-    if loose:
-        if loose & 0o022:
-            how = "is writable by other users"
-        elif loose & 0o044:
-            how = "is readable by other users"
-        else:  # x alone: others can open the files inside by name
-            how = "can be entered by other users"
-        mode = stat.S_IMODE(info.st_mode)
-        return f"{how} (mode {mode:04o})", f"run: chmod {'700' if secret else 'go-w'} {folder}"
+    loose = _mode_finding(folder, info, secret)
+    if loose is not None:
+        return loose
     if follow:  # inside a folder that passed: the folders above were judged with it
         return None
     return _above_finding(folder)
+
+
+def _mode_finding(folder: Path, info: os.stat_result, secret: bool) -> tuple[str, str] | None:
+    """What the mode bits of ``folder`` (its stat ``info``) let other users do, and the
+    chmod that stops it; None when they let them do nothing they should not."""
+    loose = _loose(info, 0o077 if secret else 0o022)
+    if not loose:
+        return None
+    if loose & 0o022:
+        how = "is writable by other users"
+    elif loose & 0o044:
+        how = "is readable by other users"
+    else:  # x alone: others can open the files inside by name
+        how = "can be entered by other users"
+    mode = stat.S_IMODE(info.st_mode)
+    return f"{how} (mode {mode:04o})", f"run: chmod {'700' if secret else 'go-w'} {folder}"
 
 
 def _above_finding(folder: Path) -> tuple[str, str] | None:

@@ -172,40 +172,49 @@ def check_tree(tree: dict[str, Any]) -> None:
             raise Refused(f"WITH name {name[:40]!r} is not allowed; use a short name like t1")
     tables = set(TABLES) | ctes
     for d in walk(statements[0]):
-        kind = d.get("type")
         if "class" not in d and {"type", "alias", "sample", "query_location"} <= d.keys():
-            # A table reference.
-            if kind not in _SAFE_REFS:
-                raise Refused(f"{str(kind)[:40]} is not allowed")
-            if kind == "BASE_TABLE":
-                if d.get("schema_name") or d.get("catalog_name"):
-                    raise Refused("qualified table names are not allowed; use the plain names")
-                if str(d.get("table_name", "")).lower() not in tables:
-                    raise Refused(
-                        f"table {str(d.get('table_name'))[:80]!r} is not one of the views"
-                    )
-            if kind == "TABLE_FUNCTION":
-                fn = d.get("function") or {}
-                name = str(fn.get("function_name", "")).lower()
-                if name not in ALLOWED_TABLE_FUNCTIONS or fn.get("schema") or fn.get("catalog"):
-                    raise Refused(f"table function {name[:60]}() is not allowed")
-        cls = d.get("class")
-        if cls in ("FUNCTION", "AGGREGATE", "WINDOW") and "function_name" in d:
-            name = str(d["function_name"]).lower()
-            # The parser spells a lambda's parameter list (a, b) as main.row(a, b).
-            plain = (d.get("schema") or "") in ("", "main" if name == "row" else "")
-            if not plain or d.get("catalog"):
-                raise Refused(f"qualified function {name[:60]} is not allowed")
-            if name not in ALLOWED_FUNCTIONS:
-                raise Refused(f"function {name[:60]}() is not allowed")
-        elif cls == "CAST":
-            target = _type_name(d.get("cast_type"))
-            if target not in ALLOWED_CAST_TYPES:
-                raise Refused(f"a cast to {target[:40]} is not allowed")
-        elif cls == "PARAMETER" or kind == "VALUE_PARAMETER":
-            raise Refused("parameters ($1, ?) are not allowed; write the values in the query")
-        elif cls in ("SUBQUERY",) or kind in ("SELECT_NODE", "SET_OPERATION_NODE", "CTE_NODE"):
-            continue
+            _check_table_ref(d, tables)
+        _check_expression(d)
+
+
+def _check_table_ref(d: dict[str, Any], tables: set[str]) -> None:
+    """A table reference (FROM, JOIN): one of ``tables`` by its plain name, a subquery,
+    a join or a pure table function."""
+    kind = d.get("type")
+    if kind not in _SAFE_REFS:
+        raise Refused(f"{str(kind)[:40]} is not allowed")
+    if kind == "BASE_TABLE":
+        if d.get("schema_name") or d.get("catalog_name"):
+            raise Refused("qualified table names are not allowed; use the plain names")
+        if str(d.get("table_name", "")).lower() not in tables:
+            raise Refused(f"table {str(d.get('table_name'))[:80]!r} is not one of the views")
+    if kind == "TABLE_FUNCTION":
+        fn = d.get("function") or {}
+        name = str(fn.get("function_name", "")).lower()
+        if name not in ALLOWED_TABLE_FUNCTIONS or fn.get("schema") or fn.get("catalog"):
+            raise Refused(f"table function {name[:60]}() is not allowed")
+
+
+def _check_expression(d: dict[str, Any]) -> None:
+    """Any object of the tree (table references too): a function must be an allowed,
+    unqualified one, a cast must make a plain value, a parameter is refused. Anything
+    else (a subquery, a SELECT node, a column, a constant) passes: its parts are walked
+    and checked on their own."""
+    cls = d.get("class")
+    if cls in ("FUNCTION", "AGGREGATE", "WINDOW") and "function_name" in d:
+        name = str(d["function_name"]).lower()
+        # The parser spells a lambda's parameter list (a, b) as main.row(a, b).
+        plain = (d.get("schema") or "") in ("", "main" if name == "row" else "")
+        if not plain or d.get("catalog"):
+            raise Refused(f"qualified function {name[:60]} is not allowed")
+        if name not in ALLOWED_FUNCTIONS:
+            raise Refused(f"function {name[:60]}() is not allowed")
+    elif cls == "CAST":
+        target = _type_name(d.get("cast_type"))
+        if target not in ALLOWED_CAST_TYPES:
+            raise Refused(f"a cast to {target[:40]} is not allowed")
+    elif cls == "PARAMETER" or d.get("type") == "VALUE_PARAMETER":
+        raise Refused("parameters ($1, ?) are not allowed; write the values in the query")
 
 
 # -- the process -------------------------------------------------------------------------

@@ -334,18 +334,14 @@ class _Walk:
         except OSError:
             return  # gone since it was listed: not there
         if is_link:
-            located = _locate(self.root, path)
-            if located is None or isinstance(located, FailedFile):
-                if located is not None:
-                    yield located
+            target = self._link_target(path)
+            if target is None or isinstance(target, FailedFile):
+                if target is not None:
+                    yield target
                 return
-            path, st, linked = located
-            if linked is not None:
-                _close(linked)  # opened again when its turn comes
+            path, st = target
         if stat.S_ISDIR(st.st_mode):
-            if self.recursive and path not in self.seen:
-                self.seen.add(path)
-                self.stack.append((path, None))
+            self._push_folder(path)
         elif _suffix(entry.name) not in self.wanted:
             if stat.S_ISREG(st.st_mode) and self.types is None:
                 kind = _suffix(entry.name) or "(no extension)"
@@ -354,3 +350,20 @@ class _Walk:
             yield path, st
         else:
             yield _failed(path, "not a regular file (a pipe, socket or device)")
+
+    def _link_target(self, path: str) -> tuple[str, os.stat_result] | FailedFile | None:
+        """Where a link leads, its path and stat, when that is inside the root; a refusal
+        (FailedFile) when it leads outside; None when it leads nowhere (not there)."""
+        located = _locate(self.root, path)
+        if located is None or isinstance(located, FailedFile):
+            return located
+        target, st, linked = located
+        if linked is not None:
+            _close(linked)  # opened again when its turn comes
+        return target, st
+
+    def _push_folder(self, path: str) -> None:
+        """A subfolder to list later: once, and only in a recursive walk."""
+        if self.recursive and path not in self.seen:
+            self.seen.add(path)
+            self.stack.append((path, None))

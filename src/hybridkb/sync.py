@@ -165,7 +165,6 @@ def plan_sync(
     folders are looked at, and only documents under them can be found gone.
     """
     plan = Plan(report=SyncReport(coll.name))
-    report = plan.report
     states = storage.file_states(coll)
     # A whole sync reads every document at once; a scoped one (a watcher's few events
     # among 10k files) only those it meets, by id.
@@ -179,25 +178,36 @@ def plan_sync(
         return docs.get(doc_id)
 
     walk = Walk(plan, stored, states, signature(coll), busy)
-    protected = walk.protected
-    looked: list[tuple[SourceRecord, str]] = []  # (source, where it was walked)
+    looked = _walk_sources(walk, sources, allowed, scope)
+    if scope is not None:  # the documents that may be gone: those recorded under the scope
+        for state in states.values():
+            if any(inside(state.path, start) for _, start in looked):
+                stored(state.document_id)
+    _find_vanished(walk, looked)
+    _find_moves(plan, walk.sig, allowed)
+    return plan
+
+
+def _walk_sources(
+    walk: Walk,
+    sources: Sequence[SourceRecord],
+    allowed: Sequence[Path] | None,
+    scope: Collection[str] | None,
+) -> list[tuple[SourceRecord, str]]:
+    """Walk each source (or the parts of ``scope`` inside it); returns (source, where it
+    was walked). A source that cannot be walked is reported once and protected: nothing
+    listed, nothing removed."""
+    plan = walk.plan
+    looked: list[tuple[SourceRecord, str]] = []
     for source in sources:
         if allowed is not None and allowed_root(Path(source.path), allowed) is None:
-            name = display_name(source.path)
-            report.failed.append(
-                FailedFile(
-                    name,
-                    f"{name}: outside the folders this tool may read; it was not synced",
-                    "access_denied",
-                    source.path,
-                )
-            )
-            protected.append(source.path)
+            plan.report.failed.append(_outside_allowed(source))
+            walk.protected.append(source.path)
             continue
         root = open_root(source.path, mount_point=source.mount_point)
         if isinstance(root, RootRefused):  # said once; nothing listed, nothing removed
-            report.failed.append(root.failed)
-            protected.append(source.path)
+            plan.report.failed.append(root.failed)
+            walk.protected.append(source.path)
             continue
         with root:
             for start in _starts(source, scope):
@@ -205,18 +215,29 @@ def plan_sync(
                 walk.look(root, source, start)
                 if start == source.path:
                     plan.walked.append(source.path)
-    if scope is not None:  # the documents that may be gone: those recorded under the scope
-        for state in states.values():
-            if any(inside(state.path, start) for _, start in looked):
-                stored(state.document_id)
-    for doc_id, doc in docs.items():
+    return looked
+
+
+def _outside_allowed(source: SourceRecord) -> FailedFile:
+    name = display_name(source.path)
+    return FailedFile(
+        name,
+        f"{name}: outside the folders this tool may read; it was not synced",
+        "access_denied",
+        source.path,
+    )
+
+
+def _find_vanished(walk: Walk, looked: Sequence[tuple[SourceRecord, str]]) -> None:
+    """Mark gone the stored documents a walk looked for and did not see (never those
+    under a protected path)."""
+    plan = walk.plan
+    for doc_id, doc in plan.docs.items():
         path = doc.path or ""
-        if doc_id in walk.seen or any(inside(path, p) for p in protected):
+        if doc_id in walk.seen or any(inside(path, p) for p in walk.protected):
             continue
         if any(in_source(path, src) and inside(path, start) for src, start in looked):
             plan.vanished[doc_id] = doc
-    _find_moves(plan, walk.sig, allowed)
-    return plan
 
 
 @dataclass
