@@ -379,8 +379,8 @@ def _json_default(value: Any) -> Any:
 
 
 def load_scifact(split: str = "test", folder: Path = SCIFACT) -> Any:
-    """SciFact through the project's own BEIR loader (``hybridkb.evaluate.load_beir``)."""
-    from hybridkb.evaluate import load_beir
+    """SciFact through the project's own BEIR loader (``hybridkb.devtools.evaluate.load_beir``)."""
+    from hybridkb.devtools.evaluate import load_beir
 
     return load_beir(folder, split)
 

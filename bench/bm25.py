@@ -9,7 +9,7 @@ Usage:
 
 ``--tune`` grid-searches English stop words, k1 and b on the train split and
 times queries with and without stop words; the defaults in
-``hybridkb.index.keyword`` and ``hybridkb.analysis.STOPWORDS`` come from that
+``hybridkb.index.keywords`` and ``hybridkb.text.analysis.STOPWORDS`` come from that
 run. The test split is never used to choose.
 """
 
@@ -34,8 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from hybridkb.analysis import STOPWORDS, _clear_cache, analyze, analyze_query, detect_language
-from hybridkb.index.keyword import DEFAULT_B, DEFAULT_K1, KeywordIndex
+from hybridkb.index.keywords import DEFAULT_B, DEFAULT_K1, KeywordIndex
+from hybridkb.text.analysis import STOPWORDS, _clear_cache, analyze, analyze_query, detect_language
 
 Qrels = dict[str, dict[str, int]]
 

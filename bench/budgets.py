@@ -41,7 +41,7 @@ CAP_MB = 1536
 _LOAD_ONE = """
 import json, resource, sys, time
 resource.setrlimit(resource.RLIMIT_AS, ({cap} << 20, {cap} << 20))
-from hybridkb.files import open_file
+from hybridkb.text.files import open_file
 from hybridkb.machine import peak_rss_mb
 from hybridkb.loaders import STREAMED_EXTENSIONS, load_file, stream_blocks
 path = sys.argv[1]

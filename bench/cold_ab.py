@@ -7,9 +7,9 @@ For a change to imports (what a fresh process loads): each round runs, for every
 in turn (the order alternates between rounds), one cold ``hybridkb search --json`` on a
 small collection (the packaged model; its ONNX graph prepared once beforehand), one
 ``hybridkb mcp --read-only`` spawn up to its ``tools/list`` answer, and one
-``python -X importtime -c "import hybridkb.cli"``. Reports medians: wall seconds, CPU
+``python -X importtime -c "import hybridkb.cli.commands"``. Reports medians: wall seconds, CPU
 seconds (user + system, which a loaded machine inflates less than wall time), modules
-imported by ``import hybridkb.cli`` and the sum of their own import times. Minutes, not
+imported by ``import hybridkb.cli.commands`` and the sum of their own import times. Minutes, not
 hours: no 100k collection (``bench/search.py --only cold`` has that). Prints JSON with
 the machine description; writes nothing.
 """
@@ -116,9 +116,9 @@ def mcp_tools_list(db: Path, src: str) -> tuple[float, float]:
 
 
 def cli_imports(src: str) -> tuple[int, float]:
-    """Modules ``import hybridkb.cli`` loads, and the sum of their own import seconds."""
+    """Modules ``import hybridkb.cli.commands`` loads, and the sum of their own import seconds."""
     done = subprocess.run(
-        [PYTHON, "-X", "importtime", "-c", "import hybridkb.cli"],
+        [PYTHON, "-X", "importtime", "-c", "import hybridkb.cli.commands"],
         env=_env(src), capture_output=True, text=True, check=True,
     )  # fmt: skip
     rows = [

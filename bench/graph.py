@@ -226,7 +226,7 @@ def bench_scale(n_nodes: int, n_edges: int) -> dict[str, Any]:
 
 
 def load_scifact(kb: hybridkb.KnowledgeBase) -> tuple[Any, dict[str, Any]]:
-    from hybridkb.evaluate import load_beir, prepare_collection
+    from hybridkb.devtools.evaluate import load_beir, prepare_collection
 
     data = load_beir(SCIFACT, "test")
     t0 = time.perf_counter()

@@ -32,14 +32,14 @@ import _common as C
 import duckdb
 import numpy as np
 
-from hybridkb.analysis import analyze, analyze_query
 from hybridkb.index import derived
-from hybridkb.index.keyword import KeywordIndex, bm25
+from hybridkb.index.keywords import KeywordIndex, bm25
 from hybridkb.index.recall import AUDIT_QUERIES
 from hybridkb.index.vector import VectorIndex
 from hybridkb.index.vector_layouts import expansion_search_for
 from hybridkb.storage.duckdb.bulk import fetch_vectors_sql
 from hybridkb.storage.duckdb.memory import coded_terms
+from hybridkb.text.analysis import analyze, analyze_query
 
 DBS = {"100k": C.SCRATCH / "bench-100k.duckdb", "1m": C.SCRATCH / "bench-1m.duckdb"}
 DEPTH = 100

@@ -27,7 +27,7 @@ Cases (``--only``):
   bench/search.py and search it; then delete it and search. Embedding excluded
   (a fake document embedder stands in for the collection's model).
 
-Stage times come from timers wrapped around the functions ``hybridkb.ingest``
+Stage times come from timers wrapped around the functions ``hybridkb.ingest.pipeline``
 calls (load_file, _chunk, analyze, embed_with_cache, storage.put_documents, the
 storage write hooks and the in-memory index mirror). Parsing runs in a
 background thread, so stages overlap and do not sum to the wall time.
@@ -251,7 +251,7 @@ class Stages:
 
 @contextmanager
 def stage_timers(storage: Any) -> Iterator[Stages]:
-    """Time the stages of hybridkb.ingest by wrapping the names it calls."""
+    """Time the stages of hybridkb.ingest.pipeline by wrapping the names it calls."""
     st = Stages()
     patched_module = {
         "load_file": "parse (load_file)",

@@ -60,12 +60,12 @@ import numpy as np
 
 import hybridkb
 from hybridkb import ingest as ingest_module
-from hybridkb.analysis import analyze
 from hybridkb.graph import store as graph_store_module
 from hybridkb.storage import open_storage
 from hybridkb.storage.base import ChunkRecord, DocumentRecord, PutItem, chunk_key, make_chunk_id
 from hybridkb.storage.duckdb import connection as duckdb_connection
 from hybridkb.storage.graph_sql import GraphSQLBase
+from hybridkb.text.analysis import analyze
 
 WORDS_PER_TEXT = 60
 STORAGE_DIM = 384
@@ -157,7 +157,7 @@ class Stages:
         }
 
 
-# What hybridkb.ingest calls, by the names it imported them under.
+# What hybridkb.ingest.pipeline calls, by the names it imported them under.
 INGEST_STAGES = {
     "_prepare_text": "prepare a text (all of it)",
     "normalize_text": "  normalize text",

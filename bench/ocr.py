@@ -4,9 +4,9 @@ keyword hit@3) on scans.
     .venv/bin/python bench/ocr.py                       # generated pages + shared PDFs
     .venv/bin/python bench/ocr.py --sides 1000 1600 2400  # rendering sizes to compare
 
-Scans are made here: text PDFs (pages written by hybridkb.pdfwriter, and the text
+Scans are made here: text PDFs (pages written by hybridkb.devtools.pdfwriter, and the text
 PDFs in ../shared/data/docs/pdf when present) are rendered to image-only PDFs at
-200 dpi (hybridkb.pdfwriter.scan_pdf), OCR'd through the loader's own code path
+200 dpi (hybridkb.devtools.pdfwriter.scan_pdf), OCR'd through the loader's own code path
 (hybridkb.loaders.ocr.ocr_pdf_pages), and compared with the original's text layer.
 
 Character error rate: edit distance / characters of the original, whitespace
@@ -40,8 +40,8 @@ from typing import Any
 
 from _common import machine, print_rows, write_json
 
+from hybridkb.devtools.pdfwriter import Page, make_pdf, scan_pdf
 from hybridkb.loaders.ocr import TARGET_PIXELS, ocr_pdf_pages
-from hybridkb.pdfwriter import Page, make_pdf, scan_pdf
 
 SHARED_PDFS = Path(os.environ.get("HYBRIDKB_BENCH_DOCS", "/work/shared/data/docs/pdf"))
 TEXT_PDFS = ["pdflatex-4-pages.pdf", "google-doc-document.pdf", "multicolumn.pdf"]

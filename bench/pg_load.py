@@ -39,7 +39,7 @@ WRITERS, WRITE_BATCH = 2, 8
 def _search_process(
     url: str, threads: int, queries: list[str], qvecs: np.ndarray, go: Any, stop_at: Any, out: Any
 ) -> None:
-    from hybridkb.search import Target, run_search
+    from hybridkb.search.hybrid import Target, run_search
     from hybridkb.settings import load_settings
     from hybridkb.storage import open_storage
 

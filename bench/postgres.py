@@ -53,8 +53,8 @@ sys.path.append(str(ROOT / "bench"))  # _common (the machine), pg_load (the load
 
 from pg_load import Lookup  # noqa: E402
 
-from hybridkb.analysis import analyze  # noqa: E402
-from hybridkb.search import Target, run_search  # noqa: E402
+from hybridkb.results import Hit  # noqa: E402
+from hybridkb.search.hybrid import Target, run_search  # noqa: E402
 from hybridkb.settings import load_settings  # noqa: E402
 from hybridkb.storage import open_storage  # noqa: E402
 from hybridkb.storage.base import (  # noqa: E402
@@ -65,7 +65,7 @@ from hybridkb.storage.base import (  # noqa: E402
     chunk_key,
     make_chunk_id,
 )
-from hybridkb.types import Hit  # noqa: E402
+from hybridkb.text.analysis import analyze  # noqa: E402
 
 SCIFACT = Path("/work/shared/data/scifact")
 DOC_CACHE = Path("/tmp/scifact_vecs.npy")
@@ -344,9 +344,9 @@ def hnsw_section(
     lookup: Lookup,
 ) -> dict[str, Any]:
     """The index path (forced): quality, latency and a 1 % filter with/without iterative scan."""
-    from hybridkb.filters import parse_filter
     from hybridkb.storage.postgres import search as pg_storage
     from hybridkb.storage.postgres.rows import vector_text
+    from hybridkb.text.filters import parse_filter
 
     saved = pg_storage.EXACT_SCAN_ROWS
     pg_storage.EXACT_SCAN_ROWS = 0
@@ -586,7 +586,7 @@ def copy_rates(duckdb_file: str, pg_url: str, admin: str, tmp: str) -> dict[str,
     """``hybridkb copy`` of the SciFact collection laptop -> server and back, documents/s."""
     from pg_server import create_database, drop_database
 
-    from hybridkb.copy import copy_kb
+    from hybridkb.storage.transfer import copy_kb
 
     out: dict[str, Any] = {}
     target = create_database(admin, "hkb_copy")

@@ -40,18 +40,18 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import hybridkb  # noqa: E402
 from hybridkb import fusion  # noqa: E402
-from hybridkb.analysis import analyze, analyze_query  # noqa: E402
-from hybridkb.chunking import contextual_text  # noqa: E402
-from hybridkb.evaluate import (  # noqa: E402
+from hybridkb.devtools.evaluate import (  # noqa: E402
     FINGERPRINT_ID,
     PrecomputedQuery,
     ndcg_at_k,
     recall_at_k,
     run_eval,
 )
-from hybridkb.index.keyword import KeywordIndex  # noqa: E402
-from hybridkb.search import Target, feedback_leg  # noqa: E402
+from hybridkb.index.keywords import KeywordIndex  # noqa: E402
+from hybridkb.search.hybrid import Target, feedback_leg  # noqa: E402
 from hybridkb.storage.duckdb.schema import table_names  # noqa: E402
+from hybridkb.text.analysis import analyze, analyze_query  # noqa: E402
+from hybridkb.text.chunking import contextual_text  # noqa: E402
 
 DEFAULT_DB = C.SCRATCH / "quality-scifact.duckdb"  # hybridkb refuses /tmp itself
 NAME = "eval:scifact"
@@ -334,7 +334,7 @@ def rerank_cost(db: Path, queries: int = 20, depth: int = 30) -> dict[str, Any]:
     fixed overhead)."""
     import tempfile
 
-    from hybridkb.rerank import CrossEncoderReranker
+    from hybridkb.search.rerank import CrossEncoderReranker
 
     data = C.load_scifact("test")
     qids = C.query_ids(data)[:queries]

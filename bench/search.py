@@ -14,7 +14,7 @@ are swept on train and reported on test by bench/quality.py), ``recall``
 
 Query embedding is excluded from every latency: queries are embedded once with
 the collection's embedder (cached in /tmp) and handed to the search through
-``hybridkb.evaluate.PrecomputedQuery`` in place of ``kb.embedder_for``, so
+``hybridkb.devtools.evaluate.PrecomputedQuery`` in place of ``kb.embedder_for``, so
 ``coll.search()`` runs its whole public path otherwise (catalog reads, query
 analysis, both legs, fusion, fetching the hit rows, building Hit objects).
 
@@ -71,13 +71,13 @@ import numpy as np
 import hybridkb
 from hybridkb import fusion
 from hybridkb import legs as search_legs
-from hybridkb.analysis import analyze, analyze_query
-from hybridkb.evaluate import FINGERPRINT_ID, PrecomputedQuery, run_eval
+from hybridkb.devtools.evaluate import FINGERPRINT_ID, PrecomputedQuery, run_eval
 from hybridkb.index.recall import AUDIT_QUERIES
 from hybridkb.storage import open_storage
 from hybridkb.storage.base import ChunkRecord, DocumentRecord, PutItem, chunk_key, make_chunk_id
 from hybridkb.storage.duckdb.bulk import fetch_vectors_sql
 from hybridkb.storage.duckdb.schema import table_names
+from hybridkb.text.analysis import analyze, analyze_query
 
 K = 10
 SCALE_NAME = "bench"
@@ -1017,7 +1017,7 @@ def leg_recall(s: Searcher, queries: np.ndarray, exact: list[set[int]]) -> float
 BREAKDOWN = r"""
 import json, os, sys, time
 t0 = time.perf_counter()
-import hybridkb.cli  # what the CLI imports
+import hybridkb.cli.commands  # what the CLI imports
 t1 = time.perf_counter()
 import hybridkb
 kb = hybridkb.connect(sys.argv[1], read_only=True)
@@ -1029,7 +1029,7 @@ vec = emb.embed_query(sys.argv[3])
 t4 = time.perf_counter()
 kb.storage.derived.indexes_for(rec)
 t5 = time.perf_counter()
-from hybridkb.analysis import detect_language
+from hybridkb.text.analysis import detect_language
 detect_language("which language is this query written in")
 t6 = time.perf_counter()
 hits = kb.search(sys.argv[3], collections=[sys.argv[2]])
@@ -1099,7 +1099,7 @@ def mcp_start(cli: list[str], db: Path, env: dict[str, str]) -> dict[str, float]
 
 def _importtime(python: str) -> dict[str, Any]:
     proc = subprocess.run(
-        [python, "-X", "importtime", "-c", "import hybridkb.cli"],
+        [python, "-X", "importtime", "-c", "import hybridkb.cli.commands"],
         capture_output=True,
         text=True,
         env={**os.environ},
@@ -1262,7 +1262,7 @@ def cold_bench(args: argparse.Namespace, results: dict[str, Any]) -> list[dict[s
     )
     out["importtime"] = _importtime(python)
     print(
-        f"  import hybridkb.cli: {out['importtime']['total_s']} s; torch imported at import: "
+        f"  import hybridkb.cli.commands: {out['importtime']['total_s']} s; torch imported at import: "
         f"{out['importtime']['torch_imported']}",
         flush=True,
     )

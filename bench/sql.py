@@ -137,7 +137,7 @@ def bench_orphan(work: Path, runs: int) -> dict[str, Any]:
 def bench_space(work: Path, notes: int) -> dict[str, Any]:
     import hybridkb
     from hybridkb import sql_tool
-    from hybridkb.sql_tool import engine_for
+    from hybridkb.sql.tool import engine_for
 
     db = work / "space.duckdb"
     build(db, notes)
@@ -178,7 +178,7 @@ def bench_space(work: Path, notes: int) -> dict[str, Any]:
 def alternate_child(db: str, rounds: int) -> None:
     """In a child process (PYTHONPATH picks the source tree): the alternation itself."""
     import hybridkb
-    from hybridkb.sql_tool import engine_for
+    from hybridkb.sql.tool import engine_for
 
     def rchar(pid: int) -> int:
         io = Path(f"/proc/{pid}/io").read_text()

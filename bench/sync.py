@@ -47,9 +47,8 @@ import hybridkb
 from hybridkb import files as files_module
 from hybridkb import ingest as ingest_module
 from hybridkb import sync as sync_module
-from hybridkb.analysis import analyze
 from hybridkb.embedders.base import FakeEmbedder
-from hybridkb.ingest import document_id_for_path, signature
+from hybridkb.ingest.pipeline import document_id_for_path, signature
 from hybridkb.loaders import file_sha256
 from hybridkb.machine import describe
 from hybridkb.storage.base import (
@@ -61,6 +60,7 @@ from hybridkb.storage.base import (
     chunk_key,
     make_chunk_id,
 )
+from hybridkb.text.analysis import analyze
 
 WORDS = (
     "invoice receipt tax depreciation asset pelican orchard tractor permit walrus budget "

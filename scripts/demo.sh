@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export HF_HUB_OFFLINE=1
-exec .venv/bin/python -m hybridkb.demo "$@"
+exec .venv/bin/python -m hybridkb.devtools.demo "$@"

@@ -3,7 +3,7 @@
 - ``docs/operate/settings.md``: every ``HYBRIDKB_*`` setting with its default, read from
   ``hybridkb.settings.Settings`` and the comments of ``.env.example``;
 - ``docs/reference/cli.md``: the synopsis and every command's ``--help``, from the parser;
-- ``docs/reference/mcp-tools.md``: the MCP tools, from ``src/hybridkb/mcp_tools.json``;
+- ``docs/reference/mcp-tools.md``: the MCP tools, from ``src/hybridkb/mcp/mcp_tools.json``;
 - ``docs/performance/*.md``: one page per ``bench/results/*.json``, each saying the machine,
   commit and load its figures were measured on, and an index of them.
 
@@ -25,9 +25,9 @@ from pathlib import Path
 
 import click
 
-from hybridkb.cli import cli
-from hybridkb.cli_synopsis import synopsis
-from hybridkb.mcp_tools import CATALOG_PATH
+from hybridkb.cli.commands import cli
+from hybridkb.cli.synopsis import synopsis
+from hybridkb.mcp.tools import CATALOG_PATH
 from hybridkb.settings import ENV_PREFIX, Settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -132,7 +132,7 @@ def cli_page() -> str:
 def mcp_page() -> str:
     tools = json.loads(CATALOG_PATH.read_text(encoding="utf-8"))["tools"]
     parts = [
-        NOTICE.format(source="src/hybridkb/mcp_tools.json"),
+        NOTICE.format(source="src/hybridkb/mcp/mcp_tools.json"),
         "# MCP tools\n\n",
         "What `hybridkb mcp` lists (the SQL tool only with `HYBRIDKB_ENABLE_SQL_TOOL=true`;"
         " `--read-only` lists the tools that only read).\n",

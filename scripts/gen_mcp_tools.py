@@ -1,6 +1,6 @@
-"""Write src/hybridkb/mcp_tools.json: the tools ``hybridkb mcp`` lists before it loads them.
+"""Write src/hybridkb/mcp/mcp_tools.json: the tools ``hybridkb mcp`` lists before it loads them.
 
-The file is what the official SDK's server (``hybridkb.mcp_server.build_server``) lists
+The file is what the official SDK's server (``hybridkb.mcp.server.build_server``) lists
 for the widest tool set (SQL tool on, not read-only); the stdio server selects the
 other variants from it. Run this after changing a tool's name, docstring, arguments or
 hints; ``tests/test_mcp.py::test_static_tool_list_is_what_the_sdk_server_lists`` fails
@@ -16,8 +16,8 @@ import argparse
 import json
 import sys
 
-from hybridkb.mcp_server import tool_catalog
-from hybridkb.mcp_tools import CATALOG_PATH
+from hybridkb.mcp.server import tool_catalog
+from hybridkb.mcp.tools import CATALOG_PATH
 
 
 def render() -> str:

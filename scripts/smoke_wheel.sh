@@ -35,9 +35,9 @@ start=$(date +%s.%N)
 hybridkb setup >/dev/null
 echo "ok: hybridkb setup again in $(seconds "$start") s"
 start=$(date +%s.%N)
-python -m hybridkb.demo --db demo.duckdb >demo.log 2>&1 || { cat demo.log; exit 1; }
+python -m hybridkb.devtools.demo --db demo.duckdb >demo.log 2>&1 || { cat demo.log; exit 1; }
 grep -q "ITAA 1997 extract.pdf" demo.log
-echo "ok: python -m hybridkb.demo in $(seconds "$start") s"
+echo "ok: python -m hybridkb.devtools.demo in $(seconds "$start") s"
 mkdir notes
 echo "Depreciation spreads the cost of an asset over its useful life." >notes/tax.txt
 echo "Employees accrue four weeks of annual leave every year." >notes/leave.txt

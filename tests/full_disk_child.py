@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import hybridkb
-from hybridkb.copy import copy_kb
 from hybridkb.errors import KBError
+from hybridkb.storage.transfer import copy_kb
 
 NOTES = [f"note {i} about subject {i % 7} " + "filler words " * 60 for i in range(300)]
 IDS = [f"n{i}" for i in range(300)]

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from hybridkb import mcp_stdio
-from hybridkb.cli import main
+from hybridkb.cli.commands import main
 
 
 def wait_for(path: Path, timeout: float = 120.0) -> None:

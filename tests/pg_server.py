@@ -1,6 +1,6 @@
 """A throwaway PostgreSQL 18 + pgvector server for tests and benchmarks.
 
-The server itself is hybridkb's bundled one (``hybridkb.pgserver``, the same code as
+The server itself is hybridkb's bundled one (``hybridkb.pgserver.server``, the same code as
 ``hybridkb postgres start``); ``HYBRIDKB_TEST_POSTGRES_URL`` points tests at an existing
 server instead.
 
@@ -23,8 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import hybridkb
-from hybridkb.pgserver import PgServer, create_database, database_url, drop_database
-from hybridkb.pgserver import start_server as start_bundled
+from hybridkb.pgserver.server import PgServer, create_database, database_url, drop_database
+from hybridkb.pgserver.server import start_server as start_bundled
 
 __all__ = [
     "ENV_URL",

@@ -20,7 +20,7 @@ from internals import local
 
 import hybridkb
 from hybridkb.errors import KBError
-from hybridkb.sql_tool import engine_for
+from hybridkb.sql.tool import engine_for
 
 SLOW = "SELECT sum(i) FROM range(10000000000000) t(i)"  # hours of work on one thread
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hybridkb.agent_input import (
+from hybridkb.agents.inputs import (
     check_allowed,
     looks_like_path,
     parse_documents,

@@ -25,7 +25,7 @@ from pdfgen import Page, write_pdf
 from pydantic import PrivateAttr
 
 import hybridkb
-from hybridkb.tools import make_tools
+from hybridkb.agents.tools import make_tools
 
 PASSAGE = (
     "Depreciation of office equipment is claimed over five years using the straight-line "

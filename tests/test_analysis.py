@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hybridkb.analysis import (
+from hybridkb.index.keywords import KeywordIndex
+from hybridkb.text.analysis import (
     SNOWBALL_LANGUAGES,
     STOPWORDS,
     analyze,
@@ -17,7 +18,6 @@ from hybridkb.analysis import (
     detect_language,
     detect_languages,
 )
-from hybridkb.index.keyword import KeywordIndex
 
 GERMAN = (
     "Jeder Wert in Rust hat eine Variable, die als sein Eigentümer bezeichnet wird. Es kann "
@@ -268,7 +268,7 @@ def test_detect_languages_gives_each_text_the_code_detect_language_gives() -> No
 
 
 def test_batch_classifier_scores_are_py3langids_to_the_bit() -> None:
-    from hybridkb.langid_model import BatchClassifier, load_identifier
+    from hybridkb.text.langid_model import BatchClassifier, load_identifier
 
     identifier = load_identifier()
     assert BatchClassifier.usable(identifier)

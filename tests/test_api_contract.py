@@ -25,13 +25,13 @@ from test_serve_doors import finish
 
 import hybridkb
 from hybridkb import engine
+from hybridkb.agents.langchain_store import HybridKBRetriever, HybridKBVectorStore
+from hybridkb.agents.tools import make_tools
 from hybridkb.embedders import FakeEmbedder
 from hybridkb.errors import CollectionExists, CollectionNotFound, ConfigError
-from hybridkb.graph import Graph
+from hybridkb.graph_handle import Graph
 from hybridkb.kb import Collection, KnowledgeBase
-from hybridkb.langchain_store import HybridKBRetriever, HybridKBVectorStore
 from hybridkb.serve.wire import WIRE
-from hybridkb.tools import make_tools
 
 DOORS = ["local", "unix", "tcp", pytest.param("postgres", marks=pytest.mark.postgres)]
 

@@ -1,5 +1,6 @@
-"""The house drawn from the imports: no circles, and no module reaching into another's
-underscore names (issue 33).
+"""The house drawn from the imports: no circles between modules nor between the layers
+(a package, or a module at the root), no module reaching into another's underscore
+names, and no module named like a standard-library one.
 
 Every ``import`` and ``from ... import`` in src/hybridkb is read with :mod:`ast`,
 wherever it stands: at the top of a module, inside a function (a late import), or
@@ -16,6 +17,10 @@ Run ``python tests/test_architecture.py`` to print the modules, edges and any ci
 from __future__ import annotations
 
 import ast
+import importlib
+import subprocess
+import sys
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -143,6 +148,77 @@ def test_no_module_imports_another_modules_underscore_name() -> None:
     assert private == []
 
 
+def layer(module: str) -> str:
+    """The layer a module belongs to: its top-level package (``hybridkb.storage`` for
+    ``hybridkb.storage.duckdb.rows``), or itself for a module at the root."""
+    return ".".join(module.split(".")[:2])
+
+
+def layer_edges(known: dict[str, Path]) -> dict[str, set[str]]:
+    """Layer -> the layers it imports: the graph of the packages and root modules."""
+    graph: dict[str, set[str]] = {layer(m): set() for m in known}
+    for importer, targets in edges(known).items():
+        graph[layer(importer)] |= {layer(t) for t in targets} - {layer(importer)}
+    return graph
+
+
+def test_the_layers_have_no_import_circle() -> None:
+    # A circle between packages (storage -> text -> storage) is an arrow running back up
+    # the house even where no two modules import each other: the layers must stack.
+    found = circles(layer_edges(modules()))
+    assert found == [], "circles between packages: " + "; ".join(
+        " <-> ".join(group) for group in found
+    )
+
+
+def test_no_module_is_named_like_a_standard_library_module() -> None:
+    # A script run from inside the package folder puts that folder first on sys.path:
+    # a types.py there broke `import ast` (ast imports types).
+    shadowing = sorted(
+        str(path.relative_to(SRC))
+        for path in (SRC / PACKAGE).rglob("*")
+        if (path.stem if path.suffix == ".py" else path.name) in sys.stdlib_module_names
+        and path.name != "__pycache__"
+    )
+    assert shadowing == []
+
+
+def test_a_script_runs_from_inside_the_package_folder(tmp_path: Path) -> None:
+    for folder in sorted({p.parent for p in (SRC / PACKAGE).rglob("*.py")}):
+        done = subprocess.run(
+            [sys.executable, "-c", "import ast, copy, types, html, http, io, keyword"],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, (folder, done.stderr[-500:])
+
+
+def test_an_old_import_path_is_the_module_it_became_with_a_warning() -> None:
+    from hybridkb.renamed import RENAMED
+
+    for old, new in RENAMED.items():
+        sys.modules.pop(old, None)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            module = importlib.import_module(old)
+        assert module is importlib.import_module(new), old
+        assert [w.category for w in caught] == [DeprecationWarning], old
+        assert new in str(caught[0].message)
+    from hybridkb.results import Hit
+
+    assert importlib.import_module("hybridkb.types").Hit is Hit
+
+
+def test_no_module_imports_an_old_path() -> None:
+    from hybridkb.renamed import RENAMED
+
+    old = {o for o in RENAMED}
+    users = sorted(f"{i.importer} line {i.line}" for i in imports(modules()) if i.module in old)
+    assert users == []
+
+
 def test_the_walk_sees_late_and_type_only_imports(tmp_path: Path) -> None:
     # The rule is only as good as the walk: a circle closed by a function-level import
     # and one closed under TYPE_CHECKING are both found.
@@ -170,3 +246,9 @@ if __name__ == "__main__":
     print(f"{len(graph)} modules, {sum(len(v) for v in graph.values())} import edges")
     for group in circles(graph):
         print("circle:", " <-> ".join(group))
+    layers = layer_edges(modules())
+    print(f"{len(layers)} layers (packages and root modules)")
+    for name in sorted(layers):
+        print(f"  {name} -> {', '.join(sorted(layers[name])) or '-'}")
+    for group in circles(layers):
+        print("circle between layers:", " <-> ".join(group))

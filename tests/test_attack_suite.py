@@ -26,9 +26,9 @@ from internals import duckdb_storage
 from langchain_core.messages import ToolMessage
 
 import hybridkb
-from hybridkb.cli import main
+from hybridkb.agents.tools import make_tools
+from hybridkb.cli.commands import main
 from hybridkb.errors import InvalidFilter
-from hybridkb.tools import make_tools
 
 SECRET = "ATTACK-OUTSIDE-SECRET-c41d"
 COUNTS: Counter[str] = Counter()
@@ -180,7 +180,7 @@ def test_filters_are_refused_or_applied(world: dict[str, Any], where: Any) -> No
                             st.one_of(HOSTILE_TEXT, st.integers(), st.lists(st.integers(), max_size=3), st.none()),
                             max_size=4))  # fmt: skip
 def test_mcp_wrapper_answers_every_call(world: dict[str, Any], args: dict[str, Any]) -> None:
-    from hybridkb.mcp_server import mcp_function
+    from hybridkb.mcp.server import mcp_function
 
     args = {k: expand(v) for k, v in args.items()}
     for lc_tool in world["tools"].values():
@@ -296,7 +296,7 @@ def test_break4_a_symlink_loop_is_one_line(world: dict[str, Any]) -> None:
 
 
 def test_break4_mcp_errors_carry_the_tool_message(world: dict[str, Any]) -> None:
-    from hybridkb.mcp_server import mcp_function
+    from hybridkb.mcp.server import mcp_function
 
     tool = world["tools"]["add_kb_documents"]
     result = mcp_function(tool)(collection_name="Target", documents=json.loads(deep(30)))

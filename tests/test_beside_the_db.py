@@ -32,13 +32,13 @@ from internals import duckdb_storage
 from other_users import NOBODY, as_root
 
 import hybridkb
-from hybridkb.cli import main
+from hybridkb.cli.commands import main
 from hybridkb.errors import NotPrivate
 
 STREAMED = """
 import sys
 from hybridkb import ingest
-from hybridkb.cli import main
+from hybridkb.cli.commands import main
 ingest.STREAM_BYTES = 4_000  # stream this small file, as a large one would be
 sys.exit(main(sys.argv[1:]))
 """
@@ -281,7 +281,7 @@ def test_an_owner_that_cannot_publish_leaves_nothing_running(tmp_path: Path) -> 
 FULL_DISK_ADD = """
 import resource, sys
 resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))  # as a full disk: no byte more written
-from hybridkb.cli import main
+from hybridkb.cli.commands import main
 sys.exit(main(sys.argv[1:]))
 """
 

@@ -40,7 +40,7 @@ from hybridkb.loaders.budget import BLOCK_CHARS, BudgetExceeded, FileBudget, cou
 from hybridkb.loaders.ocr import ocr_available
 from hybridkb.loaders.sheets import load_csv
 from hybridkb.loaders.text import markdown_blocks, stream_markdown
-from hybridkb.types import Block, LoadedFile
+from hybridkb.results import Block, LoadedFile
 
 needs_ocr = pytest.mark.skipif(not ocr_available(), reason="the OCR extra is not installed")
 

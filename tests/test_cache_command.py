@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import hybridkb
-from hybridkb.cli import main
+from hybridkb.cli.commands import main
 
 
 @pytest.fixture

@@ -8,7 +8,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from hybridkb.chunking import (
+from hybridkb.errors import ConfigError
+from hybridkb.results import Block
+from hybridkb.text.chunking import (
     STRATEGIES,
     chunk_blocks,
     contextual_text,
@@ -18,8 +20,6 @@ from hybridkb.chunking import (
     split_text,
     with_implicit_title,
 )
-from hybridkb.errors import ConfigError
-from hybridkb.types import Block
 
 
 def _covered(spans: list[tuple[int, int]], length: int) -> bool:

@@ -14,7 +14,7 @@ import click
 import docx
 import pytest
 
-from hybridkb.cli import cli, main
+from hybridkb.cli.commands import cli, main
 
 COMMANDS = ["create", "list", "describe", "add", "search", "delete", "drop", "eval"]
 HIT_KEYS = {

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hybridkb.cli import main
+from hybridkb.cli.commands import main
 
 
 @pytest.fixture

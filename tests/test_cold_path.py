@@ -21,8 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import hybridkb
-from hybridkb.analysis import analyze
 from hybridkb.storage.records import timestamp
+from hybridkb.text.analysis import analyze
 
 # Modules a search must not import: torch and LangChain are for other front ends and
 # the one-off export; pydantic (settings are a plain class, see settings.py),
@@ -40,16 +40,16 @@ OFF_THE_SEARCH_PATH = [
     "hybridkb.graph",
     "hybridkb.serve.owner",
     "pyarrow",
-    "hybridkb.ingest",
+    "hybridkb.ingest.pipeline",
     "hybridkb.loaders",
-    "hybridkb.files",
-    "hybridkb.embed_cache",
+    "hybridkb.text.files",
+    "hybridkb.embedders.cache",
     "sqlite3",
 ]
 
 SCRIPT = """\
 import json, sys
-from hybridkb.cli import main
+from hybridkb.cli.commands import main
 code = main(sys.argv[1:])
 print()
 print("MODULES", json.dumps({"code": code, "modules": sorted(sys.modules)}))
@@ -141,9 +141,9 @@ def imported_by(code: str, env: dict[str, str] | None = None) -> dict[str, objec
 
 def test_importing_the_command_line_starts_neither_numpy_nor_pydantic() -> None:
     # cli.tune_process sets OpenBLAS's threads and pydantic's plugins up in main(), which
-    # only works while neither is loaded: `import hybridkb.cli` must not load them.
+    # only works while neither is loaded: `import hybridkb.cli.commands` must not load them.
     found = imported_by(
-        "import json, sys, hybridkb.cli; "
+        "import json, sys, hybridkb.cli.commands; "
         "print(json.dumps({'loaded': [m for m in ('numpy', 'pydantic') if m in sys.modules]}))"
     )
     assert found == {"loaded": []}
@@ -161,7 +161,7 @@ def test_reading_settings_does_not_start_pydantic() -> None:
 def test_the_program_tunes_its_process_and_a_caller_keeps_its_own() -> None:
     code = (
         "import gc, json, os, sys\n"
-        "from hybridkb.cli import main\n"
+        "from hybridkb.cli.commands import main\n"
         "before = gc.get_threshold()\n"
         "main(['--help'])\n"  # a caller passing argv
         "kept = gc.get_threshold() == before and gc.get_freeze_count() == 0\n"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import hybridkb
-from hybridkb.cli import main
+from hybridkb.cli.commands import main
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX signals")
 

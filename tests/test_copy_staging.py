@@ -12,11 +12,11 @@ import pytest
 from internals import signal_after_commit
 
 import hybridkb
-from hybridkb.copy import copy_kb
 from hybridkb.errors import CollectionExists, ConfigError
 from hybridkb.lifecycle import Stopped, stop_on_signals
 from hybridkb.storage import CollectionRecord, Storage, open_storage
 from hybridkb.storage.shared import staging_name
+from hybridkb.storage.transfer import copy_kb
 
 TEXTS = [f"note {i} about apples and pears" for i in range(12)]
 

@@ -11,7 +11,7 @@ from internals import duckdb_storage as duckdb_backend
 
 import hybridkb
 from hybridkb.index import derived
-from hybridkb.index.keyword import KeywordIndex
+from hybridkb.index.keywords import KeywordIndex
 from hybridkb.index.vector import VectorIndex
 from hybridkb.storage.duckdb import memory as duckdb_storage
 from hybridkb.storage.duckdb.schema import table_names

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 
 import hybridkb
-from hybridkb.embed_cache import EmbeddingCache, embed_with_cache, stored_bytes, text_hash
 from hybridkb.embedders import FakeEmbedder, cache_key
+from hybridkb.embedders.cache import EmbeddingCache, embed_with_cache, stored_bytes, text_hash
 
 
 class CountingEmbedder(FakeEmbedder):

@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 
 import hybridkb
-from hybridkb.cli import main
-from hybridkb.errors import ConfigError
-from hybridkb.evaluate import (
+from hybridkb.cli.commands import main
+from hybridkb.devtools.evaluate import (
     FINGERPRINT_ID,
     collection_name,
     load_beir,
@@ -19,6 +18,7 @@ from hybridkb.evaluate import (
     recall_at_k,
     run_eval,
 )
+from hybridkb.errors import ConfigError
 
 CONTRACT_KEYS = {"ndcg@10", "recall@100", "queries", "mode", "p50_ms", "p95_ms"}
 

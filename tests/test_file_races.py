@@ -18,9 +18,9 @@ import pytest
 from langchain_core.tools import ToolException
 
 import hybridkb
+from hybridkb.agents.tools import make_tools
 from hybridkb.errors import AccessDenied, KBError
-from hybridkb.files import open_file
-from hybridkb.tools import make_tools
+from hybridkb.text.files import open_file
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="symlinks need privileges there")
 
@@ -160,7 +160,7 @@ def test_open_file_refuses_a_link_swapped_in_after_resolving(
     sub.mkdir()
     victim = sub / "a.txt"
     victim.write_text("inside")
-    import hybridkb.files as files
+    import hybridkb.text.files as files
 
     real_resolve = files.resolve
 
@@ -183,7 +183,7 @@ def test_open_file_refuses_a_folder_swapped_for_a_link(
     sub.mkdir()
     (sub / "note.txt").write_text("inside")
     (outside / "note.txt").write_text(SECRET)
-    import hybridkb.files as files
+    import hybridkb.text.files as files
 
     real_resolve = files.resolve
 

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from test_filters import filter_table, reference_keys, sql_keys
 
 import hybridkb
-from hybridkb.filters import Filter, parse_filter
 from hybridkb.storage.duckdb.filter_columns import MAX_DISTINCT, FilterColumns, field_query
+from hybridkb.text.filters import Filter, parse_filter
 
 # Mixed types on purpose: numbers as text, floats, booleans, nulls, missing keys.
 NS: list[Any] = [0, 1, 2.5, "3", "x", True, False, None, 7, "7", -1]

@@ -16,11 +16,11 @@ from pdfgen import Page, write_pdf
 from test_mcp_stdio import INIT, Session
 
 import hybridkb
-from hybridkb.cli import cli, main
+from hybridkb.agents.filter_check import filter_warnings
+from hybridkb.agents.tools import make_tools
+from hybridkb.cli.commands import cli, main
 from hybridkb.errors import ConfigError, InvalidFilter
-from hybridkb.filter_check import filter_warnings
-from hybridkb.filters import FIELDS, OPERATORS, filter_reference, parse_filter
-from hybridkb.tools import make_tools
+from hybridkb.text.filters import FIELDS, OPERATORS, filter_reference, parse_filter
 
 FILTERS_PAGE = Path(__file__).resolve().parent.parent / "docs" / "guide" / "filters.md"
 TODAY = datetime.now(UTC).date()

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hybridkb.errors import InvalidFilter
-from hybridkb.filters import matches, parse_filter, to_sql
+from hybridkb.text.filters import matches, parse_filter, to_sql
 
 ROWS = [
     {

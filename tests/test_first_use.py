@@ -254,7 +254,7 @@ def test_a_collection_keeps_the_recipe_it_was_made_with_when_the_verdict_comes(
 def test_setup_judges_in_the_foreground_and_says_when_judging_failed(
     tiny: str, cache: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from hybridkb.cli import main
+    from hybridkb.cli.commands import main
 
     monkeypatch.setenv("HYBRIDKB_CACHE_DIR", cache)
     assert main(["setup", "--model", tiny]) == 0

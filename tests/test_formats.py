@@ -17,10 +17,10 @@ from formatgen import (
     xlsx_bytes,
 )
 
+from hybridkb.agents.render import page_label
 from hybridkb.errors import ExtractionError
 from hybridkb.kb import KnowledgeBase
 from hybridkb.loaders import load_file
-from hybridkb.render import page_label
 
 
 def _blocks(path: Path) -> list[tuple[str, int | None, str | None, str]]:
@@ -222,7 +222,7 @@ def test_every_format_is_searchable_with_its_citation(tmp_path: Path, kb: Knowle
 def test_cli_adds_a_mixed_folder_and_cites_slides_and_rows(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hybridkb.cli import main
+    from hybridkb.cli.commands import main
 
     monkeypatch.setenv("HYBRIDKB_MODEL", "fake")
     db = str(tmp_path / "kb.duckdb")

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hybridkb.fusion import (
+from hybridkb.search.fusion import (
     Fused,
     logistic,
     order,

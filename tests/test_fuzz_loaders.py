@@ -49,7 +49,7 @@ from pdfgen import Page, encrypt_pdf, make_pdf
 
 from hybridkb.errors import KBError
 from hybridkb.loaders import load_file
-from hybridkb.types import Block, LoadedFile
+from hybridkb.results import Block, LoadedFile
 
 CALL_GUARD_SECONDS = 20.0  # a call running this long counts as a hang, not as slow
 

@@ -10,7 +10,7 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from hybridkb import cli as main_cli
-from hybridkb.graph.cli import graph
+from hybridkb.cli.graph import graph
 
 GRAPH_COMMANDS = ["neighbors", "traverse", "path", "subgraph", "search", "export", "import", "stats",
                   "relate", "rebuild"]  # fmt: skip

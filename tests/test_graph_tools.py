@@ -12,8 +12,8 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool
 
 import hybridkb
-from hybridkb.graph.tools import make_graph_tools
-from hybridkb.tools import make_tools
+from hybridkb.agents.graph_tools import make_graph_tools
+from hybridkb.agents.tools import make_tools
 
 
 @pytest.fixture

@@ -22,11 +22,11 @@ import pytest
 
 import hybridkb
 from hybridkb import ingest
-from hybridkb.embed_cache import embed_with_cache
-from hybridkb.files import OpenedFile, open_file
+from hybridkb.embedders.cache import embed_with_cache
 from hybridkb.loaders import FileLimits, check_streamed, file_sha256, load_file, stream_blocks
 from hybridkb.loaders import budget as budget_module
 from hybridkb.loaders.budget import BudgetExceeded, ReadingClock, timed_while_read
+from hybridkb.text.files import OpenedFile, open_file
 
 BODIES = {
     "log.txt": "".join(f"Line {n} of the log.\n\n" for n in range(200)),

@@ -27,7 +27,7 @@ from pdfgen import Page, encrypt_pdf, make_pdf
 import hybridkb
 from hybridkb.kb import Collection
 from hybridkb.loaders import SUPPORTED_EXTENSIONS, load_file
-from hybridkb.types import AddReport, FailedFile
+from hybridkb.results import AddReport, FailedFile
 
 POSIX = os.name == "posix"
 SHARED_DOCS = Path(__file__).resolve().parents[2] / "shared/data/docs"

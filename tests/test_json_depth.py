@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from hybridkb.cli import main
+from hybridkb.cli.commands import main
 
 NESTED = "[" * 100_000 + "]" * 100_000
 

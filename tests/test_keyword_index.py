@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
-import hybridkb.index.keyword as kw
+import hybridkb.index.keywords as kw
 from hybridkb.errors import BackendError, ConfigError
 from hybridkb.index import selection
-from hybridkb.index.keyword import KeywordIndex, bm25, postings
+from hybridkb.index.keywords import KeywordIndex, bm25, postings
 
 VOCAB = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "sloe"]
 K1, B = 1.2, 0.75

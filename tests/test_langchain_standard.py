@@ -23,8 +23,8 @@ from langchain_tests.integration_tests import (
 from langchain_tests.unit_tests import ToolsUnitTests
 
 import hybridkb
-from hybridkb.langchain_store import TEXT_KEY, HybridKBRetriever, HybridKBVectorStore
-from hybridkb.tools import make_tools
+from hybridkb.agents.langchain_store import TEXT_KEY, HybridKBRetriever, HybridKBVectorStore
+from hybridkb.agents.tools import make_tools
 
 pytestmark = pytest.mark.anyio
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hybridkb.legs import Helper, Leg, union
+from hybridkb.search.legs import Helper, Leg, union
 
 entries = st.lists(st.tuples(st.integers(1, 2), st.integers(0, 12), st.floats(0, 10)), max_size=25)
 

@@ -29,7 +29,7 @@ from hybridkb.loaders import (
 from hybridkb.loaders.encoding import decode_bytes
 from hybridkb.loaders.pdf import page_ranges, split_page_paragraphs
 from hybridkb.loaders.text import markdown_blocks, text_blocks
-from hybridkb.types import FailedFile, SkippedFile
+from hybridkb.results import FailedFile, SkippedFile
 
 OFF = "; OCR is off: set HYBRIDKB_OCR=true to read scans"
 

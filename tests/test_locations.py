@@ -13,11 +13,11 @@ import pytest
 from langchain_core.tools import BaseTool
 
 import hybridkb
-from hybridkb.cli import main
+from hybridkb.agents.tools import make_tools
+from hybridkb.cli.commands import main
 from hybridkb.errors import ConfigError
 from hybridkb.locations import default_db, user_data_folder
 from hybridkb.settings import load_settings
-from hybridkb.tools import make_tools
 
 
 @pytest.fixture(autouse=True)

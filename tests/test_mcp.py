@@ -21,9 +21,9 @@ from pdfgen import Page, write_pdf
 from pydantic import BaseModel
 
 import hybridkb
-from hybridkb.mcp_server import build_server, tool_catalog
-from hybridkb.mcp_tools import advertised_tools
-from hybridkb.tools import TOOL_NAMES, make_tools
+from hybridkb.agents.tools import TOOL_NAMES, make_tools
+from hybridkb.mcp.server import build_server, tool_catalog
+from hybridkb.mcp.tools import advertised_tools
 
 pytestmark = pytest.mark.anyio
 DEPRECIATION = "Depreciation of equipment is spread over five years."

@@ -19,7 +19,7 @@ from mcp_client import (
     uvx_program,
 )
 
-from hybridkb.mcp_tools import advertised_tools
+from hybridkb.mcp.tools import advertised_tools
 
 CONFIGS = readme_configs()
 # Where the fake embedder stands in for the model: the configs are the point here (the

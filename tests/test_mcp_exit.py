@@ -28,7 +28,7 @@ import hybridkb
 from hybridkb.embedders import Embedder
 from hybridkb.errors import ConfigError
 from hybridkb.lifecycle import Stopped, stop_on_signals
-from hybridkb.mcp_stdio import StdioServer
+from hybridkb.mcp.stdio import StdioServer
 from hybridkb.serve.endpoint import endpoint_file
 from hybridkb.storage.base import CollectionRecord
 

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from http_server import HttpServer, free_port, mcp_command, post, server_env
 
-from hybridkb.mcp_http import TokenGate
+from hybridkb.mcp.http_server import TokenGate
 from hybridkb.serve.endpoint import endpoint_file
 
 TOKEN = "s3cret-token-for-the-test-0123456789"
@@ -261,7 +261,7 @@ def test_the_server_parses_http_with_h11_even_where_httptools_is_installed(
     import uvicorn.protocols.http.auto as auto
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    import hybridkb.mcp_http as mcp_http
+    import hybridkb.mcp.http_server as mcp_http
 
     class HttpToolsStandIn(asyncio.Protocol):
         """What "auto" picks where httptools is installed."""

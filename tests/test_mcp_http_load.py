@@ -14,7 +14,7 @@ from pathlib import Path
 
 from http_server import HttpServer, post, server_env
 
-from hybridkb.mcp_http_guard import ConnectionGuard
+from hybridkb.mcp.http_guard import ConnectionGuard
 
 TOKEN = "s3cret-token-for-the-load-test-0123"
 FILE_LIMIT = 128
@@ -110,7 +110,7 @@ def test_answers_are_sent_at_once_without_waiting_for_an_ack() -> None:
     """Our listener comes from socket.create_server (protocol 0), whose connections
     asyncio leaves with Nagle on: an answer written as headers then body waited for the
     client's delayed ACK (~45 ms a request on a kept-alive connection, MCP and UI)."""
-    from hybridkb.mcp_http_guard import guarded_protocol
+    from hybridkb.mcp.http_guard import guarded_protocol
 
     class Inner(asyncio.Protocol):
         pass

@@ -20,7 +20,7 @@ from typing import Any
 from internals import through_owner
 
 import hybridkb
-from hybridkb.mcp_tools import advertised_tools
+from hybridkb.mcp.tools import advertised_tools
 
 HARNESS = Path(__file__).with_name("mcp_harness.py")
 INIT = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}  # fmt: skip
@@ -126,7 +126,7 @@ def test_tools_list_is_answered_before_langchain_the_sdk_or_the_model_load(
     heavy = {"torch", "sentence_transformers", "transformers", "onnxruntime", "langchain_core",
              "langchain", "mcp", "mcp_types"}  # fmt: skip
     assert loaded & heavy == set()
-    assert "hybridkb.tools" not in modules.read_text().split()
+    assert "hybridkb.agents.tools" not in modules.read_text().split()
     hold.touch()
     text, is_error = s.call(3, "kb_list", {})
     assert not is_error and "No collections yet" in text

@@ -18,11 +18,11 @@ from mcp import Client
 from schemagen import old_schema_file, stored_version
 
 import hybridkb
-from hybridkb.cli import main
-from hybridkb.copy import copy_kb
+from hybridkb.cli.commands import main
 from hybridkb.errors import BackendError
-from hybridkb.mcp_server import build_server
+from hybridkb.mcp.server import build_server
 from hybridkb.storage.duckdb.schema import MIGRATIONS
+from hybridkb.storage.transfer import copy_kb
 
 TEXTS = ["lemurs live on Madagascar", "otters hold hands while sleeping"]
 KILLED = "import sys; from internals import die_in_migration; die_in_migration(int(sys.argv[2]));"

@@ -21,8 +21,8 @@ sys.modules["pyarrow"] = None  # "import pyarrow" (and pyarrow.*) raises ImportE
 from pathlib import Path
 import docx
 import hybridkb
-from hybridkb.pdfwriter import Page, write_pdf
-from hybridkb.graph.tools import make_graph_tools
+from hybridkb.devtools.pdfwriter import Page, write_pdf
+from hybridkb.agents.graph_tools import make_graph_tools
 
 root = Path(sys.argv[1])
 docs = root / "docs"

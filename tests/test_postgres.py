@@ -19,9 +19,7 @@ from conftest import DB_COUNTER
 from internals import local, postgres_storage
 
 import hybridkb
-from hybridkb.copy import copy_kb
 from hybridkb.errors import BackendError, CollectionExists, CollectionNotFound, KBError
-from hybridkb.filters import POSTGRES, parse_filter, to_sql
 from hybridkb.local import LocalEngine
 from hybridkb.settings import load_settings
 from hybridkb.storage.base import (
@@ -33,6 +31,8 @@ from hybridkb.storage.base import (
     make_chunk_id,
 )
 from hybridkb.storage.postgres import search as pg_search_module
+from hybridkb.storage.transfer import copy_kb
+from hybridkb.text.filters import POSTGRES, parse_filter, to_sql
 
 if TYPE_CHECKING:
     from hybridkb.storage.postgres import PostgresStorage

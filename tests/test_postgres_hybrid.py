@@ -23,9 +23,8 @@ import pytest
 from internals import postgres_storage
 
 import hybridkb
-from hybridkb.analysis import analyze
-from hybridkb.filters import parse_filter
-from hybridkb.search import Target, run_search
+from hybridkb.results import Hit
+from hybridkb.search.hybrid import Target, run_search
 from hybridkb.settings import load_settings
 from hybridkb.storage import open_storage
 from hybridkb.storage.base import (
@@ -39,7 +38,8 @@ from hybridkb.storage.base import (
 )
 from hybridkb.storage.postgres import PostgresStorage
 from hybridkb.storage.postgres import search as pg_search
-from hybridkb.types import Hit
+from hybridkb.text.analysis import analyze
+from hybridkb.text.filters import parse_filter
 
 pytestmark = pytest.mark.postgres
 

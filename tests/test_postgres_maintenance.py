@@ -12,7 +12,7 @@ from internals import postgres_storage
 from pg_server import hybridkb_cli, server_parent
 
 import hybridkb
-from hybridkb.cli import main
+from hybridkb.cli.commands import main
 from hybridkb.errors import ConfigError
 
 TEXTS = [

@@ -36,7 +36,7 @@ def socket_folder(url: str) -> Path:
 
 def psql_as_attacker(url: str) -> subprocess.CompletedProcess[str]:
     """The bundled psql, run as :data:`ATTACKER`, asking for the superuser's role."""
-    from hybridkb.pgfolder import bin_dir
+    from hybridkb.pgserver.folder import bin_dir
 
     return subprocess.run(
         [str(bin_dir() / "psql"), url, "-c", "SELECT 1"],

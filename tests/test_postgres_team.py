@@ -20,12 +20,12 @@ from mcp_client import StdioClient
 from pg_server import ENV_URL, cli_env, database_url, drop_database, hybridkb_cli
 
 import hybridkb
+from hybridkb.agents.tools import make_tools
 from hybridkb.errors import BackendError, GraphError, KBError
-from hybridkb.mcp_server import build_server
-from hybridkb.mcp_tools import advertised_tools
+from hybridkb.mcp.server import build_server
+from hybridkb.mcp.tools import advertised_tools
 from hybridkb.storage.base import document_node_id
 from hybridkb.storage.postgres.connection import check_pgvector
-from hybridkb.tools import make_tools
 
 pytestmark = pytest.mark.postgres
 

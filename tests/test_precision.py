@@ -195,7 +195,7 @@ def test_cli_search_never_imports_torch(tmp_path: Path, real_model_name: str) ->
         kb.create_collection("notes").add_texts(["Straight-line depreciation is even."])
     script = (
         "import sys\n"
-        "from hybridkb.cli import main\n"
+        "from hybridkb.cli.commands import main\n"
         f"code = main(['--db', {str(db)!r}, 'search', 'notes', 'depreciation'])\n"
         "heavy = [m for m in ('torch', 'sentence_transformers', 'transformers', "
         "'langchain_core') if m in sys.modules]\n"
@@ -213,7 +213,7 @@ def test_cli_search_never_imports_torch(tmp_path: Path, real_model_name: str) ->
 def test_setup_prepares_the_model_and_reports_the_recipe(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from hybridkb.cli import main
+    from hybridkb.cli.commands import main
 
     assert main(["setup", "--model", "fake", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -225,7 +225,7 @@ def test_setup_prepares_the_model_and_reports_the_recipe(
 def test_setup_measures_int8_on_this_cpu(
     capsys: pytest.CaptureFixture[str], real_model_name: str
 ) -> None:
-    from hybridkb.cli import main
+    from hybridkb.cli.commands import main
 
     assert main(["setup", "--model", real_model_name]) == 0
     out = capsys.readouterr().out

@@ -21,8 +21,8 @@ import pytest
 from other_users import NOBODY, as_root, made_by_nobody, shared_folder
 
 import hybridkb
-from hybridkb.cli import main
-from hybridkb.embed_cache import CACHE_FILE, EmbeddingCache
+from hybridkb.cli.commands import main
+from hybridkb.embedders.cache import CACHE_FILE, EmbeddingCache
 from hybridkb.errors import NotPrivate
 from hybridkb.locations import user_data_folder
 from hybridkb.private_files import folder_problem
@@ -200,8 +200,8 @@ def test_a_cache_folder_others_may_write_is_refused(own_cache: Path, tmp_path: P
 
 
 def test_the_embedding_cache_files_are_0600(own_cache: Path, umask_022: None) -> None:
-    from hybridkb.embed_cache import embed_with_cache
     from hybridkb.embedders import get_embedder
+    from hybridkb.embedders.cache import embed_with_cache
 
     cache = EmbeddingCache(own_cache)
     embed_with_cache(get_embedder("fake"), ["alpha", "beta"], cache)

@@ -38,14 +38,14 @@ from other_users import (
 
 import hybridkb
 from hybridkb import private_files
-from hybridkb.cli import main
-from hybridkb.embed_cache import CACHE_FILE, EmbeddingCache, text_hash
+from hybridkb.cli.commands import main
+from hybridkb.embedders.cache import CACHE_FILE, EmbeddingCache, text_hash
 from hybridkb.embedders.onnx_model import export_dir, model_folder, read_spec
 from hybridkb.errors import NotPrivate
-from hybridkb.langid_model import load_identifier, set_cache_folder
 from hybridkb.locations import user_data_folder
 from hybridkb.private_files import folder_problem, write_private_file
 from hybridkb.serve.endpoint import runtime_folder
+from hybridkb.text.langid_model import load_identifier, set_cache_folder
 
 
 @pytest.fixture
@@ -248,10 +248,10 @@ def test_a_written_file_is_whole_and_0600_and_leaves_no_temporary_file(tmp_path:
 
 def test_one_module_holds_the_rules_of_files_and_folders() -> None:
     """Every caller judges folders and files by the same functions (no second copy)."""
-    import hybridkb.embed_cache as embed_cache
-    import hybridkb.langid_model as langid_model
+    import hybridkb.embedders.cache as embed_cache
     import hybridkb.locations as locations
     import hybridkb.serve.endpoint as endpoint
+    import hybridkb.text.langid_model as langid_model
     from hybridkb.embedders import onnx_export, onnx_model
 
     for module in (embed_cache, langid_model, onnx_export, onnx_model, endpoint, locations):

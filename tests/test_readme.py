@@ -22,8 +22,8 @@ from _pytest.mark.expression import Expression, ExpressionMatcher
 from docblocks import RUNNABLE, blocks, run_block, scratch
 
 import hybridkb
-from hybridkb.cli import cli
-from hybridkb.cli_synopsis import synopsis
+from hybridkb.cli.commands import cli
+from hybridkb.cli.synopsis import synopsis
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 import hybridkb
-from hybridkb.cli import main
+from hybridkb.cli.commands import main
 from hybridkb.errors import ConfigError, ModelUnavailable
-from hybridkb.rerank import CrossEncoderReranker, Reranker
+from hybridkb.search.rerank import CrossEncoderReranker, Reranker
 
 NOTES = [
     "The harbour lease runs for ten years and is renewed in spring.",

@@ -11,8 +11,8 @@ import pytest
 from internals import local
 
 import hybridkb
-from hybridkb.chunking import contextual_text
 from hybridkb.storage.base import chunk_key, make_chunk_id
+from hybridkb.text.chunking import contextual_text
 
 TITLE = "Zebra migration across the Serengeti"
 BODY = [

@@ -301,7 +301,7 @@ def test_cli_commands_go_through_the_owner_with_the_same_exit_codes(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from hybridkb.cli import main
+    from hybridkb.cli.commands import main
 
     db, _ = owner
     monkeypatch.setenv("HYBRIDKB_MODEL", "fake")

@@ -54,7 +54,7 @@ def test_a_terminal_add_reads_a_file_outside_the_owners_folders(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from hybridkb.cli import main
+    from hybridkb.cli.commands import main
 
     db, _ = owner
     home = tmp_path.parent / f"{tmp_path.name}-home"
@@ -245,7 +245,7 @@ def test_idle_strangers_do_not_stop_the_owner_serving(tmp_path: Path, transport:
 def test_a_runtime_folder_made_by_someone_else_is_not_used(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from hybridkb.cli import main
+    from hybridkb.cli.commands import main
 
     monkeypatch.setenv("HYBRIDKB_SERVE_TRANSPORT", "unix")
     monkeypatch.setenv("HYBRIDKB_MODEL", "fake")

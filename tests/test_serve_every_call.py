@@ -19,9 +19,9 @@ from test_serve import start_owner_process
 from test_serve_doors import finish
 
 import hybridkb
+from hybridkb.agents.langchain_store import HybridKBRetriever, HybridKBVectorStore
 from hybridkb.embedders import FakeEmbedder
 from hybridkb.kb import Collection, KnowledgeBase
-from hybridkb.langchain_store import HybridKBRetriever, HybridKBVectorStore
 
 
 @pytest.fixture(params=["unix", "tcp"])

@@ -10,10 +10,10 @@ import pytest
 from langchain_core.messages import ToolMessage
 
 import hybridkb
+from hybridkb.agents.tools import make_tools
 from hybridkb.errors import ConfigError
-from hybridkb.sql_worker import Refused, check_tree
+from hybridkb.sql.worker import Refused, check_tree
 from hybridkb.storage.duckdb.schema import table_names
-from hybridkb.tools import make_tools
 
 
 @pytest.fixture

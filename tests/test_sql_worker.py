@@ -28,7 +28,7 @@ from test_mcp_stdio import INIT, Session
 
 import hybridkb
 from hybridkb.errors import BackendError, ConfigError
-from hybridkb.sql_tool import engine_for
+from hybridkb.sql.tool import engine_for
 
 # Runs until the worker is killed at its time limit, spilling a join's hash table.
 SPILLING = "SELECT count(*) FROM range(100000000) a(i) JOIN range(100000000) b(j) ON i = j"

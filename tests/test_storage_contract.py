@@ -18,10 +18,8 @@ import pytest
 from internals import local, through_owner
 
 import hybridkb
-from hybridkb.analysis import analyze
 from hybridkb.errors import CollectionExists, CollectionNotFound, InvalidFilter, KBError
-from hybridkb.filters import matches, parse_filter
-from hybridkb.index.keyword import KeywordIndex
+from hybridkb.index.keywords import KeywordIndex
 from hybridkb.storage.base import (
     ChunkRecord,
     DocumentRecord,
@@ -31,6 +29,8 @@ from hybridkb.storage.base import (
     chunk_key,
     make_chunk_id,
 )
+from hybridkb.text.analysis import analyze
+from hybridkb.text.filters import matches, parse_filter
 
 MODES = ("hybrid", "vector", "keyword", "filter")
 
@@ -544,7 +544,7 @@ class StorageContract:
         ref = KeywordIndex()
         ref.add(list(range(len(DOCS))), [analyze(d["text"], "en") for d in DOCS])
         for query in ("depreciation apples", "red pears", _token(3) + " schedule"):
-            from hybridkb.analysis import analyze_query
+            from hybridkb.text.analysis import analyze_query
 
             expected = ref.search(analyze_query(query, ["en"]), 10)
             got = shared.search(query, k=10, mode="keyword")

@@ -17,7 +17,6 @@ from internals import duckdb_storage, sql_rows
 
 import hybridkb
 from hybridkb import ingest
-from hybridkb.analysis import analyze
 from hybridkb.errors import IngestError
 from hybridkb.storage.base import (
     ChunkRecord,
@@ -28,6 +27,7 @@ from hybridkb.storage.base import (
 )
 from hybridkb.storage.duckdb import stream as duckdb_stream
 from hybridkb.storage.duckdb.schema import table_names
+from hybridkb.text.analysis import analyze
 
 Batches = Iterator[tuple[list[ChunkRecord], np.ndarray]]
 

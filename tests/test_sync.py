@@ -16,7 +16,7 @@ from internals import put_source, sources_of
 
 import hybridkb
 from hybridkb import files, ingest, sync
-from hybridkb.cli import main
+from hybridkb.cli.commands import main
 from hybridkb.embedders.base import FakeEmbedder
 from hybridkb.errors import ConfigError
 from hybridkb.storage.base import document_node_id
@@ -319,7 +319,7 @@ def test_cli_says_a_source_is_missing_and_keeps_its_documents(
 def test_a_source_swapped_for_a_link_is_not_walked_through(
     kb: hybridkb.KnowledgeBase, folder: Path, tmp_path: Path
 ) -> None:
-    from hybridkb.tools import make_tools
+    from hybridkb.agents.tools import make_tools
 
     outside = write(tmp_path / "outside" / "secret.md", "The password is swordfish.")
     write(outside.parent / "private.txt", "Another user's diary.")
@@ -453,7 +453,7 @@ def test_cli_sync_and_sources(
 def test_agent_tool_syncs_inside_the_allowed_folders(
     kb: hybridkb.KnowledgeBase, folder: Path, tmp_path: Path
 ) -> None:
-    from hybridkb.tools import make_tools
+    from hybridkb.agents.tools import make_tools
 
     tools = {t.name: t for t in make_tools(kb, allowed_paths=[tmp_path])}
     kb.create_collection("Tax Documents").add(folder)

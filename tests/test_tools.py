@@ -17,8 +17,8 @@ from pydantic import BaseModel
 
 import hybridkb
 from hybridkb import render
-from hybridkb.tools import TOOL_NAMES, WRITE_TOOLS, make_tools
-from hybridkb.types import AddReport, CollectionInfo, FailedFile, FileResult, Hit
+from hybridkb.agents.tools import TOOL_NAMES, WRITE_TOOLS, make_tools
+from hybridkb.results import AddReport, CollectionInfo, FailedFile, FileResult, Hit
 
 NO_VALUE = "optional, default null"  # a parameter whose default is None (None means required)
 EXPECTED_PARAMS: dict[str, list[tuple[str, object]]] = {
@@ -106,7 +106,7 @@ def test_descriptions_say_when_to_use_and_give_examples(tools: dict[str, BaseToo
 def test_module_level_tools_have_the_same_names_and_bind_lazily(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import hybridkb.tools as module
+    import hybridkb.agents.tools as module
 
     for name in TOOL_NAMES:
         t = getattr(module, name)
@@ -468,8 +468,8 @@ def test_every_front_end_derives_from_the_one_registry(kb: Any) -> None:
     # The LangChain tools, the read-only filter, TOOL_NAMES/WRITE_TOOLS and the MCP
     # catalogue with its hints all come from toolbox.TOOLS (graph tools included,
     # registered there, not found by importing a module).
-    from hybridkb.mcp_tools import advertised_tools
-    from hybridkb.toolbox import TOOLS
+    from hybridkb.agents.toolbox import TOOLS
+    from hybridkb.mcp.tools import advertised_tools
 
     always = [s for s in TOOLS if s.setting is None]
     assert [t.name for t in make_tools(kb)] == [s.name for s in always]
@@ -659,7 +659,7 @@ def test_error_rendering_has_code_and_message() -> None:
 
 
 def test_module_tools_are_structured_tools() -> None:
-    import hybridkb.tools as module
+    import hybridkb.agents.tools as module
 
     assert all(isinstance(getattr(module, n), StructuredTool) for n in TOOL_NAMES)
 
@@ -667,7 +667,7 @@ def test_module_tools_are_structured_tools() -> None:
 @pytest.fixture(autouse=True)
 def _no_module_kb_leak() -> Iterator[None]:
     yield
-    import hybridkb.tools as module
+    import hybridkb.agents.tools as module
 
     assert module._DEFAULT._kb is None, "the module-level tools opened a knowledge base"
 

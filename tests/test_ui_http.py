@@ -21,7 +21,7 @@ from starlette.testclient import TestClient
 from ui_browser import UIServer, ui_command
 
 import hybridkb
-from hybridkb.mcp_http import allowed_hosts
+from hybridkb.mcp.http_server import allowed_hosts
 from hybridkb.ui.app import create_app
 from hybridkb.ui.common import UIConfig
 from hybridkb.ui.gate import BrowserGate, cookie_name

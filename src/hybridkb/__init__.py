@@ -2,7 +2,7 @@
 
 The public names below are imported on first use (PEP 562, through
 :func:`hybridkb.lazy.lazy_names`), not by ``import hybridkb``: a submodule
-(``hybridkb.cli``, ``hybridkb.errors``, ...) then loads only what it needs, and the
+(``hybridkb.cli.commands``, ``hybridkb.errors``, ...) then loads only what it needs, and the
 command line can set up its process before numpy starts (``cli.py`` says why).
 """
 
@@ -11,8 +11,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .lazy import lazy_names
+from .renamed import install
+
+install()  # old import paths of moved modules keep working, with a DeprecationWarning
+del install
 
 if TYPE_CHECKING:
+    from .agents.filter_check import filter_warnings
     from .embedders import Embedder, FakeEmbedder
     from .errors import (
         AccessDenied,
@@ -33,36 +38,35 @@ if TYPE_CHECKING:
         NotExportable,
         UnsupportedFileType,
     )
-    from .filter_check import filter_warnings
-    from .graph.handle import GraphAPI
+    from .graph_handle import GraphAPI
     from .kb import Collection, CollectionAPI, KnowledgeBase, KnowledgeBaseAPI
     from .opening import connect
+    from .results import AddReport, CollectionInfo, DeleteReport, Hit
     from .settings import Settings
-    from .types import AddReport, CollectionInfo, DeleteReport, Hit
 
 __version__ = "0.1.0"
 
 # Where each public name is defined.
 EXPORTS = {
     "AccessDenied": "errors",
-    "AddReport": "types",
+    "AddReport": "results",
     "BackendError": "errors",
     "Collection": "kb",
     "CollectionAPI": "kb",
     "CollectionExists": "errors",
-    "CollectionInfo": "types",
+    "CollectionInfo": "results",
     "CollectionNotFound": "errors",
     "ConfigError": "errors",
     "DatabaseLocked": "errors",
-    "DeleteReport": "types",
+    "DeleteReport": "results",
     "DocumentNotFound": "errors",
     "Embedder": "embedders",
     "EmbeddingMismatch": "errors",
     "ExtractionError": "errors",
     "FakeEmbedder": "embedders",
-    "GraphAPI": "graph.handle",
+    "GraphAPI": "graph_handle",
     "GraphError": "errors",
-    "Hit": "types",
+    "Hit": "results",
     "IngestError": "errors",
     "InvalidFilter": "errors",
     "KBError": "errors",
@@ -74,7 +78,7 @@ EXPORTS = {
     "Settings": "settings",
     "UnsupportedFileType": "errors",
     "connect": "opening",
-    "filter_warnings": "filter_check",
+    "filter_warnings": "agents.filter_check",
 }
 
 # A literal list, so type checkers see what is exported (EXPORTS has the same names).

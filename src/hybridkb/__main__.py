@@ -1,6 +1,6 @@
 """``python -m hybridkb``: the same command line as ``hybridkb``."""
 
-from .cli import main
+from .cli.commands import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Protocol, TypeAlias, TypeVar
 if TYPE_CHECKING:
     import numpy as np
 
-    from .embed_cache import EmbeddingCache
     from .embedders import Embedder, Recipe
+    from .embedders.cache import EmbeddingCache
     from .graph.extract import EntityExtractor
     from .graph.model import (
         Edge,
@@ -52,9 +52,10 @@ if TYPE_CHECKING:
         TraverseResult,
     )
     from .graph.model import Path as GraphPath
-    from .rerank import Reranker
+    from .results import AddReport, CollectionInfo, DeleteReport, Hit, SyncReport
+    from .search.rerank import Reranker
     from .settings import Settings
-    from .sql_tool import SQLResult
+    from .sql.tool import SQLResult
     from .storage.base import (
         ChunkRecord,
         CollectionHealth,
@@ -62,7 +63,6 @@ if TYPE_CHECKING:
         DocumentRecord,
         Storage,
     )
-    from .types import AddReport, CollectionInfo, DeleteReport, Hit, SyncReport
 
 __all__ = [
     "CallerFolder",

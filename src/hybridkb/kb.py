@@ -36,16 +36,16 @@ from .limits import check_name
 if TYPE_CHECKING:
     import numpy as np
 
-    from .embed_cache import EmbeddingCache
     from .embedders import Embedder, Recipe
+    from .embedders.cache import EmbeddingCache
     from .engine import CopyProgress, Door
-    from .graph.handle import Graph
-    from .rerank import Reranker
+    from .graph_handle import Graph
+    from .results import AddReport, CollectionInfo, DeleteReport, Hit, SyncReport
+    from .search.rerank import Reranker
     from .settings import Settings
-    from .sql_tool import SQLResult
+    from .sql.tool import SQLResult
     from .storage import Storage
     from .storage.base import ChunkRecord, CollectionHealth, CollectionRecord, DocumentRecord
-    from .types import AddReport, CollectionInfo, DeleteReport, Hit, SyncReport
 
 __all__ = ["Collection", "CollectionAPI", "KnowledgeBase", "KnowledgeBaseAPI"]
 
@@ -86,7 +86,7 @@ class KnowledgeBase:
     def read_only(self) -> bool:
         """Whether writes are refused: opened with ``read_only=True``, or connected to a
         database as a role that may only read (its writes raise BackendError naming the
-        role; the tools of :func:`hybridkb.tools.make_tools` and ``hybridkb mcp`` then
+        role; the tools of :func:`hybridkb.agents.tools.make_tools` and ``hybridkb mcp`` then
         leave out the writers)."""
         return self.door.read_only
 
@@ -107,7 +107,7 @@ class KnowledgeBase:
             GraphError: The backend keeps no graph.
         """
         if self._graph is None:
-            from .graph.handle import Graph
+            from .graph_handle import Graph
 
             self.door.graph  # noqa: B018 - attached now: a backend without one says so here
             self._graph = Graph(self.door)
@@ -149,7 +149,7 @@ class KnowledgeBase:
 
     def with_reranker(self, reranker: Reranker) -> KnowledgeBase:
         """The same store and workspace, reranking searches with ``reranker`` (any object
-        with ``name`` and ``score(query, texts) -> scores``; see :mod:`hybridkb.rerank`).
+        with ``name`` and ``score(query, texts) -> scores``; see :mod:`hybridkb.search.rerank`).
 
         Raises:
             ConfigError: The object lacks ``name`` or ``score``; through an owner,
@@ -432,7 +432,7 @@ class KnowledgeBase:
         """Run one read-only SELECT over this workspace's views (``kb_collections``,
         ``kb_documents``, ``kb_chunks``, ``kb_graph_nodes``, ``kb_graph_edges``) in a
         separate engine that holds a copy of this workspace's rows and nothing else; the
-        defaults are those of :mod:`hybridkb.sql_tool`.
+        defaults are those of :mod:`hybridkb.sql.tool`.
 
         Args:
             sql: One SELECT (or WITH ... SELECT) statement.
@@ -629,7 +629,7 @@ class Collection:
                 fields (``filename``, ``path``, ``document_id``, ``page``,
                 ``section``, ``language``, ...) or user metadata keys, with ``$eq``,
                 ``$ne``, ``$gt``/``$gte``/``$lt``/``$lte``, ``$in``/``$nin``, ``$and``
-                and ``$or`` (see :mod:`hybridkb.filters`). It is applied inside each
+                and ``$or`` (see :mod:`hybridkb.text.filters`). It is applied inside each
                 leg, before the cut to ``k``: a filtered search returns ``k`` hits
                 whenever ``k`` chunks match.
             rerank: None reranks when a reranker is set (``with_reranker`` or

@@ -20,7 +20,7 @@ import inside a function carries no comment of its own:
    module on those paths imports such a module in the function that needs it, and
    the command line imports a subcommand's module when that command runs.
    ``bench/mcp_start.py`` and ``bench/search.py --only cold`` measure these paths.
-2. **Before numpy and pydantic.** ``import hybridkb.cli`` loads neither:
+2. **Before numpy and pydantic.** ``import hybridkb.cli.commands`` loads neither:
    ``cli.tune_process`` sets their environment up first (``cli.py`` says why).
 3. **Optional extras and platforms.** A module from an extra (``[mcp]``, ``[ocr]``,
    ``[torch]``, ...) is imported where it is used, through

@@ -28,12 +28,11 @@ from .errors import (
     KBError,
     ModelUnavailable,
 )
-from .filters import parse_document_filter
-from .langid_model import set_cache_folder
 from .lifecycle import EXIT_WAIT_SECONDS, join_background, start_background
 from .limits import check_name, check_text
-from .rerank import Reranker, load_reranker
-from .search import Target, run_search, search_by_vector
+from .results import AddReport, CollectionInfo, DeleteReport, Hit, SyncReport
+from .search.hybrid import Target, run_search, search_by_vector
+from .search.rerank import Reranker, load_reranker
 from .settings import Settings, with_overrides
 from .storage import Storage
 from .storage.base import (
@@ -47,18 +46,19 @@ from .storage.base import (
     make_chunk_id,
 )
 from .storage.shared import staged_target, unfinished_copy
-from .types import AddReport, CollectionInfo, DeleteReport, Hit, SyncReport
+from .text.filters import parse_document_filter
+from .text.langid_model import set_cache_folder
 
 if TYPE_CHECKING:
     # Imported where they are used: ingest (the loaders, chunking, the files it opens),
     # the embedding cache (SQLite), the graph, copy and SQL are for other calls than a
     # cold CLI search, which paid for them.
-    from .embed_cache import EmbeddingCache
+    from .embedders.cache import EmbeddingCache
     from .engine import CopyProgress, Door, Vector
     from .graph.api import LocalGraph
     from .graph.extract import EntityExtractor
-    from .ingest import IngestContext
-    from .sql_tool import SQLResult
+    from .ingest.pipeline import IngestContext
+    from .sql.tool import SQLResult
 
 __all__ = ["LocalEngine", "checked_embedder", "load_embedder"]
 
@@ -194,7 +194,7 @@ class LocalEngine:
         if not isinstance(reranker, Reranker):
             raise ConfigError(
                 f"reranker: {type(reranker).__name__} has no name and score(query, texts); "
-                "see hybridkb.rerank.Reranker"
+                "see hybridkb.search.rerank.Reranker"
             )
         return LocalEngine(self.storage, self.settings, embedders=self._given, reranker=reranker)
 
@@ -286,7 +286,7 @@ class LocalEngine:
         if self._given or self.settings.embed_cache_mb == 0:
             return None
         if self._cache is None:
-            from .embed_cache import EmbeddingCache
+            from .embedders.cache import EmbeddingCache
 
             self._cache = EmbeddingCache(
                 Path(self.settings.cache_dir), max_bytes=self.settings.embed_cache_mb << 20
@@ -427,7 +427,7 @@ class LocalEngine:
         collections: Iterable[str] | None = None,
         rerank: bool | None = None,
     ) -> list[Hit]:
-        """Search several collections as one ranking (:func:`hybridkb.search.run_search`)."""
+        """Search several collections as one ranking (:func:`hybridkb.search.hybrid.run_search`)."""
         if rerank is not None and not isinstance(rerank, bool):
             raise ConfigError(f"rerank: expected true, false or nothing, got {rerank!r}")
         check_text(query, "query")
@@ -456,7 +456,7 @@ class LocalEngine:
     # -- documents of one collection ------------------------------------------------------
 
     def _context(self, collection: str, allowed: Sequence[Path] | None = None) -> IngestContext:
-        from .ingest import IngestContext
+        from .ingest.pipeline import IngestContext
 
         if self.storage.read_only:
             # Refused before any file is read: every document would fail the same way.
@@ -480,8 +480,8 @@ class LocalEngine:
         allowed: Sequence[str | Path] | None = None,
     ) -> AddReport:
         """Ingest files and folders, then remember them as sources."""
-        from .ingest import ingest_paths
-        from .sync import remember_sources
+        from .ingest.pipeline import ingest_paths
+        from .ingest.sync import remember_sources
 
         check_text(metadata, "metadata")  # paths may hold surrogates: undecodable file names
         folders = _resolved(allowed)
@@ -506,9 +506,9 @@ class LocalEngine:
         busy: Sequence[str] = (),
         paths: Sequence[str | Path] | None = None,
     ) -> SyncReport:
-        """Sync with the sources (:func:`hybridkb.sync.sync_collection`): an unchanged
+        """Sync with the sources (:func:`hybridkb.ingest.sync.sync_collection`): an unchanged
         folder is a stat walk, with no file opened and no model loaded."""
-        from .sync import sync_collection
+        from .ingest.sync import sync_collection
 
         folders = _resolved(allowed)
         if not dry_run and self.storage.read_only:
@@ -524,7 +524,7 @@ class LocalEngine:
         )
 
     def _sources(self, record: CollectionRecord) -> list[dict[str, Any]]:
-        from .statwalk import root_state
+        from .ingest.statwalk import root_state
 
         return [
             {
@@ -544,8 +544,8 @@ class LocalEngine:
 
     def remove_source(self, collection: str, path: str | Path) -> DeleteReport:
         """Forget a source and delete the documents only it covered."""
-        from .files import resolve
-        from .sync import in_source, stored_documents
+        from .ingest.sync import in_source, stored_documents
+        from .text.files import resolve
 
         record = self.record(collection)
         sources = self.storage.list_sources(record)
@@ -579,7 +579,7 @@ class LocalEngine:
         ids: Sequence[str] | None = None,
     ) -> AddReport:
         """Ingest raw texts as documents."""
-        from .ingest import ingest_texts
+        from .ingest.pipeline import ingest_texts
 
         check_text(texts, "texts")
         check_text(metadatas, "metadatas")
@@ -704,7 +704,7 @@ class LocalEngine:
     ) -> dict[str, Any]:
         """Re-embed a collection into a side table, then switch over in one transaction
         (``progress``: a bar on this process's terminal)."""
-        from .ingest import signature
+        from .ingest.pipeline import signature
 
         tools = self.storage.reembedding
         if tools is None:
@@ -752,9 +752,9 @@ class LocalEngine:
         workspace: str | None = None,
         progress: CopyProgress | None = None,
     ) -> dict[str, Any]:
-        """Copy this store's collections into another store (:func:`hybridkb.copy.copy_from`)."""
-        from .copy import copy_from
+        """Copy this store's collections into another store (:func:`hybridkb.storage.transfer.copy_from`)."""
         from .storage.backends import absolute_url
+        from .storage.transfer import copy_from
 
         if absolute_url(dst_url) == absolute_url(self.settings.db):
             raise ConfigError("copy: source and destination are the same store; name another one")
@@ -770,9 +770,9 @@ class LocalEngine:
         timeout: float | None = None,
         max_bytes: int | None = None,
     ) -> SQLResult:
-        """Run one read-only SELECT (:func:`hybridkb.sql_tool.sql_here`; None: its default
+        """Run one read-only SELECT (:func:`hybridkb.sql.tool.sql_here`; None: its default
         limits)."""
-        from .sql_tool import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT, sql_here
+        from .sql.tool import DEFAULT_MAX_BYTES, DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT, sql_here
 
         return sql_here(
             self,

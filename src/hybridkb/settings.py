@@ -57,7 +57,7 @@ from typing import Any, ClassVar, Literal, get_args
 from .errors import ConfigError
 from .limits import MAX_JSON_DEPTH, json_depth
 from .locations import default_db
-from .types import SearchMode
+from .results import SearchMode
 
 ChunkStrategy = Literal["paragraph", "page", "size"]
 Fusion = Literal["zscore", "weighted", "rrf"]

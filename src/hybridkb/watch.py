@@ -1,6 +1,6 @@
 """Live sync: filesystem events on the sources' folders, applied as they settle.
 
-Events are only a trigger; the sync (``hybridkb.sync``) is the truth. A batch of events
+Events are only a trigger; the sync (``hybridkb.ingest.sync``) is the truth. A batch of events
 (grouped by watchfiles until ``quiet_ms`` pass without one, at most ``max_wait_ms``)
 re-syncs the collections whose sources it touches, which is a stat walk plus reading
 what changed. That one path handles what events make hard: an editor's save-by-rename
@@ -28,7 +28,7 @@ from .errors import KBError, attempt_import
 
 if TYPE_CHECKING:
     from .kb import KnowledgeBase
-    from .types import SyncReport
+    from .results import SyncReport
 
 Report = Callable[["SyncReport"], None]
 RECHECK_SECONDS = 5.0  # how often a quiet watcher looks for new sources or folders

@@ -21,7 +21,7 @@ from .edit_check import (
 from .export import export_folder, export_text
 from .extract import EntityExtractor
 from .host import Host
-from .io import import_folder
+from .importer import import_folder
 from .memgraph import check_node_id
 from .model import (
     CHUNK_TYPES,

@@ -1,6 +1,6 @@
 """Graph export: the folder format (nodes, edges, vectors per document), GraphML, Mermaid.
 
-The folder format itself is described in :mod:`hybridkb.graph.io`, whose import reads
+The folder format itself is described in :mod:`hybridkb.graph.importer`, whose import reads
 what :func:`export_folder` writes. Export is its own module because the two directions
 share only that format: export reads the in-memory graph and the stored chunks and
 writes files atomically; import reads files and stages rows for the ingest hook.

@@ -11,9 +11,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from ..embedders import Embedder
+from ..results import Hit
 from ..settings import Settings
 from ..storage.base import CollectionRecord, Storage
-from ..types import Hit
 from .model import Subgraph
 from .queries import MemGraph
 from .store import GraphStore

@@ -14,8 +14,8 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..results import Hit
 from ..storage.base import document_node_id
-from ..types import Hit
 
 __all__ = [
     "DIRECTIONS",

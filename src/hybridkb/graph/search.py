@@ -25,12 +25,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import fusion
 from ..errors import GraphError
-from ..filters import matches, parse_filter
-from ..search import Target, check_query, hits_for
+from ..results import Hit
+from ..search import fusion
+from ..search.hybrid import Target, check_query, hits_for
 from ..storage.base import chunk_key, document_node_id
-from ..types import Hit
+from ..text.filters import matches, parse_filter
 from .extract import resolve_aliases
 from .host import GraphView, Host
 from .model import (

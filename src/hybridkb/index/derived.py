@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import KBError
-from .keyword import KeywordIndex
+from .keywords import KeywordIndex
 from .vector import VectorIndex
 
 # What the vector index decided about its own recall and keeps in its file (recall.py):

@@ -14,7 +14,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from hybridkb.errors import ExtractionError, KBError
-from hybridkb.files import OpenedFile, allowed_root, open_file
 from hybridkb.loaders.budget import FileBudget, FileLimits, ReadingClock, timed_while_read
 from hybridkb.loaders.registry import (
     LOADERS,
@@ -26,7 +25,8 @@ from hybridkb.loaders.registry import (
 from hybridkb.loaders.snapshot import as_opened
 from hybridkb.loaders.text import iter_text_blocks, stream_markdown
 from hybridkb.normalize import display_name
-from hybridkb.types import Block, FailedFile, LoadedFile, SkippedFile
+from hybridkb.results import Block, FailedFile, LoadedFile, SkippedFile
+from hybridkb.text.files import OpenedFile, allowed_root, open_file
 
 __all__ = [
     "STREAMED_EXTENSIONS",
@@ -56,7 +56,7 @@ def load_file(
 
     Args:
         source: A file of a supported type (SUPPORTED_EXTENSIONS, case-insensitive):
-            a path (opened here), or a file opened by :func:`hybridkb.files.open_file`,
+            a path (opened here), or a file opened by :func:`hybridkb.text.files.open_file`,
             read from its start up to the size it had when opened.
         pdf_password: User password for encrypted PDFs.
         ocr: Read PDF pages without a text layer by OCR, if the OCR extra is installed.

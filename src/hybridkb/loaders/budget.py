@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from typing import IO, Any, TypeVar
 
 from hybridkb.errors import ExtractionError
-from hybridkb.types import Block
+from hybridkb.results import Block
 
 __all__ = [
     "BudgetExceeded",

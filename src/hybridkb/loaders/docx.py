@@ -26,7 +26,7 @@ from hybridkb.loaders.archive import MAX_PART_BYTES, check_zip, invalid
 from hybridkb.loaders.budget import BudgetExceeded, FileBudget, FileLimits
 from hybridkb.loaders.text import HeadingPath
 from hybridkb.normalize import normalize_text
-from hybridkb.types import Block, LoadedFile
+from hybridkb.results import Block, LoadedFile
 
 __all__ = ["MAX_PART_BYTES", "load_docx"]
 

@@ -17,8 +17,8 @@ from typing import BinaryIO
 from hybridkb.errors import ExtractionError
 from hybridkb.loaders.archive import check_zip, invalid
 from hybridkb.loaders.budget import FileBudget, FileLimits
-from hybridkb.loaders.html import html_blocks
-from hybridkb.types import Block
+from hybridkb.loaders.webpage import html_blocks
+from hybridkb.results import Block
 
 __all__ = ["load_epub"]
 

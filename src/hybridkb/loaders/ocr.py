@@ -21,9 +21,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from hybridkb.analysis import detect_language
 from hybridkb.loaders.pdfium import PDFIUM_LOCK
 from hybridkb.loaders.respace import respace, respace_available
+from hybridkb.text.analysis import detect_language
 
 __all__ = [
     "OCR_INSTALL",

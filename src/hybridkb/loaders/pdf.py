@@ -20,7 +20,7 @@ from hybridkb.loaders.budget import BudgetExceeded, FileBudget, FileLimits
 from hybridkb.loaders.ocr import OCR_INSTALL, ocr_available, ocr_pdf_pages
 from hybridkb.loaders.pdfium import pdfium_texts
 from hybridkb.normalize import normalize_text
-from hybridkb.types import Block, LoadedFile
+from hybridkb.results import Block, LoadedFile
 
 __all__ = [
     "load_pdf",

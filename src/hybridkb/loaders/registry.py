@@ -16,7 +16,7 @@ from hybridkb.errors import UnsupportedFileType
 from hybridkb.loaders.budget import FileBudget, counting_zip_reads
 from hybridkb.loaders.text import load_markdown, load_text
 from hybridkb.normalize import display_name
-from hybridkb.types import LoadedFile
+from hybridkb.results import LoadedFile
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ def _load_text(stream: BinaryIO, name: str, options: LoadOptions, budget: FileBu
 
 
 def _load_html(stream: BinaryIO, name: str, options: LoadOptions, budget: FileBudget) -> LoadedFile:
-    from hybridkb.loaders.html import load_html
+    from hybridkb.loaders.webpage import load_html
 
     return load_html(stream, name=name, budget=budget)
 

@@ -24,7 +24,7 @@ from hybridkb.loaders.archive import check_zip, invalid
 from hybridkb.loaders.budget import FileBudget
 from hybridkb.loaders.lines import iter_lines
 from hybridkb.normalize import normalize_text
-from hybridkb.types import Block
+from hybridkb.results import Block
 
 __all__ = [
     "MAX_CELL_CHARS",

@@ -16,7 +16,7 @@ from hybridkb.loaders.archive import check_zip, invalid
 from hybridkb.loaders.budget import BudgetExceeded, FileBudget, FileLimits
 from hybridkb.loaders.text import MAX_TITLE_CHARS
 from hybridkb.normalize import normalize_text
-from hybridkb.types import Block
+from hybridkb.results import Block
 
 __all__ = ["load_pptx"]
 

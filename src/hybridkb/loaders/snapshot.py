@@ -14,7 +14,7 @@ import io
 import os
 from typing import TYPE_CHECKING, BinaryIO
 
-from hybridkb.files import OpenedFile
+from hybridkb.text.files import OpenedFile
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer

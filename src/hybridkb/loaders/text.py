@@ -20,7 +20,7 @@ from hybridkb.loaders.budget import FileBudget
 from hybridkb.loaders.encoding import SAMPLE_BYTES, decode_bytes, detect_encoding, reject_binary
 from hybridkb.loaders.lines import iter_lines
 from hybridkb.normalize import display_name, normalize_text
-from hybridkb.types import Block, LoadedFile
+from hybridkb.results import Block, LoadedFile
 
 __all__ = [
     "MAX_TITLE_CHARS",

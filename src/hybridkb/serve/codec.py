@@ -29,15 +29,7 @@ from hybridkb.graph.model import (
     Subgraph,
     TraverseResult,
 )
-from hybridkb.sql_tool import SQLResult
-from hybridkb.storage.base import (
-    ChunkRecord,
-    CollectionHealth,
-    CollectionRecord,
-    DocumentRecord,
-    Finding,
-)
-from hybridkb.types import (
+from hybridkb.results import (
     AddReport,
     CollectionInfo,
     DeleteReport,
@@ -48,6 +40,14 @@ from hybridkb.types import (
     RemovedFile,
     SkippedFile,
     SyncReport,
+)
+from hybridkb.sql.tool import SQLResult
+from hybridkb.storage.base import (
+    ChunkRecord,
+    CollectionHealth,
+    CollectionRecord,
+    DocumentRecord,
+    Finding,
 )
 
 __all__ = ["decode", "encode", "error_from", "error_payload", "MAX_MESSAGE_BYTES"]

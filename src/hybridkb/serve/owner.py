@@ -36,6 +36,7 @@ from hybridkb.errors import (
 )
 from hybridkb.limits import check_name
 from hybridkb.local import LocalEngine, checked_embedder, load_embedder
+from hybridkb.results import DeleteReport
 from hybridkb.serve.codec import encode
 from hybridkb.serve.endpoint import Endpoint, live_endpoint
 from hybridkb.serve.link import OwnerGone, OwnerLink
@@ -45,13 +46,12 @@ from hybridkb.settings import Settings, with_overrides
 from hybridkb.storage import open_storage
 from hybridkb.storage.base import CollectionRecord, Storage
 from hybridkb.storage.shared import OPENED_READ_ONLY
-from hybridkb.types import DeleteReport
 
 if TYPE_CHECKING:
-    from hybridkb.embed_cache import EmbeddingCache
+    from hybridkb.embedders.cache import EmbeddingCache
     from hybridkb.engine import Door
     from hybridkb.graph.extract import EntityExtractor
-    from hybridkb.rerank import Reranker
+    from hybridkb.search.rerank import Reranker
 
 __all__ = ["SETTLE", "OwnerEngine", "OwnerGraph"]
 

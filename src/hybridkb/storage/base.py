@@ -1,7 +1,7 @@
 """The storage contract: the protocol both backends implement and the records it moves.
 
 This module is the whole contract between the core and a backend. Backends return
-ranked ``(chunk_key, score)`` lists; fusion happens in the core (``hybridkb.fusion``)
+ranked ``(chunk_key, score)`` lists; fusion happens in the core (``hybridkb.search.fusion``)
 so every backend ranks the same way. Differences between backends are data: the
 flags of :class:`Capabilities` (how the store behaves), and the optional parts
 (:attr:`Storage.graph_sql`, :attr:`Storage.maintenance`, :attr:`Storage.reembedding`,
@@ -23,7 +23,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from ..filters import Filter
+from ..text.filters import Filter
 from .columns import Table
 from .contract_records import (
     ChunkRecord,
@@ -124,7 +124,7 @@ class Storage(Protocol):
       made before it (derived in-memory indexes are brought up to date first);
     * take identifiers from :class:`CollectionRecord` ids only: no name or other user
       text is ever spliced into SQL (values travel as bound parameters, filters
-      through :func:`hybridkb.filters.to_sql`);
+      through :func:`hybridkb.text.filters.to_sql`);
     * raise every driver error as a :class:`~hybridkb.errors.BackendError` (or a
       subclass, e.g. :class:`~hybridkb.errors.DatabaseLocked` when another process
       holds the file past the lock timeout), keeping the driver's as the cause; never
@@ -243,8 +243,8 @@ class Storage(Protocol):
     ) -> list[DocumentRecord]:
         """One page of the collection's documents, ordered by ``added_at`` then
         ``document_id``; with ``where`` (a parsed filter naming no passage's field, see
-        :func:`hybridkb.filters.parse_document_filter`) only those it matches, decided
-        in the database (compiled by :func:`hybridkb.filters.to_sql`)."""
+        :func:`hybridkb.text.filters.parse_document_filter`) only those it matches, decided
+        in the database (compiled by :func:`hybridkb.text.filters.to_sql`)."""
         ...
 
     def put_document(

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from ..filters import Filter
+from ..text.filters import Filter
 from .columns import Table
 from .contract_records import ChunkRecord, CollectionRecord, Connection
 
@@ -309,7 +309,7 @@ class StoreHit:
 class HybridSearch(Protocol):
     """A whole hybrid search of one collection inside the store, in one round trip, which
     a backend may offer (``Storage.hybrid``; None where it does not): both legs, the
-    core's fusion (:mod:`hybridkb.fusion`, floors and tie-breaks included) and vector
+    core's fusion (:mod:`hybridkb.search.fusion`, floors and tie-breaks included) and vector
     feedback, and the winners' rows. It must rank as the core does with the store's
     own legs; the core uses it for hybrid searches of a single collection."""
 

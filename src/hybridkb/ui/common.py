@@ -22,6 +22,7 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
+from ..agents.render import human_size
 from ..errors import (
     AccessDenied,
     BackendError,
@@ -32,7 +33,6 @@ from ..errors import (
     InvalidFilter,
     KBError,
 )
-from ..render import human_size
 from .gate import CSRF_FIELD, check_csrf_form
 
 if TYPE_CHECKING:

@@ -15,9 +15,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..agents.filter_check import filter_warnings
 from ..errors import InvalidFilter
-from ..filter_check import filter_warnings
-from ..filters import BUILTIN_FIELDS, DOCUMENT_FIELDS, OPERATORS, named_fields, parse_filter
+from ..text.filters import BUILTIN_FIELDS, DOCUMENT_FIELDS, OPERATORS, named_fields, parse_filter
 
 if TYPE_CHECKING:
     from .. import CollectionAPI, KnowledgeBaseAPI

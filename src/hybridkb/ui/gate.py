@@ -36,7 +36,7 @@ from http.cookies import CookieError, SimpleCookie
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from ..mcp_http_guard import ConnectionGuard
+from ..mcp.http_guard import ConnectionGuard
 
 __all__ = [
     "CSRF_FIELD",

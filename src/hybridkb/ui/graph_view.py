@@ -15,8 +15,8 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ..agents.render import clip
 from ..errors import GraphError
-from ..render import clip
 from .common import Problem, config_of, page, scalar_text
 
 __all__ = ["graph_data", "graph_page", "neighbourhood"]

@@ -1,7 +1,7 @@
 """A PDF page as a picture, rendered on the server by PDFium and kept in the cache.
 
 What is shown is the page of the document as it was stored: the file is opened inside
-the allowed folders (:func:`hybridkb.files.open_file`, as the agent tools read), its
+the allowed folders (:func:`hybridkb.text.files.open_file`, as the agent tools read), its
 SHA-256 compared with the stored ``content_hash`` (a file changed since is refused:
 sync first), and the picture cached under that hash and the page number in
 ``<cache>/ui-pages`` (folder 0700, files 0600). A cached page is served without
@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import KBError
-from ..files import open_file
 from ..private_files import write_private_file
+from ..text.files import open_file
 
 __all__ = ["MAX_PIXELS", "RENDER_SECONDS", "PageUnavailable", "page_count", "page_png"]
 

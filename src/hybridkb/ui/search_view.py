@@ -1,7 +1,7 @@
 """The search page: the engine's search, each hit with its citation, the query's terms
 marked in its text, and each leg's score and rank explained.
 
-Terms are marked by the engine's own analysis (:func:`hybridkb.analysis.analyze`):
+Terms are marked by the engine's own analysis (:func:`hybridkb.text.analysis.analyze`):
 a word of the passage is marked when it analyses to a term of the query (``running``
 for a query ``runs``), which is what the keyword leg matched.
 """
@@ -16,10 +16,10 @@ from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..analysis import analyze, analyze_query
-from ..filters import BUILTIN_FIELDS
-from ..render import citation
-from ..types import SEARCH_MODES, Hit
+from ..agents.render import citation
+from ..results import SEARCH_MODES, Hit
+from ..text.analysis import analyze, analyze_query
+from ..text.filters import BUILTIN_FIELDS
 from .common import Problem, config_of, highlighted, page
 from .filtering import (
     BUILDER_ROWS,

@@ -1,4 +1,4 @@
-"""Serving the pages: the token scheme of ``hybridkb mcp --http`` (:mod:`hybridkb.mcp_http`)
+"""Serving the pages: the token scheme of ``hybridkb mcp --http`` (:mod:`hybridkb.mcp.http_server`)
 with the browser's way of proving it (:mod:`hybridkb.ui.gate`)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
 
-from ..mcp_http import App, Door, allowed_hosts, serve_app
-from ..mcp_http_guard import ConnectionGuard
+from ..mcp.http_guard import ConnectionGuard
+from ..mcp.http_server import App, Door, allowed_hosts, serve_app
 from .app import create_app
 from .common import UIConfig
 from .gate import BrowserGate

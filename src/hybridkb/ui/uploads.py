@@ -28,13 +28,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import AccessDenied, ConfigError
-from ..files import allowed_root, resolve
 from ..normalize import printable
+from ..text.files import allowed_root, resolve
 from .common import Problem
 
 if TYPE_CHECKING:
     from .. import CollectionAPI
-    from ..types import AddReport, SyncReport
+    from ..results import AddReport, SyncReport
 
 __all__ = ["MAX_NAME_BYTES", "add_upload", "allowed_folder", "plain_name", "receive"]
 

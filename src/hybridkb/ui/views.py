@@ -14,11 +14,11 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..agents.render import page_label
 from ..errors import InvalidFilter
-from ..files import allowed_root
-from ..filters import DOCUMENT_FIELDS
 from ..storage.backends import shown_db
-from ..render import page_label
+from ..text.files import allowed_root
+from ..text.filters import DOCUMENT_FIELDS
 from .common import Problem, cache_folder, config_of, link, page, scalar_text
 from .filtering import (
     BUILDER_ROWS,

@@ -3,7 +3,7 @@
 A filter compiled to SQL scans every chunk row and parses its JSON metadata: 13 ms
 at 100k chunks, and a hybrid search runs it once per leg. Here each field a filter
 names is read once into (sorted keys, int32 codes, distinct values); a comparison is
-decided once per distinct value with :func:`hybridkb.filters.matches` (the reference
+decided once per distinct value with :func:`hybridkb.text.filters.matches` (the reference
 semantics) and spread over the rows with a lookup table, so a filter costs a few
 numpy operations. Fields with too many distinct values, non-scalar JSON values or
 ``added_at`` (whose text form differs from SQL's) are left to SQL: ``allowed``
@@ -21,7 +21,16 @@ from typing import Any
 
 import numpy as np
 
-from ...filters import BUILTIN_FIELDS, NUMERIC_FIELDS, And, Cmp, Filter, Or, json_pointer, matches
+from ...text.filters import (
+    BUILTIN_FIELDS,
+    NUMERIC_FIELDS,
+    And,
+    Cmp,
+    Filter,
+    Or,
+    json_pointer,
+    matches,
+)
 
 # Above this many distinct values, deciding each one in Python costs more than SQL.
 MAX_DISTINCT = 4096

@@ -17,10 +17,10 @@ from typing import Any
 
 import duckdb
 
-from ...chunking import contextual_text
 from ...embedders import Embedder, recipe_of, validate_vectors
 from ...errors import BackendError, ConfigError
 from ...index.derived import drop_snapshot, snapshot_paths
+from ...text.chunking import contextual_text
 from ..base import CollectionHealth, CollectionRecord, Finding
 from ..boundary import driver_errors, first_line
 from .bulk import insert_vectors

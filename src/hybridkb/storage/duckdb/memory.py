@@ -18,7 +18,6 @@ import duckdb
 import numpy as np
 
 from ...errors import KBError
-from ...filters import Filter, to_sql
 from ...index.derived import (
     CodedTerms,
     CollectionIndexes,
@@ -27,6 +26,7 @@ from ...index.derived import (
     load_snapshot,
     save_snapshot,
 )
+from ...text.filters import Filter, to_sql
 from ..base import ChunkRecord, CollectionRecord
 from ..records import chunk_record
 from .bulk import fetch_vectors_sql

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from ...filters import Filter, to_sql
+from ...text.filters import Filter, to_sql
 from ..base import ChunkRecord, CollectionRecord, DocumentRecord, Exported, Ranked
 from ..boundary import driver_errors
 from ..columns import EXPORT_CHUNKS, EXPORT_DOCUMENTS, Table

@@ -7,10 +7,10 @@ legs, the fusion, the Rocchio feedback and the winners' rows are one statement:
 
 * ``kw``: BM25 (``search.bm25_ctes``); ``vec``: the exact cosine scan, or HNSW with an
   exact fallback when the index returns fewer than the depth (as ``nearest_rows``);
-* the fusion of :mod:`hybridkb.fusion` in SQL: z-score (default), min-max or RRF over
+* the fusion of :mod:`hybridkb.search.fusion` in SQL: z-score (default), min-max or RRF over
   the union of both legs, a keyword leg shorter than the depth counted as complete
   (its floor is 0), ties by first appearance (keyword leg first) as ``fusion.order``;
-* the feedback of ``hybridkb.search``: every candidate scored by its cosine with the
+* the feedback of ``hybridkb.search.hybrid``: every candidate scored by its cosine with the
   query moved ``w`` towards the best first-pass chunk ``u`` (unit vectors), which is
   ``(cos(c, q) + w cos(c, u)) / sqrt(1 + w^2 + 2 w cos(q, u))``: three cosines per
   candidate, no vector arithmetic; rounded to float4 as the core's float32 product is;
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ...filters import Filter
+from ...text.filters import Filter
 from ..base import CollectionRecord, FusionSpec, StoreHit
 from ..records import chunk_record
 from . import search

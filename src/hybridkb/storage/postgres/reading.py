@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ...filters import Filter
+from ...text.filters import Filter
 from ..base import ChunkRecord, CollectionRecord, Ranked
 from ..boundary import driver_errors
 from ..records import CHUNK_COLUMNS, chunk_record

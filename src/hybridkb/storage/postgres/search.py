@@ -1,7 +1,7 @@
 """The SQL of search on PostgreSQL: BM25 over the postings table, pgvector nearest.
 
 * keyword: BM25 with the same formula, k1 and b as the in-memory index of the DuckDB
-  backend (:mod:`hybridkb.index.keyword`), N / avgdl from the catalog row, which every
+  backend (:mod:`hybridkb.index.keywords`), N / avgdl from the catalog row, which every
   write updates in its own transaction; so ranking matches the DuckDB backend.
 * vector: an exact cosine scan while a collection is small (``EXACT_SCAN_ROWS``), else
   the HNSW index with pgvector's iterative scan for filters, falling back to an exact
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...filters import POSTGRES, Filter, to_sql
-from ...index.keyword import DEFAULT_B, DEFAULT_K1
+from ...index.keywords import DEFAULT_B, DEFAULT_K1
+from ...text.filters import POSTGRES, Filter, to_sql
 from .binary import QueryVector
 
 # Below this many chunks an exact scan is as fast as the graph and exact (the

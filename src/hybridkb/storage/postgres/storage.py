@@ -11,7 +11,7 @@ errors) and ``graph.py`` (the graph tables).
 Search runs in SQL, so every process sees every committed write at once:
 
 * keyword: BM25 over a postings table (term, key, tf, dl) with the same formula,
-  k1 and b as the in-memory index of the DuckDB backend (:mod:`hybridkb.index.keyword`),
+  k1 and b as the in-memory index of the DuckDB backend (:mod:`hybridkb.index.keywords`),
   and N / avgdl from the catalog row, which every write updates in its own
   transaction. Ranking therefore matches the DuckDB backend, not ``ts_rank``'s.
 * vector: exact cosine scan while a collection is small (``exact_scan_rows``), else the
@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ...errors import BackendError, CollectionNotFound, MissingDependency
-from ...filters import Filter
+from ...text.filters import Filter
 from ..base import (
     Capabilities,
     ChunkRecord,

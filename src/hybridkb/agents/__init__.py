@@ -1,0 +1,1 @@
+"""The agent front ends: LangChain tools and vector store, and the helpers every front end shares (checking arguments, rendering answers)."""

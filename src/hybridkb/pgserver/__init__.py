@@ -1,0 +1,1 @@
+"""The bundled PostgreSQL (``hybridkb postgres``): its cluster and its private folder."""

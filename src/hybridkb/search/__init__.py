@@ -1,0 +1,1 @@
+"""Hybrid search: the keyword and vector legs, their fusion, and reranking."""
