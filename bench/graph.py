@@ -270,7 +270,7 @@ def expansion_docs(
 
 
 def bench_scifact(budget_docs: int = 20) -> dict[str, Any]:
-    from hybridkb import fusion
+    from hybridkb.search import fusion
 
     WORK.mkdir(parents=True, exist_ok=True)
     db = WORK / "scifact.duckdb"

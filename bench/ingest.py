@@ -61,8 +61,8 @@ import _common as C
 import numpy as np
 
 import hybridkb
-from hybridkb import ingest as ingest_module
 from hybridkb.embedders import FakeEmbedder
+from hybridkb.ingest import pipeline as ingest_module
 
 WORK = C.SCRATCH / "ingest"
 SHARED_PDFS = Path("/work/shared/data/docs/pdf")

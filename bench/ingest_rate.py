@@ -59,8 +59,8 @@ import _common as C
 import numpy as np
 
 import hybridkb
-from hybridkb import ingest as ingest_module
 from hybridkb.graph import store as graph_store_module
+from hybridkb.ingest import pipeline as ingest_module
 from hybridkb.storage import open_storage
 from hybridkb.storage.base import ChunkRecord, DocumentRecord, PutItem, chunk_key, make_chunk_id
 from hybridkb.storage.duckdb import connection as duckdb_connection

@@ -39,7 +39,6 @@ import _common as C  # noqa: E402
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import hybridkb  # noqa: E402
-from hybridkb import fusion  # noqa: E402
 from hybridkb.devtools.evaluate import (  # noqa: E402
     FINGERPRINT_ID,
     PrecomputedQuery,
@@ -48,6 +47,7 @@ from hybridkb.devtools.evaluate import (  # noqa: E402
     run_eval,
 )
 from hybridkb.index.keywords import KeywordIndex  # noqa: E402
+from hybridkb.search import fusion
 from hybridkb.search.hybrid import Target, feedback_leg  # noqa: E402
 from hybridkb.storage.duckdb.schema import table_names  # noqa: E402
 from hybridkb.text.analysis import analyze, analyze_query  # noqa: E402

@@ -69,10 +69,10 @@ import _common as C
 import numpy as np
 
 import hybridkb
-from hybridkb import fusion
-from hybridkb import legs as search_legs
 from hybridkb.devtools.evaluate import FINGERPRINT_ID, PrecomputedQuery, run_eval
 from hybridkb.index.recall import AUDIT_QUERIES
+from hybridkb.search import fusion
+from hybridkb.search import legs as search_legs
 from hybridkb.storage import open_storage
 from hybridkb.storage.base import ChunkRecord, DocumentRecord, PutItem, chunk_key, make_chunk_id
 from hybridkb.storage.duckdb.bulk import fetch_vectors_sql

@@ -136,7 +136,7 @@ def bench_orphan(work: Path, runs: int) -> dict[str, Any]:
 
 def bench_space(work: Path, notes: int) -> dict[str, Any]:
     import hybridkb
-    from hybridkb import sql_tool
+    from hybridkb.sql import tool as sql_tool
     from hybridkb.sql.tool import engine_for
 
     db = work / "space.duckdb"

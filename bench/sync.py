@@ -44,10 +44,9 @@ import numpy as np
 from _common import machine, pct, write_json
 
 import hybridkb
-from hybridkb import files as files_module
-from hybridkb import ingest as ingest_module
-from hybridkb import sync as sync_module
 from hybridkb.embedders.base import FakeEmbedder
+from hybridkb.ingest import pipeline as ingest_module
+from hybridkb.ingest import sync as sync_module
 from hybridkb.ingest.pipeline import document_id_for_path, signature
 from hybridkb.loaders import file_sha256
 from hybridkb.machine import describe
@@ -60,6 +59,7 @@ from hybridkb.storage.base import (
     chunk_key,
     make_chunk_id,
 )
+from hybridkb.text import files as files_module
 from hybridkb.text.analysis import analyze
 
 WORDS = (

@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hybridkb import mcp_stdio
 from hybridkb.cli.commands import main
+from hybridkb.mcp import stdio as mcp_stdio
 
 
 def wait_for(path: Path, timeout: float = 120.0) -> None:

@@ -33,9 +33,10 @@ from hostilegen import (
 )
 
 import hybridkb
-from hybridkb import ingest
 from hybridkb.errors import ExtractionError
-from hybridkb.loaders import FileLimits, html, load_file, text
+from hybridkb.ingest import pipeline as ingest
+from hybridkb.loaders import FileLimits, load_file, text
+from hybridkb.loaders import webpage as html
 from hybridkb.loaders.budget import BLOCK_CHARS, BudgetExceeded, FileBudget, counting_zip_reads
 from hybridkb.loaders.ocr import ocr_available
 from hybridkb.loaders.sheets import load_csv

@@ -18,7 +18,7 @@ import pytest
 from internals import duckdb_storage, sql_rows
 
 import hybridkb
-from hybridkb import ingest
+from hybridkb.ingest import pipeline as ingest
 from hybridkb.storage.duckdb import stream as duckdb_stream
 from hybridkb.storage.duckdb.schema import table_names
 

@@ -9,7 +9,7 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from hybridkb import cli as main_cli
+from hybridkb.cli import commands as main_cli
 from hybridkb.cli.graph import graph
 
 GRAPH_COMMANDS = ["neighbors", "traverse", "path", "subgraph", "search", "export", "import", "stats",

@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 import hybridkb
-from hybridkb import ingest
 from hybridkb.embedders.cache import embed_with_cache
+from hybridkb.ingest import pipeline as ingest
 from hybridkb.loaders import FileLimits, check_streamed, file_sha256, load_file, stream_blocks
 from hybridkb.loaders import budget as budget_module
 from hybridkb.loaders.budget import BudgetExceeded, ReadingClock, timed_while_read

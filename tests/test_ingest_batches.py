@@ -18,9 +18,9 @@ import pytest
 from internals import duckdb_storage, local
 
 import hybridkb
-from hybridkb import ingest
 from hybridkb.embedders import FakeEmbedder
 from hybridkb.errors import BackendError
+from hybridkb.ingest import pipeline as ingest
 from hybridkb.storage import open_storage
 from hybridkb.storage.base import (
     ChunkRecord,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hybridkb import langid_model
+from hybridkb.text import langid_model
 
 SAMPLES = [
     "Die Häuser stehen am See und die Straße ist leer",

@@ -49,7 +49,7 @@ def test_a_collection_whose_model_cannot_load_says_so(tmp_path: Path) -> None:
 def test_the_demo_answers_each_question_with_the_passage_that_answers_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from hybridkb import demo
+    from hybridkb.devtools import demo
 
     assert demo.main(["--db", str(tmp_path / "demo.duckdb")]) == 0
     out = capsys.readouterr().out

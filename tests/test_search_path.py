@@ -13,9 +13,9 @@ import pytest
 from internals import local, local_engine
 
 import hybridkb
-from hybridkb import fusion, legs
 from hybridkb.embedders import cache_key
 from hybridkb.errors import BackendError
+from hybridkb.search import fusion, legs
 from hybridkb.search.hybrid import Target, feedback_leg
 from hybridkb.storage.base import chunk_key
 from hybridkb.text.analysis import analyze_query

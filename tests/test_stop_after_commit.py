@@ -12,7 +12,7 @@ import pytest
 from internals import signal_after_commit
 
 import hybridkb
-from hybridkb import ingest
+from hybridkb.ingest import pipeline as ingest
 from hybridkb.lifecycle import Stopped, stop_on_signals
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGTERM"), reason="needs POSIX signals")

@@ -16,8 +16,8 @@ import pytest
 from internals import duckdb_storage, sql_rows
 
 import hybridkb
-from hybridkb import ingest
 from hybridkb.errors import IngestError
+from hybridkb.ingest import pipeline as ingest
 from hybridkb.storage.base import (
     ChunkRecord,
     CollectionRecord,

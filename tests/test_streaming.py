@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import hybridkb
-from hybridkb import ingest
+from hybridkb.ingest import pipeline as ingest
 
 
 def _big_text(path: Path, paragraphs: int) -> Path:

@@ -15,11 +15,13 @@ import pytest
 from internals import put_source, sources_of
 
 import hybridkb
-from hybridkb import files, ingest, sync
 from hybridkb.cli.commands import main
 from hybridkb.embedders.base import FakeEmbedder
 from hybridkb.errors import ConfigError
+from hybridkb.ingest import pipeline as ingest
+from hybridkb.ingest import sync
 from hybridkb.storage.base import document_node_id
+from hybridkb.text import files
 
 
 class CountingEmbedder(FakeEmbedder):

@@ -16,7 +16,7 @@ from pdfgen import Page, write_pdf
 from pydantic import BaseModel
 
 import hybridkb
-from hybridkb import render
+from hybridkb.agents import render
 from hybridkb.agents.tools import TOOL_NAMES, WRITE_TOOLS, make_tools
 from hybridkb.results import AddReport, CollectionInfo, FailedFile, FileResult, Hit
 
