@@ -85,6 +85,15 @@ def real_model_name() -> str:
 
 # -- PostgreSQL (tests marked `postgres`) ------------------------------------------
 
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test on PostgreSQL starts a server (or talks to one): it is a `process` test too,
+    so `-m "not process"` leaves out everything that is not pure Python in one process."""
+    for item in items:
+        if item.get_closest_marker("postgres") is not None:
+            item.add_marker(pytest.mark.process)
+
+
 DB_COUNTER = itertools.count()  # unique database names within the session
 
 

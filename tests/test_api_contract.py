@@ -20,8 +20,7 @@ from internals import through_owner
 from langchain_core.documents import Document
 from langchain_core.vectorstores import VectorStore
 from langchain_tests.integration_tests import VectorStoreIntegrationTests
-from test_serve import start_owner_process
-from test_serve_doors import finish
+from owner_process import finish, start_owner_process
 
 import hybridkb
 from hybridkb import engine
@@ -32,6 +31,8 @@ from hybridkb.errors import CollectionExists, CollectionNotFound, ConfigError
 from hybridkb.graph_handle import Graph
 from hybridkb.kb import Collection, KnowledgeBase
 from hybridkb.serve.wire import WIRE
+
+pytestmark = pytest.mark.process  # starts processes (a server, a worker, the CLI)
 
 DOORS = ["local", "unix", "tcp", pytest.param("postgres", marks=pytest.mark.postgres)]
 

@@ -25,7 +25,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+import pytest
+from paths import ROOT
+
+pytestmark = pytest.mark.process  # starts processes (a server, a worker, the CLI)
+
+SRC = ROOT / "src"
 PACKAGE = "hybridkb"
 
 

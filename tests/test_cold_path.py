@@ -24,6 +24,8 @@ import hybridkb
 from hybridkb.storage.records import timestamp
 from hybridkb.text.analysis import analyze
 
+pytestmark = pytest.mark.process  # starts processes (a server, a worker, the CLI)
+
 # Modules a search must not import: torch and LangChain are for other front ends and
 # the one-off export; pydantic (settings are a plain class, see settings.py),
 # pydantic-settings, pyarrow, pytz, the graph, the wire client and ingest (the loaders,

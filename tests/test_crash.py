@@ -17,13 +17,17 @@ from pathlib import Path
 
 import pytest
 from internals import sql_rows
+from paths import SUPPORT
 
 import hybridkb
 from hybridkb.storage.duckdb.schema import table_names
 
-pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL (POSIX)")
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL (POSIX)"),
+]
 
-WORKER = Path(__file__).with_name("crash_worker.py")
+WORKER = SUPPORT / "crash_worker.py"
 
 
 def _make_corpus(folder: Path, n: int = 14) -> None:

@@ -18,9 +18,12 @@ import subprocess
 import sys
 import tomllib
 from importlib.metadata import packages_distributions
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import pytest
+from paths import ROOT
+
+pytestmark = pytest.mark.process  # starts processes (a server, a worker, the CLI)
+
 SRC = ROOT / "src"
 # Declared for a dependency's sake, never imported: pypdf's AES needs cryptography,
 # duckdb's TIMESTAMPTZ values need pytz, Starlette's form parser (the UI's uploads)

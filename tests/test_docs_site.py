@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 from docblocks import RUNNABLE, blocks, run_block, scratch
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.process  # starts processes (a server, a worker, the CLI)
+
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")

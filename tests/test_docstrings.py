@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from paths import ROOT
 
-PACKAGE = Path(__file__).resolve().parents[1] / "src" / "hybridkb"
+PACKAGE = ROOT / "src" / "hybridkb"
 MAX_MISSING_SHARE = 0.10
 SHOWN = 30
 

@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from paths import SUPPORT
 
-pytestmark = pytest.mark.skipif(
-    sys.platform != "linux", reason="a file-size limit as a full disk: Linux"
-)
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.skipif(sys.platform != "linux", reason="a file-size limit as a full disk: Linux"),
+]
 
-CHILD = Path(__file__).with_name("full_disk_child.py")
+CHILD = SUPPORT / "full_disk_child.py"
 DISK_FULL = "File too large"  # EFBIG, the limit's ENOSPC
 
 

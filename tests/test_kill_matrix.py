@@ -29,13 +29,17 @@ from typing import Any
 import duckdb
 import pytest
 from internals import sql_rows
+from paths import SUPPORT
 
 import hybridkb
 from hybridkb.storage.duckdb.schema import table_names
 
-pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX signals")
+pytestmark = [
+    pytest.mark.process,
+    pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX signals"),
+]
 
-WORKER = Path(__file__).with_name("kill_worker.py")
+WORKER = SUPPORT / "kill_worker.py"
 OPERATIONS = [
     "create",
     "add",

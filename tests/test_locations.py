@@ -19,6 +19,8 @@ from hybridkb.errors import ConfigError
 from hybridkb.locations import default_db, user_data_folder
 from hybridkb.settings import load_settings
 
+pytestmark = pytest.mark.process  # starts processes (a server, a worker, the CLI)
+
 
 @pytest.fixture(autouse=True)
 def fake_model(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,7 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import hybridkb
+
+pytestmark = pytest.mark.process  # starts processes (a server, a worker, the CLI)
 
 SRC = Path(hybridkb.__file__).parent
 

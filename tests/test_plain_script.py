@@ -16,7 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_onnx_build import make_folder, tiny_config
+from tiny_models import make_folder, tiny_config
+
+pytestmark = pytest.mark.process  # starts processes (a server, a worker, the CLI)
 
 SCRIPT = r"""
 import json, os, signal, sys, threading

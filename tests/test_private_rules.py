@@ -47,6 +47,8 @@ from hybridkb.private_files import folder_problem, write_private_file
 from hybridkb.serve.endpoint import runtime_folder
 from hybridkb.text.langid_model import load_identifier, set_cache_folder
 
+pytestmark = pytest.mark.process  # starts processes (a server, a worker, the CLI)
+
 
 @pytest.fixture
 def shared() -> Iterator[Path]:

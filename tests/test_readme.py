@@ -20,12 +20,14 @@ import pg_server
 import pytest
 from _pytest.mark.expression import Expression, ExpressionMatcher
 from docblocks import RUNNABLE, blocks, run_block, scratch
+from paths import ROOT
 
 import hybridkb
 from hybridkb.cli.commands import cli
 from hybridkb.cli.synopsis import synopsis
 
-ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.process  # starts processes (a server, a worker, the CLI)
+
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 MAX_SKIPPED = 2  # the install, the set-up scripts

@@ -25,6 +25,8 @@ import hybridkb
 from hybridkb.errors import ConfigError
 from hybridkb.limits import MAX_K, MAX_QUERY_CHARS
 
+pytestmark = pytest.mark.process  # starts processes (a server, a worker, the CLI)
+
 MODES = ("hybrid", "vector", "keyword", "filter")
 
 
