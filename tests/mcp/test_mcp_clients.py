@@ -20,6 +20,8 @@ from mcp_client import (
 )
 from paths import ROOT
 
+pytestmark = pytest.mark.process  # starts the hybridkb command as MCP clients do
+
 from hybridkb.mcp.tools import advertised_tools
 
 CONFIGS = readme_configs()
