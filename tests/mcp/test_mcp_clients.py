@@ -20,9 +20,9 @@ from mcp_client import (
 )
 from paths import ROOT
 
-pytestmark = pytest.mark.process  # starts the hybridkb command as MCP clients do
-
 from hybridkb.mcp.tools import advertised_tools
+
+pytestmark = pytest.mark.process  # starts the hybridkb command as MCP clients do
 
 CONFIGS = readme_configs()
 # Where the fake embedder stands in for the model: the configs are the point here (the
