@@ -1,7 +1,7 @@
 """The README runs: every shell and Python block is executed, in order, in a scratch
 folder, offline, with the fake embedder (the blocks are about the API, not the model).
 The blocks the docs mark ``postgres`` run against the bundled server; the CLI reference's
-synopsis is the parser's; the contributing guide's fast subset leaves the slow tests out.
+synopsis is the parser's; the contributing guide's fast subset leaves out the slow tests and those that start processes.
 
 A block that cannot run here carries a marker comment on the line above its fence,
 ``<!-- readme-test: skip (why) -->`` (or ``postgres (why)``: run by the postgres-marked
@@ -104,11 +104,11 @@ def test_synopsis_names_every_option() -> None:
             assert "[--json]" in line, line
 
 
-def _only(marker: str) -> ExpressionMatcher:
-    """A test that carries just ``marker`` (what ``-m`` matches its expression against)."""
+def _only(*markers: str) -> ExpressionMatcher:
+    """A test that carries just ``markers`` (what ``-m`` matches its expression against)."""
 
     def matches(name: str, /, **kwargs: str | int | bool | None) -> bool:
-        return name == marker
+        return name in markers
 
     return matches
 
@@ -118,13 +118,15 @@ def _none(name: str, /, **kwargs: str | int | bool | None) -> bool:
     return False
 
 
-def test_fast_subset_leaves_out_slow_postgres_and_model_tests() -> None:
+def test_fast_subset_leaves_out_slow_process_postgres_and_model_tests() -> None:
     dev = [b for b in blocks(DOCS / "contributing.md") if "fast subset" in b.body]
     assert len(dev) == 1
     (expr,) = re.findall(r'-m "([^"]+)"\s+# the fast subset', dev[0].body)
     compiled = Expression.compile(expr)
-    for marker in ("slow", "postgres", "model"):
+    for marker in ("slow", "process", "model"):
         assert not compiled.evaluate(_only(marker)), (expr, marker)
+    # conftest marks every postgres test `process` too (it needs a server)
+    assert not compiled.evaluate(_only("postgres", "process")), expr
     assert compiled.evaluate(_none)
     script = (ROOT / "scripts" / "test.sh").read_text(encoding="utf-8")
     assert '-m "not slow"' in script  # what CI runs leaves the slow set to the benches too
