@@ -2,9 +2,9 @@
 
 Three parts, each run in child processes so peak memory (ru_maxrss) is the file's own:
 
-- ``crafted``: the attack's files at full size (tests/hostilegen.py), each in a folder
+- ``crafted``: the attack's files at full size (tests/support/hostilegen.py), each in a folder
   with a good file, added at the default budgets under a 1.5 GB address-space cap
-  (tests/budget_child.py): the error line, peak RSS and seconds.
+  (tests/support/budget_child.py): the error line, peak RSS and seconds.
 - ``real``: the largest real file of each format in ../shared/data/docs, plus large
   files made from real ones that the defaults must pass: a ~1,000-page PDF (the 76-page
   report repeated), a 100,000-row XLSX, a 500 MB log file (read as ingest streams it).

@@ -21,7 +21,7 @@ Cases (``--only``):
   folder like a person's.
 * ``growth``: SciFact abstracts added in batches with ``model="fake"``: time per
   document as the collection (and the knowledge graph) grows.
-* ``bigpdf``: a generated 600-page text PDF (tests/pdfgen.py): first add (fake
+* ``bigpdf``: a generated 600-page text PDF (tests/support/pdfgen.py): first add (fake
   model) and re-adding it unchanged.
 * ``small``: add a 10-chunk document to a copy of the 100k-chunk collection from
   bench/search.py and search it; then delete it and search. Embedding excluded

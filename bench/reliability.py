@@ -6,7 +6,7 @@ on a 2-core machine; ``--quick`` for a smoke run of every part in a few minutes,
 
 Parts, each with the fake embedder (the real model has short variants in the tests):
 
-* crash: SIGKILL a writer at random moments (``tests/crash_worker.py``: add,
+* crash: SIGKILL a writer at random moments (``tests/support/crash_worker.py``: add,
   delete, re-add changed files, maintenance, search) 30+ times; after every kill
   the KB must open and every document must be whole (``tests/test_crash.py``'s
   checks). Then a second worker that only adds and journals each add *after* it
@@ -22,7 +22,7 @@ Parts, each with the fake embedder (the real model has short variants in the tes
   ``--big-replace`` the peak of adding a changed copy over it (a streamed file is
   staged beside the database and switched in with one transaction:
   ``storage/duckdb_stream.py``).
-* fuzz: 10,000 mutated inputs through ``load_file`` (``tests/test_fuzz_loaders.py``).
+* fuzz: 10,000 mutated inputs through ``load_file`` (``tests/loaders/test_fuzz_loaders.py``).
 
 Prints a table and writes bench/results/reliability.json.
 """

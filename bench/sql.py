@@ -5,7 +5,7 @@ it needs, and what an agent alternating one-note adds and SQL calls costs the se
     .venv/bin/python bench/sql.py alternate --baseline-src /work/main/src
     .venv/bin/python bench/sql.py orphan --runs 9
 
-* ``orphan``: a process (tests/sql_owner.py) runs a query that would take hours; it is
+* ``orphan``: a process (tests/support/sql_owner.py) runs a query that would take hours; it is
   killed with SIGKILL and the worker it left is watched (/proc, every 2 ms) until it is
   gone; its spill folder must be gone too. Seconds from the kill, median of the runs.
 * ``space``: a workspace of ``--notes`` notes, a fresh worker per query with no

@@ -3,7 +3,7 @@
 The file is what the official SDK's server (``hybridkb.mcp.server.build_server``) lists
 for the widest tool set (SQL tool on, not read-only); the stdio server selects the
 other variants from it. Run this after changing a tool's name, docstring, arguments or
-hints; ``tests/test_mcp.py::test_static_tool_list_is_what_the_sdk_server_lists`` fails
+hints; ``tests/mcp/test_mcp.py::test_static_tool_list_is_what_the_sdk_server_lists`` fails
 until you do.
 
     .venv/bin/python scripts/gen_mcp_tools.py          # rewrite the file

@@ -15,7 +15,7 @@ import inside a function carries no comment of its own:
 1. **Cold paths.** A one-shot ``hybridkb search`` and ``hybridkb mcp`` (up to its
    ``tools/list`` answer) start a fresh process each time, so every module they
    import costs every call. What they must not import is pinned by
-   ``tests/test_cold_path.py`` and ``tests/test_mcp_stdio.py`` (torch, LangChain,
+   ``tests/test_cold_path.py`` and ``tests/mcp/test_mcp_stdio.py`` (torch, LangChain,
    pydantic, pyarrow, the graph, ingest and the loaders, the wire client, ...); a
    module on those paths imports such a module in the function that needs it, and
    the command line imports a subcommand's module when that command runs.

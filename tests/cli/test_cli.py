@@ -127,7 +127,7 @@ def test_usage_error_exits_2(run: Run) -> None:
 
 def test_mcp_without_the_extra_is_one_line(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "mcp", None)  # as if `hybridkb[mcp]` were not installed
-    # stdio is served without the SDK (tests/test_mcp_stdio.py); HTTP needs it.
+    # stdio is served without the SDK (tests/mcp/test_mcp_stdio.py); HTTP needs it.
     code, out, err = run("mcp", "--http", "8765")
     assert code == 1 and out == ""
     assert err.count("\n") == 1 and "pip install 'hybridkb[mcp]'" in err

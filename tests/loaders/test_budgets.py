@@ -2,7 +2,7 @@
 charged where its cost is produced (markup, blocks and cells included), large text files
 of every plain format stream.
 
-The crafted files come from tests/hostilegen.py at small sizes, checked against
+The crafted files come from tests/support/hostilegen.py at small sizes, checked against
 lowered budgets (``FileLimits`` or ``HYBRIDKB_MAX_FILE_*``); the full-size files, in a
 child process under a memory cap, are in test_hostile_suite.py.
 """

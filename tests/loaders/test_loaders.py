@@ -1,4 +1,4 @@
-"""Loaders on real generated files: PDFs from tests/pdfgen.py, DOCX from python-docx, text by hand.
+"""Loaders on real generated files: PDFs from tests/support/pdfgen.py, DOCX from python-docx, text by hand.
 
 Every error test checks the message contract: one line naming the file, the
 problem and the fix.

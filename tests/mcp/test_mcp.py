@@ -329,7 +329,7 @@ async def test_stdio_server_lists_what_the_sdk_server_lists(
 
 
 def _harness(db: Path, tmp_path: Path, **hooks: str) -> StdioServerParameters:
-    """`hybridkb --db DB mcp` through tests/mcp_harness.py, with its test hooks set."""
+    """`hybridkb --db DB mcp` through tests/support/mcp_harness.py, with its test hooks set."""
     params = _stdio_server(db, tmp_path)
     params.args = [str(HARNESS), *params.args[2:]]
     assert params.env is not None

@@ -1,7 +1,7 @@
 """The stdio MCP server at the wire: what it loads before answering, bad lines, cancellation.
 
 The SDK's client (test_mcp.py) sends only well-formed messages; these tests write
-raw lines to ``hybridkb mcp`` (through tests/mcp_harness.py, whose hooks make the
+raw lines to ``hybridkb mcp`` (through tests/support/mcp_harness.py, whose hooks make the
 timing deterministic) and read its raw answers.
 """
 

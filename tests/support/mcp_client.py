@@ -3,7 +3,7 @@
 Claude Desktop, Claude Code, Cursor and VS Code spawn a stdio server with the command,
 arguments and ``"env"`` of their config, a few basics of their own (``PATH``, ``HOME``),
 a working folder that is not the project (often ``/``), and no ``.env``. Used by
-tests/test_mcp_clients.py and bench/mcp_start.py.
+tests/mcp/test_mcp_clients.py and bench/mcp_start.py.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 usearch is loaded past its package, by :func:`load_usearch_extension`, and wrapped in
 :class:`Graph` (the few calls the index makes); no other module imports usearch
-(``tests/test_vector_index.py`` checks). Two rules live here and nowhere else:
+(``tests/index/test_vector_index.py`` checks). Two rules live here and nowhere else:
 
 - **Not through the package.** usearch's ``__init__`` imports urllib (with http and
   ssl) for a model downloader, and its wrapper module tqdm: ~50 ms of a cold search

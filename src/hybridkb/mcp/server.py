@@ -27,7 +27,7 @@ This is the one place that says why; the other ``mcp_*`` modules point here.
 
 What keeps the two equal: one catalog and one dispatch (:mod:`hybridkb.mcp.tools`).
 ``mcp_tools.json`` is what the SDK server lists (written by ``scripts/gen_mcp_tools.py``),
-``tests/test_mcp.py`` checks every variant against the SDK server's live list, and
+``tests/mcp/test_mcp.py`` checks every variant against the SDK server's live list, and
 both servers run every call through ``run_tool``.
 
 The server opens the knowledge base once and holds it (and the embedding model)

@@ -4,7 +4,7 @@ Why there are two servers: :mod:`hybridkb.mcp.server` (the one place that says s
 Both list ``mcp_tools.json`` (or the variant :func:`advertised_tools` selects from it)
 and run every ``tools/call`` through :func:`run_tool`. ``mcp_tools.json`` is what the
 SDK server lists for the widest tool set (SQL tool on, not read-only), written by
-``scripts/gen_mcp_tools.py``; ``tests/test_mcp.py`` checks that every variant equals
+``scripts/gen_mcp_tools.py``; ``tests/mcp/test_mcp.py`` checks that every variant equals
 the SDK server's list.
 
 This module imports neither LangChain nor the SDK at import time.

@@ -6,7 +6,7 @@ runs them in a data folder, private to its owner (peer authentication over a Uni
 in a 0700 folder, no TCP port; its docstring lists the rules and why). ``start`` leaves the
 server running after the command exits and creates the database ``hybridkb`` in it;
 ``url`` reads the running server's address from the folder; ``stop`` shuts it down.
-Tests start throwaway servers with :func:`start_server` (tests/pg_server.py).
+Tests start throwaway servers with :func:`start_server` (tests/support/pg_server.py).
 """
 
 from __future__ import annotations

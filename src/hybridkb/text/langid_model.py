@@ -192,7 +192,7 @@ class BatchClassifier:
     and scores the features it met with a float16 table. Here the automaton advances
     every text of a group one byte per numpy step, and the scores are computed with the
     same float32 operations in the same order, so every label and confidence is
-    bit-identical (tests/test_analysis.py holds it to ``classify``).
+    bit-identical (tests/text/test_analysis.py holds it to ``classify``).
     """
 
     def __init__(self, identifier: Any) -> None:

@@ -188,7 +188,7 @@ def dense_scores(p: Postings, tids: list[int]) -> np.ndarray[Any, Any]:
     """Dense BM25 scores per row (tombstones included) for known term ids.
 
     Every posting, one term at a time: the reference the search is tested and
-    benchmarked against (tests/test_keyword_index.py, bench/index_scale.py).
+    benchmarked against (tests/index/test_keyword_index.py, bench/index_scale.py).
     """
     norms = p.norms()
     # float64 throughout: the Postgres backend computes the same scores in SQL

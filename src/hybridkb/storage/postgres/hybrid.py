@@ -16,7 +16,7 @@ legs, the fusion, the Rocchio feedback and the winners' rows are one statement:
   candidate, no vector arithmetic; rounded to float4 as the core's float32 product is;
 * the second fusion, and the top k with the columns a hit needs.
 
-tests/test_postgres_hybrid.py holds it to the core's ranking on the same store.
+tests/storage/test_postgres_hybrid.py holds it to the core's ranking on the same store.
 """
 
 from __future__ import annotations
