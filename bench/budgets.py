@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TESTS = ROOT / "tests"
+TESTS = ROOT / "tests" / "support"
 DOCS = ROOT.parent.parent / "shared" / "data" / "docs"
 if not DOCS.exists():
     DOCS = Path("/work/shared/data/docs")

@@ -157,7 +157,7 @@ def make_mixed(folder: Path, abstracts: list[tuple[str, str]]) -> Path:
 
 
 def make_big_pdf(path: Path, abstracts: list[tuple[str, str]], pages: int = 600) -> Path:
-    sys.path.insert(0, str(C.ROOT / "tests"))
+    sys.path.insert(0, str(C.ROOT / "tests" / "support"))
     from pdfgen import Page, write_pdf
 
     lines: list[str] = []

@@ -26,7 +26,7 @@ import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE] + [_HERE]
-sys.path.append(os.path.join(os.path.dirname(_HERE), "tests"))
+sys.path.append(os.path.join(os.path.dirname(_HERE), "tests", "support"))
 
 import argparse
 import json

@@ -120,7 +120,7 @@ def _pct(values: list[float], p: float) -> float:
 
 
 def _watcher(url: str, folder: Path, cwd: Path) -> subprocess.Popen[str]:
-    from pg_server import cli_env  # tests/ is on the path (bench/postgres.py)
+    from pg_server import cli_env  # tests/support/ is on the path (bench/postgres.py)
 
     env = cli_env(cwd, HYBRIDKB_DB=url)
     import hybridkb

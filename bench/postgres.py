@@ -48,7 +48,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-sys.path.append(str(ROOT / "tests"))  # pg_server: the throwaway server the tests use
+sys.path.append(str(ROOT / "tests" / "support"))  # pg_server: the throwaway server the tests use
 sys.path.append(str(ROOT / "bench"))  # _common (the machine), pg_load (the load curve)
 
 from pg_load import Lookup  # noqa: E402

@@ -36,7 +36,7 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 # bench/ goes last on sys.path: bench/keyword.py must not shadow the stdlib module.
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE] + [_HERE]
 ROOT = os.path.dirname(_HERE)
-sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
 sys.path.insert(0, os.path.join(ROOT, "src"))
 
 import argparse

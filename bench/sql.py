@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-OWNER = ROOT / "tests" / "sql_owner.py"
+OWNER = ROOT / "tests" / "support" / "sql_owner.py"
 
 QUERIES = {
     "count": "SELECT count(*) FROM kb_chunks",
