@@ -34,6 +34,7 @@ DOCS = ROOT.parent.parent / "shared" / "data" / "docs"
 if not DOCS.exists():
     DOCS = Path("/work/shared/data/docs")
 sys.path.insert(0, str(TESTS))
+sys.path.insert(0, str(ROOT / "tests" / "loaders"))  # test_hostile_suite: the crafted cases
 sys.path.insert(0, str(ROOT / "bench"))
 
 CAP_MB = 1536

@@ -37,6 +37,9 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE] + [_HERE]
 ROOT = os.path.dirname(_HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
+# the crash, resource and fuzz tests whose workers and corpora the long runs reuse
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "loaders"))
 sys.path.insert(0, os.path.join(ROOT, "src"))
 
 import argparse
