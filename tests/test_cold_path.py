@@ -191,8 +191,9 @@ def test_the_package_imports_its_names_on_first_use() -> None:
         "from hybridkb import connect, KnowledgeBase; "
         "print(json.dumps({'before': before, 'numpy': 'numpy' in sys.modules}))"
     )
-    # Only the lazy-names helper (standard library only) loads with the package.
-    assert found == {"before": ["hybridkb.lazy"], "numpy": True}
+    # Only the lazy-names helper and the finder of old import paths (standard library
+    # only, both) load with the package.
+    assert found == {"before": ["hybridkb.lazy", "hybridkb.renamed"], "numpy": True}
 
 
 def test_every_public_name_is_its_module_s_own() -> None:

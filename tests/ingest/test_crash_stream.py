@@ -29,7 +29,7 @@ pytestmark = [
 
 # Small windows so an ordinary file streams; every batch is written to the staged file.
 SETUP = """
-from hybridkb import ingest
+from hybridkb.ingest import pipeline as ingest
 from hybridkb.storage.duckdb import stream as duckdb_stream
 ingest.STREAM_BYTES = 4_000
 ingest.WINDOW_CHARS = 8_000

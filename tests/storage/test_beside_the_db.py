@@ -39,7 +39,7 @@ pytestmark = pytest.mark.process  # starts processes (a server, a worker, the CL
 
 STREAMED = """
 import sys
-from hybridkb import ingest
+from hybridkb.ingest import pipeline as ingest
 from hybridkb.cli.commands import main
 ingest.STREAM_BYTES = 4_000  # stream this small file, as a large one would be
 sys.exit(main(sys.argv[1:]))
