@@ -41,8 +41,10 @@ class Site:
         self.base = self.url.split("/?", 1)[0]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    """A knowledge base and its web page of its own for each test: a test that deletes,
+    follows or uploads leaves the next one nothing to trip on, whatever the order."""
     root = tmp_path_factory.mktemp("ui-site")
     docs = root / "docs"
     docs.mkdir()
@@ -71,7 +73,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
 
 
 @pytest.fixture(scope="module")
-def browser(site: Site) -> Iterator[Any]:
+def browser() -> Iterator[Any]:
     with sync_api.sync_playwright() as playwright:
         chromium = launch_browser(playwright)
         try:
