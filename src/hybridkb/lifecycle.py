@@ -35,6 +35,7 @@ __all__ = [
     "join_background",
     "own_process",
     "process_owned",
+    "raise_if_stopped",
     "start_background",
     "stop_on_signals",
 ]
@@ -45,6 +46,8 @@ STOP_SIGNALS = tuple(
 )
 
 _RUNNING: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+# The stop signal received inside the current stop_on_signals block (at most one).
+_REQUESTED: list[int] = []
 _OWNED = threading.Event()
 
 
@@ -108,6 +111,7 @@ def stop_on_signals() -> Iterator[None]:
         nonlocal stopping
         if not stopping:
             stopping = True
+            _REQUESTED.append(signum)
             raise Stopped(signum)
 
     previous = {signum: signal.signal(signum, stop) for signum in STOP_SIGNALS}
@@ -116,3 +120,15 @@ def stop_on_signals() -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        if stopping:
+            _REQUESTED.clear()
+
+
+def raise_if_stopped() -> None:
+    """Raise :class:`Stopped` if a stop signal arrived in the current
+    :func:`stop_on_signals` block. A long loop calls this between steps: the handler's
+    exception is raised wherever the main thread runs Python next, and a native layer
+    that checks signals itself (a database driver between the tasks of a query) may
+    swallow it; the loop then still stops at its next step."""
+    if _REQUESTED:
+        raise Stopped(_REQUESTED[0])

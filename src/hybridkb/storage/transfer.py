@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import BackendError, CollectionExists, ConfigError, KBError
+from ..lifecycle import raise_if_stopped
 from . import open_storage, redact_url
 from .backends import backend_for
 from .base import (
@@ -230,6 +231,7 @@ def _copy_documents(
         # Documents in batches, as ingest writes them: one transaction per document
         # made a copy to PostgreSQL a fraction of the ingest rate.
         nonlocal done
+        raise_if_stopped()  # a stop swallowed on the way still ends the copy here
         dst.put_documents(new, batch)
         for _ in batch:
             done += 1

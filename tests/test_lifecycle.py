@@ -1,0 +1,28 @@
+"""Stop signals inside ``stop_on_signals``: a stop that something swallowed on its way
+still stops the next step of a long loop."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from hybridkb.lifecycle import Stopped, raise_if_stopped, stop_on_signals
+
+
+def test_a_swallowed_stop_is_raised_again_at_the_next_step() -> None:
+    with pytest.raises(Stopped) as stopped, stop_on_signals():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            signal.pthread_sigmask(signal.SIG_BLOCK, [])  # a call: the handler runs by now
+        except Stopped:
+            pass  # what a driver that checks signals itself and clears the error does
+        raise_if_stopped()
+    assert stopped.value.signum == signal.SIGTERM
+    raise_if_stopped()  # the block is over: nothing is pending any more
+
+
+def test_no_stop_no_raise() -> None:
+    with stop_on_signals():
+        raise_if_stopped()
