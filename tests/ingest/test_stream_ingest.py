@@ -8,12 +8,13 @@ Kill tests for the staged path live in test_crash_stream.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
 import pytest
 from internals import duckdb_storage, sql_rows
+from streams import Batches, streamed_batches
 
 import hybridkb
 from hybridkb.errors import IngestError
@@ -22,14 +23,9 @@ from hybridkb.storage.base import (
     ChunkRecord,
     CollectionRecord,
     DocumentRecord,
-    chunk_key,
-    make_chunk_id,
 )
 from hybridkb.storage.duckdb import stream as duckdb_stream
 from hybridkb.storage.duckdb.schema import table_names
-from hybridkb.text.analysis import analyze
-
-Batches = Iterator[tuple[list[ChunkRecord], np.ndarray]]
 
 
 def _batches(
@@ -41,34 +37,7 @@ def _batches(
     during: Callable[[int], None] | None = None,
 ) -> Batches:
     """n batches of 3 chunks of document "big"; ``during(b)`` runs after batch b is taken."""
-    embedder = kb.embedder("fake")
-    for b in range(n):
-        texts = [f"{version} streamed part {b} line {i} about lemurs" for i in range(3)]
-        chunks = []
-        for i, text in enumerate(texts):
-            cid = make_chunk_id(coll.record.id, "big", version, b * 3 + i)
-            chunks.append(
-                ChunkRecord(
-                    chunk_key(cid),
-                    cid,
-                    "big",
-                    b * 3 + i,
-                    text,
-                    None,
-                    None,
-                    0,
-                    len(text),
-                    version,
-                    "en",
-                    analyze(text, "en"),
-                    {},
-                    "big.txt",
-                    "/big.txt",
-                )
-            )
-        yield chunks, embedder.embed_documents(texts)
-        if during is not None:
-            during(b)
+    return streamed_batches(coll.record.id, kb.embedder("fake"), version, n, during=during)
 
 
 def _doc(version: str) -> DocumentRecord:

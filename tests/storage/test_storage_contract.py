@@ -16,18 +16,16 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 from internals import local, through_owner
+from streams import Batches, streamed_batches
 
 import hybridkb
 from hybridkb.errors import CollectionExists, CollectionNotFound, InvalidFilter, KBError
 from hybridkb.index.keywords import KeywordIndex
 from hybridkb.storage.base import (
-    ChunkRecord,
     DocumentRecord,
     FileState,
     SourceRecord,
     WriteEvent,
-    chunk_key,
-    make_chunk_id,
 )
 from hybridkb.text.analysis import analyze
 from hybridkb.text.filters import matches, parse_filter
@@ -423,32 +421,8 @@ class StorageContract:
         record = coll.record
         embedder = empty_kb.embedder("fake")
 
-        def batches(version: str, n: int) -> Iterator[tuple[list[ChunkRecord], np.ndarray]]:
-            for b in range(n):
-                texts = [f"{version} streamed part {b} line {i} about lemurs" for i in range(3)]
-                chunks = []
-                for i, text in enumerate(texts):
-                    cid = make_chunk_id(record.id, "big", version, b * 3 + i)
-                    chunks.append(
-                        ChunkRecord(
-                            chunk_key(cid),
-                            cid,
-                            "big",
-                            b * 3 + i,
-                            text,
-                            None,
-                            None,
-                            0,
-                            len(text),
-                            version,
-                            "en",
-                            analyze(text, "en"),
-                            {},
-                            "big.txt",
-                            "/big.txt",
-                        )
-                    )
-                yield chunks, embedder.embed_documents(texts)
+        def batches(version: str, n: int) -> Batches:
+            return streamed_batches(record.id, embedder, version, n)
 
         doc = DocumentRecord("big", "/big.txt", "big.txt", "file", "v1", "sig")
         assert local(empty_kb).storage.put_document_stream(record, doc, batches("v1", 4)) == 12
