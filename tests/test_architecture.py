@@ -257,3 +257,22 @@ if __name__ == "__main__":
         print(f"  {name} -> {', '.join(sorted(layers[name])) or '-'}")
     for group in circles(layers):
         print("circle between layers:", " <-> ".join(group))
+
+
+def test_no_test_module_imports_another() -> None:
+    # A test module imported by another works in a whole run (pytest has put its folder on
+    # the path) and fails when the importer runs alone: shared code lives in tests/support.
+    tests = SRC.parent / "tests"
+    found = []
+    for path in sorted(tests.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            found += [
+                f"{path.relative_to(tests)}:{node.lineno}" for n in names if n.startswith("test_")
+            ]
+    assert found == []

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 from internals import local, through_owner
+from owner_process import start_owner_process, stop
 from streams import Batches, streamed_batches
 
 import hybridkb
@@ -850,13 +851,11 @@ class TestClientContract(StorageContract):
 
     @staticmethod
     def _owner(db: Path) -> Iterator[str]:
-        import test_serve
-
-        proc = test_serve.start_owner_process(db, db.parent, "--empty")
+        proc = start_owner_process(db, db.parent, "--empty")
         try:
             yield str(db)
         finally:
-            test_serve.stop(proc)
+            stop(proc)
 
     @pytest.fixture
     def db_url(self, tmp_path: Path) -> Iterator[str]:
