@@ -9,6 +9,8 @@ again one by one. These tests hold the batched forms to the per-document promise
 from __future__ import annotations
 
 import gc
+import os
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ import hybridkb
 from hybridkb.embedders import FakeEmbedder
 from hybridkb.errors import BackendError
 from hybridkb.ingest import pipeline as ingest
+from hybridkb.lifecycle import Stopped, stop_on_signals
 from hybridkb.storage import open_storage
 from hybridkb.storage.base import (
     ChunkRecord,
@@ -208,3 +211,34 @@ def test_a_batch_is_written_with_the_cyclic_gc_paused_then_restored(
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGTERM"), reason="needs POSIX signals")
+def test_a_stop_a_driver_swallowed_ends_the_add_instead_of_a_retry(
+    kb: hybridkb.KnowledgeBase,
+) -> None:
+    """A SIGTERM that lands inside a write which a native layer turns into its own error
+    (DuckDB's driver checks signals between tasks and reports "interrupted") must end
+    the add: before, the failed batch was written again in halves and the next files
+    went on, so a stopped ``hybridkb add`` of a big folder ran to its end."""
+    coll = kb.create_collection("notes", chunk_size=120, chunk_overlap=0)
+    storage = duckdb_storage(kb)
+    writes: list[list[str]] = []
+
+    def interrupted(con: Any, event: WriteEvent) -> None:
+        if event.kind in ("put", "put_batch"):
+            writes.append(list(event.document_ids))
+            if len(writes) == 1:
+                try:
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    signal.pthread_sigmask(signal.SIG_BLOCK, [])  # the handler has run
+                except Stopped:
+                    pass  # swallowed, as the driver does
+                raise BackendError("INTERRUPT Error: Interrupted!")
+
+    storage.hooks.append(interrupted)
+    texts = _texts(8)
+    with pytest.raises(Stopped), stop_on_signals():
+        coll.add_texts(texts, ids=[f"d{i}" for i in range(8)])
+    assert len(writes) == 1  # no halves tried again after the stop
+    assert kb.describe("notes").documents == 0  # the interrupted transaction left nothing

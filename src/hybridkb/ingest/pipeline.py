@@ -25,6 +25,7 @@ from ..embedders import Embedder
 from ..embedders.cache import EmbeddingCache, embed_with_cache
 from ..errors import ConfigError, KBError
 from ..index.derived import gc_paused
+from ..lifecycle import raise_if_stopped
 from ..loaders import (
     STREAMED_EXTENSIONS,
     check_streamed,
@@ -170,6 +171,7 @@ def _embed_and_put(ctx: IngestContext, batch: list[Prepared], report: AddReport)
         texts = [contextual_text(r.section, r.text) for recs in records for r in recs]
         vectors = embed_with_cache(ctx.embedder, texts, ctx.cache)
     except KBError as exc:
+        raise_if_stopped()  # an interrupted model is a stop, not one failed document
         if len(batch) == 1:
             _failed(batch[0], exc, report)
             return
@@ -191,6 +193,9 @@ def _put_items(
     try:
         ctx.storage.put_documents(ctx.coll, items)
     except KBError as exc:
+        # A stop signal that a driver turned into its own error ("interrupted") is a
+        # stop, not a failed write to try again in halves.
+        raise_if_stopped()
         if len(items) == 1:
             _failed(batch[0], exc, report)
             return
@@ -252,6 +257,7 @@ def _write_stream(ctx: IngestContext, item: Streamed, report: AddReport) -> None
     try:
         count = ctx.storage.put_document_stream(ctx.coll, item.doc, batches())
     except KBError as exc:
+        raise_if_stopped()
         report.failed.append(FailedFile(item.result.filename, str(exc), exc.code, item.result.path))
         return
     finally:
@@ -402,6 +408,7 @@ def run_pipeline(ctx: IngestContext, jobs: list[Callable[[], Outcome]]) -> AddRe
     chunks = 0  # in batch
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hybridkb-prepare") as pool:
         for outcome in _prefetched(pool, jobs):
+            raise_if_stopped()  # a stop swallowed on the way still ends the add here
             if isinstance(outcome, FailedFile):
                 report.failed.append(outcome)
             elif isinstance(outcome, FileResult):
