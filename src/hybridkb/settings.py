@@ -45,19 +45,28 @@ and ``settings.as_dict()`` gives every field back.
 
 from __future__ import annotations
 
-import json
-import math
-import numbers
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
-from typing import Any, ClassVar, Literal, get_args
+from typing import Any, ClassVar, Literal
 
 from .errors import ConfigError
-from .limits import MAX_JSON_DEPTH, json_depth
 from .locations import default_db
 from .results import SearchMode
+from .setting_values import (
+    InvalidValue,
+    Reader,
+    read_expanded_path,
+    read_flag,
+    read_flag_or_unset,
+    read_folders,
+    read_number,
+    read_one_of,
+    read_text,
+    read_text_or_unset,
+    read_whole,
+)
 
 ChunkStrategy = Literal["paragraph", "page", "size"]
 Fusion = Literal["zscore", "weighted", "rrf"]
@@ -67,198 +76,6 @@ ServeTransport = Literal["auto", "unix", "tcp"]
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 ENV_PREFIX = "HYBRIDKB_"
 ENV_FILE = ".env"
-
-Reader = Callable[[object], object]
-
-
-# -- reading one value -----------------------------------------------------------------
-
-
-class _Invalid(ValueError):
-    """A value its field cannot read; the message says what is wrong with it."""
-
-
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _as_text(value: object) -> str | None:
-    """``value`` as str when it is text or UTF-8 bytes, else None."""
-    if isinstance(value, str):
-        return str(value)  # a plain str, also for a subclass
-    if isinstance(value, bytes):
-        try:
-            return value.decode()
-        except UnicodeDecodeError:
-            return None
-    return None
-
-
-def _bounds(ge: float | None, le: float | None) -> str:
-    if ge is not None and le is not None:
-        return f" from {ge} to {le}"
-    if ge is not None:
-        return f" >= {ge}"
-    return "" if le is None else f" <= {le}"
-
-
-def _to_int(value: object) -> int | None:
-    if isinstance(value, int):  # bool too: True is 1
-        return int(value)
-    if isinstance(value, float):
-        return int(value) if math.isfinite(value) and value.is_integer() else None
-    text = _as_text(value)
-    if text is not None:
-        text = text.strip()
-        if not text.isascii():  # int() would read other scripts' digits
-            return None
-        whole, dot, fraction = text.partition(".")
-        if dot and fraction and not fraction.strip("0"):
-            text = whole  # "500.0"
-        try:
-            return int(text)
-        except ValueError:  # also past int()'s 4300 digits
-            return None
-    if isinstance(value, numbers.Number):  # Decimal, Fraction
-        try:
-            number = int(value)  # type: ignore[call-overload]
-        except (TypeError, ValueError, OverflowError):
-            return None
-        return number if number == value else None
-    return None
-
-
-def _to_float(value: object) -> float | None:
-    text = _as_text(value)
-    if text is not None:
-        text = text.strip()
-        if not text.isascii():
-            return None
-        value = text
-    elif not isinstance(value, numbers.Number):
-        return None
-    try:
-        return float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError, OverflowError):
-        return None
-
-
-def _whole(ge: int | None = None, le: int | None = None) -> Reader:
-    def read(value: object) -> int:
-        number = _to_int(value)
-        if number is None or (ge is not None and number < ge) or (le is not None and number > le):
-            raise _Invalid(f"must be a whole number{_bounds(ge, le)}, got {_shown(value)}")
-        return number
-
-    return read
-
-
-def _number(ge: float | None = None, le: float | None = None) -> Reader:
-    def read(value: object) -> float:
-        number = _to_float(value)
-        # Written as "not >=" so that NaN, which compares false, is out of bounds.
-        if (
-            number is None
-            or (ge is not None and not number >= ge)
-            or (le is not None and not number <= le)
-        ):
-            raise _Invalid(f"must be a number{_bounds(ge, le)}, got {_shown(value)}")
-        return number
-
-    return read
-
-
-_TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
-_FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
-
-
-def _flag(value: object) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = _as_text(value)
-    if text is not None:
-        if text.lower() in _TRUE:
-            return True
-        if text.lower() in _FALSE:
-            return False
-    elif (number := _to_int(value)) in (0, 1):  # 1, 0.0, Decimal(1)
-        return number == 1
-    raise _Invalid(f"must be true or false (or 1/0, yes/no, on/off), got {_shown(value)}")
-
-
-def _one_of(kind: object) -> Reader:
-    choices: tuple[str, ...] = get_args(kind)
-
-    def read(value: object) -> str:
-        if isinstance(value, str) and value in choices:
-            return choices[choices.index(value)]
-        listed = ", ".join(repr(c) for c in choices)
-        raise _Invalid(f"must be one of {listed}, got {_shown(value)}")
-
-    return read
-
-
-def _text(value: object) -> str:
-    text = _as_text(bytes(value) if isinstance(value, bytearray) else value)
-    if text is None:
-        raise _Invalid(f"must be text, got {_shown(value)}")
-    return text
-
-
-def _flag_or_unset(value: object) -> bool | None:
-    return None if value is None or value == "" else _flag(value)
-
-
-def _text_or_unset(value: object) -> str | None:
-    return None if value is None or value == "" else _text(value)
-
-
-def _path(value: object, wanted: str = "must be a path") -> Path:
-    if isinstance(value, (str, os.PathLike)):
-        try:
-            return Path(value)
-        except TypeError:  # a PathLike of bytes
-            pass
-    raise _Invalid(f"{wanted}, got {_shown(value)}")
-
-
-def _expanded(path: Path) -> Path:
-    try:
-        return path.expanduser()
-    except RuntimeError as exc:  # "~someone" with no such user, or no home folder
-        raise _Invalid(f"cannot expand {_shown(str(path))}: {exc}") from exc
-
-
-def _expanded_path(value: object) -> Path:
-    return _expanded(_path(value))
-
-
-def _folders(value: object) -> list[Path]:
-    if isinstance(value, str):
-        text = value.strip()
-        if text.startswith("["):
-            if json_depth(text) > MAX_JSON_DEPTH:  # json.loads would recurse that deep
-                raise _Invalid(f"a JSON list nested more than {MAX_JSON_DEPTH} levels deep")
-            try:
-                value = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise _Invalid(f"not a JSON list of folders ({exc})") from exc
-        else:
-            value = [p for p in text.split(os.pathsep) if p.strip()]
-    if isinstance(value, (bytes, bytearray, Mapping)) or not isinstance(value, Iterable):
-        raise _Invalid(
-            f"must be a JSON list or folders separated by {os.pathsep!r}, got {_shown(value)}"
-        )
-    folders = []
-    for item in value:
-        folder = _expanded(_path(item, "each folder must be a path"))
-        try:
-            folders.append(folder.resolve())
-        except (OSError, RuntimeError, ValueError) as exc:  # a NUL, a symlink loop
-            raise _Invalid(f"cannot resolve {_shown(str(folder))}: {exc}") from exc
-    return folders
-
 
 # -- the fields --------------------------------------------------------------------------
 
@@ -273,7 +90,7 @@ class Option:
         default_factory: makes the default, or None.
         description: what it is for, where the name does not say.
         read: turns a value from the environment, `.env` or an argument into the
-            field's value, or raises ``_Invalid``.
+            field's value, or raises ``InvalidValue``.
     """
 
     default: object
@@ -288,7 +105,7 @@ class Option:
 
 def _option(
     default: object = MISSING,
-    read: Reader = _text,
+    read: Reader = read_text,
     description: str | None = None,
     *,
     factory: Callable[[], object] | None = None,
@@ -327,7 +144,7 @@ class Settings:
     options: ClassVar[Mapping[str, Option]]  # name -> Option, in field order
 
     db: str = _option(
-        read=_text,
+        read=read_text,
         factory=default_db,
         description="DuckDB file path, ':memory:' or postgresql:// URL; default: "
         "hybridkb.duckdb in the per-user data folder (see hybridkb.locations)",
@@ -335,98 +152,98 @@ class Settings:
     workspace: str = _option("default")
     model: str = _option(
         DEFAULT_MODEL,
-        _text,
+        read_text,
         "Embedding model for new collections: the packaged all-MiniLM-L6-v2, "
         "any sentence-transformers name or path, or 'fake' (deterministic, for tests)",
     )
-    device: str = _option("auto", _text, "auto | cpu | cuda | mps")
+    device: str = _option("auto", read_text, "auto | cpu | cuda | mps")
     embedding_backend: EmbeddingBackend = _option(
         "auto",
-        _one_of(EmbeddingBackend),
+        read_one_of(EmbeddingBackend),
         "auto: ONNX Runtime, int8 only where measured faster and equivalent on "
         "this CPU; onnx: float32; onnx-int8: int8 always; torch: sentence-transformers",
     )
-    embed_batch_size: int = _option(32, _whole())
-    chunk_strategy: ChunkStrategy = _option("paragraph", _one_of(ChunkStrategy))
-    chunk_size: int = _option(1000, _whole(ge=100), "characters; MiniLM reads ~256 word pieces")
-    chunk_overlap: int = _option(150, _whole(ge=0))
-    language: str = _option("auto", _text, "'auto' detects per document; or an ISO 639-1 code")
-    default_k: int = _option(5, _whole(ge=1))
-    default_mode: SearchMode = _option("hybrid", _one_of(SearchMode))
+    embed_batch_size: int = _option(32, read_whole())
+    chunk_strategy: ChunkStrategy = _option("paragraph", read_one_of(ChunkStrategy))
+    chunk_size: int = _option(1000, read_whole(ge=100), "characters; MiniLM reads ~256 word pieces")
+    chunk_overlap: int = _option(150, read_whole(ge=0))
+    language: str = _option("auto", read_text, "'auto' detects per document; or an ISO 639-1 code")
+    default_k: int = _option(5, read_whole(ge=1))
+    default_mode: SearchMode = _option("hybrid", read_one_of(SearchMode))
     # Chosen on SciFact train (bench/quality.py --sweep, section before each chunk's
     # text, no feedback): z-score 0.7457, min-max ("weighted") 0.7425, RRF 0.7345.
-    fusion: Fusion = _option("zscore", _one_of(Fusion))
-    rrf_k: int = _option(60, _whole())
-    candidates: int = _option(100, _whole(ge=1), "per-leg candidate depth before fusion")
+    fusion: Fusion = _option("zscore", read_one_of(Fusion))
+    rrf_k: int = _option(60, read_whole())
+    candidates: int = _option(100, read_whole(ge=1), "per-leg candidate depth before fusion")
     vector_feedback: float = _option(
         0.4,
-        _number(ge=0, le=2),
+        read_number(ge=0, le=2),
         "hybrid: move the query vector this far towards the best first-pass "
         "chunk and re-score both legs' candidates with it (Rocchio feedback); 0 = off",
     )
     reranker: str | None = _option(
         None,
-        _text_or_unset,
+        read_text_or_unset,
         "folder (or cached id) of a sentence-transformers cross-encoder that "
         "re-scores the fused top of every search; unset = no reranking",
     )
-    rerank_depth: int = _option(30, _whole(ge=1, le=1000), "fused hits the reranker re-scores")
-    pdf_password: str | None = _option(None, _text_or_unset, secret=True)
-    ocr: bool = _option(True, _flag, "read PDF pages without a text layer by OCR (extra ocr)")
+    rerank_depth: int = _option(30, read_whole(ge=1, le=1000), "fused hits the reranker re-scores")
+    pdf_password: str | None = _option(None, read_text_or_unset, secret=True)
+    ocr: bool = _option(True, read_flag, "read PDF pages without a text layer by OCR (extra ocr)")
     max_file_archive_mb: int = _option(
-        256, _whole(ge=1), "per file: MB of uncompressed ZIP parts read (DOCX/PPTX/XLSX/EPUB)"
+        256, read_whole(ge=1), "per file: MB of uncompressed ZIP parts read (DOCX/PPTX/XLSX/EPUB)"
     )
     max_file_xml_mb: int = _option(
-        16, _whole(ge=1), "per file: MB of markup parsed (DOCX/PPTX/EPUB XML parts, HTML pages)"
+        16, read_whole(ge=1), "per file: MB of markup parsed (DOCX/PPTX/EPUB XML parts, HTML pages)"
     )
     max_file_text_chars: int = _option(
-        50_000_000, _whole(ge=1), "per file: characters of text extracted (streamed files: 20x)"
+        50_000_000, read_whole(ge=1), "per file: characters of text extracted (streamed files: 20x)"
     )
-    max_file_pages: int = _option(5_000, _whole(ge=1), "per file: PDF pages and slides read")
-    max_file_ocr_pages: int = _option(100, _whole(ge=0), "per file: PDF pages read by OCR")
+    max_file_pages: int = _option(5_000, read_whole(ge=1), "per file: PDF pages and slides read")
+    max_file_ocr_pages: int = _option(100, read_whole(ge=0), "per file: PDF pages read by OCR")
     max_file_pdf_content_mb: int = _option(
-        256, _whole(ge=1), "per file: MB of PDF content streams drawn (shared ones at each use)"
+        256, read_whole(ge=1), "per file: MB of PDF content streams drawn (shared ones at each use)"
     )
-    max_file_rows: int = _option(1_000_000, _whole(ge=1), "per file: spreadsheet and CSV rows")
+    max_file_rows: int = _option(1_000_000, read_whole(ge=1), "per file: spreadsheet and CSV rows")
     max_file_cells: int = _option(
-        50_000_000, _whole(ge=1), "per file: spreadsheet and CSV cells read, empty ones too"
+        50_000_000, read_whole(ge=1), "per file: spreadsheet and CSV cells read, empty ones too"
     )
-    max_file_seconds: float = _option(300.0, _number(ge=1), "per file: seconds spent parsing")
-    allowed_paths: list[Path] = _option(read=_folders, factory=default_allowed_paths)
-    cache_dir: Path = _option(read=_expanded_path, factory=_default_cache_dir)
+    max_file_seconds: float = _option(300.0, read_number(ge=1), "per file: seconds spent parsing")
+    allowed_paths: list[Path] = _option(read=read_folders, factory=default_allowed_paths)
+    cache_dir: Path = _option(read=read_expanded_path, factory=_default_cache_dir)
     embed_cache_mb: int = _option(
         256,
-        _whole(ge=0),
+        read_whole(ge=0),
         "MB the embedding cache in cache_dir may take; the oldest vectors go first; 0 = off",
     )
-    lock_timeout: float = _option(10.0, _number(ge=0), "seconds to wait for another writer")
+    lock_timeout: float = _option(10.0, read_number(ge=0), "seconds to wait for another writer")
     serve: bool | None = _option(
         None,
-        _flag_or_unset,
+        read_flag_or_unset,
         "whether the process holding a DuckDB file serves it to other processes (unset: "
         "where the program asks, as the CLI and hybridkb mcp do); false also turns off "
         "reaching an owner: others wait for the lock",
     )
     serve_transport: ServeTransport = _option(
         "auto",
-        _one_of(ServeTransport),
+        read_one_of(ServeTransport),
         "how the holding process serves others: a Unix socket, or a 127.0.0.1 "
         "port with a token (auto: Unix sockets where the platform has them, else tcp)",
     )
     row_cache_mb: int = _option(
         256,
-        _whole(ge=0),
+        read_whole(ge=0),
         "chunk rows kept in memory for fast hits (embedded DuckDB only); 0 = off",
     )
     pg_pool_size: int = _option(
         4,
-        _whole(ge=1, le=1000),
+        read_whole(ge=1, le=1000),
         "PostgreSQL connections each process may hold at once: its searches and writes run "
         "in parallel up to this; processes x this must stay under the server's max_connections",
     )
-    enable_sql_tool: bool = _option(False, _flag)
-    search_token_budget: int = _option(2000, _whole())
-    listing_token_budget: int = _option(1000, _whole())
+    enable_sql_tool: bool = _option(False, read_flag)
+    search_token_budget: int = _option(2000, read_whole())
+    listing_token_budget: int = _option(1000, read_whole())
 
     def __init__(self, /, **values: object) -> None:
         self._read({**environment_values(), **values}, given=set(values))
@@ -458,7 +275,7 @@ class Settings:
         for name, option in Settings.options.items():
             try:
                 value = option.read(values[name] if name in values else option.initial())
-            except _Invalid as exc:
+            except InvalidValue as exc:
                 raise _config_error(name, str(exc), _where_to_fix([name], given)) from exc
             setattr(self, name, value)
         if self.chunk_overlap >= self.chunk_size:

@@ -11,19 +11,16 @@ import gc
 import importlib
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..agents.render import citation
-from ..errors import KBError, attempt_import
+from ..errors import KBError
 from ..lifecycle import Stopped, own_process, stop_on_signals
 from ..normalize import printable
 from ..results import SEARCH_MODES
-from ..storage.backends import check_db_folder, shown_db
-from ..text.filters import filter_reference
 from .common import (
     EPILOG,
     EXIT_ERROR,
@@ -32,21 +29,19 @@ from .common import (
     Refused,
     State,
     echo,
-    echo_failed_and_skipped,
     emit_json,
     exit_code,
     fail,
     json_option,
-    one_line,
-    parse_json_object,
     pass_state,
 )
+from .documents import add, delete, search
 from .maintenance import cache, compact, copy_command, doctor, reembed, setup
 from .postgres import postgres
-from .sync import source_note, sources, sync, watch, watch_in_background
+from .serving import mcp
+from .sync import source_note, sources, sync, watch
 
 if TYPE_CHECKING:
-    from ..kb import KnowledgeBase
     from ..results import CollectionInfo
 
 # -- the group -------------------------------------------------------------------------
@@ -250,168 +245,6 @@ def describe(state: State, name: str, as_json: bool) -> int:
     return EXIT_OK
 
 
-@cli.command(epilog=EPILOG, short_help="Add files and folders to a collection.")
-@click.argument("name")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option(
-    "--metadata",
-    metavar="JSON",
-    help="JSON object stored with every chunk, e.g. '{\"year\": 2024}'.",
-)
-@click.option(
-    "--create", "create_missing", is_flag=True, help="Create the collection if it does not exist."
-)
-@json_option
-@pass_state
-def add(
-    state: State,
-    name: str,
-    paths: tuple[Path, ...],
-    metadata: str | None,
-    create_missing: bool,
-    as_json: bool,
-) -> int:
-    """Add files and folders (PDF, DOCX, PPTX, XLSX, CSV, HTML, EPUB, Markdown, text) to NAME.
-
-    Unchanged files are skipped. A file that cannot be read is reported and the
-    others are still added; the exit code is then 1.
-    """
-    from ..ingest.metadata_check import checked_file_metadata
-
-    # Checked before the collection is created: a refused add leaves nothing behind.
-    meta = checked_file_metadata(parse_json_object(metadata, "--metadata")) or None
-    kb = state.kb()
-    coll = kb.collection(name, create=create_missing)
-    report = coll.add(list(paths), metadata=meta)
-    if as_json:
-        emit_json(report.to_dict())
-    else:
-        for status, files in (("added", report.added), ("unchanged", report.unchanged)):
-            for f in files:
-                plural = "" if f.chunks == 1 else "s"
-                echo(f"{status:<10} {f.filename} ({f.chunks} chunk{plural}, doc {f.document_id})")
-                for warning in f.warnings:
-                    echo(f"           warning: {one_line(warning)}")
-        echo_failed_and_skipped(report.failed, report.skipped, 10)
-        summary = f"{len(report.added)} added, {len(report.unchanged)} unchanged, {len(report.failed)} failed"
-        echo(summary + (f", {len(report.skipped)} skipped" if report.skipped else ""))
-    return EXIT_ERROR if report.failed else EXIT_OK
-
-
-SNIPPET_CHARS = 240
-
-
-def _snippet(text: str, limit: int = SNIPPET_CHARS) -> str:
-    flat = " ".join(text.split())
-    if len(flat) <= limit:
-        return flat
-    cut = flat[:limit].rsplit(" ", 1)[0] if " " in flat[:limit] else flat[:limit]
-    return cut + " …"
-
-
-SEARCH_HELP = f"""Search the collection NAME ('*' = every collection) for QUERY.
-
-\b
---where takes a JSON filter, e.g. --where '{{"page": {{"$gte": 3}}}}'.
-{filter_reference()}
-"""
-
-
-@cli.command(epilog=EPILOG, help=SEARCH_HELP, short_help="Search a collection.")
-@click.argument("name")
-@click.argument("query")
-@click.option(
-    "--k",
-    "-k",
-    "k",
-    type=click.IntRange(min=1),
-    help="Number of results (default HYBRIDKB_DEFAULT_K).",
-)
-@click.option(
-    "--mode",
-    type=click.Choice(SEARCH_MODES),
-    help="hybrid (BM25 + vector, fused), vector, keyword, or filter (keyword-filtered, vector-ranked).",
-)
-@click.option(
-    "--where",
-    metavar="JSON",
-    help='Filter on built-in or metadata fields (see above), e.g. \'{"year": {"$gte": 2020}}\'.',
-)
-@click.option("--full", is_flag=True, help="Print whole chunk texts, not snippets.")
-@click.option(
-    "--rerank/--no-rerank",
-    default=None,
-    help="Re-score the top hits with HYBRIDKB_RERANKER's cross-encoder (default: when set).",
-)
-@json_option
-@pass_state
-def search(
-    state: State,
-    name: str,
-    query: str,
-    k: int | None,
-    mode: str | None,
-    where: str | None,
-    full: bool,
-    rerank: bool | None,
-    as_json: bool,
-) -> int:
-    """``hybridkb search``: print the hits (``--json``: hits and filter warnings); exit 0, also
-    with no hits."""
-    kb = state.kb(write=False)
-    collections = None if name == "*" else [name]
-    if (mode or kb.settings.default_mode) != "keyword":
-        # Model and indexes load while the search starts (an owner's client loads none).
-        kb.prepare_search(collections)
-    hits = kb.search(query, k=k, mode=mode, where=where, collections=collections, rerank=rerank)
-    warnings: list[str] = []
-    if where:
-        from ..agents.filter_check import filter_warnings  # the facade: only for filtered searches
-
-        warnings = filter_warnings(kb, where, collections)
-    for warning in warnings:
-        echo(f"hybridkb: warning: {warning}", err=True)
-    if as_json:
-        emit_json({"results": [h.to_dict() for h in hits], "warnings": warnings})
-        return EXIT_OK
-    if not hits:
-        echo("no results")
-        return EXIT_OK
-    for hit in hits:
-        echo(f"{hit.rank:>2}. {hit.score:.4f}  {citation(hit)}")
-        if full:
-            for line in hit.text.splitlines():
-                echo(f"    {line}")
-        else:
-            echo(f"    {_snippet(hit.text)}")
-    return EXIT_OK
-
-
-@cli.command(epilog=EPILOG)
-@click.argument("name")
-@click.argument("document_ids", metavar="DOC_ID...", nargs=-1, required=True)
-@json_option
-@pass_state
-def delete(state: State, name: str, document_ids: tuple[str, ...], as_json: bool) -> int:
-    """Delete documents by id from the collection NAME.
-
-    Ids that exist are deleted even when others are unknown; the exit code is then 1.
-    """
-    report = state.kb().collection(name).delete(list(document_ids))
-    if as_json:
-        emit_json(report.to_dict())
-    else:
-        plural = "" if len(report.deleted) == 1 else "s"
-        echo(
-            f"deleted {len(report.deleted)} document{plural}"
-            + (f": {', '.join(report.deleted)}" if report.deleted else "")
-        )
-    if report.not_found:
-        fail(f"not found in {name!r}: {', '.join(report.not_found)}")
-        return EXIT_ERROR
-    return EXIT_OK
-
-
 @cli.command(epilog=EPILOG)
 @click.argument("name")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
@@ -485,109 +318,13 @@ def eval_(state: State, beir_dir: Path, mode: str, split: str, k_docs: int, as_j
     return EXIT_OK
 
 
-@cli.command(epilog=EPILOG, short_help="Serve the knowledge base to agents over MCP.")
-@click.option(
-    "--http", "http_port", type=click.IntRange(1, 65535), metavar="PORT",
-    help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio.",
-)  # fmt: skip
-@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address.")
-@click.option(
-    "--token-file", type=click.Path(path_type=Path, dir_okay=False), metavar="PATH",
-    help="HTTP: file of yours (mode 0600) with the bearer token clients must send (else "
-    "HYBRIDKB_MCP_TOKEN; with neither, on loopback, a new token each start, in a file named "
-    "on stderr).",
-)  # fmt: skip
-@click.option(
-    "--allow-host", "allow_hosts", multiple=True, metavar="NAME",
-    help="HTTP off loopback: a Host name clients may use (repeatable).",
-)  # fmt: skip
-@click.option(
-    "--read-only",
-    is_flag=True,
-    help="Offer only the tools that read (so does a database role that may only read).",
-)
-@click.option(
-    "--watch", "watch_files", is_flag=True,
-    help="Keep every collection in step with its folders while serving (see `hybridkb watch`).",
-)  # fmt: skip
-@pass_state
-def mcp(
-    state: State,
-    http_port: int | None,
-    host: str,
-    token_file: Path | None,
-    allow_hosts: tuple[str, ...],
-    read_only: bool,
-    watch_files: bool,
-) -> int:
-    """Serve the knowledge-base tools over MCP (stdio by default) until stopped.
-
-    The server holds the database and the model while it runs; with DuckDB other
-    processes (a terminal, a second assistant, a script) reach the knowledge base
-    through it, also when it offers only the tools that read. With --watch it also
-    follows the collections' folders, so every client searches what is on disk now.
-    """
-    settings = state.settings()  # ConfigError now if a value is bad
-    check_db_folder(settings.db)  # a typo in the host's config: one line, before serving
-    if http_port is not None:
-        attempt_import("mcp", "mcp")
-        from ..mcp.http_server import read_token
-
-        read_token(host, token_file)  # refuse before the knowledge base opens
-    # stderr is the log an MCP host shows: which knowledge base, which files the tools read.
-    echo(f"hybridkb mcp: knowledge base {shown_db(settings.db)}", err=True)
-    say_allowed(settings.allowed_paths)
-
-    def server_kb() -> KnowledgeBase:
-        return state.server_kb(read_only=read_only)
-
-    open_kb: Callable[[], KnowledgeBase] = server_kb
-    if watch_files:
-        open_kb = watch_in_background(server_kb)
-    # SIGTERM (how MCP hosts stop servers) and SIGHUP unwind like Ctrl-C: calls in
-    # progress finish, the knowledge base closes (DuckDB checkpoints, the owner's
-    # endpoint file goes, a watcher stops), and main() exits with 128 + the signal.
-    with stop_on_signals():
-        try:
-            if http_port is None:  # our own stdio server: answers before the tools and model load
-                from ..mcp.stdio import serve_stdio
-                from ..storage.backends import backend_for
-
-                serve_stdio(
-                    open_kb,
-                    sql_tool=settings.enable_sql_tool,
-                    read_only=read_only,
-                    list_after_open=backend_for(settings.db).access_by_role,
-                    close=False,
-                )  # the State closes it
-            else:
-                from ..mcp.server import serve
-
-                serve(
-                    open_kb(), http_port=http_port, host=host, read_only=read_only,
-                    token_file=token_file, allow_hosts=allow_hosts,
-                )  # fmt: skip
-        finally:
-            state.close()  # here, while a second signal is still ignored
-    return EXIT_OK
-
-
-def say_allowed(allowed: Sequence[Path]) -> None:
-    """The one stderr line at MCP start saying which files the tools may read."""
-    if allowed:
-        folders = ", ".join(str(p) for p in allowed)
-        echo(f"hybridkb mcp: the tools may read files under {folders}", err=True)
-    else:
-        echo(
-            "hybridkb mcp: the tools may read no files (started in / or the home folder, "
-            "which are never allowed by default); set HYBRIDKB_ALLOWED_PATHS to the folders",
-            err=True,
-        )
-
-
 # Commands that live beside their feature; they reach the knowledge base through
 # State.kb(write=...) on the root context.
 for command in (
+    add,
+    search,
+    delete,
+    mcp,
     doctor,
     reembed,
     compact,

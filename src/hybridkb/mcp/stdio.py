@@ -12,8 +12,9 @@ a ping or a second call is answered while a long add runs.
 
 The input is hostile (an agent follows text in documents): a line is read up to
 :data:`MAX_MESSAGE_BYTES`, its nesting is measured by a linear scan before it is
-parsed, and a bad message gets a JSON-RPC error, never a traceback, and never
-stops the server. Only protocol messages reach stdout: the real stdout is kept for
+parsed (:mod:`hybridkb.mcp.jsonrpc` reads and writes the messages), and a bad message
+gets a JSON-RPC error, never a traceback, and never stops the server; the calls in
+progress are counted and cancelled in :mod:`hybridkb.mcp.calls`. Only protocol messages reach stdout: the real stdout is kept for
 them and file descriptor 1 is pointed at stderr, so whatever a library prints
 lands there.
 
@@ -29,16 +30,13 @@ any server of the handshake era.
 
 from __future__ import annotations
 
-import json
 import os
 import queue
-import re
 import sys
 import threading
 import traceback
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -46,7 +44,22 @@ from .. import __version__
 from ..agents.render import render_error
 from ..errors import KBError
 from ..lifecycle import EXIT_WAIT_SECONDS, join_background, start_background
-from ..limits import MAX_DOCUMENTS_CHARS, MAX_ID_CHARS, MAX_JSON_DEPTH, json_depth
+from ..limits import MAX_DOCUMENTS_CHARS
+from .calls import PendingCalls
+from .jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    Notification,
+    Refusal,
+    Request,
+    RequestId,
+    encode_line,
+    leading_id,
+    read_line,
+    request_key,
+)
 from .tools import INSTRUCTIONS, SERVER_NAME, advertised_tools, load_tools, run_tool
 
 if TYPE_CHECKING:
@@ -59,8 +72,6 @@ __all__ = ["MAX_MESSAGE_BYTES", "PROTOCOL_VERSIONS", "StdioServer", "serve_stdio
 PROTOCOL_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 # The largest documents argument the tools take (8M characters) fits, even as \uXXXX escapes.
 MAX_MESSAGE_BYTES = 8 * MAX_DOCUMENTS_CHARS
-# Message, params and arguments around an argument value nested MAX_JSON_DEPTH deep.
-MAX_MESSAGE_DEPTH = MAX_JSON_DEPTH + 3
 MAX_PENDING_CALLS = 32  # running or waiting; more are refused until some answer
 CALL_WORKERS = 8
 # query_kb_sql calls that may hold call threads at once (a workspace's worker runs one
@@ -77,39 +88,11 @@ SIGNAL_CHECK_SECONDS = 0.25
 READ_AHEAD_LINES = 8
 SQL_TOOL = "query_kb_sql"
 
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-METHOD_NOT_FOUND = -32601
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
-
-RequestId = str | int
 _EMPTY_LISTS = {
     "resources/list": "resources",
     "resources/templates/list": "resourceTemplates",
     "prompts/list": "prompts",
 }
-# The id of a message that cannot be parsed, if it leads the line as clients write it,
-# so the caller waiting for that id gets its error instead of waiting forever.
-_LEADING_ID = re.compile(
-    r'\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?\d{1,15}|"[^"\\]{0,256}")\s*[,}]'
-)
-
-
-@dataclass
-class _Call:
-    cancelled: bool = False
-
-
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _key(ident: RequestId) -> RequestId:
-    # "7" and 7 are one id for correlation, as in the SDK (a cancel may quote the id).
-    if isinstance(ident, str) and re.fullmatch(r"-?\d{1,15}", ident):
-        return int(ident)
-    return ident
 
 
 class StdioServer:
@@ -155,9 +138,7 @@ class StdioServer:
         self._names = [t["name"] for t in self._listed]
         self._write_lock = threading.Lock()
         self._out_closed = False
-        self._calls: dict[RequestId, _Call] = {}
-        self._calls_lock = threading.Lock()
-        self._sql_calls = 0  # running or waiting, under _calls_lock
+        self._calls = PendingCalls(max_calls=MAX_PENDING_CALLS, max_sql_calls=MAX_SQL_CALLS)
         self._pool = ThreadPoolExecutor(CALL_WORKERS, thread_name_prefix="hybridkb-mcp-call")
         self._load_lock = threading.Lock()
         self._opened = threading.Event()  # the open was tried (the knowledge base may be None)
@@ -231,84 +212,22 @@ class StdioServer:
     # -- reading ------------------------------------------------------------------------
 
     def _handle_line(self, line: bytes) -> None:
-        if not line.strip():
-            return
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError:
-            self._error(None, PARSE_ERROR, "Parse error", "the line is not UTF-8")
-            return
-        # Counting brackets is C-fast; only a message with more of them than the depth
-        # limit can nest too deeply, and only then is it scanned (linearly, no recursion).
-        brackets = text.count("[") + text.count("{")
-        if brackets > MAX_MESSAGE_DEPTH and json_depth(text, MAX_MESSAGE_DEPTH) > MAX_MESSAGE_DEPTH:
-            self._error(
-                self._leading_id(line),
-                INVALID_REQUEST,
-                "Invalid Request",
-                f"nested more than {MAX_MESSAGE_DEPTH} levels deep; send a flatter message",
-            )
-            return
-        try:
-            message = json.loads(text, parse_constant=_no_constants)
-        except (ValueError, RecursionError) as exc:
-            detail = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
-            self._error(self._leading_id(line), PARSE_ERROR, "Parse error", detail[:200])
-            return
-        self._handle(message)
+        message = read_line(line)
+        if isinstance(message, Refusal):
+            self._error(message.ident, message.code, message.message, message.data)
+        elif isinstance(message, Notification):
+            self._notified(message.method, message.params)
+        elif isinstance(message, Request):
+            self._request(message.ident, message.method, message.params)
 
     def _leading_id(self, line: bytes) -> RequestId | None:
-        found = _LEADING_ID.match(line[:400].decode("utf-8", "replace"))
-        if found is None:
-            return None
-        value: RequestId = json.loads(found.group(1))
-        return value
-
-    def _handle(self, message: Any) -> None:
-        if isinstance(message, list):
-            self._error(
-                None, INVALID_REQUEST, "Invalid Request", "batches are not supported; one per line"
-            )
-            return
-        if not isinstance(message, dict):
-            self._error(None, INVALID_REQUEST, "Invalid Request", "not a JSON-RPC 2.0 object")
-            return
-        ident = message.get("id")
-        valid_id = (isinstance(ident, str) and len(ident) <= MAX_ID_CHARS) or (
-            isinstance(ident, int) and not isinstance(ident, bool)
-        )
-        if message.get("jsonrpc") != "2.0":
-            reason = 'not a JSON-RPC 2.0 object ("jsonrpc": "2.0")'
-            self._error(ident if valid_id else None, INVALID_REQUEST, "Invalid Request", reason)
-            return
-        method = message.get("method")
-        if method is None and "id" in message and ("result" in message or "error" in message):
-            return  # an answer, but we send no requests
-        if not isinstance(method, str) or ("id" in message and not valid_id):
-            reason = "a request needs a method and an id that is text or a whole number"
-            self._error(ident if valid_id else None, INVALID_REQUEST, "Invalid Request", reason)
-            return
-        params = message.get("params")
-        if "id" not in message:
-            if isinstance(params, dict) or params is None:
-                self._notified(method, params or {})
-            return
-        assert isinstance(ident, (str, int))
-        if params is None:
-            params = {}
-        if not isinstance(params, dict):
-            self._error(ident, INVALID_PARAMS, "Invalid params", "params must be an object")
-            return
-        self._request(ident, method, params)
+        return leading_id(line)
 
     def _notified(self, method: str, params: dict[str, Any]) -> None:
         if method == "notifications/cancelled":
             ident = params.get("requestId")
             if isinstance(ident, (str, int)) and not isinstance(ident, bool):
-                with self._calls_lock:
-                    call = self._calls.get(_key(ident))
-                    if call is not None:
-                        call.cancelled = True
+                self._calls.cancel(request_key(ident))
         # notifications/initialized and the rest need nothing from us
 
     def _request(self, ident: RequestId, method: str, params: dict[str, Any]) -> None:
@@ -366,25 +285,18 @@ class StdioServer:
                 ident, f"Error (unknown_tool): no tool {name[:100]!r}; the tools are {known}", True
             )
             return
-        key = _key(ident)
-        sql = name == SQL_TOOL
-        with self._calls_lock:
-            busy = len(self._calls) >= MAX_PENDING_CALLS
-            taken = key in self._calls
-            sql_busy = sql and self._sql_calls >= MAX_SQL_CALLS
-            if not busy and not taken and not sql_busy:
-                self._calls[key] = _Call()
-                self._sql_calls += sql
-        if taken:
+        key = request_key(ident)
+        refused = self._calls.admit(key, sql=name == SQL_TOOL)
+        if refused == "taken":
             reason = f"request id {ident!r} is already in use by a call in progress"
             self._error(ident, INVALID_REQUEST, "Invalid Request", reason)
-        elif busy:
+        elif refused == "busy":
             text = (
                 f"Error (busy): {MAX_PENDING_CALLS} tool calls are already in progress; "
                 "wait for their answers and call again"
             )
             self._call_result(ident, text, True)
-        elif sql_busy:
+        elif refused == "sql_busy":
             text = (
                 f"Error (busy): {MAX_SQL_CALLS} {SQL_TOOL} calls are already running; wait for "
                 "their answers and query again"
@@ -405,18 +317,13 @@ class StdioServer:
                 "the server's log (stderr) has the details"
             )
             is_error = True
-        with self._calls_lock:
-            call = self._calls.pop(key, None)
-            self._sql_calls -= name == SQL_TOOL
-        if call is not None and not call.cancelled:
+        if self._calls.finish(key, sql=name == SQL_TOOL):
             self._call_result(ident, text, is_error)
 
     def _call_tool(self, key: RequestId, name: str, args: dict[str, Any]) -> tuple[str, bool]:
         self._ready.wait()
-        with self._calls_lock:
-            call = self._calls.get(key)
-            if call is None or call.cancelled:
-                return "cancelled", True  # not started; the answer is dropped
+        if not self._calls.may_start(key):
+            return "cancelled", True  # not started; the answer is dropped
         tools = self._tools if self._tools is not None else self._load()
         if tools is None:
             return self._load_error, True
@@ -510,11 +417,7 @@ class StdioServer:
         self._send({"jsonrpc": "2.0", "id": ident, "error": error})
 
     def _send(self, message: dict[str, Any]) -> None:
-        try:
-            encoded = json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode()
-        except UnicodeEncodeError:  # a lone surrogate from the input goes back escaped
-            encoded = json.dumps(message, separators=(",", ":")).encode()
-        data = memoryview(encoded + b"\n")
+        data = memoryview(encode_line(message))
         with self._write_lock:
             if self._out_closed:
                 return
