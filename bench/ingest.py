@@ -255,7 +255,7 @@ def stage_timers(storage: Any) -> Iterator[Stages]:
     st = Stages()
     patched_module = {
         "load_file": "parse (load_file)",
-        "_chunk": "chunk (_chunk)",
+        "chunk_drafts": "chunk (chunk_drafts)",
         "analyze": "analyze (terms)",
         "file_sha256": "hash file (file_sha256)",
         "detect_language": "detect language",

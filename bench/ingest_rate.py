@@ -61,6 +61,7 @@ import numpy as np
 import hybridkb
 from hybridkb.graph import store as graph_store_module
 from hybridkb.ingest import pipeline as ingest_module
+from hybridkb.ingest import texts as texts_module
 from hybridkb.storage import open_storage
 from hybridkb.storage.base import ChunkRecord, DocumentRecord, PutItem, chunk_key, make_chunk_id
 from hybridkb.storage.duckdb import connection as duckdb_connection
@@ -157,13 +158,14 @@ class Stages:
         }
 
 
-# What hybridkb.ingest.pipeline calls, by the names it imported them under.
+# What hybridkb.ingest.pipeline and .texts call, by the names they imported them under
+# (each module's own reference is timed: a call goes through one of them).
 INGEST_STAGES = {
     "_prepare_text": "prepare a text (all of it)",
     "normalize_text": "  normalize text",
     "detect_language": "  detect language",
     "detect_languages": "  detect languages (a window)",
-    "_chunk": "  chunk",
+    "chunk_drafts": "  chunk",
     "_chunk_records": "chunk records (all of it)",
     "analyze": "  analyze (terms)",
     "embed_with_cache": "embed with cache (all of it)",
@@ -182,8 +184,9 @@ def stage_timers(storage: Any, embedder: Any | None) -> Iterator[Stages]:
         saved.append((owner, name, original))
         setattr(owner, name, st.wrap(label, original))
 
-    for name, label in INGEST_STAGES.items():
-        patch(ingest_module, name, label)
+    for module in (ingest_module, texts_module):
+        for name, label in INGEST_STAGES.items():
+            patch(module, name, label)
     patch(storage, "get_document", "  unchanged check (get_document)")
     patch(storage, "get_documents", "  unchanged check (get_documents)")
     patch(storage, "put_documents", "store (put_documents, all of it)")

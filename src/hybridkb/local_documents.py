@@ -167,7 +167,7 @@ class LocalDocuments(LocalPlumbing):
         ids: Sequence[str] | None = None,
     ) -> AddReport:
         """Ingest raw texts as documents."""
-        from .ingest.pipeline import ingest_texts
+        from .ingest.texts import ingest_texts
 
         check_text(texts, "texts")
         check_text(metadatas, "metadatas")

@@ -22,7 +22,7 @@ from internals import duckdb_storage, local
 import hybridkb
 from hybridkb.embedders import FakeEmbedder
 from hybridkb.errors import BackendError
-from hybridkb.ingest import pipeline as ingest
+from hybridkb.ingest import texts as ingest_texts
 from hybridkb.lifecycle import Stopped, stop_on_signals
 from hybridkb.storage import open_storage
 from hybridkb.storage.base import (
@@ -62,7 +62,7 @@ def _texts(n: int, salt: str = "") -> list[str]:
 def test_unchanged_check_reads_a_window_of_documents_per_statement(
     kb: hybridkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ingest.TextWindows, "WINDOW", 8)
+    monkeypatch.setattr(ingest_texts.TextWindows, "WINDOW", 8)
     coll = kb.create_collection("notes")
     storage = duckdb_storage(kb)
     calls: dict[str, int] = {"get_document": 0, "get_documents": 0}

@@ -23,7 +23,7 @@ import numpy as np
 from ..bars import progress_bar
 from ..embedders import Embedder
 from ..embedders.cache import EmbeddingCache, embed_with_cache
-from ..errors import ConfigError, KBError
+from ..errors import KBError
 from ..index.derived import gc_paused
 from ..lifecycle import raise_if_stopped
 from ..loaders import (
@@ -37,7 +37,7 @@ from ..loaders import (
     stream_blocks,
 )
 from ..loaders.budget import FileLimits
-from ..normalize import display_name, normalize_text, printable
+from ..normalize import display_name, printable
 from ..results import AddReport, Block, ChunkDraft, FailedFile, FileResult, SkippedFile
 from ..settings import Settings
 from ..storage.base import (
@@ -50,10 +50,10 @@ from ..storage.base import (
     chunk_key,
     make_chunk_id,
 )
-from ..text.analysis import analyze, detect_language, detect_languages
+from ..text.analysis import analyze, detect_language
 from ..text.chunking import chunk_blocks, contextual_text, document_text, title_line
 from ..text.files import OpenedFile, open_file
-from .metadata_check import checked_file_metadata, checked_metadata
+from .metadata_check import checked_file_metadata
 
 
 @dataclass
@@ -84,7 +84,8 @@ def signature(coll: CollectionRecord) -> str:
     return json.dumps({"chunking": coll.chunking, "model": coll.model, "v": 2}, sort_keys=True)
 
 
-def _language(ctx: IngestContext, text: str) -> str:
+def language_of(ctx: IngestContext, text: str) -> str:
+    """The collection's language when it names one, else the one ``text`` is written in."""
     forced = ctx.coll.language
     if forced and forced != "auto":
         return forced
@@ -243,7 +244,7 @@ def _write_stream(ctx: IngestContext, item: Streamed, report: AddReport) -> None
                 window = [b if b.section else replace(b, section=title) for b in window]
             drafts = [
                 ChunkDraft(d.text, d.page, d.section, d.char_start + offset, d.char_end + offset)
-                for d in _chunk(ctx, window, implicit_title=False)
+                for d in chunk_drafts(ctx, window, implicit_title=False)
             ]
             records = _chunk_records(ctx, item.doc, drafts, start=index)
             texts = [contextual_text(r.section, r.text) for r in records]
@@ -270,9 +271,10 @@ def _chunk_size(ctx: IngestContext) -> int:
     return int(ctx.coll.chunking.get("size", 1000))
 
 
-def _chunk(
+def chunk_drafts(
     ctx: IngestContext, blocks: list[Block], *, implicit_title: bool = True
 ) -> list[ChunkDraft]:
+    """``blocks`` cut into chunks as the collection's chunking settings say."""
     c = ctx.coll.chunking
     return chunk_blocks(
         blocks,
@@ -283,9 +285,10 @@ def _chunk(
     )
 
 
-def _unchanged(
+def unchanged(
     existing: DocumentRecord | None, content_hash: str, sig: str, meta: dict[str, Any]
 ) -> bool:
+    """Whether the stored document already holds this content, recipe and metadata."""
     return (
         existing is not None
         and existing.content_hash == content_hash
@@ -315,7 +318,7 @@ def prepare_file(ctx: IngestContext, path: Path, metadata: dict[str, Any]) -> Ou
         )
         sig = signature(ctx.coll)
         existing = ctx.storage.get_document(ctx.coll, document_id)
-        if _unchanged(existing, content_hash, sig, metadata):
+        if unchanged(existing, content_hash, sig, metadata):
             assert existing is not None
             return FileResult(
                 display_name(real), document_id, existing.chunk_count, [], printable(str(real))
@@ -332,7 +335,7 @@ def prepare_file(ctx: IngestContext, path: Path, metadata: dict[str, Any]) -> Ou
         )
         result = FileResult(doc.filename or "", document_id, 0, [], doc.path)
         if real.suffix.lower() in STREAMED_EXTENSIONS and opened.size > STREAM_BYTES:
-            doc.language = _language(ctx, _stream_sample(ctx, opened))
+            doc.language = language_of(ctx, _stream_sample(ctx, opened))
             keep_open = True  # read again, from the start, while it is written
             return Streamed(doc, opened, result)
         return _prepare_loaded(ctx, opened, doc, result)
@@ -377,9 +380,9 @@ def _prepare_loaded(
         ocr=ctx.settings.ocr,
         limits=file_limits(ctx.settings),
     )
-    doc.language = _language(ctx, document_text(loaded.blocks))
+    doc.language = language_of(ctx, document_text(loaded.blocks))
     result.warnings = list(loaded.warnings)
-    return Prepared(doc, _chunk(ctx, loaded.blocks), result)
+    return Prepared(doc, chunk_drafts(ctx, loaded.blocks), result)
 
 
 def file_limits(settings: Settings) -> FileLimits:
@@ -487,138 +490,3 @@ def _progress(total: int) -> Any:
     if total < 2 or not sys.stderr.isatty():
         return None
     return progress_bar(total, unit="file")
-
-
-def ingest_texts(
-    ctx: IngestContext,
-    texts: Sequence[str],
-    metadatas: Sequence[Mapping[str, Any] | None] | None = None,
-    ids: Sequence[str] | None = None,
-) -> AddReport:
-    """Store raw texts as documents under the caller's ids (or content-derived ones)."""
-    if isinstance(texts, str):
-        raise ConfigError("texts: expected a list of strings, got one string; wrap it in a list")
-    texts = list(texts)
-    if metadatas is not None and len(metadatas) != len(texts):
-        raise ConfigError(
-            f"metadatas: {len(metadatas)} given for {len(texts)} texts; pass one per text"
-        )
-    if ids is not None:
-        if len(ids) != len(texts):
-            raise ConfigError(f"ids: {len(ids)} given for {len(texts)} texts; pass one per text")
-        if any(not isinstance(i, str) or not i for i in ids):
-            raise ConfigError("ids: every id must be a non-empty string")
-        if len(set(ids)) != len(ids):
-            raise ConfigError(
-                "ids: duplicates in one call; ids must be unique within the collection"
-            )
-    for n, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise ConfigError(f"texts[{n}]: expected a string, got {type(text).__name__}")
-    metas = [
-        checked_metadata(metadatas[n] if metadatas is not None else None) for n in range(len(texts))
-    ]
-    doc_ids = list(ids) if ids is not None else [_text_hash(t)[:16] for t in texts]
-    if ids is None and len(set(doc_ids)) != len(doc_ids):
-        raise ConfigError("texts: the same text appears twice; pass ids to store both copies")
-    sig = signature(ctx.coll)
-    ahead = TextWindows(ctx, texts, doc_ids)
-    jobs: list[Callable[[], Outcome]] = [
-        functools.partial(_prepare_text, ctx, texts[n], metas[n], doc_ids[n], sig, ahead.at(n))
-        for n in range(len(texts))
-    ]
-    return run_pipeline(ctx, jobs)
-
-
-@dataclass
-class TextAhead:
-    """What is known of a text before its job runs: its stored record (None: new), its
-    content hash, and the language of its normalised text (None: not detected here)."""
-
-    stored: DocumentRecord | None
-    content_hash: str
-    language: str | None
-
-
-class TextWindows:
-    """The texts of an add, a window at a time, as the prepare thread reaches them: the
-    stored records of the window's ids in one statement (a point lookup per text cost
-    ~0.4 ms of CPU, the most of adding a short text) and the languages of its new or
-    changed texts detected together (``detect_languages``: the same codes at a fraction
-    of the CPU). A window holds at most WINDOW texts' records and codes."""
-
-    WINDOW = 2048
-
-    def __init__(self, ctx: IngestContext, texts: Sequence[str], ids: Sequence[str]) -> None:
-        self.ctx = ctx
-        self.texts = texts
-        self.ids = ids
-        self.start = -1
-        self.known: list[TextAhead] = []
-
-    def at(self, n: int) -> Callable[[], TextAhead]:
-        """What is known of text ``n``, worked out with its window when its job runs."""
-        return functools.partial(self.get, n)
-
-    def get(self, n: int) -> TextAhead:
-        start = n - n % self.WINDOW
-        if start != self.start:
-            self.known = self._window(start)
-            self.start = start
-        return self.known[n - start]
-
-    def _window(self, start: int) -> list[TextAhead]:
-        ids = self.ids[start : start + self.WINDOW]
-        texts = self.texts[start : start + self.WINDOW]
-        stored = self.ctx.storage.get_documents(self.ctx.coll, ids)
-        hashes = [_text_hash(t) for t in texts]
-        out = [TextAhead(stored.get(i), h, None) for i, h in zip(ids, hashes, strict=True)]
-        forced = self.ctx.coll.language
-        if forced and forced != "auto":
-            return out  # every text gets the collection's language
-        new = [
-            i
-            for i, a in enumerate(out)
-            if a.stored is None or a.stored.content_hash != a.content_hash
-        ]
-        samples = [normalize_text(texts[i])[:4000] for i in new]
-        for i, code in zip(new, detect_languages(samples), strict=True):
-            out[i].language = code
-        return out
-
-
-def _text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def _prepare_text(
-    ctx: IngestContext,
-    text: str,
-    meta: dict[str, Any],
-    document_id: str,
-    sig: str,
-    known: Callable[[], TextAhead],
-) -> Outcome:
-    label = str(meta.get("filename") or meta.get("source") or document_id)
-    ahead = known()
-    content_hash = ahead.content_hash
-    existing = ahead.stored
-    if _unchanged(existing, content_hash, sig, meta):
-        assert existing is not None
-        return FileResult(label, document_id, existing.chunk_count)
-    clean = normalize_text(text)
-    if not clean.strip():
-        return FailedFile(label, f"{label}: empty text; nothing to add", "extraction_error")
-    blocks = [Block(p.strip()) for p in clean.split("\n\n") if p.strip()]
-    doc = DocumentRecord(
-        document_id=document_id,
-        path=None,
-        filename=str(meta["filename"]) if "filename" in meta else None,
-        source="text",
-        content_hash=content_hash,
-        signature=sig,
-        metadata=meta,
-        language=ahead.language or _language(ctx, clean),
-        bytes=len(text.encode("utf-8", "surrogatepass")),
-    )
-    return Prepared(doc, _chunk(ctx, blocks), FileResult(label, document_id, 0))

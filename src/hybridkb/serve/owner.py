@@ -35,7 +35,8 @@ from hybridkb.errors import (
     KBError,
 )
 from hybridkb.limits import check_name
-from hybridkb.local import LocalEngine, checked_embedder, load_embedder
+from hybridkb.local import LocalEngine
+from hybridkb.local_plumbing import checked_embedder, load_embedder
 from hybridkb.results import DeleteReport
 from hybridkb.serve.codec import encode
 from hybridkb.serve.endpoint import Endpoint, live_endpoint
