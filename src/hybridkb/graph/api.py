@@ -492,7 +492,7 @@ def _replace_user_nodes(g: MemGraph, tuples: Sequence[Any]) -> None:
     for t in tuples:
         i = g.index.get(t[0])
         if i is not None:
-            g._unback_node(i, USER)
+            g.unback_node(i, USER)
     g.add_nodes(tuples)
 
 

@@ -278,7 +278,7 @@ class MemGraph:
         elif current == prov:
             self._drop_edge(eid)
 
-    def _unback_node(self, i: int, prov: Prov) -> bool:
+    def unback_node(self, i: int, prov: Prov) -> bool:
         """Remove one row of node ``i``; True when its last row went."""
         current = self.nprov[i]
         if current is None:
@@ -316,7 +316,7 @@ class MemGraph:
         node_ids, edge_ids = found
         for eid in edge_ids:
             self._unback_edge(eid, prov)
-        gone = {i for i in node_ids if self._unback_node(i, prov)}
+        gone = {i for i in node_ids if self.unback_node(i, prov)}
         return gone
 
     def prune_user_edges(self, vanished: Iterable[int]) -> None:
@@ -371,7 +371,7 @@ class MemGraph:
         current = self.nprov[i]
         if not (current == USER or (isinstance(current, dict) and USER in current)):
             return False
-        if self._unback_node(i, USER):
+        if self.unback_node(i, USER):
             self.prune_user_edges([i])
         return True
 
