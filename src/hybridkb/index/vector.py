@@ -55,8 +55,9 @@ from typing import Any, cast
 import numpy as np
 
 from .fileheader import read_sections, write_sections
+from .first_stage import restored_stage
 from .keyrows import KeyRows
-from .quantized import FlatRows, Hit, encode, graph_rows, inverse_norms, ranked
+from .quantized import FlatRows, Hit, encode, inverse_norms, ranked
 from .recall import build_environment
 from .vector_build import GraphBuilding
 
@@ -136,7 +137,7 @@ class VectorIndex(GraphBuilding):
                     self._pending = merged_keys(self._pending, keys)
                     self._start_builder()
                 else:
-                    copies = graph_rows(enc, inv, self.quantization, self._graph_scale)
+                    copies = self._graph_copies(enc, inv)
                     # Thread start-up costs more than a small batch takes to insert.
                     graph.add(keys, copies, threads=0 if len(keys) > 256 else 1)
             self._rows.put(keys, enc, inv)
@@ -281,6 +282,8 @@ class VectorIndex(GraphBuilding):
             if self._hnsw is not None:
                 sections["hnsw"] = self._hnsw.save()
                 sections["pending"] = self._pending.tobytes()
+                if self._stage is not None:
+                    sections.update(self._stage.sections())
             header: dict[str, Any] = {
                 "version": _FORMAT_VERSION,
                 "dim": self.dim,
@@ -294,6 +297,7 @@ class VectorIndex(GraphBuilding):
                 "built_on": self.built_on,
                 "layout": self.layout,
                 "graph_scale": self._graph_scale,
+                "graph_ndim": self._graph_ndim if self._hnsw is not None else None,
                 "fresh_graph": self._fresh_graph,
                 "count": len(self),
             }
@@ -365,6 +369,7 @@ class VectorIndex(GraphBuilding):
         if header["layout"] == "flat":
             self.served_recall = header.get("served_recall")
             return
+        self._stage = restored_stage(header.get("graph_ndim"), blobs, self.dim, self._usearch_ndim)
         graph = self._new_hnsw()
         if mmap:
             graph.view(blobs["hnsw"].data)
@@ -372,7 +377,7 @@ class VectorIndex(GraphBuilding):
         else:
             graph.load(blobs["hnsw"].data)
         pending = blobs["pending"].view(np.int64) if "pending" in blobs else np.empty(0, np.int64)
-        if len(graph) + len(pending) != count or graph.ndim != self._usearch_ndim:
+        if len(graph) + len(pending) != count or graph.ndim != self._graph_ndim:
             raise ValueError("graph does not match the header")
         self._hnsw = graph
         self._pending = np.array(pending)  # owned: it shrinks as the graph catches up

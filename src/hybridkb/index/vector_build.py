@@ -15,7 +15,6 @@ import time
 
 import numpy as np
 
-from .quantized import graph_rows, graph_scale
 from .recall import build_environment, in_background, stop_if_exiting
 from .vector_layouts import (
     DEFAULT_HNSW_THRESHOLD,
@@ -55,16 +54,14 @@ class GraphBuilding(RecallSelfCheck):
     def _build_hnsw(self) -> None:
         rows = self._rows
         n = rows.n
-        self._graph_scale = graph_scale(rows.inv_norms[:n]) if self.quantization == "i8" else 1.0
+        self._begin_graph()
         graph = self._new_hnsw()
         # Small graphs are built on one thread: as fast at this size, and the same graph
         # every time (a multi-threaded build depends on scheduling).
         threads = 1 if n <= SINGLE_THREAD_BUILD_ROWS else 0
         for start in range(0, n, SCAN_BATCH):  # copies made a batch at a time
             part = slice(start, min(n, start + SCAN_BATCH))
-            copies = graph_rows(
-                rows.rows[part], rows.inv_norms[part], self.quantization, self._graph_scale
-            )
+            copies = self._graph_copies(rows.rows[part], rows.inv_norms[part])
             graph.add(rows.keys[part], copies, threads=threads)
         self._hnsw = graph
         self.built_on = build_environment(graph.hardware_acceleration)
@@ -76,7 +73,7 @@ class GraphBuilding(RecallSelfCheck):
         """An empty graph with every row pending; the builder fills it (under the lock)."""
         rows = self._rows
         n = rows.n
-        self._graph_scale = graph_scale(rows.inv_norms[:n]) if self.quantization == "i8" else 1.0
+        self._begin_graph()
         self._hnsw = self._new_hnsw()
         self._fresh_graph = True
         self._pending = np.sort(rows.keys[:n])
@@ -99,12 +96,7 @@ class GraphBuilding(RecallSelfCheck):
                     break
                 keys = self._pending[:batch]
                 at = self._rows.lookup(keys)
-                copies = graph_rows(
-                    self._rows.rows[at],
-                    self._rows.inv_norms[at],
-                    self.quantization,
-                    self._graph_scale,
-                )
+                copies = self._graph_copies(self._rows.rows[at], self._rows.inv_norms[at])
                 began = time.perf_counter()
                 self._writable_hnsw().add(keys, copies, threads=0 if len(keys) > 256 else 1)
                 self._pending = self._pending[len(keys) :]

@@ -21,12 +21,17 @@ from typing import cast
 
 import numpy as np
 
+from .first_stage import FirstStage, first_stage_width
 from .hnsw import Graph, MetricKind, ScalarKind
 from .quantized import (
     NUMPY_DTYPE,
     OVERSAMPLE,
     FlatRows,
     cosines,
+    encode,
+    graph_rows,
+    graph_scale,
+    inverse_norms,
     prefer_scan,
     scan,
 )
@@ -112,6 +117,8 @@ class VectorLayouts:
         self._hnsw: Graph | None = None
         self._hnsw_mapped: np.ndarray | None = None  # the file bytes a viewed graph lives in
         self._graph_scale = 0.0  # the norm of the graph's int8 copies (graph_scale)
+        # The rotation of the graph's copies and queries (first_stage.py); None: full rows.
+        self._stage: FirstStage | None = None
         self._lock = threading.RLock()
         # Decided by the recall self-check (vector_selfcheck.py), read by the graph search:
         # the beam multiplier that reached the target on this machine, and whether to
@@ -154,11 +161,49 @@ class VectorLayouts:
         """Drop the graph for the flat layout (exact scan) and keep it so."""
         self._hnsw, self._hnsw_mapped = None, None
         self._pending = np.empty(0, np.int64)
+        self._stage = None
         self.exact_only = True
+
+    @property
+    def _graph_ndim(self) -> int:
+        """Dimensions of the graph's copies: the first stage's, else the rows'."""
+        return self._stage.width if self._stage is not None else self._usearch_ndim
+
+    def _begin_graph(self) -> None:
+        """Fit the first stage (when the index gets one) on the rows held now, and the
+        norm of the graph's copies: once per graph, before its first row goes in."""
+        f = self._rows
+        n = f.n
+        width = first_stage_width(self.dim, self.quantization)
+        self._stage = None
+        if width is not None and n:
+            self._stage = FirstStage.fit(f.rows[:n] * f.inv_norms[:n, None], width)
+        if self.quantization != "i8":
+            self._graph_scale = 1.0
+        elif self._stage is None:
+            self._graph_scale = graph_scale(f.inv_norms[:n])
+        else:
+            sample = slice(0, n, max(1, n // SCAN_BATCH))
+            rotated = encode(self._stage.rotate(f.rows[sample] * f.inv_norms[sample, None]), "i8")
+            self._graph_scale = graph_scale(inverse_norms(rotated))
+
+    def _graph_copies(self, enc: np.ndarray, inv_norms: np.ndarray) -> np.ndarray:
+        """The graph's copies of compact rows: rotated onto the first stage, if any."""
+        if self._stage is None:
+            return graph_rows(enc, inv_norms, self.quantization, self._graph_scale)
+        rotated = encode(self._stage.rotate(enc * inv_norms[:, None]), "i8")
+        return graph_rows(rotated, inverse_norms(rotated), "i8", self._graph_scale)
+
+    def _graph_query(self, q_enc: np.ndarray) -> np.ndarray:
+        """An encoded query as the graph searches it (rotated onto the first stage, if any)."""
+        if self._stage is None:
+            return q_enc
+        unit = q_enc[None, :] * inverse_norms(q_enc[None, :])[:, None]  # the mean is a unit's
+        return np.asarray(encode(self._stage.rotate(unit), "i8")[0])
 
     def _new_hnsw(self) -> Graph:
         return Graph(
-            ndim=self._usearch_ndim,
+            ndim=self._graph_ndim,
             metric=MetricKind.Hamming if self.quantization == "b1" else MetricKind.IP,
             dtype=_USEARCH_DTYPE[self.quantization],
             connectivity=HNSW_CONNECTIVITY,
@@ -257,10 +302,11 @@ class VectorLayouts:
         if graph.expansion_search != beam:
             graph.expansion_search = beam
         wide = rescored_count(want)
+        q_graph = self._graph_query(q_enc)
         # Expect |allowed| / n of the graph's hits to pass the filter; ask for more.
         count = wide if allowed is None else math.ceil(OVERSAMPLE * want * n / max(len(allowed), 1))
         while count <= max(_MAX_OVERSAMPLED, wide):
-            keys, _ = graph.search(q_enc, min(count, n))
+            keys, _ = graph.search(q_graph, min(count, n))
             if allowed is not None:
                 at = np.minimum(np.searchsorted(allowed, keys), len(allowed) - 1)
                 keys = keys[allowed[at] == keys]

@@ -132,6 +132,8 @@ class RecallSelfCheck(VectorLayouts):
                 "queries_seen": self._log.seen,
                 "kernel": None if graph is None else graph.hardware_acceleration,
                 "built_on": self.built_on,
+                # The width of the graph's copies: half the rows' with a first stage.
+                "graph_ndim": None if graph is None else self._graph_ndim,
             }
 
     def _audit_due(self) -> bool:
@@ -162,7 +164,7 @@ class RecallSelfCheck(VectorLayouts):
             # As a search is served: the graph's candidates re-scored with the rows.
             with self._lock:
                 graph.expansion_search = self.beam_for(n, factor)
-                keys, _ = graph.search(q, rescored_count(RECALL_K))
+                keys, _ = graph.search(self._graph_query(q), rescored_count(RECALL_K))
                 found, _ = self._rescore(q, keys, RECALL_K)
             return [int(k) for k in found]
 
