@@ -12,12 +12,13 @@ and the SciFact test queries (``/tmp/scifact_qvecs.npy``, bench/postgres.py writ
   the calling thread, and recall@10 against exact float32 cosine.
 
 The graph parameters are the index's own (``vector_layouts``: connectivity, expansion_add,
-the int8 rows and graph copies of quantized.py); the PCA is fitted on the first 20,000 rows (the index's flat
--> HNSW threshold: what a collection holds when its graph is first built).
+the int8 rows and graph copies of quantized.py); the rotation is the index's own
+(``index/first_stage.py``), fitted on the first 20,000 rows (the flat -> HNSW threshold:
+what a collection holds when its graph is first built).
 
 Run::
 
-    .venv/bin/python -P bench/first_stage.py [--dims 384,192,128] [--queries 200]
+    .venv/bin/python -P bench/first_stage.py [--dims 384,192,128] [--queries 300]
 
 Writes bench/results/first_stage.json.
 """
@@ -39,6 +40,7 @@ sys.path.append(str(ROOT / "bench"))
 
 import _common as C  # noqa: E402
 
+from hybridkb.index.first_stage import FirstStage  # noqa: E402
 from hybridkb.index.hnsw import Graph, MetricKind, ScalarKind  # noqa: E402
 from hybridkb.index.quantized import (  # noqa: E402
     encode,
@@ -77,22 +79,20 @@ def collection_vectors(db: Path) -> np.ndarray:
     return np.asarray(x / np.linalg.norm(x, axis=1, keepdims=True), dtype=np.float32)
 
 
-def rotation(x: np.ndarray, dims: int) -> tuple[np.ndarray, np.ndarray, float]:
-    """Mean, the top ``dims`` principal axes (columns) of the first rows, and the share
-    of their variance those axes keep."""
+def rotation(x: np.ndarray, dims: int) -> tuple[FirstStage, float]:
+    """The index's first stage fitted as the index fits it (on the rows it holds when its
+    graph is first built), and the share of the rows' energy its axes keep."""
     sample = x[:DEFAULT_HNSW_THRESHOLD]
-    mean = sample.mean(axis=0)
-    values, vectors = np.linalg.eigh(np.cov((sample - mean).T))
-    order = np.argsort(values)[::-1]
-    axes = vectors[:, order[:dims]].astype(np.float32)
-    return mean.astype(np.float32), axes, float(values[order[:dims]].sum() / values.sum())
+    stage = FirstStage.fit(sample, dims)
+    kept = float((stage.rotate(sample) ** 2).sum() / (sample**2).sum())
+    return stage, kept
 
 
 def measure(x: np.ndarray, q: np.ndarray, dims: int, exact: np.ndarray) -> dict[str, Any]:
     """Build one graph over ``dims`` (PCA-rotated below the full width) and search it."""
     if dims < x.shape[1]:
-        mean, axes, kept = rotation(x, dims)
-        y, qy = (x - mean) @ axes, (q - mean) @ axes
+        stage, kept = rotation(x, dims)
+        y, qy = stage.rotate(x), stage.rotate(q)
     else:
         y, qy, kept = x, q, 1.0
     # As the index holds them (quantized.py): per-row int8 rows and their inverse norms
@@ -116,7 +116,7 @@ def measure(x: np.ndarray, q: np.ndarray, dims: int, exact: np.ndarray) -> dict[
     )
     out: dict[str, Any] = {
         "dims": dims,
-        "variance_kept": round(kept, 3),
+        "energy_kept": round(kept, 3),
         "build_cpu_s": round(time.process_time() - cpu0, 1),
         "build_wall_s": round(time.perf_counter() - wall0, 1),
         "graph_mb": round(graph.memory_usage / 2**20, 1),
@@ -148,7 +148,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--db", default=str(C.SCRATCH / "bench-100k.duckdb"))
     ap.add_argument("--dims", default="384,192,128")
-    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--queries", type=int, default=300)
     args = ap.parse_args()
     if not QUERY_VECS.exists():
         raise SystemExit(f"{QUERY_VECS}: missing; run bench/postgres.py once (it embeds them)")
@@ -165,7 +165,7 @@ def main() -> None:
         report["graphs"].append(found)
         for b in found["beams"]:
             print(
-                f"  {dims:>3}-d (variance {found['variance_kept']:.2f}): build "
+                f"  {dims:>3}-d (energy {found['energy_kept']:.2f}): build "
                 f"{found['build_cpu_s']} CPU-s, graph {found['graph_mb']} MB | beam "
                 f"{b['expansion_search']}: recall@10 {b['recall@10']:.4f}, "
                 f"search + re-score CPU p50 {b['cpu_p50_ms']:.2f} ms",

@@ -3,6 +3,10 @@
     git archive <commit> src | tar -x -C /tmp/before
     .venv/bin/python bench/search_ab.py --rounds 5 before=/tmp/before/src after=src
 
+A tree may search a file of its own (``name=path/to/src@path/to/file.duckdb``): when the
+trees keep their indexes in different forms, each searches a copy of the same collection
+with the snapshot its own code wrote. ``--mode vector`` times the vector mode instead.
+
 On a shared, loaded machine two whole benchmark runs a few minutes apart measure the
 load as much as the code. Here each tree runs in a worker process of its own (the
 tree on PYTHONPATH), both open the same SciFact collection (bench/search.py's, built by
@@ -34,7 +38,7 @@ WORKER = """
 import json, sys, time
 sys.path.append(sys.argv[1])
 import search as S
-db, name = sys.argv[2], sys.argv[3]
+db, name, mode = sys.argv[2], sys.argv[3], sys.argv[4]
 s = S.Searcher(db, name, read_only=True)
 _, texts, vectors, _ = S.scifact_queries("test")
 s.search(texts[0], vectors[0])  # the index load, outside the timings
@@ -42,17 +46,17 @@ print("ready", len(texts), flush=True)
 for line in sys.stdin:
     i = int(line)
     wall, cpu = time.perf_counter(), time.process_time()
-    s.search(texts[i], vectors[i])
+    s.search(texts[i], vectors[i], mode=mode)
     print(json.dumps([time.perf_counter() - wall, time.process_time() - cpu]), flush=True)
 s.close()
 """
 
 
-def start(src: str, db: str, name: str) -> tuple[subprocess.Popen[str], int]:
+def start(src: str, db: str, name: str, mode: str) -> tuple[subprocess.Popen[str], int]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HYBRIDKB_")}
     env.update({"PYTHONPATH": src, "HF_HUB_OFFLINE": "1", "HYBRIDKB_CACHE_DIR": "/tmp/hkb-cache"})
     proc = subprocess.Popen(
-        [sys.executable, "-c", WORKER, _HERE, db, name],
+        [sys.executable, "-c", WORKER, _HERE, db, name, mode],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -74,7 +78,10 @@ def ask(proc: subprocess.Popen[str], query: int) -> tuple[float, float]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("trees", nargs=2, help="name=path/to/src (the first is the baseline)")
+    ap.add_argument(
+        "trees", nargs=2, help="name=path/to/src[@file.duckdb] (the first is the baseline)"
+    )
+    ap.add_argument("--mode", default="hybrid", choices=["hybrid", "vector", "keyword"])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--db", help="a DuckDB file to search (default: bench/search.py's SciFact)")
@@ -86,11 +93,14 @@ def main() -> int:
     import search
 
     # Found or built once, here: the workers only read it (read-only, side by side).
-    if args.db:
-        db, collection = args.db, args.collection
+    if args.db or all("@" in spec for spec in trees.values()):
+        db, collection = args.db or "", args.collection
     else:
         db, collection, _ = search.scifact_source(argparse.Namespace(scifact_db=None))
-    workers = {name: start(src, str(db), collection) for name, src in trees.items()}
+    workers = {}
+    for name, spec in trees.items():
+        src, _, own_db = spec.partition("@")
+        workers[name] = start(src, own_db or str(db), collection, args.mode)
     n = min(args.queries, *(count for _, count in workers.values()))
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
     for r in range(args.rounds):
@@ -106,6 +116,8 @@ def main() -> int:
     results: dict[str, Any] = {
         "db": str(db),
         "collection": collection,
+        "trees_searched": trees,
+        "mode": args.mode,
         "rounds": args.rounds,
         "queries": n,
         # The workers inherit it: numpy's AVX-512 kernels off (an AVX2-only CPU, numpy's part).
@@ -114,8 +126,8 @@ def main() -> int:
     }
     for name in names:
         results["trees"][name] = {
-            "hybrid_wall_p50_ms": round(statistics.median(w for w, _ in times[name]), 3),
-            "hybrid_cpu_p50_ms": round(statistics.median(c for _, c in times[name]), 3),
+            f"{args.mode}_wall_p50_ms": round(statistics.median(w for w, _ in times[name]), 3),
+            f"{args.mode}_cpu_p50_ms": round(statistics.median(c for _, c in times[name]), 3),
         }
     for i, what in ((0, "wall"), (1, "cpu")):
         ratios = [b[i] / a[i] for a, b in zip(times[base], times[other], strict=True) if a[i] > 0]

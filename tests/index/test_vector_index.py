@@ -761,6 +761,11 @@ def test_only_the_hnsw_module_touches_usearch() -> None:
     assert touching == []
 
 
+# Random 48-d rows are the hardest case for a graph: the audit of the 66 queries served
+# here may find recall@10 a little under 0.98 and fall back to the exact scan with a
+# warning (right, and not what this test is about). The audit is waited for inside the
+# test, so a warning from its thread can never land in a later test.
+@pytest.mark.filterwarnings("ignore:vector index. HNSW recall:RuntimeWarning")
 def test_a_deferred_graph_finds_every_row_while_it_catches_up(tmp_path: Path) -> None:
     """Rows written to a deferred graph are searchable at once (scanned exactly until the
     background thread has inserted them), and the graph ends up holding them all."""
@@ -778,6 +783,7 @@ def test_a_deferred_graph_finds_every_row_while_it_catches_up(tmp_path: Path) ->
     assert index.recall_report()["verified_recall"] is not None  # checked once complete
     index.remove(keys[:100])
     assert keys[0] not in {key for key, _ in index.search(vectors[0], 5)}
+    index.wait_for_audit()
 
 
 def test_rows_the_graph_did_not_hold_yet_survive_a_save(tmp_path: Path) -> None:

@@ -5,21 +5,25 @@ The graph only has to bring the true neighbours among the ``2 * k`` candidates i
 to the re-score (``vector_layouts.rescored_count``), and for that the leading principal
 axes of the rows carry almost all of what it needs. Measured with bench/first_stage.py on
 the 100k bench collection (SciFact vectors plus noise, 384-d, the index's own int8 rows,
-graph parameters and re-score; recall@10 against exact float32, AMD EPYC AVX-512):
+graph parameters and re-score; recall@10 of the 300 SciFact test queries against exact
+float32; AMD EPYC, AVX-512, load 3):
 
 =============  =================  ====================  =====================
 graph width    build, CPU-s       beam 512: recall@10   search + re-score p50
 =============  =================  ====================  =====================
-384 (before)   40.3               0.9855                1.88 ms
-192 (PCA)      17.4               0.9845                0.95 ms
-128 (PCA)      12.1               0.9755                1.00 ms
+384 (before)   28.8               0.9857                1.60 ms
+192            15.6               0.9837                1.04 ms
+128            12.1               0.9777                1.14 ms
 =============  =================  ====================  =====================
 
-So half the width keeps recall (-0.001) and halves both the graph's build and its search;
-a quarter loses recall. Only int8 indexes of at least 256 dimensions get a first stage
-(the bench measured 384-d models; a narrow model's rows are cheap already), and the
-recall self-check (``vector_selfcheck.py``) still measures the graph as served, so a
-collection where the rotation loses recall widens the beam or scans exactly.
+So half the width keeps recall (-0.002), halves the graph's build and takes a third off
+its search; a quarter loses recall. The axes are those of the rows' second moment, not of
+their covariance: centred, the graph's inner products leave out each row's share of the
+direction all embeddings share, and recall@10 fell to 0.982 (uncentred 0.985, full width
+0.987, on a fit over the whole collection). Only int8 indexes of at least 256 dimensions
+get a first stage (the bench measured 384-d models; a narrow model's rows are cheap
+already), and the recall self-check (``vector_selfcheck.py``) still measures the graph as
+served, so a collection where the rotation loses recall widens the beam or scans exactly.
 
 The axes are fitted once, on the rows the index holds when its graph is first built
 (the HNSW threshold: 20,000 by default), and saved with the graph: every later copy and
@@ -48,9 +52,9 @@ def first_stage_width(dim: int, quantization: str) -> int | None:
 
 @dataclass(frozen=True)
 class FirstStage:
-    """A rotation onto ``axes`` (columns, ``(dim, width)``) after subtracting ``mean``."""
+    """A rotation onto ``axes`` (orthonormal columns, ``(dim, width)``): inner products of
+    rotated rows are those of the rows, less what lies off the axes."""
 
-    mean: np.ndarray  # float32 (dim,)
     axes: np.ndarray  # float32 (dim, width)
 
     @property
@@ -64,19 +68,18 @@ class FirstStage:
         of at most :data:`FIT_ROWS` is used), the ``width`` strongest first."""
         n = len(unit_rows)
         sample = unit_rows[:: max(1, n // FIT_ROWS)][:FIT_ROWS].astype(np.float64)
-        mean = sample.mean(axis=0)
-        values, vectors = np.linalg.eigh(np.cov((sample - mean).T))
+        values, vectors = np.linalg.eigh(sample.T @ sample)
         strongest = np.argsort(values)[::-1][:width]
-        return cls(mean.astype(np.float32), np.ascontiguousarray(vectors[:, strongest], np.float32))
+        return cls(np.ascontiguousarray(vectors[:, strongest], np.float32))
 
     def rotate(self, unit_rows: np.ndarray) -> np.ndarray:
         """``unit_rows`` (float32, ``(n, dim)``) on the first stage's axes."""
-        rotated: np.ndarray = (unit_rows - self.mean) @ self.axes
+        rotated: np.ndarray = unit_rows @ self.axes
         return rotated
 
     def sections(self) -> dict[str, bytes]:
         """The rotation as snapshot sections (:meth:`from_sections` reads them back)."""
-        return {"stage_mean": self.mean.tobytes(), "stage_axes": self.axes.tobytes()}
+        return {"stage_axes": self.axes.tobytes()}
 
     @classmethod
     def from_sections(cls, blobs: dict[str, np.ndarray], dim: int, width: int) -> FirstStage | None:
@@ -88,11 +91,10 @@ class FirstStage:
         """
         if "stage_axes" not in blobs:
             return None
-        mean = np.array(blobs["stage_mean"].view(np.float32))
         axes = np.array(blobs["stage_axes"].view(np.float32))
-        if mean.shape != (dim,) or axes.size != dim * width:
+        if axes.size != dim * width:
             raise ValueError("first stage sections do not match the header")
-        return cls(mean, axes.reshape(dim, width))
+        return cls(axes.reshape(dim, width))
 
 
 def restored_stage(

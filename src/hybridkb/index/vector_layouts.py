@@ -198,7 +198,7 @@ class VectorLayouts:
         """An encoded query as the graph searches it (rotated onto the first stage, if any)."""
         if self._stage is None:
             return q_enc
-        unit = q_enc[None, :] * inverse_norms(q_enc[None, :])[:, None]  # the mean is a unit's
+        unit = q_enc[None, :] * inverse_norms(q_enc[None, :])[:, None]
         return np.asarray(encode(self._stage.rotate(unit), "i8")[0])
 
     def _new_hnsw(self) -> Graph:
