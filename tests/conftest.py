@@ -11,6 +11,7 @@ from pathlib import Path
 import pg_server
 import pytest
 from internals import local
+from long_runs import register_profiles
 
 import hybridkb
 from hybridkb.embedders import judge
@@ -26,6 +27,11 @@ sys.dont_write_bytecode = False
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     sys.dont_write_bytecode = DONT_WRITE_BYTECODE_FOR_THE_RUN
+
+
+# The long property and fuzz runs try a smoke budget unless --hypothesis-profile=ci (as
+# scripts/test.sh runs them): tests/support/long_runs.py.
+register_profiles()
 
 
 @pytest.fixture(scope="session")

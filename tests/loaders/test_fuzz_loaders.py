@@ -2,8 +2,9 @@
 
 The seeds and their mutations are in tests/support/fuzz_inputs.py, the run that feeds
 them to the loaders (a guard time per call, a report, crashing inputs saved to replay
-with ``load_file(path)``) in tests/support/loader_fuzz.py. The CI variant tries ~1,000
-inputs; the ``slow`` one (run by ``bench/reliability.py``) tries 10,000.
+with ``load_file(path)``) in tests/support/loader_fuzz.py. The CI variant tries 1,000
+inputs (150 in the fast inner loop: tests/support/long_runs.py); the ``slow`` one tries
+10,000, as ``bench/reliability.py`` does.
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ from pathlib import Path
 import pytest
 from fuzz_inputs import make_seeds, mutations
 from loader_fuzz import FuzzReport, check_one, fuzz_loaders
+from long_runs import budget
 
 from hybridkb.errors import KBError
 from hybridkb.loaders import load_file
+
+FUZZ_INPUTS = budget(ci=1_000, fast=150)  # 150: each seed mutated 8 or 9 times
 
 # --- tests -------------------------------------------------------------------------
 
@@ -43,8 +47,8 @@ def test_mutations_are_reproducible() -> None:
 
 
 def test_fuzzed_loaders_raise_only_kberror(tmp_path: Path) -> None:
-    report = fuzz_loaders(1_000, seed=20240601, workdir=tmp_path / "fuzz")
-    assert report.tried == 1_000
+    report = fuzz_loaders(FUZZ_INPUTS, seed=20240601, workdir=tmp_path / "fuzz")
+    assert report.tried == FUZZ_INPUTS
     _assert_clean(report)
     assert report.loaded and report.refused  # the mutations reach both outcomes
 
