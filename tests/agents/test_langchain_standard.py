@@ -80,6 +80,9 @@ def _tool_suite(name: str, base: type) -> type:
             return dict(EXAMPLES[name])
 
     Suite.__name__ = Suite.__qualname__ = f"Test{base.__name__}_{name}"
+    if name == "query_kb_sql" and base is ToolsIntegrationTests:
+        # Invoking it runs the query in a worker process (hybridkb/sql/worker.py).
+        return pytest.mark.process(Suite)
     return Suite
 
 
