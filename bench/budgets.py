@@ -33,8 +33,7 @@ TESTS = ROOT / "tests" / "support"
 DOCS = ROOT.parent.parent / "shared" / "data" / "docs"
 if not DOCS.exists():
     DOCS = Path("/work/shared/data/docs")
-sys.path.insert(0, str(TESTS))
-sys.path.insert(0, str(ROOT / "tests" / "loaders"))  # test_hostile_suite: the crafted cases
+sys.path.insert(0, str(TESTS))  # hostile_cases: the crafted cases
 sys.path.insert(0, str(ROOT / "bench"))
 
 CAP_MB = 1536
@@ -86,7 +85,7 @@ def load_in_child(path: Path) -> dict[str, object]:
 
 
 def crafted(work: Path, only: list[str]) -> None:
-    from test_hostile_suite import FULL, SMALL
+    from hostile_cases import FULL, SMALL
 
     by_name = {c.name: c for c in SMALL}
     by_name.update({c.name: c for c in FULL})  # full sizes where the suite has them

@@ -9,9 +9,9 @@ Parts, each with the fake embedder (the real model has short variants in the tes
 * crash: SIGKILL a writer at random moments (``tests/support/crash_worker.py``: add,
   delete, re-add changed files, maintenance, search) 30+ times; after every kill
   the KB must open and every document must be whole (``tests/test_crash.py``'s
-  checks). Then a second worker that only adds and journals each add *after* it
-  returned (fsync'd) is killed 30 times: a journalled document missing afterwards is
-  a document lost.
+  checks, on the corpus of ``tests/support/crash_corpus.py``). Then a second worker
+  that only adds and journals each add *after* it returned (fsync'd) is killed 30
+  times: a journalled document missing afterwards is a document lost.
 * churn: ingest 20 text files, then ten times rewrite every file and add the folder
   again (a process per round, as the CLI would); the database size after each round
   against the first ingest as shipped (the core compacts on close after heavy
@@ -22,7 +22,8 @@ Parts, each with the fake embedder (the real model has short variants in the tes
   ``--big-replace`` the peak of adding a changed copy over it (a streamed file is
   staged beside the database and switched in with one transaction:
   ``storage/duckdb_stream.py``).
-* fuzz: 10,000 mutated inputs through ``load_file`` (``tests/loaders/test_fuzz_loaders.py``).
+* fuzz: 10,000 mutated inputs through ``load_file`` (``tests/support/loader_fuzz.py``, as
+  ``tests/loaders/test_fuzz_loaders.py`` runs it).
 
 Prints a table and writes bench/results/reliability.json.
 """
@@ -36,10 +37,8 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 # bench/ goes last on sys.path: bench/keyword.py must not shadow the stdlib module.
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE] + [_HERE]
 ROOT = os.path.dirname(_HERE)
+# the crash, resource and fuzz tests' workers, corpora and fuzzer, which the long runs reuse
 sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
-# the crash, resource and fuzz tests whose workers and corpora the long runs reuse
-sys.path.insert(0, os.path.join(ROOT, "tests"))
-sys.path.insert(0, os.path.join(ROOT, "tests", "loaders"))
 sys.path.insert(0, os.path.join(ROOT, "src"))
 
 import argparse
@@ -161,12 +160,12 @@ _JOURNAL_WORKER = textwrap.dedent(
 
 
 def run_crash(work: Path, kills: int, seed: int) -> dict[str, Any]:
-    from test_crash import WORKER, _make_corpus, _reference
+    from crash_corpus import CRASH_WORKER, make_crash_corpus, reference_chunks
 
     work.mkdir(parents=True, exist_ok=True)
     corpus = work / "corpus"
-    _make_corpus(corpus)
-    ref = _reference(corpus, work)
+    make_crash_corpus(corpus)
+    ref = reference_chunks(corpus, work)
     rng = random.Random(seed)
     result: dict[str, Any] = {"mixed": {}, "journal": {}}
 
@@ -177,7 +176,7 @@ def run_crash(work: Path, kills: int, seed: int) -> dict[str, Any]:
     started = time.perf_counter()
     for i in range(kills):
         proc = subprocess.Popen(
-            [sys.executable, str(WORKER), str(db), str(corpus), str(seed * 1000 + i)],
+            [sys.executable, str(CRASH_WORKER), str(db), str(corpus), str(seed * 1000 + i)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(),
         )  # fmt: skip
         error = _kill_after(proc, rng)
@@ -255,7 +254,7 @@ def _checkpoint_and_maybe_compact(kb: hybridkb.KnowledgeBase) -> bool:
 
 
 def run_churn(work: Path, files: int, rounds: int, paragraphs: int) -> dict[str, Any]:
-    from test_resource_bounds import churn_sizes, write_churn_folder
+    from churn import churn_sizes, write_churn_folder
 
     work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -303,7 +302,7 @@ def _staged_files(db: Path) -> int:
 
 def run_big(work: Path, megabytes: float, search: bool, replace: bool = False) -> dict[str, Any]:
     """Stream a big file into a fresh KB; with ``replace``, then a changed copy over it."""
-    from test_resource_bounds import ingest_in_child, write_text_file
+    from big_text import ingest_in_child, write_text_file
 
     work.mkdir(parents=True, exist_ok=True)
     path = work / "big.txt"
@@ -334,7 +333,7 @@ def run_big(work: Path, megabytes: float, search: bool, replace: bool = False) -
 
 
 def run_fuzz(work: Path, inputs: int, seed: int) -> dict[str, Any]:
-    from test_fuzz_loaders import fuzz_loaders
+    from loader_fuzz import fuzz_loaders
 
     report = fuzz_loaders(inputs, seed=seed, workdir=work / "fuzz")
     out = report.to_dict()

@@ -12,4 +12,5 @@ echo "== ruff check, ruff format --check, mypy --strict src tests, deptry src"
 .venv/bin/mypy --strict src tests
 .venv/bin/deptry src
 export HF_HUB_OFFLINE=1
-exec .venv/bin/python -m pytest -m "not slow" "$@"
+# The ci profile: the long property and fuzz runs at their full budgets (tests/support/long_runs.py).
+exec .venv/bin/python -m pytest -m "not slow" --hypothesis-profile=ci "$@"

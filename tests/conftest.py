@@ -4,15 +4,34 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pg_server
 import pytest
 from internals import local
+from long_runs import register_profiles
 
 import hybridkb
 from hybridkb.embedders import judge
+
+# PYTHONDONTWRITEBYTECODE (set where this project runs) also keeps pytest from caching the
+# test modules it rewrites for its assert messages, so every run rewrote all of them
+# again: about 8 s of the fast subset's start on 2 cores. Bytecode is written while the
+# tests are collected (the rewritten modules go to tests/**/__pycache__, which git
+# ignores, and pytest checks each against its source) and the setting is back for the run.
+DONT_WRITE_BYTECODE_FOR_THE_RUN = sys.dont_write_bytecode
+sys.dont_write_bytecode = False
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    sys.dont_write_bytecode = DONT_WRITE_BYTECODE_FOR_THE_RUN
+
+
+# The long property and fuzz runs try a smoke budget unless --hypothesis-profile=ci (as
+# scripts/test.sh runs them): tests/support/long_runs.py.
+register_profiles()
 
 
 @pytest.fixture(scope="session")

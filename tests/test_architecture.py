@@ -259,12 +259,11 @@ if __name__ == "__main__":
         print("circle between layers:", " <-> ".join(group))
 
 
-def test_no_test_module_imports_another() -> None:
-    # A test module imported by another works in a whole run (pytest has put its folder on
-    # the path) and fails when the importer runs alone: shared code lives in tests/support.
-    tests = SRC.parent / "tests"
+def imports_of_test_modules(folder: Path) -> list[str]:
+    """Every ``import test_x`` or ``from test_x import ...`` in the .py files under ``folder``,
+    as ``path:line`` (late imports inside a function included)."""
     found = []
-    for path in sorted(tests.rglob("*.py")):
+    for path in sorted(folder.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
@@ -273,6 +272,21 @@ def test_no_test_module_imports_another() -> None:
             else:
                 continue
             found += [
-                f"{path.relative_to(tests)}:{node.lineno}" for n in names if n.startswith("test_")
+                f"{path.relative_to(folder.parent)}:{node.lineno}"
+                for n in names
+                if n.startswith("test_")
             ]
-    assert found == []
+    return found
+
+
+def test_no_test_module_imports_another() -> None:
+    # A test module imported by another works in a whole run (pytest has put its folder on
+    # the path) and fails when the importer runs alone: shared code lives in tests/support.
+    assert imports_of_test_modules(ROOT / "tests") == []
+
+
+def test_no_benchmark_imports_a_test_module() -> None:
+    # A benchmark reaches a test module only through sys.path entries for tests/ folders,
+    # and the test's helpers are then private names of a module pytest owns: what a bench
+    # shares with the tests lives in tests/support.
+    assert imports_of_test_modules(ROOT / "bench") == []

@@ -4,8 +4,9 @@ Each call must either succeed or answer with the documented error (a tool messag
 starting ``Error (<code>)``, an MCP error result with the same text, or a CLI exit 1/2
 with one line on stderr and no traceback). Afterwards the workspace still searches,
 another workspace is unchanged, and no file outside the allowed folders was read.
-Hypothesis runs derandomised, so CI sees the same inputs every time; the counts are
-printed with ``-s``.
+Hypothesis runs derandomised, so CI sees the same inputs every time (150 per tool and 80
+CLI calls under the ``ci`` profile, 40 and 20 in the fast inner loop:
+tests/support/long_runs.py); the counts are printed with ``-s``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from internals import duckdb_storage
 from langchain_core.messages import ToolMessage
+from long_runs import budget
 
 import hybridkb
 from hybridkb.agents.tools import make_tools
@@ -35,7 +37,7 @@ COUNTS: Counter[str] = Counter()
 SETTINGS = settings(
     derandomize=True,
     deadline=None,
-    max_examples=150,
+    max_examples=budget(ci=150, fast=40),
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 
@@ -212,7 +214,7 @@ def run_cli(argv: list[str], env: dict[str, str]) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-@settings(derandomize=True, deadline=None, max_examples=80,
+@settings(derandomize=True, deadline=None, max_examples=budget(ci=80, fast=20),
           suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
 @given(arg=HOSTILE_TEXT, command=st.sampled_from(["search", "add", "delete", "describe", "create"]))
 def test_cli_never_prints_a_traceback(world: dict[str, Any], arg: str, command: str) -> None:

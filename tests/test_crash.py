@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
+from crash_corpus import CRASH_WORKER, make_crash_corpus, reference_chunks
 from internals import sql_rows
-from paths import SUPPORT
 
 import hybridkb
 from hybridkb.storage.duckdb.schema import table_names
@@ -26,46 +26,6 @@ pytestmark = [
     pytest.mark.process,
     pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL (POSIX)"),
 ]
-
-WORKER = SUPPORT / "crash_worker.py"
-
-
-def _make_corpus(folder: Path, n: int = 14) -> None:
-    folder.mkdir()
-    rng = random.Random(7)
-    words = "alpha beta gamma delta shared words epsilon zeta eta theta iota kappa lambda".split()
-    for i in range(n):
-        paras = [
-            " ".join(rng.choice(words) for _ in range(rng.randint(20, 160)))
-            for _ in range(rng.randint(2, 12))
-        ]
-        ext = ".md" if i % 3 == 0 else ".txt"
-        (folder / f"doc{i:02d}{ext}").write_text(
-            f"VERSION-A file {i}\n\n" + "\n\n".join(paras), encoding="utf-8"
-        )
-
-
-def _reference(corpus: Path, tmp: Path) -> dict[str, list[str]]:
-    """content hash -> chunk texts, for both versions of every file (clean ingests)."""
-    ref: dict[str, list[str]] = {}
-    for version in ("VERSION-A", "VERSION-B"):
-        folder = tmp / f"ref-{version}"
-        folder.mkdir()
-        for p in corpus.iterdir():
-            text = p.read_text(encoding="utf-8").replace("VERSION-A", version)
-            (folder / p.name).write_text(text, encoding="utf-8")
-        with hybridkb.connect(tmp / f"ref-{version}.duckdb", model="fake") as kb:
-            coll = kb.create_collection("Crash")
-            coll.add(folder)
-            t = table_names(coll.record.id)
-            for doc in coll.documents(limit=1000):
-                rows = sql_rows(
-                    kb,
-                    f"SELECT text FROM {t['chunks']} WHERE document_id = ? ORDER BY chunk_index",
-                    [doc.document_id],
-                )
-                ref[doc.content_hash] = [r[0] for r in rows]
-    return ref
 
 
 def _verify(db: Path, ref: dict[str, list[str]]) -> None:
@@ -98,15 +58,15 @@ def _verify(db: Path, ref: dict[str, list[str]]) -> None:
 
 def _run_kills(tmp_path: Path, kills: int, seed: int) -> int:
     corpus = tmp_path / "corpus"
-    _make_corpus(corpus)
-    ref = _reference(corpus, tmp_path)
+    make_crash_corpus(corpus)
+    ref = reference_chunks(corpus, tmp_path)
     db = tmp_path / "crash.duckdb"
     rng = random.Random(seed)
     survived = 0
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     for i in range(kills):
         proc = subprocess.Popen(
-            [sys.executable, str(WORKER), str(db), str(corpus), str(seed * 1000 + i)],
+            [sys.executable, str(CRASH_WORKER), str(db), str(corpus), str(seed * 1000 + i)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=env,

@@ -63,6 +63,7 @@ def one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
 
 
 @as_root
+@pytest.mark.process  # the other user is a forked child (made_by_nobody)
 def test_a_data_folder_another_user_made_first_is_refused(
     shared: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -169,6 +170,7 @@ def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @as_root
+@pytest.mark.process  # the other user is a forked child (made_by_nobody)
 def test_a_cache_folder_another_user_made_first_is_refused(
     shared: Path,
     tmp_path: Path,

@@ -10,16 +10,14 @@ the database within 1.5x of one ingest.
 from __future__ import annotations
 
 import json
-import os
 import random
-import subprocess
-import sys
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from big_text import ingest_in_child, write_text_file
+from churn import churn_sizes
 
 import hybridkb
 from hybridkb.errors import ConfigError
@@ -118,124 +116,6 @@ def test_query_of_100001_characters_is_refused_cleanly(small: hybridkb.kb.Collec
 # --- big text files ------------------------------------------------------------------------
 
 
-_VOCABULARY_SEED = 99
-
-
-def write_text_file(path: Path, megabytes: float, *, seed: int = 1) -> str:
-    """Write ``megabytes`` of varied English-like paragraphs; return a marker word at the end."""
-    rng = random.Random(seed)
-    letters = "etaoinshrdlucmfwypvbgkjqxz"
-    vocab_rng = random.Random(_VOCABULARY_SEED)
-    vocabulary = [
-        "".join(vocab_rng.choices(letters[:20], k=vocab_rng.randint(2, 9))) for _ in range(5000)
-    ]
-    target = int(megabytes * 1024 * 1024)
-    written = 0
-    with path.open("w", encoding="utf-8", newline="\n") as handle:
-        block = 0
-        while written < target:
-            paragraphs = []
-            for _ in range(200):
-                words = rng.choices(vocabulary, k=rng.randint(20, 120))
-                paragraphs.append(" ".join(words).capitalize() + ".")
-            text = f"Block {block}.\n\n" + "\n\n".join(paragraphs) + "\n\n"
-            handle.write(text)
-            written += len(text.encode("utf-8"))
-            block += 1
-        marker = f"zqxmarker{seed}"
-        handle.write(f"The last paragraph holds the marker {marker}.\n")
-    return marker
-
-
-_CHILD = textwrap.dedent(
-    """
-    import json, resource, sys, time
-    import hybridkb
-    from hybridkb.storage.duckdb.schema import table_names
-
-    def peak_mb():
-        # VmHWM is this process's own peak; Linux carries ru_maxrss over from the parent
-        # across exec, so a big parent (the bench) would inflate it.
-        try:
-            with open("/proc/self/status") as status:
-                for line in status:
-                    if line.startswith("VmHWM:"):
-                        return int(line.split()[1]) / 1024
-        except OSError:
-            pass
-        scale = 1 if sys.platform == "darwin" else 1024  # ru_maxrss: bytes on macOS, KiB elsewhere
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale / 2**20
-
-    db, path, marker, search = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "search"
-    out = {}
-    with hybridkb.connect(db, model="fake") as kb:
-        coll = kb.create_collection("Big", exist_ok=True)
-        out["peak_rss_mb_before_add"] = peak_mb()
-        started = time.perf_counter()
-        report = coll.add(path)
-        out["seconds"] = time.perf_counter() - started
-        out["peak_rss_mb"] = peak_mb()
-        out["added"] = [f.filename for f in report.added]
-        out["failed"] = [f.error for f in report.failed]
-        out["chunks"] = coll.describe().chunks
-        out["duckdb_memory_mb_after_add"] = {
-            tag: round(n / 2**20, 1)
-            for tag, n in kb.storage.query(
-                "SELECT tag, memory_usage_bytes FROM duckdb_memory() ORDER BY 2 DESC LIMIT 4"
-            )
-        }
-        # The last paragraph landed: checked in the table, so no search index is built.
-        chunks = table_names(coll.record.id)["chunks"]
-        ((found,),) = kb.storage.query(
-            f"SELECT count(*) FROM {chunks} WHERE contains(text, ?)", [marker]
-        )
-        out["marker_found"] = found > 0
-        if search:  # the first search builds the derived indexes over every chunk
-            started = time.perf_counter()
-            hits = coll.search(marker, k=3, mode="keyword")
-            out["first_search_seconds"] = time.perf_counter() - started
-            out["marker_found_by_search"] = any(marker in h.text for h in hits)
-            out["peak_rss_mb_after_first_search"] = peak_mb()
-    # On its own line: DuckDB's progress bar may have been drawn on stdout before.
-    print("\\nRESULT " + json.dumps(out))
-    """
-)
-
-
-def ingest_in_child(
-    db: Path, path: Path, marker: str, *, search: bool = False, timeout: float = 7200
-) -> dict[str, Any]:
-    """Ingest one file with the fake embedder in a fresh process; report its peak RSS.
-
-    A child process so the peak belongs to the ingest alone, not to whatever this
-    process did before. ``search`` also times the first keyword search (which builds
-    the derived indexes) and the peak after it.
-    """
-    # Only the package's own folder: a caller's sys.path may hold modules that shadow
-    # the stdlib in a child (bench/keyword.py).
-    env = {**os.environ, "PYTHONPATH": str(Path(hybridkb.__file__).resolve().parents[1])}
-    done = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(db), str(path), marker, "search" if search else "-"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=timeout,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise AssertionError(f"ingest child failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    if not lines:
-        raise AssertionError(f"no result from the ingest child:\n{done.stdout[-2000:]}")
-    result: dict[str, Any] = json.loads(lines[-1].removeprefix("RESULT "))
-    # Anything else on stdout (DuckDB's progress bar) would corrupt a CLI's JSON output.
-    other = [ln for ln in done.stdout.splitlines() if ln.strip() and ln not in lines]
-    result["other_stdout_lines"] = len(other)
-    result["other_stdout_sample"] = [ln.strip()[:80] for ln in other[-2:]]
-    result["file_mb"] = path.stat().st_size / 2**20
-    return result
-
-
 def test_5mb_text_file_ingests_with_the_fake_embedder(
     kb: hybridkb.KnowledgeBase, tmp_path: Path
 ) -> None:
@@ -272,59 +152,6 @@ def test_200mb_text_file_ingests_in_a_child_process(tmp_path: Path) -> None:
 
 
 # --- churn ---------------------------------------------------------------------------------
-
-
-def write_churn_folder(folder: Path, files: int, round_: int, *, paragraphs: int = 12) -> None:
-    """(Re)write every file of the folder with new content for this round."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for i in range(files):
-        rng = random.Random(f"{i}-{round_}")
-        words = ["alpha", "beta", "gamma", "delta", "harbour", "lantern", "meadow", "quartz"]
-        body = "\n\n".join(
-            " ".join(rng.choices(words, k=rng.randint(30, 150))) for _ in range(paragraphs)
-        )
-        (folder / f"doc{i:02d}.txt").write_text(
-            f"Round {round_} file {i}.\n\n{body}", encoding="utf-8"
-        )
-
-
-def churn_sizes(
-    db: Path, folder: Path, *, files: int, rounds: int, paragraphs: int = 12
-) -> dict[str, Any]:
-    """Ingest a folder, then ``rounds`` times change every file and add the folder again.
-
-    Returns the database size after the first ingest and after each round (each
-    measured after closing, so the WAL is checkpointed into the file), and after
-    ``compact``.
-    """
-    write_churn_folder(folder, files, 0, paragraphs=paragraphs)
-    with hybridkb.connect(db, model="fake") as kb:
-        coll = kb.create_collection("Churn")
-        assert len(coll.add(folder).added) == files
-        chunks = coll.describe().chunks
-    sizes = [db.stat().st_size]
-    for round_ in range(1, rounds + 1):
-        write_churn_folder(folder, files, round_, paragraphs=paragraphs)
-        with hybridkb.connect(db, model="fake") as kb:
-            report = kb.collection("Churn").add(folder)
-            assert len(report.added) == files and not report.failed
-            assert kb.collection("Churn").count() == files
-        sizes.append(db.stat().st_size)
-    with hybridkb.connect(db, model="fake") as kb:
-        compacted = kb.compact()
-        assert kb.collection("Churn").count() == files
-    first = sizes[0]
-    return {
-        "files": files,
-        "rounds": rounds,
-        "chunks_per_ingest": chunks,
-        "bytes_first": first,
-        "bytes_per_round": sizes[1:],
-        "ratio_per_round": [round(s / first, 3) for s in sizes[1:]],
-        "ratio_after_churn": round(sizes[-1] / first, 3),
-        "bytes_after_compact": compacted["bytes_after"],
-        "ratio_after_compact": round(compacted["bytes_after"] / first, 3),
-    }
 
 
 def test_ten_rounds_of_churn_keep_the_database_within_1_5x(tmp_path: Path) -> None:

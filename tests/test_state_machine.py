@@ -1,4 +1,8 @@
-"""Property-based: random create/add/re-add/delete/drop/search sequences keep the invariants."""
+"""Property-based: random create/add/re-add/delete/drop/search sequences keep the invariants.
+
+25 sequences of 20 steps under the ``ci`` profile (what CI runs), 5 in the fast inner
+loop (tests/support/long_runs.py).
+"""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from hypothesis.stateful import (
     precondition,
     rule,
 )
+from long_runs import budget
 
 import hybridkb
 
@@ -111,7 +116,7 @@ class KBMachine(RuleBasedStateMachine):
 
 TestKB = KBMachine.TestCase
 TestKB.settings = settings(
-    max_examples=25,
+    max_examples=budget(ci=25, fast=5),
     stateful_step_count=20,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

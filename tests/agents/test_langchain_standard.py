@@ -6,6 +6,7 @@ with a "Tax Documents" collection holding one note, so the example calls succeed
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -67,7 +68,9 @@ EXAMPLES: dict[str, dict[str, Any]] = {
 
 def _tool_suite(name: str, base: type) -> type:
     class Suite(base):  # type: ignore[misc]  # a base class chosen at run time
-        @property
+        # Cached: the suites' `tool` fixture reads it twice, which built two knowledge bases
+        # per test. pytest makes a new instance for every test, so no test sees another's.
+        @functools.cached_property
         def tool_constructor(self) -> BaseTool:
             if base is ToolsUnitTests:
                 if name not in _SCHEMA_ONLY:
@@ -80,6 +83,9 @@ def _tool_suite(name: str, base: type) -> type:
             return dict(EXAMPLES[name])
 
     Suite.__name__ = Suite.__qualname__ = f"Test{base.__name__}_{name}"
+    if name == "query_kb_sql" and base is ToolsIntegrationTests:
+        # Invoking it runs the query in a worker process (hybridkb/sql/worker.py).
+        return pytest.mark.process(Suite)
     return Suite
 
 

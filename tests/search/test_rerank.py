@@ -85,6 +85,7 @@ def test_a_reranker_that_answers_wrong_is_a_clear_error(notes: hybridkb.Knowledg
             notes.with_reranker(bad).search("harbour lease")
 
 
+@pytest.mark.model  # the first search loads sentence-transformers, torch with it (~6 s)
 def test_a_missing_reranker_folder_is_named_when_first_used(tmp_path: Path) -> None:
     missing = tmp_path / "no-such-model"
     with hybridkb.connect(tmp_path / "kb.duckdb", model="fake", reranker=str(missing)) as kb:
@@ -128,6 +129,7 @@ def _tiny_cross_encoder(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.model  # torch and transformers
 def test_a_saved_cross_encoder_reranks_through_the_setting(tmp_path: Path) -> None:
     model = _tiny_cross_encoder(tmp_path / "tiny-cross-encoder")
     with hybridkb.connect(tmp_path / "kb.duckdb", model="fake", reranker=str(model)) as kb:

@@ -22,6 +22,8 @@ import hybridkb
 from hybridkb.errors import ConfigError
 from hybridkb.storage.duckdb.schema import table_names
 
+pytestmark = pytest.mark.process  # every query runs in a worker process (hybridkb/sql/worker.py)
+
 SECRET = "ALICE-SECRET-7f3a"  # text of another workspace
 ENV_SECRET = "ENV-SECRET-91bd"  # an environment variable of the knowledge base's process
 

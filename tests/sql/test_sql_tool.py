@@ -15,6 +15,9 @@ from hybridkb.errors import ConfigError
 from hybridkb.sql.worker import Refused, check_tree
 from hybridkb.storage.duckdb.schema import table_names
 
+# A query runs in a worker process (hybridkb/sql/worker.py): every test that runs one is
+# marked `process`.
+
 
 @pytest.fixture
 def sqlkb(tmp_path: Path) -> Any:
@@ -41,6 +44,7 @@ def _backdate(kb: Any, collection: str, filename: str, when: str) -> None:
     )
 
 
+@pytest.mark.process
 def test_how_many_pdfs_did_i_add_last_month(sqlkb: Any, tmp_path: Path) -> None:
     # .txt files stand in for PDFs here; the question is about names and dates.
     coll = sqlkb.create_collection("Tax Documents")
@@ -66,6 +70,7 @@ def test_how_many_pdfs_did_i_add_last_month(sqlkb: Any, tmp_path: Path) -> None:
     assert msg.artifact["rows"] == [[2]]
 
 
+@pytest.mark.process
 def test_views_have_the_documented_columns(sqlkb: Any) -> None:
     sqlkb.create_collection("C").add_texts(["hello world"], [{"year": 2024}], ["n1"])
     docs = sqlkb.sql("SELECT * FROM kb_documents")
@@ -104,11 +109,13 @@ def test_views_have_the_documented_columns(sqlkb: Any) -> None:
     assert joined.rows == [("C", 1)]
 
 
+@pytest.mark.process
 def test_empty_workspace_has_empty_views(sqlkb: Any) -> None:
     for view in ("kb_collections", "kb_documents", "kb_chunks", "kb_graph_nodes", "kb_graph_edges"):
         assert sqlkb.sql(f"SELECT count(*) FROM {view}").rows == [(0,)]
 
 
+@pytest.mark.process
 def test_other_workspaces_are_invisible(sqlkb: Any) -> None:
     sqlkb.in_workspace("alice").create_collection("Secret").add_texts(["alice private"], ids=["a1"])
     bob = sqlkb.in_workspace("bob")
@@ -123,6 +130,7 @@ def test_other_workspaces_are_invisible(sqlkb: Any) -> None:
         bob.sql(f"SELECT * FROM {alice_table}")
 
 
+@pytest.mark.process
 def test_graph_views_are_scoped_to_the_workspace(sqlkb: Any) -> None:
     graph = pytest.importorskip("hybridkb.graph")
     alice, bob = sqlkb.in_workspace("alice"), sqlkb.in_workspace("bob")
@@ -203,6 +211,7 @@ def shared_kb(tmp_path_factory: pytest.TempPathFactory) -> Any:
         yield kb
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("sql", REFUSED)
 def test_anything_but_reading_the_views_is_refused(shared_kb: Any, sql: str) -> None:
     sqlkb = shared_kb
@@ -213,6 +222,7 @@ def test_anything_but_reading_the_views_is_refused(shared_kb: Any, sql: str) -> 
     assert not Path("out.csv").exists() and not Path("dump").exists()
 
 
+@pytest.mark.process
 def test_refusal_through_the_tool_is_an_observation(sqlkb: Any) -> None:
     tools = {t.name: t for t in make_tools(sqlkb)}
     msg = tools["query_kb_sql"].invoke(
@@ -227,18 +237,21 @@ def test_refusal_through_the_tool_is_an_observation(sqlkb: Any) -> None:
     assert msg.content.startswith("Error (config_error): sql: only SELECT statements")
 
 
+@pytest.mark.process
 def test_rows_are_capped(sqlkb: Any) -> None:
     result = sqlkb.sql("SELECT * FROM range(1000) t(i)", max_rows=50)
     assert len(result.rows) == 50 and result.truncated
     assert not sqlkb.sql("SELECT * FROM range(50) t(i)", max_rows=50).truncated
 
 
+@pytest.mark.process
 def test_slow_queries_are_stopped(sqlkb: Any) -> None:
     with pytest.raises(ConfigError, match="stopped after 0.3s"):
         sqlkb.sql("SELECT count(*) FROM range(100000000) a, range(100000) b", timeout=0.3)
     assert sqlkb.sql("SELECT 42").rows == [(42,)]  # the connection still works
 
 
+@pytest.mark.process
 def test_nothing_is_left_behind(sqlkb: Any) -> None:
     sqlkb.create_collection("C").add_texts(["hello"], ids=["x"])
     sqlkb.sql("SELECT * FROM kb_documents")
@@ -249,6 +262,7 @@ def test_nothing_is_left_behind(sqlkb: Any) -> None:
     assert sqlkb.collection("C").count() == 1
 
 
+@pytest.mark.process
 def test_sql_errors_are_explained(sqlkb: Any) -> None:
     with pytest.raises(ConfigError, match="nosuch.*Views: kb_collections"):
         sqlkb.sql("SELECT nosuch FROM kb_documents")
@@ -256,6 +270,7 @@ def test_sql_errors_are_explained(sqlkb: Any) -> None:
         sqlkb.sql("SELEC 1")
 
 
+@pytest.mark.process
 def test_works_on_a_read_only_connection(tmp_path: Path) -> None:
     db = tmp_path / "ro.duckdb"
     with hybridkb.connect(db, model="fake") as kb:
@@ -264,6 +279,7 @@ def test_works_on_a_read_only_connection(tmp_path: Path) -> None:
         assert ro.sql("SELECT document_id FROM kb_documents").rows == [("x",)]
 
 
+@pytest.mark.process
 def test_hostile_values_inside_sql_are_data(sqlkb: Any) -> None:
     name = "Robert'); DROP TABLE x;-- 📚 50%"
     sqlkb.create_collection(name).add_texts(["a"], ids=["it's"])
