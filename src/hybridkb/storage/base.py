@@ -45,13 +45,12 @@ from .optional_parts import (
     CollectionHealth,
     EdgeRow,
     Finding,
-    FusionSpec,
     GraphSQL,
+    HybridCandidates,
     HybridSearch,
     Maintenance,
     NodeRow,
     Reembedding,
-    StoreHit,
     dump_props,
     load_props,
 )
@@ -68,8 +67,8 @@ __all__ = [
     "Exported",
     "FileState",
     "Finding",
-    "FusionSpec",
     "GraphSQL",
+    "HybridCandidates",
     "HybridSearch",
     "Maintenance",
     "NodeRow",
@@ -78,7 +77,6 @@ __all__ = [
     "Reembedding",
     "SourceRecord",
     "Storage",
-    "StoreHit",
     "WriteEvent",
     "WriteHook",
     "chunk_key",
@@ -153,7 +151,8 @@ class Storage(Protocol):
     reembedding: Reembedding | None
     """reembed in place; None: the backend cannot (a copy through another store can)."""
     hybrid: HybridSearch | None
-    """A hybrid search run whole in the store (one round trip); None: the core fuses."""
+    """Both legs of a hybrid search with their candidates' vectors and rows at once (the
+    core fuses them); None: the core asks for each leg, then the vectors and rows."""
 
     def close(self) -> None:
         """Release the store: save what must persist (e.g. index snapshots), close the
