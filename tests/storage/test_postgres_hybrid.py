@@ -1,6 +1,5 @@
-"""On PostgreSQL a hybrid search runs its two legs at once, each one statement that brings
-its candidates' vectors and rows (``Storage.hybrid``, issue 37), and ranks as the core
-does with the same store's own legs: fusion (every method, floors and ties),
+"""On PostgreSQL a hybrid search is one statement (``Storage.hybrid``, issue 37) that ranks
+as the core does with the same store's own legs: fusion (every method, floors and ties),
 vector feedback, filters, exactly k under a 1 % filter.
 
 The vectors are random (seeded), not the fake model's: its integer-count vectors tie
@@ -198,69 +197,24 @@ def test_store_hybrid_ranks_as_the_core_does(
                 assert ours.scores[leg] == pytest.approx(theirs.scores[leg], abs=1e-6)
 
 
-def counted_statements(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
-    """Every statement run from now on (from any thread): its start and its connection."""
-    statements: list[tuple[str, int]] = []
-    execute = psycopg.Cursor.execute
-
-    def counted(cursor: psycopg.Cursor[Any], query: Any, *args: Any, **kwargs: Any) -> Any:
-        statements.append((str(query)[:40], id(cursor.connection)))
-        return execute(cursor, query, *args, **kwargs)
-
-    monkeypatch.setattr(psycopg.Cursor, "execute", counted)
-    return statements
-
-
-def test_store_hybrid_is_two_statements_at_once(
+def test_store_hybrid_is_one_statement(
     store: tuple[PostgresStorage, Target, list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """One statement per leg, on two connections (at the same time), and no follow-up
-    read of vectors or rows."""
     storage, target, queries = store
     settings = load_settings(model="fake")
     run_search(storage, [target], queries[0], k=5, mode="hybrid", where=None, settings=settings)
-    statements = counted_statements(monkeypatch)
+    statements: list[str] = []
+    execute = psycopg.Cursor.execute
+
+    def counted(cursor: psycopg.Cursor[Any], query: Any, *args: Any, **kwargs: Any) -> Any:
+        statements.append(str(query)[:40])
+        return execute(cursor, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", counted)
     hits = run_search(
         storage, [target], queries[1], k=5, mode="hybrid", where=None, settings=settings
     )
-    assert len(hits) == 5 and len(statements) == len(legs(statements)) == 2, statements
-    assert len({con for _, con in statements}) == 2, statements
-
-
-def test_store_hybrid_without_a_spare_connection_runs_the_legs_in_turn(
-    store: tuple[PostgresStorage, Target, list[str]], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """With a pool of one, or inside a transaction (whose rows a second connection would
-    not see), both legs run on the one connection, one after the other, and rank the
-    same."""
-    storage, target, queries = store
-    settings = load_settings(model="fake")
-    single = PostgresStorage(storage.url, pool_size=1)
-    try:
-        for query in queries[:4]:
-
-            def search(store: PostgresStorage, query: str = query) -> list[Hit]:
-                return run_search(
-                    store, [target], query, k=8, mode="hybrid", where=None, settings=settings
-                )
-
-            want = search(storage)
-            statements = counted_statements(monkeypatch)
-            alone = search(single)
-            legs_alone, statements[:] = legs(statements), []
-            inside = storage.transaction(lambda _: search(storage))
-            legs_inside = legs(statements)
-            monkeypatch.undo()
-            assert shown(alone) == shown(want) == shown(inside), query
-            for found in (legs_alone, legs_inside):
-                assert len(found) == 2 and len({con for _, con in found}) == 1, found
-    finally:
-        single.close()
-
-
-def legs(statements: list[tuple[str, int]]) -> list[tuple[str, int]]:
-    """The statements that ran a leg (each starts with the collection's size)."""
-    return [s for s in statements if s[0].startswith("WITH st")]
+    assert len(hits) == 5 and len(statements) == 1, statements
 
 
 @pytest.mark.parametrize("exact_below", [pg_search.EXACT_SCAN_ROWS, 0])  # 0: the HNSW path

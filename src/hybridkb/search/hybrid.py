@@ -8,7 +8,7 @@ its own (``legs.py``) beside its keyword legs, and holds the candidates as array
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -22,6 +22,7 @@ from ..settings import Settings
 from ..storage.base import (
     ChunkRecord,
     CollectionRecord,
+    FusionSpec,
     HybridSearch,
     Storage,
     document_node_id,
@@ -33,8 +34,6 @@ from .legs import HELPER, Key, Leg, union
 from .rerank import Reranker, rerank_hits
 
 MODES = SEARCH_MODES
-# Vectors of a collection's chunks by key, as ``Storage.vector_directions`` gives them.
-Directions = Callable[[CollectionRecord, list[int]], np.ndarray]
 __all__ = ["MODES", "Key", "Target", "feedback_leg", "hits_for", "run_search", "search_by_vector"]
 
 
@@ -164,14 +163,12 @@ def feedback_leg(
     keys = np.fromiter((key for _, key in pairs), np.int64, len(pairs))
     at = {key: i for i, key in enumerate(pairs)}
     ranking = np.fromiter((at[cast(Key, f.key)] for f in best if cast(Key, f.key) in at), np.intp)
-    moved, _ = _feedback(
-        storage.vector_directions, targets, qvecs, cids, keys, ranking, weight, depth, chunks
-    )
+    moved, _ = _feedback(storage, targets, qvecs, cids, keys, ranking, weight, depth, chunks)
     return moved.pairs()
 
 
 def _feedback(
-    directions: Directions,
+    storage: Storage,
     targets: Sequence[Target],
     qvecs: Mapping[str, np.ndarray],
     cids: np.ndarray,
@@ -182,9 +179,8 @@ def _feedback(
     chunks: int = 1,
 ) -> tuple[Leg, np.ndarray]:
     """:func:`feedback_leg` on arrays: candidates ``(cids, keys)``, ``ranking`` the
-    positions of the first pass's fused ranking, best first, the candidates' vectors read
-    through ``directions``. Also returns where the leg's entries sit among the
-    candidates."""
+    positions of the first pass's fused ranking, best first. Also returns where the
+    leg's entries sit among the candidates."""
     by_id = {t.coll.id: t for t in targets}
     n = len(keys)
     scores = np.full(n, -np.inf, np.float32)
@@ -198,7 +194,7 @@ def _feedback(
         at = np.arange(n) if one else np.flatnonzero(cids == cid)
         target = by_id[cid]
         wanted = keys if one else keys[at]
-        rows = np.asarray(directions(target.coll, wanted.tolist()), np.float32)
+        rows = np.asarray(storage.vector_directions(target.coll, wanted.tolist()), np.float32)
         norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))
         ok = norms > 0  # a chunk deleted since its leg was ranked has a zero row
         if not ok.all():
@@ -327,9 +323,7 @@ def run_search(
     kw = Leg.merged(keyword, depth)
     vec = Leg.merged(vector_legs, depth)
     if mode == "hybrid":
-        ranked, kw_ranks, vec_ranks = _hybrid(
-            storage.vector_directions, targets, qvecs, kw, vec, k, depth, settings
-        )
+        ranked, kw_ranks, vec_ranks = _hybrid(storage, targets, qvecs, kw, vec, k, depth, settings)
     else:
         leg = kw if mode == "keyword" else vec
         ranked = leg.pairs(range(min(k, len(leg))))
@@ -352,30 +346,27 @@ def _store_hybrid(
     flt: Filter | None,
     settings: Settings,
 ) -> list[Hit]:
-    """A one-collection hybrid search whose legs the store runs at once and returns with
-    their candidates' vectors and rows (``Storage.hybrid``): the same fusion and feedback
-    as the legs asked for one by one (:func:`_hybrid`), with no read after the legs."""
-    found = hybrid.hybrid_candidates(
+    """A one-collection hybrid search the store runs whole (``Storage.hybrid``): the same
+    legs, fusion and feedback as :func:`_hybrid`, in one round trip."""
+    found = hybrid.hybrid_search(
         target.coll,
         analyze_query(query, target.languages),
-        lambda: target.embedder.embed_query(query),
+        target.embedder.embed_query(query),
+        k=k,
         depth=depth,
         where=flt,
+        fusion=FusionSpec(settings.fusion, settings.rrf_k, settings.vector_feedback),
     )
     cid = target.coll.id
-    kw, vec = Leg.of(cid, found.keyword), Leg.of(cid, found.vector)
-
-    def directions(_: CollectionRecord, keys: list[int]) -> np.ndarray:
-        return found.directions(keys)
-
-    qvecs = {cache_key(target.embedder): found.query}
-    ranked, kw_ranks, vec_ranks = _hybrid(directions, [target], qvecs, kw, vec, k, depth, settings)
-    rows = {cid: found.rows}
-    return hits_for(storage, [target], ranked, kw_ranks, vec_ranks, "hybrid", rows=rows)
+    ranked = [((cid, h.chunk.key), h.score) for h in found]
+    kw = {(cid, h.chunk.key): h.keyword for h in found if h.keyword is not None}
+    vec = {(cid, h.chunk.key): h.vector for h in found if h.vector is not None}
+    rows = {cid: {h.chunk.key: h.chunk for h in found}}
+    return hits_for(storage, [target], ranked, kw, vec, "hybrid", rows=rows)
 
 
 def _hybrid(
-    directions: Directions,
+    storage: Storage,
     targets: Sequence[Target],
     qvecs: Mapping[str, np.ndarray],
     kw: Leg,
@@ -388,7 +379,7 @@ def _hybrid(
     fused = _fuse(kw, vec, depth, settings)
     if settings.vector_feedback > 0 and len(fused.keys):
         vec, at = _feedback(
-            directions, targets, qvecs, fused.cids, fused.keys, fused.ranking,
+            storage, targets, qvecs, fused.cids, fused.keys, fused.ranking,
             settings.vector_feedback, depth,
         )  # fmt: skip
         fused = _refuse(fused, kw, vec, at, depth, settings)

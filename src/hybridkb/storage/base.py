@@ -45,12 +45,13 @@ from .optional_parts import (
     CollectionHealth,
     EdgeRow,
     Finding,
+    FusionSpec,
     GraphSQL,
-    HybridCandidates,
     HybridSearch,
     Maintenance,
     NodeRow,
     Reembedding,
+    StoreHit,
     dump_props,
     load_props,
 )
@@ -67,8 +68,8 @@ __all__ = [
     "Exported",
     "FileState",
     "Finding",
+    "FusionSpec",
     "GraphSQL",
-    "HybridCandidates",
     "HybridSearch",
     "Maintenance",
     "NodeRow",
@@ -77,6 +78,7 @@ __all__ = [
     "Reembedding",
     "SourceRecord",
     "Storage",
+    "StoreHit",
     "WriteEvent",
     "WriteHook",
     "chunk_key",
@@ -151,8 +153,7 @@ class Storage(Protocol):
     reembedding: Reembedding | None
     """reembed in place; None: the backend cannot (a copy through another store can)."""
     hybrid: HybridSearch | None
-    """Both legs of a hybrid search with their candidates' vectors and rows at once (the
-    core fuses them); None: the core asks for each leg, then the vectors and rows."""
+    """A hybrid search run whole in the store (one round trip); None: the core fuses."""
 
     def close(self) -> None:
         """Release the store: save what must persist (e.g. index snapshots), close the

@@ -3,7 +3,7 @@
 A backend declares what it lacks by leaving one of these ``None`` on its
 :class:`~hybridkb.storage.base.Storage` (``graph_sql``, ``maintenance``,
 ``reembedding``, ``hybrid``). Each part is a small protocol with the records it
-moves (graph rows, integrity findings, a hybrid search's candidates); they live
+moves (graph rows, integrity findings, fusion settings and fused hits); they live
 apart from the core protocol (``base.py``, which re-exports them) because a caller
 uses each one alone, after testing it is there.
 """
@@ -11,7 +11,7 @@ uses each one alone, after testing it is there.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -285,40 +285,45 @@ class Reembedding(Protocol):
 
 
 @dataclass(frozen=True)
-class HybridCandidates:
-    """Both legs of a one-collection hybrid search, with everything the core's fusion,
-    vector feedback and hits need of their candidates, so nothing is fetched after them.
+class FusionSpec:
+    """How a hybrid search fuses its legs (the settings ``fusion``, ``rrf_k`` and
+    ``vector_feedback``), handed to a store that fuses them itself."""
 
-    ``keyword`` and ``vector`` are ``(key, score)`` best first, as ``keyword_search`` and
-    ``vector_search`` rank; ``query`` is the query vector the vector leg used;
-    ``directions(keys)`` gives candidates' vectors as ``vector_directions`` does, and
-    ``rows`` every candidate's chunk row by key (a store may build a row only when it is
-    read: a search reads the winners' only)."""
+    method: str  # "zscore" | "weighted" | "rrf"
+    rrf_k: int
+    feedback: float  # Rocchio weight towards the best first-pass chunk; 0 = off
 
-    keyword: list[tuple[int, float]]
-    vector: list[tuple[int, float]]
-    query: np.ndarray
-    directions: Callable[[list[int]], np.ndarray]
-    rows: Mapping[int, ChunkRecord]
+
+@dataclass(frozen=True)
+class StoreHit:
+    """One winner of a store's own hybrid search: its chunk, fused score, and (rank,
+    score) in each leg (None where the leg did not return it; the vector leg is the one
+    after feedback, as the core reports it)."""
+
+    chunk: ChunkRecord
+    score: float
+    keyword: tuple[int, float] | None
+    vector: tuple[int, float] | None
 
 
 class HybridSearch(Protocol):
-    """Both legs of a hybrid search of one collection with their candidates' vectors and
-    rows in one go, which a backend may offer (``Storage.hybrid``; None where it does
-    not): the core fuses them with its own functions and feedback, so it ranks exactly as
-    with the store's own ``keyword_search`` and ``vector_search``, without a follow-up
-    read for the feedback's vectors or the winners' rows."""
+    """A whole hybrid search of one collection inside the store, in one round trip, which
+    a backend may offer (``Storage.hybrid``; None where it does not): both legs, the
+    core's fusion (:mod:`hybridkb.search.fusion`, floors and tie-breaks included) and vector
+    feedback, and the winners' rows. It must rank as the core does with the store's
+    own legs; the core uses it for hybrid searches of a single collection."""
 
-    def hybrid_candidates(
+    def hybrid_search(
         self,
         coll: CollectionRecord,
         terms: Sequence[str],
-        embed: Callable[[], np.ndarray],
+        query: np.ndarray,
         *,
+        k: int,
         depth: int,
         where: Filter | None,
-    ) -> HybridCandidates:
-        """The legs ``depth`` deep: BM25 of ``terms`` and cosine to ``embed()`` (the query
-        vector, made when the vector leg needs it: beside the keyword leg if the store
-        runs the legs at once)."""
+        fusion: FusionSpec,
+    ) -> list[StoreHit]:
+        """The fused top ``k`` of legs ``depth`` deep (BM25 of ``terms``, cosine to
+        ``query``), best first."""
         ...

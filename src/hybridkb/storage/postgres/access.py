@@ -10,9 +10,8 @@ through it; it is its own module because none of that SQL is here.
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from ...errors import BackendError, CollectionNotFound
 from ..base import CollectionRecord
@@ -23,42 +22,6 @@ from .pool import ConnectionPool
 from .schema import table_names, workspace_schema
 
 T = TypeVar("T")
-A = TypeVar("A")
-B = TypeVar("B")
-
-
-class _Beside(Generic[T]):
-    """A call in a thread of its own that ends with it (a search leaves no thread
-    running), or in the caller when no thread can start; :meth:`result` waits for it."""
-
-    def __init__(self, fn: Callable[[], T]) -> None:
-        self._fn = fn
-        self._value: T | None = None
-        self._error: BaseException | None = None
-        self._thread: threading.Thread | None = threading.Thread(
-            target=self._run, name="hybridkb-pg-leg", daemon=True
-        )
-        try:
-            self._thread.start()
-        except RuntimeError:  # no thread to spare
-            self._thread = None
-            self._run()
-
-    def _run(self) -> None:
-        try:
-            self._value = self._fn()
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller by result()
-            self._error = exc
-
-    def join(self) -> None:
-        if self._thread is not None:
-            self._thread.join()
-
-    def result(self) -> T:
-        self.join()
-        if self._error is not None:
-            raise self._error
-        return self._value  # type: ignore[return-value]
 
 
 @driver_errors(translate)
@@ -160,41 +123,6 @@ class PostgresAccess:
                     if attempt == 2 or not (lost and retry):
                         raise
         raise AssertionError("unreachable")
-
-    def _read_both(
-        self, first: Callable[[Any], A], second: Callable[[Any], B], coll: CollectionRecord
-    ) -> tuple[A, B]:
-        """Two reads at once: ``first`` as :meth:`_read` runs it, and meanwhile ``second``
-        on a spare pooled connection in a thread of its own. One after the other on the
-        one connection when no other is free right now, or inside a transaction (whose
-        rows the spare would not see)."""
-        if self._pool.held():
-            return self._read(lambda con: (first(con), second(con)), coll)
-
-        def both(con: Any) -> tuple[A, B]:
-            # The spare is taken while this thread holds its own: taken first, it could
-            # be the last free one, and this thread would wait for itself.
-            with self._pool.spare() as spare:
-                if spare is None:
-                    return first(con), second(con)
-                beside = _Beside(lambda: self._read_on(spare, second, coll))
-                try:
-                    here = first(con)
-                finally:
-                    beside.join()  # the spare goes back only when its read is over
-                try:
-                    return here, beside.result()
-                except BackendError as exc:
-                    if not (isinstance(exc.__cause__, psycopg.OperationalError) and spare.broken):
-                        raise
-            # The spare died under its read (a server restart): on this one, then.
-            return here, second(con)
-
-        return self._read(both, coll)
-
-    def _read_on(self, con: Any, fn: Callable[[Any], T], coll: CollectionRecord) -> T:
-        with self._errors(coll):
-            return fn(con)
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple[Any, ...]]:
         """Run one statement (``%s`` placeholders) and return its rows (for modules beside the core)."""

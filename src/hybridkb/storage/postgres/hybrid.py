@@ -1,84 +1,54 @@
-"""Both legs of a hybrid search of one collection at once, with everything the core needs
-of their candidates (``Storage.hybrid``, issue 37).
+"""A whole hybrid search of one collection in ONE statement (``Storage.hybrid``).
 
-A hybrid search on PostgreSQL first cost six round trips (each leg, the collection
-size, the candidates' vectors for the feedback, the winners' rows) and the fusion in
-Python: 31 ms where its legs took 5-6 ms. Then it was one statement that ran the legs one
-after the other and fused them in SQL: 11 ms, 1.8x its slower leg, the fusion's
-window aggregates and per-candidate expressions costing as much server time as the
-legs. Now each leg is one statement, and the two run at the same time on two pooled
-connections (the vector leg, with the query's embedding, in a thread of its own:
-``access.PostgresAccess._read_both``):
+Before, a hybrid search on PostgreSQL cost six round trips (the keyword leg, the
+collection size, the vector leg, the candidates' vectors as text for the feedback, the
+winners' rows) and the fusion in Python: 31 ms where its legs took 5-6 ms. Here both
+legs, the fusion, the Rocchio feedback and the winners' rows are one statement:
 
-* keyword: BM25 of the terms (``search.bm25_ctes``), ``depth`` deep;
-* vector: the exact cosine scan, or HNSW with an exact fallback when the index returns
-  fewer than the depth (as ``search.nearest_rows``), ``depth`` deep;
+* ``kw``: BM25 (``search.bm25_ctes``); ``vec``: the exact cosine scan, or HNSW with an
+  exact fallback when the index returns fewer than the depth (as ``nearest_rows``);
+* the fusion of :mod:`hybridkb.search.fusion` in SQL: z-score (default), min-max or RRF over
+  the union of both legs, a keyword leg shorter than the depth counted as complete
+  (its floor is 0), ties by first appearance (keyword leg first) as ``fusion.order``;
+* the feedback of ``hybridkb.search.hybrid``: every candidate scored by its cosine with the
+  query moved ``w`` towards the best first-pass chunk ``u`` (unit vectors), which is
+  ``(cos(c, q) + w cos(c, u)) / sqrt(1 + w^2 + 2 w cos(q, u))``: three cosines per
+  candidate, no vector arithmetic; rounded to float4 as the core's float32 product is;
+* the second fusion, and the top k with the columns a hit needs.
 
-each returning, with its keys and scores, its candidates' vectors (pgvector's binary
-form) and chunk rows. Every candidate's vector and row is then at hand: the core fuses
-the legs and runs the vector feedback with its own functions (``hybridkb.search``), so
-the ranking is the core's by construction, and no follow-up query fetches vectors or
-rows. When no second connection is free at once, or the caller is inside a
-transaction, the two statements run one after the other on one connection.
-tests/storage/test_postgres_hybrid.py holds the result to the core's own legs.
+tests/storage/test_postgres_hybrid.py holds it to the core's ranking on the same store.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from ...text.filters import Filter
-from ..base import ChunkRecord, CollectionRecord, HybridCandidates
+from ..base import CollectionRecord, FusionSpec, StoreHit
 from ..records import chunk_record
 from . import search
 from .binary import QueryVector
 from .rows import clean
 from .search import bm25_ctes, where_sql
 
-A = TypeVar("A")
-B = TypeVar("B")
-
-# What a candidate brings back beside its key and score: its vector, then
-# records.CHUNK_COLUMNS (qualified). The metadata comes as JSON text, decoded only for
-# the rows a search reads (psycopg decoding every candidate's JSONB cost a third of a
-# millisecond per leg).
-_CANDIDATE = (
-    "ch.embedding, ch.key, ch.chunk_id, ch.document_id, ch.chunk_index, ch.text, ch.page,"
-    " ch.section, ch.char_start, ch.char_end, ch.content_hash, ch.language, ch.metadata::text,"
-    " ch.filename, ch.path, ch.added_at"
-)
+_OUT = (
+    "ch.key, ch.chunk_id, ch.document_id, ch.chunk_index, ch.text, ch.page, ch.section,"
+    " ch.char_start, ch.char_end, ch.content_hash, ch.language, ch.metadata, ch.filename,"
+    " ch.path, ch.added_at"
+)  # records.CHUNK_COLUMNS, qualified
 
 
-def keyword_leg_sql(
-    t: dict[str, str], collection_id: int, terms: list[str], depth: int, where: Filter | None
+def _vector_leg(
+    chunks: str, query: QueryVector, depth: int, where: Filter | None
 ) -> tuple[str, list[Any]]:
-    """The keyword leg (as ``keyword_search`` ranks) with its candidates' vectors and rows:
-    key, score, then ``_CANDIDATE``, best first."""
-    ctes, params = bm25_ctes(t, collection_id, terms, depth, where)
-    return (
-        f"WITH {ctes} SELECT kw.key, kw.score, {_CANDIDATE} FROM kw"
-        f" JOIN {t['chunks']} ch ON ch.key = kw.key ORDER BY kw.score DESC, kw.key",
-        params,
-    )
-
-
-def vector_leg_sql(
-    t: dict[str, str], collection_id: int, query: QueryVector, depth: int, where: Filter | None
-) -> tuple[str, list[Any]]:
-    """The vector leg (as ``vector_search`` ranks) with its candidates' vectors and rows:
-    key, similarity (as text: the float4 reads as the core's leg reads it), then
-    ``_CANDIDATE``, best first. Exact while the collection is small
-    (``search.EXACT_SCAN_ROWS``), else HNSW with the exact scan when the index returns
-    fewer than the depth."""
-    chunks = t["chunks"]
+    """CTE ``vec`` (key, s): the depth nearest chunks, exact while the collection is
+    small (``st.n``), else HNSW with the exact scan when the index returns too few."""
     predicate, params = where_sql(where)
     depth = int(depth)  # in the text: a generic plan knows its limits (connection.prepare)
     sql = (
-        "WITH st AS MATERIALIZED (SELECT n_chunks AS n FROM hybridkb.hybridkb_collections"
-        " WHERE id = %s),"
         " vh AS MATERIALIZED (SELECT key, embedding <=> %b::vector AS d"
         f" FROM {chunks} WHERE (SELECT n FROM st) > {int(search.EXACT_SCAN_ROWS)} AND {predicate}"
         f" ORDER BY embedding <=> %b::vector LIMIT {depth}),"
@@ -87,15 +57,140 @@ def vector_leg_sql(
         f" FROM {chunks} WHERE (SELECT count(*) FROM vh) < {depth} AND {predicate}"
         f" ORDER BY s DESC, key LIMIT {depth}),"
         " vec AS MATERIALIZED (SELECT key, s FROM vx UNION ALL"
-        " SELECT key, (1 - d)::float4 FROM vh WHERE NOT EXISTS (SELECT 1 FROM vx))"
-        f" SELECT vec.key, vec.s::text, {_CANDIDATE} FROM vec"
-        f" JOIN {chunks} ch ON ch.key = vec.key ORDER BY vec.s DESC, vec.key"
+        " SELECT key, (1 - d)::float4 FROM vh WHERE NOT EXISTS (SELECT 1 FROM vx)),"
     )
-    return sql, [collection_id, query, *params, query, query, *params]
+    return sql, [query, *params, query, query, *params]
 
 
-ReadBoth = Callable[[Callable[[Any], A], Callable[[Any], B], CollectionRecord], tuple[A, B]]
-Read = Callable[[Callable[[Any], A], CollectionRecord], A]
+def _union(name: str, a: str, b: str) -> str:
+    """CTE ``name``: every candidate of legs ``a`` and ``b`` (key, v, r: score and rank)
+    once, with both legs' scores and ranks and its position in order of first
+    appearance (``a`` first), as ``legs.union``."""
+    return (
+        f" {name}_u AS MATERIALIZED (SELECT coalesce(a.key, b.key) AS key, a.v AS av, a.r AS ar,"
+        f" b.v AS bv, b.r AS br FROM {a} a FULL JOIN {b} b ON a.key = b.key),"
+        f" {name} AS MATERIALIZED (SELECT *, coalesce(ar, (SELECT count(*) FROM {a})"
+        f" + row_number() OVER (PARTITION BY ar IS NULL ORDER BY br)) AS pos FROM {name}_u),"
+    )
+
+
+def _zscore(leg: str, floor: str) -> str:
+    """One leg's weighted share of ``fusion.zscore_scores`` (weight 1/2): ``z`` for a
+    hit, the leg's "missing" score otherwise. With a ``floor`` (0, a complete keyword
+    leg) the missing candidates count as 0 in the mean and spread, so population stats
+    over every candidate are exactly ``fusion._zscores``' padded ones."""
+    v, mean, sd, lowest = f"{leg}v", f"{leg}_mean", f"{leg}_sd", f"{leg}_min"
+    return (
+        f"0.5 * CASE WHEN {leg}_m = 0 THEN 0"
+        f" WHEN {sd} = 0 THEN CASE WHEN {v} IS NULL AND {floor} AND size > {leg}_m"
+        " THEN -1 ELSE 0 END"
+        f" WHEN {v} IS NOT NULL THEN ({v} - {mean}) / {sd}"
+        f" WHEN {floor} THEN least((0 - {mean}) / {sd}, ({lowest} - {mean}) / {sd})"
+        f" ELSE ({lowest} - {mean}) / {sd} END"
+    )
+
+
+def _minmax(leg: str, floor: str) -> str:
+    """One leg's weighted share of ``fusion.weighted_scores`` (weight 1/2)."""
+    v, low = f"{leg}v", f"CASE WHEN {floor} THEN least({leg}_min, 0) ELSE {leg}_min END"
+    return (
+        f"0.5 * CASE WHEN {v} IS NULL THEN 0 WHEN {leg}_max - {low} > 0"
+        f" THEN ({v} - {low}) / ({leg}_max - {low}) ELSE 1 END"
+    )
+
+
+def _fused(name: str, source: str, spec: FusionSpec, a_floor: str) -> tuple[str, list[Any]]:
+    """CTE ``name`` over a union: ``raw`` (what ranks), ``shown`` (the reported score)
+    and ``tie`` (RRF's best single-leg rank; else 0), as ``spec.method`` fuses. The legs'
+    statistics are one aggregate row (``name_s``) joined to every candidate: one pass
+    over the union for them, one to score (window aggregates took two more)."""
+    ax = f"CASE WHEN {a_floor} THEN coalesce(av, 0) ELSE av END"
+    stats = (
+        f" {name}_s AS MATERIALIZED (SELECT count(av) AS a_m, count(bv) AS b_m,"
+        " count(*) AS size, min(av) AS a_min, max(av) AS a_max, min(bv) AS b_min,"
+        f" max(bv) AS b_max, avg({ax}) AS a_mean, stddev_pop({ax}) AS a_sd,"
+        f" avg(bv) AS b_mean, stddev_pop(bv) AS b_sd FROM {source} CROSS JOIN fl),"
+    )
+    params: list[Any] = []
+    if spec.method == "rrf":
+        raw = "coalesce(1::float8 / (%s + ar), 0) + coalesce(1::float8 / (%s + br), 0)"
+        params = [spec.rrf_k, spec.rrf_k]
+        shown, tie = "raw", "least(ar, br)"
+    elif spec.method == "weighted":
+        raw = f"{_minmax('a', a_floor)} + {_minmax('b', 'FALSE')}"
+        shown, tie = "raw", "0"
+    else:
+        raw = f"{_zscore('a', a_floor)} + {_zscore('b', 'FALSE')}"
+        shown, tie = "1 / (1 + exp(-raw))", "0"
+    # OFFSET 0 keeps ``raw`` computed once (not copied into ``shown``).
+    sql = (
+        f"{stats} {name} AS MATERIALIZED (SELECT *, {shown} AS shown, {tie} AS tie FROM"
+        f" (SELECT key, av, ar, bv, br, pos, {raw} AS raw FROM {source} CROSS JOIN fl"
+        f" CROSS JOIN {name}_s OFFSET 0) r),"
+    )
+    return sql, params
+
+
+def hybrid_sql(
+    t: dict[str, str],
+    collection_id: int,
+    terms: list[str],
+    query: QueryVector,
+    *,
+    k: int,
+    depth: int,
+    where: Filter | None,
+    spec: FusionSpec,
+) -> tuple[str, list[Any]]:
+    """The statement and its parameters: rows of key, shown score, keyword (rank, score),
+    vector (rank, score) and the chunk columns, best first, at most ``k``."""
+    chunks = t["chunks"]
+    kw, params = bm25_ctes(t, collection_id, terms, depth, where)
+    vec, vec_params = _vector_leg(chunks, query, depth, where)
+    params += vec_params
+    floor = "f"  # fl.f: the keyword leg is complete (its floor is 0): shorter than the depth
+    first, first_params = _fused("f1", "c1", spec, floor)
+    sql = (
+        f"WITH {kw},{vec}"
+        " a1 AS MATERIALIZED (SELECT key, score AS v,"
+        " row_number() OVER (ORDER BY score DESC, key) AS r FROM kw),"
+        " b1 AS MATERIALIZED (SELECT key, s::float8 AS v,"
+        " row_number() OVER (ORDER BY s DESC, key) AS r FROM vec),"
+        f" fl AS MATERIALIZED (SELECT count(*) < {int(depth)} AS f FROM kw),"
+        f"{_union('c1', 'a1', 'b1')}{first}"
+    )
+    params += first_params
+    if spec.feedback > 0:
+        w = float(spec.feedback)
+        sql += (
+            f" u AS MATERIALIZED (SELECT embedding AS e FROM {chunks}"
+            " WHERE key = (SELECT key FROM f1 ORDER BY raw DESC, tie, pos LIMIT 1)),"
+            " qu AS MATERIALIZED (SELECT 1 - (e <=> %b::vector) AS c FROM u),"
+            " fb AS MATERIALIZED (SELECT c.key, (((1 - (ch.embedding <=> %b::vector))"
+            " + %s * (1 - (ch.embedding <=> u.e))) / sqrt(1 + %s * %s + 2 * %s * qu.c))"
+            "::float4::float8 AS v"
+            f" FROM c1 c JOIN {chunks} ch ON ch.key = c.key CROSS JOIN u CROSS JOIN qu),"
+            " b2 AS MATERIALIZED (SELECT key, v, row_number() OVER (ORDER BY v DESC, key) AS r"
+            " FROM fb"
+            f" WHERE v <> 'NaN' ORDER BY v DESC, key LIMIT {int(depth)}),"
+            f"{_union('c2', 'a1', 'b2')}"
+        )
+        params += [query, query, w, w, w, w]
+        second, second_params = _fused("f2", "c2", spec, floor)
+        sql += second
+        params += second_params
+        last = "f2"
+    else:
+        last = "f1"
+    sql += (
+        f" top AS (SELECT * FROM {last} ORDER BY raw DESC, tie, pos LIMIT {int(k)})"
+        f" SELECT top.shown, top.ar, top.av, top.br, top.bv, {_OUT}"
+        f" FROM top JOIN {chunks} ch ON ch.key = top.key ORDER BY top.raw DESC, top.tie, top.pos"
+    )
+    return sql, params
+
+
+Read = Callable[[Callable[[Any], Any], CollectionRecord], Any]
 
 
 class PostgresHybrid:
@@ -104,100 +199,46 @@ class PostgresHybrid:
     Args:
         read: runs ``fn(connection)`` for a collection (the store's read path: pool,
             retry, errors).
-        read_both: runs two such reads at once where it can (``_read_both``).
         tables: the collection's table names.
         set_ef: sets ``hnsw.ef_search`` on a connection for a depth.
     """
 
     def __init__(
         self,
-        read: Read[Any],
-        read_both: ReadBoth[Any, Any],
+        read: Read,
         tables: Callable[[CollectionRecord], dict[str, str]],
         set_ef: Callable[[Any, int], None],
     ) -> None:
-        self._read, self._read_both = read, read_both
-        self._tables, self._set_ef = tables, set_ef
+        self._read, self._tables, self._set_ef = read, tables, set_ef
 
-    def hybrid_candidates(
+    def hybrid_search(
         self,
         coll: CollectionRecord,
         terms: Sequence[str],
-        embed: Callable[[], np.ndarray],
+        query: np.ndarray,
         *,
+        k: int,
         depth: int,
         where: Filter | None,
-    ) -> HybridCandidates:
-        """See :meth:`hybridkb.storage.base.HybridSearch.hybrid_candidates`."""
-        t = self._tables(coll)
+        fusion: FusionSpec,
+    ) -> list[StoreHit]:
+        """See :meth:`hybridkb.storage.base.HybridSearch.hybrid_search`."""
         unique = list(dict.fromkeys(clean(x) or "" for x in terms))
-        made: list[np.ndarray] = []  # the query's vector, once (a retried leg reuses it)
+        q = QueryVector(query)
+        sql, params = hybrid_sql(
+            self._tables(coll), coll.id, unique, q, k=k, depth=depth, where=where, spec=fusion
+        )
 
-        def vector(con: Any) -> list[tuple[Any, ...]]:
-            if not made:
-                made.append(embed())
+        def run(con: Any) -> list[tuple[Any, ...]]:
             self._set_ef(con, depth)
-            sql, params = vector_leg_sql(t, coll.id, QueryVector(made[0]), depth, where)
-            return list(con.execute(sql, params, binary=True).fetchall())
+            return list(con.execute(sql, params).fetchall())
 
-        if not unique:  # as keyword_search: no terms, no keyword leg
-            kw_rows: list[tuple[Any, ...]] = []
-            vec_rows = self._read(vector, coll)
-        else:
-            kw_sql, kw_params = keyword_leg_sql(t, coll.id, unique, depth, where)
-
-            def keyword(con: Any) -> list[tuple[Any, ...]]:
-                return list(con.execute(kw_sql, kw_params, binary=True).fetchall())
-
-            kw_rows, vec_rows = self._read_both(keyword, vector, coll)
-        return _candidates(kw_rows, vec_rows, made[0])
-
-
-def _candidates(
-    kw_rows: list[tuple[Any, ...]], vec_rows: list[tuple[Any, ...]], query: np.ndarray
-) -> HybridCandidates:
-    """The legs' rows (key, score, then ``_CANDIDATE``) as the core takes them."""
-    raw: dict[int, tuple[Any, ...]] = {}
-    for row in (*kw_rows, *vec_rows):
-        raw.setdefault(row[0], row)
-    at = {key: i for i, key in enumerate(raw)}
-    vectors = binary_vectors([row[2] for row in raw.values()])
-
-    def directions(keys: list[int]) -> np.ndarray:
-        found: np.ndarray = vectors[[at[key] for key in keys]]
-        return found
-
-    return HybridCandidates(
-        keyword=[(int(r[0]), float(r[1])) for r in kw_rows],
-        vector=[(int(r[0]), float(r[1])) for r in vec_rows],
-        query=query,
-        directions=directions,
-        rows=_Rows(raw),
-    )
-
-
-def binary_vectors(blobs: list[bytes]) -> np.ndarray:
-    """pgvector's binary vectors of one dimension (each a 4-byte head, then big-endian
-    float4s: ``rows.parse_binary_vector``) as one float32 matrix, in one pass."""
-    if not blobs:
-        return np.empty((0, 0), np.float32)
-    words = np.frombuffer(b"".join(blobs), dtype=">f4").reshape(len(blobs), -1)
-    out: np.ndarray = words[:, 1:].astype(np.float32)
-    return out
-
-
-class _Rows(Mapping[int, ChunkRecord]):
-    """The candidates' chunk rows by key, each built when read: a search reads only its
-    winners' (building all of them cost a millisecond per search)."""
-
-    def __init__(self, raw: dict[int, tuple[Any, ...]]) -> None:
-        self._raw = raw
-
-    def __getitem__(self, key: int) -> ChunkRecord:
-        return chunk_record(self._raw[key][3:])
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self._raw)
-
-    def __len__(self) -> int:
-        return len(self._raw)
+        return [
+            StoreHit(
+                chunk=chunk_record(row[5:]),
+                score=float(row[0]),
+                keyword=None if row[1] is None else (int(row[1]), float(row[2])),
+                vector=None if row[3] is None else (int(row[3]), float(row[4])),
+            )
+            for row in self._read(run, coll)
+        ]

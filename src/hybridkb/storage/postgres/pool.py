@@ -6,10 +6,7 @@ time. Here up to ``size`` statements run at once (``HYBRIDKB_PG_POOL_SIZE``), an
 more: a team's processes times their pool size stays within the server's
 ``max_connections``. Connections open when first needed and are reused; a thread that
 already holds one (a read inside a write's transaction, a hook) gets the same one, so
-it sees its own uncommitted rows and a pool of one cannot deadlock. A search that
-runs two statements at once takes a second one only if it is free right now
-(:meth:`ConnectionPool.spare`): waiting for it while holding the first could deadlock
-threads that each hold one.
+it sees its own uncommitted rows and a pool of one cannot deadlock.
 """
 
 from __future__ import annotations
@@ -70,23 +67,6 @@ class ConnectionPool:
             yield con
         finally:
             self._local.con = None
-            if con is not None:
-                self._give_back(con)
-            self._slots.release()
-
-    @contextmanager
-    def spare(self) -> Iterator[Any | None]:
-        """A second connection for work another thread does on this thread's behalf, if
-        one is free right now; None otherwise (never waits, see the module docstring).
-        It is not this thread's :meth:`connection`: it does not see its transaction."""
-        if self._closed or not self._slots.acquire(blocking=False):
-            yield None
-            return
-        con = None
-        try:
-            con = self._take()
-            yield con
-        finally:
             if con is not None:
                 self._give_back(con)
             self._slots.release()

@@ -117,9 +117,7 @@ class PostgresStorage(PostgresSources, PostgresReads, PostgresExport, StorageDef
         self.graph_sql: GraphSQL | None = PostgresGraphSQL()
         self.maintenance: Maintenance | None = PostgresMaintenance(self)
         self.reembedding: Reembedding | None = None  # see maintenance.py: not offered yet
-        self.hybrid: HybridSearch | None = PostgresHybrid(
-            self._read, self._read_both, self.tables, self._set_ef
-        )
+        self.hybrid: HybridSearch | None = PostgresHybrid(self._read, self.tables, self._set_ef)
         self._indexed: set[int] = set()  # collections whose HNSW index is known valid
         PostgresSources.__init__(self, self._read, self._write)
         PostgresAccess.__init__(
