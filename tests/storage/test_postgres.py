@@ -571,7 +571,6 @@ def test_text_postgres_cannot_hold_is_stored_safely(pg_kb: hybridkb.KnowledgeBas
     assert pg_kb.storage.delete_documents(record, ["weird\x00id"]) == ["weird\x00id"]
 
 
-
 def test_terms_with_copy_text_s_control_characters_are_posted_as_they_are(
     pg_kb: hybridkb.KnowledgeBase,
 ) -> None:
