@@ -489,8 +489,8 @@ def main() -> None:
     parser.add_argument(
         "--only-hybrid",
         action="store_true",
-        help="ingest both backends and measure hybrid side by side only (writes "
-        "bench/results/postgres-hybrid.json)",
+        help="ingest both backends, measure hybrid side by side and the copy between "
+        "them only (writes bench/results/postgres-hybrid.json)",
     )
     args = parser.parse_args()
     from _common import machine
@@ -524,9 +524,11 @@ def main() -> None:
             pg_url = create_database(admin, "hkb_bench")
             backends: dict[str, Any] = {}
             opened: dict[str, tuple[Any, CollectionRecord]] = {}
+            report["ingest_docs_per_s"] = {}
             for name, url in (("duckdb", str(Path(tmp) / "bench.duckdb")), ("postgres", pg_url)):
                 storage, coll, secs = ingest(url, corpus, doc_vecs, terms)
                 opened[name] = (storage, coll)
+                report["ingest_docs_per_s"][name] = len(corpus) / secs
                 if args.only_hybrid:
                     continue
                 res = search_all(storage, coll, queries, lookup)
@@ -551,6 +553,7 @@ def main() -> None:
             for storage, _ in opened.values():
                 storage.close()
             if args.only_hybrid:
+                report["copy"] = copy_rates(str(Path(tmp) / "bench.duckdb"), pg_url, admin, tmp)
                 return finish(report, RESULTS.with_name("postgres-hybrid.json"), server)
             report["backends"] = backends
             report["copy"] = copy_rates(str(Path(tmp) / "bench.duckdb"), pg_url, admin, tmp)
@@ -664,6 +667,14 @@ def print_report(r: dict[str, Any]) -> None:
     )
     print_ab(r["hybrid_ab"])
     if "backends" not in r:
+        rates = r.get("ingest_docs_per_s", {})
+        if rates:
+            print(
+                f"ingest (storage layer, batches of {BATCH}, vectors precomputed, one writer):"
+                f" DuckDB {rates['duckdb']:.0f} docs/s, PostgreSQL {rates['postgres']:.0f} docs/s"
+            )
+        for label, c in r.get("copy", {}).items():
+            print(f"hybridkb copy {label.replace('_', ' ')}: {c['docs_per_s']:.0f} docs/s")
         return
     d, p = r["backends"]["duckdb"], r["backends"]["postgres"]
     print(

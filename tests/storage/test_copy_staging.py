@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import itertools
 import signal
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,7 @@ from hybridkb.errors import CollectionExists, ConfigError
 from hybridkb.lifecycle import Stopped, stop_on_signals
 from hybridkb.storage import CollectionRecord, Storage, open_storage
 from hybridkb.storage.shared import staging_name
-from hybridkb.storage.transfer import copy_kb
+from hybridkb.storage.transfer import copy_kb, read_ahead
 
 TEXTS = [f"note {i} about apples and pears" for i in range(12)]
 
@@ -141,3 +143,23 @@ def test_a_stop_after_any_commit_of_a_copy_leaves_no_half_collection(
         if not stopped:  # the copy made fewer commits than nth: every one was tried
             assert nth > 3
             break
+
+
+def test_a_copy_reads_ahead_in_a_thread_that_ends_with_it() -> None:
+    """The source is read a batch ahead (transfer.read_ahead): every item in order, the
+    source's error raised in the copy, and no thread left once the copy ends, however
+    it ends."""
+    with read_ahead(iter(range(100)), 3) as items:
+        assert list(items) == list(range(100))
+
+    def failing() -> Iterator[int]:
+        yield 1
+        raise ValueError("source broke")
+
+    with pytest.raises(ValueError, match="source broke"), read_ahead(failing(), 3) as items:
+        list(items)
+    before = threading.active_count()
+    with pytest.raises(KeyError), read_ahead(itertools.count(), 2) as items:
+        assert next(items) == 0 and threading.active_count() == before + 1
+        raise KeyError("a copy that stopped part-way")
+    assert threading.active_count() == before

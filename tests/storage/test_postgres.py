@@ -571,6 +571,33 @@ def test_text_postgres_cannot_hold_is_stored_safely(pg_kb: hybridkb.KnowledgeBas
     assert pg_kb.storage.delete_documents(record, ["weird\x00id"]) == ["weird\x00id"]
 
 
+def test_terms_with_copy_text_s_control_characters_are_posted_as_they_are(
+    pg_kb: hybridkb.KnowledgeBase,
+) -> None:
+    """Postings go in as COPY text (rows.postings_copy): a term holding a tab, newline,
+    carriage return or backslash (or reading as COPY's NULL) is stored, found and deleted
+    as itself."""
+    record = pg_kb.create_collection("Odd Terms").record
+    odd = ["tab\there", "new\nline", "cr\rhere", "back\\slash", "\\N", "plain", "plain"]
+    doc = DocumentRecord("d", None, None, "text", "h", "s")
+    chunk_id = make_chunk_id(record.id, "d", "h", 0)
+    chunk = ChunkRecord(
+        chunk_key(chunk_id), chunk_id, "d", 0, "odd", None, None, 0, 3, "h", "en", odd, {},
+        None, None,
+    )  # fmt: skip
+    storage = postgres_storage(pg_kb)
+    storage.put_document(record, doc, [chunk], np.ones((1, 64), np.float32) / 8)
+    postings = storage.tables(record)["postings"]
+    rows = storage.query(f"SELECT term, key, tf, dl FROM {postings} ORDER BY term")
+    assert sorted(rows) == sorted(
+        [(t, chunk.key, 2 if t == "plain" else 1, len(odd)) for t in dict.fromkeys(odd)]
+    )
+    for term in odd:
+        assert [key for key, _ in storage.keyword_search(record, [term], 5, None)] == [chunk.key]
+    storage.delete_documents(record, ["d"])
+    assert storage.query(f"SELECT count(*) FROM {postings}") == [(0,)]
+
+
 # -- copy between backends -------------------------------------------------------------
 
 

