@@ -349,12 +349,16 @@ def _bulk_round(db: Path, tag: str, stage: str, delay: float) -> None:
         env=_env(),
     )
     assert proc.stdout is not None
+    reached = False
     for line in proc.stdout:
         if line.startswith(stage):
+            reached = True
             break
     time.sleep(delay)
     proc.send_signal(signal.SIGKILL)
-    proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=60)
+    # A writer that never got there (it could not open the file, say) kills nothing.
+    assert reached, f"round {tag}: the writer ended before {stage!r}: {err[-2000:]}"
 
 
 def test_a_kill_while_derived_indexes_are_written_loses_nothing(tmp_path: Path) -> None:
