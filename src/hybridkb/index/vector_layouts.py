@@ -21,7 +21,7 @@ from typing import cast
 
 import numpy as np
 
-from .first_stage import FirstStage, first_stage_width
+from .first_stage import FIT_ROWS, FirstStage, first_stage_width
 from .hnsw import Graph, MetricKind, ScalarKind
 from .quantized import (
     NUMPY_DTYPE,
@@ -176,16 +176,15 @@ class VectorLayouts:
         n = f.n
         width = first_stage_width(self.dim, self.quantization)
         self._stage = None
-        if width is not None and n:
-            self._stage = FirstStage.fit(f.rows[:n] * f.inv_norms[:n, None], width)
-        if self.quantization != "i8":
-            self._graph_scale = 1.0
-        elif self._stage is None:
-            self._graph_scale = graph_scale(f.inv_norms[:n])
-        else:
-            sample = slice(0, n, max(1, n // SCAN_BATCH))
-            rotated = encode(self._stage.rotate(f.rows[sample] * f.inv_norms[sample, None]), "i8")
-            self._graph_scale = graph_scale(inverse_norms(rotated))
+        if width is None or not n:
+            self._graph_scale = graph_scale(f.inv_norms[:n]) if self.quantization == "i8" else 1.0
+            return
+        # An even spread of the rows, as floats (a bulk build starts its graph with a
+        # whole slice of 65k rows: all of them as float32 would be 100 MB at 384-d).
+        sample = slice(0, n, max(1, n // FIT_ROWS))
+        unit = f.rows[sample] * f.inv_norms[sample, None]
+        self._stage = FirstStage.fit(unit, width)
+        self._graph_scale = graph_scale(inverse_norms(encode(self._stage.rotate(unit), "i8")))
 
     def _graph_copies(self, enc: np.ndarray, inv_norms: np.ndarray) -> np.ndarray:
         """The graph's copies of compact rows: rotated onto the first stage, if any."""
