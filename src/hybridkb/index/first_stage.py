@@ -98,7 +98,7 @@ class FirstStage:
 
 
 def restored_stage(
-    graph_ndim: object, blobs: dict[str, np.ndarray], dim: int, full_ndim: int
+    graph_ndim: int | None, blobs: dict[str, np.ndarray], dim: int, full_ndim: int
 ) -> FirstStage | None:
     """The first stage of a saved graph of ``graph_ndim`` dimensions (None, or the rows'
     full width: a graph of full rows, as every snapshot before the first stage).
@@ -106,9 +106,9 @@ def restored_stage(
     Raises:
         ValueError: A narrower graph without its rotation, or a damaged one.
     """
-    if graph_ndim is None or int(str(graph_ndim)) == full_ndim:
+    if graph_ndim is None or int(graph_ndim) == full_ndim:
         return None
-    stage = FirstStage.from_sections(blobs, dim, int(str(graph_ndim)))
+    stage = FirstStage.from_sections(blobs, dim, int(graph_ndim))
     if stage is None:
         raise ValueError("the graph is narrower than the rows but has no first stage")
     return stage
