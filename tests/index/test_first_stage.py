@@ -4,6 +4,7 @@ rotation in its snapshot, and still reads snapshots of full-width graphs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -118,15 +119,33 @@ def test_a_snapshot_of_a_full_width_graph_still_loads(
     assert loaded.search(q, 1)[0][0] == 7
 
 
-def test_a_narrow_graph_without_its_rotation_is_refused(tmp_path: Path) -> None:
-    """A damaged snapshot (the rotation's sections gone) is unreadable, not served
-    through the wrong space: the caller rebuilds from the tables."""
+def _rewritten(path: Path, change: Callable[[dict[str, bytes]], None]) -> None:
+    """The snapshot at ``path`` written again (valid checksums) with its sections changed."""
+    header, blobs = read_sections(path, b"HKBVIDX\x01", "vector index", mmap=False)
+    sections = {k: bytes(v) for k, v in blobs.items()}
+    change(sections)
+    write_sections(
+        path, b"HKBVIDX\x01", {k: v for k, v in header.items() if k != "sections"}, sections
+    )
+
+
+@pytest.mark.parametrize("damage", ["rotation gone", "rotation not finite", "rotation short"])
+def test_a_narrow_graph_without_a_sound_rotation_is_refused(tmp_path: Path, damage: str) -> None:
+    """A damaged or crafted snapshot (checksums right, the rotation gone, NaN or cut short)
+    is unreadable, not served through the wrong space: the caller rebuilds from the
+    tables."""
     index, _ = built(structured_rows(2_000))
     path = tmp_path / "vectors.idx"
     index.save(path)
-    header, blobs = read_sections(path, b"HKBVIDX\x01", "vector index", mmap=False)
-    kept = {k: bytes(v) for k, v in blobs.items() if not k.startswith("stage_")}
-    header = {k: v for k, v in header.items() if k != "sections"}
-    write_sections(path, b"HKBVIDX\x01", header, kept)
+
+    def change(sections: dict[str, bytes]) -> None:
+        if damage == "rotation gone":
+            del sections["stage_axes"]
+        elif damage == "rotation not finite":
+            sections["stage_axes"] = np.full(DIM * 192, np.nan, np.float32).tobytes()
+        else:
+            sections["stage_axes"] = sections["stage_axes"][:-4]
+
+    _rewritten(path, change)
     with pytest.raises(ValueError, match="first stage"):
         VectorIndex.load(path)

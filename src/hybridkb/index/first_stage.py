@@ -92,7 +92,7 @@ class FirstStage:
         if "stage_axes" not in blobs:
             return None
         axes = np.array(blobs["stage_axes"].view(np.float32))
-        if axes.size != dim * width:
+        if axes.size != dim * width or not np.isfinite(axes).all():
             raise ValueError("first stage sections do not match the header")
         return cls(axes.reshape(dim, width))
 
