@@ -13,12 +13,13 @@ from internals import duckdb_storage, local, sql_rows
 
 import hybridkb
 from hybridkb.storage.base import ChunkRecord
+from hybridkb.storage.duckdb.packed_rows import PackedRows
 from hybridkb.storage.duckdb.row_cache import WARM_AFTER_FETCHES, RowCache
 
 pytestmark = pytest.mark.process  # starts processes (a server, a worker, the CLI)
 
 # What the cache hands a warm-up: it reads every row of the collection (None: over budget).
-Collect = Callable[[Iterator[ChunkRecord]], dict[int, ChunkRecord] | None]
+Collect = Callable[[Iterator[ChunkRecord]], PackedRows | None]
 
 
 def _row(key: int, text: str = "t") -> ChunkRecord:
@@ -85,15 +86,29 @@ def test_forgotten_keys_are_read_again_and_budget_is_returned() -> None:
     used = cache.used_bytes
     loader.rows[2] = _row(2, "new text")
     cache.forget_keys(1, [2])
-    assert cache.used_bytes < used
+    # A forgotten packed row still holds its bytes: it counts until the rows are repacked.
+    assert cache.used_bytes == used
     assert cache.get(1, [2], loader.some, loader.warm(cache), loader.estimate)[2].text == "new text"
+    assert cache.used_bytes > used  # the row read again is held beside the packed rows
+    loader.some_calls.clear()
+    assert cache.get(1, [2, 3], loader.some, loader.warm(cache), loader.estimate)[2].text == (
+        "new text"
+    )
+    assert loader.some_calls == []
+    # Once most packed rows are forgotten the collection's memory is given back, and
+    # its rows are read whole again after WARM_AFTER_FETCHES more searches.
+    cache.forget_keys(1, [0, 1, 3])
+    assert cache.used_bytes == 0
+    for _ in range(WARM_AFTER_FETCHES):
+        cache.get(1, [0], loader.some, loader.warm(cache), loader.estimate)
+    assert loader.all_calls == 2 and cache.used_bytes > 0
 
 
 def test_a_warm_up_overtaken_by_a_write_is_not_published() -> None:
     loader = Loader({k: _row(k) for k in range(4)})
     cache = RowCache(1 << 20)
     epoch = cache.epoch(1)
-    rows = {r.key: r for r in loader.every()}
+    rows = list(loader.every())
     cache.forget_keys(1, [2])  # a delete committed while the rows were being read
     assert not cache.publish(1, rows, epoch) and cache.used_bytes == 0
     assert cache.publish(1, rows, cache.epoch(1)) and cache.used_bytes > 0

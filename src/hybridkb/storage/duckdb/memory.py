@@ -32,7 +32,8 @@ from ..records import chunk_record
 from .bulk import fetch_vectors_sql
 from .engine import Engine
 from .filter_columns import FilterColumns, field_query
-from .row_cache import ROW_OVERHEAD_BYTES, RowCache
+from .packed_rows import PackedRows
+from .row_cache import PACKED_ROW_OVERHEAD_BYTES, RowCache
 from .rows import CHUNK_COLUMNS, count, key_list_sql
 from .schema import table_names
 
@@ -433,7 +434,7 @@ class Derived:
         self,
         coll: CollectionRecord,
         t: dict[str, str],
-        collect: Callable[[Iterator[ChunkRecord]], dict[int, ChunkRecord] | None],
+        collect: Callable[[Iterator[ChunkRecord]], PackedRows | None],
     ) -> None:
         """Read every chunk row in a background thread and publish them to the row cache.
 
@@ -465,7 +466,7 @@ class Derived:
         self.rows.start(run)
 
     def _publish_unless_written(
-        self, collection_id: int, rows: dict[int, ChunkRecord], generation: int, epoch: int
+        self, collection_id: int, rows: PackedRows, generation: int, epoch: int
     ) -> None:
         """Install warmed rows if the collection is still at ``generation``."""
         storage = self.engine
@@ -486,4 +487,4 @@ class Derived:
         (n, chars) = self.engine.query(
             f"SELECT count(*), coalesce(sum(char_end - char_start), 0) FROM {t['chunks']}"
         )[0]
-        return int(chars) + int(n) * ROW_OVERHEAD_BYTES
+        return int(chars) + int(n) * PACKED_ROW_OVERHEAD_BYTES

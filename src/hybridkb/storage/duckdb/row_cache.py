@@ -3,8 +3,9 @@
 A hit fetch through DuckDB costs ~1.2 ms for 10 keys even through the key index
 (query setup and per-row decompression), more than both search legs together on a
 SciFact-sized collection. Once a process has searched a collection twice, its rows
-are read in one scan by a background thread (while they fit the byte budget) and
-later fetches are dict lookups. The cache is derived like the search indexes: rows are only ever forgotten
+are read in one scan by a background thread (while they fit the byte budget), packed
+into arrays (packed_rows.py: a row costs its text plus ~270 bytes, not the ~1,400 of
+Python objects), and later fetches are lookups. The cache is derived like the search indexes: rows are only ever forgotten
 on writes (a deleted or replaced key is dropped; a new key is simply a miss and is
 read from the table), so it cannot serve a row the table no longer holds. Only safe
 where this process is the single writer of the file (DuckDB's rule), never for
@@ -19,10 +20,13 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from ..base import ChunkRecord
+from .packed_rows import PackedRows
 
-# Python object overhead of one cached row beyond its text (slotted record, ids, metadata
-# dict, timestamp text): measured 800-1,000 bytes.
-ROW_OVERHEAD_BYTES = 900
+# Bytes of one cached row beyond its text: as Python objects (a row read after the
+# warm-up: slotted record, ids, metadata dict, timestamp text) ~1,400 at the 100k
+# bench; packed, ~270 (tests/storage/test_packed_rows.py).
+ROW_OVERHEAD_BYTES = 1400
+PACKED_ROW_OVERHEAD_BYTES = 300
 # Searches of a collection before its rows are loaded: a one-shot CLI query should not
 # pay for reading every row.
 WARM_AFTER_FETCHES = 2
@@ -41,7 +45,9 @@ class RowCache:
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max(int(max_bytes), 0)
-        self._rows: dict[int, dict[int, ChunkRecord]] = {}
+        self._rows: dict[int, PackedRows] = {}
+        # Rows read after the warm-up (new keys, rows read again after a write).
+        self._extra: dict[int, dict[int, ChunkRecord]] = {}
         self._bytes: dict[int, int] = {}
         self._fetches: dict[int, int] = {}
         self._lock = threading.Lock()
@@ -63,7 +69,7 @@ class RowCache:
         collection_id: int,
         keys: Sequence[int],
         load_some: Callable[[Sequence[int]], Iterable[ChunkRecord]],
-        warm: Callable[[Callable[[Iterator[ChunkRecord]], dict[int, ChunkRecord] | None]], None],
+        warm: Callable[[Callable[[Iterator[ChunkRecord]], PackedRows | None]], None],
         estimate_bytes: Callable[[], int],
     ) -> dict[int, ChunkRecord]:
         """Rows for ``keys`` (missing keys are absent), starting a warm-up when due.
@@ -74,15 +80,18 @@ class RowCache:
         """
         if self.max_bytes == 0:
             return {r.key: r for r in load_some(keys)}
-        rows = self._rows.get(collection_id)
-        if rows is None:
+        with self._lock:
+            packed = self._rows.get(collection_id)
+            extra = self._extra.get(collection_id) or {}
+            found = {k: extra[k] for k in keys if k in extra}
+        if packed is None:
             with self._lock:
                 self._fetches[collection_id] = self._fetches.get(collection_id, 0) + 1
                 due = self._fetches[collection_id] == WARM_AFTER_FETCHES
             if due and estimate_bytes() <= self.max_bytes - self.used_bytes:
                 warm(self._collect)
             return {r.key: r for r in load_some(keys)}
-        found = {k: rows[k] for k in keys if k in rows}
+        found.update(packed.lookup([k for k in keys if k not in found]))
         missing = [k for k in keys if k not in found]
         if missing:
             for r in load_some(missing):
@@ -98,25 +107,28 @@ class RowCache:
             self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         thread.start()
 
-    def _collect(self, rows_iter: Iterator[ChunkRecord]) -> dict[int, ChunkRecord] | None:
+    def _collect(self, rows_iter: Iterator[ChunkRecord]) -> PackedRows | None:
         budget = self.max_bytes - self.used_bytes
-        rows: dict[int, ChunkRecord] = {}
+        packed = PackedRows()
         size = 0
         for row in rows_iter:
             if self._stopping.is_set():
                 return None
-            size += row_bytes(row)
+            size += len(row.text) + PACKED_ROW_OVERHEAD_BYTES
             if size > budget:
                 return None  # the estimate was low: stay uncached (fetch per search)
-            rows[row.key] = row
-        return rows
+            packed.append(row)
+        return packed.finish()
 
     def epoch(self, collection_id: int) -> int:
         return self._epoch.get(collection_id, 0)
 
-    def publish(self, collection_id: int, rows: dict[int, ChunkRecord], epoch: int) -> bool:
+    def publish(
+        self, collection_id: int, rows: PackedRows | Iterable[ChunkRecord], epoch: int
+    ) -> bool:
         """Install warmed rows unless something was forgotten since ``epoch`` was read."""
-        size = sum(row_bytes(r) for r in rows.values())
+        packed = rows if isinstance(rows, PackedRows) else PackedRows.pack(rows)
+        size = packed.nbytes
         with self._lock:
             if (
                 self._stopping.is_set()
@@ -124,7 +136,8 @@ class RowCache:
                 or self.used_bytes + size > self.max_bytes
             ):
                 return False
-            self._rows[collection_id] = rows
+            self._rows[collection_id] = packed
+            self._extra[collection_id] = {}
             self._bytes[collection_id] = size
             return True
 
@@ -144,25 +157,30 @@ class RowCache:
 
     def _add(self, collection_id: int, row: ChunkRecord) -> None:
         with self._lock:
-            rows = self._rows.get(collection_id)
-            if rows is None or row.key in rows:
+            extra = self._extra.get(collection_id)
+            if extra is None or row.key in extra:
                 return
             if self.used_bytes + row_bytes(row) > self.max_bytes:
                 return
-            rows[row.key] = row
+            extra[row.key] = row
             self._bytes[collection_id] += row_bytes(row)
 
     def forget_keys(self, collection_id: int, keys: Iterable[int]) -> None:
         """Rows deleted or replaced by a committed write."""
         with self._lock:
             self._epoch[collection_id] = self.epoch(collection_id) + 1
-            rows = self._rows.get(collection_id)
-            if rows is None:
+            packed = self._rows.get(collection_id)
+            if packed is None:
                 return
+            keys = [int(k) for k in keys]
+            packed.forget(keys)
+            extra = self._extra[collection_id]
             for k in keys:
-                row = rows.pop(int(k), None)
+                row = extra.pop(k, None)
                 if row is not None:
                     self._bytes[collection_id] -= row_bytes(row)
+            if packed.mostly_dark:  # its rows are read again (WARM_AFTER_FETCHES from now)
+                self._drop(collection_id)
 
     def forget(self, collection_id: int | None = None) -> None:
         """Drop one collection (or everything), e.g. after a rewrite the cache did not see."""
@@ -171,13 +189,19 @@ class RowCache:
                 for cid in set(self._epoch) | set(self._rows):
                     self._epoch[cid] = self.epoch(cid) + 1
                 self._rows.clear()
+                self._extra.clear()
                 self._bytes.clear()
                 self._fetches.clear()
                 return
             self._epoch[collection_id] = self.epoch(collection_id) + 1
-            self._rows.pop(collection_id, None)
-            self._bytes.pop(collection_id, None)
-            self._fetches.pop(collection_id, None)
+            self._drop(collection_id)
+
+    def _drop(self, collection_id: int) -> None:
+        """Forget one collection's rows (the caller holds the lock)."""
+        self._rows.pop(collection_id, None)
+        self._extra.pop(collection_id, None)
+        self._bytes.pop(collection_id, None)
+        self._fetches.pop(collection_id, None)
 
 
 # Caches that started a warm-up: a script that exits without closing its knowledge base
