@@ -327,7 +327,7 @@ def legs_in_turn(call: Callable[[], Any]) -> Any:
     """``call`` with a hybrid search's keyword legs run before its vector legs in the
     calling thread, as before the helper thread (to show what the overlap gives)."""
 
-    def here(fn: Callable[[], Any]) -> search_legs.Pending[Any]:
+    def here(fn: Callable[[], Any], kind: Any = None) -> search_legs.Pending[Any]:
         job: search_legs.Pending[Any] = search_legs.Pending(fn)
         job.run()
         return job

@@ -87,3 +87,44 @@ def test_the_helper_raises_the_call_s_error_in_the_caller() -> None:
     with pytest.raises(KeyError, match="boom"):
         job.result()
     assert helper.start(lambda: 1).result() == 1  # and keeps serving
+
+
+def test_a_leg_cheaper_than_a_thread_runs_in_the_caller_when_asked_for() -> None:
+    helper = Helper()
+    thread_of: list[str] = []
+
+    def leg() -> str:
+        thread_of.append(threading.current_thread().name)
+        return "done"
+
+    assert helper.start(leg, "small").result() == "done"  # unknown kind: a thread
+    assert thread_of == ["hybridkb-search-leg"]
+    assert helper.start_cost.value is not None and helper.leg_cost["small"].value is not None
+    # Measured as cheaper than starting (and joining) a thread: the caller runs it, and
+    # only when it asks for the result (after its own leg).
+    helper.start_cost.value, helper.leg_cost["small"].value = 1e-3, 1e-4
+    job = helper.start(leg, "small")
+    assert len(thread_of) == 1 and job.thread is None
+    assert job.result() == "done" and thread_of[-1] == threading.current_thread().name
+    # A kind that costs more than a thread keeps its thread.
+    helper.leg_cost["slow"] = type(helper.start_cost)()
+    helper.leg_cost["slow"].value = 1e-2
+    assert helper.start(leg, "slow").result() == "done"
+    assert thread_of[-1] == "hybridkb-search-leg"
+
+
+def test_a_leg_run_in_the_caller_still_learns_its_cost_and_raises_there() -> None:
+    helper = Helper()
+    helper.start_cost.value = 1.0  # threads cost a second here: every known leg is cheaper
+    helper.leg_cost["k"] = type(helper.start_cost)()
+    helper.leg_cost["k"].value = 0.5
+
+    def fail() -> None:
+        raise KeyError("boom")
+
+    job = helper.start(fail, "k")
+    with pytest.raises(KeyError, match="boom"):
+        job.result()
+    assert helper.start(lambda: 7, "k").result() == 7
+    value = helper.leg_cost["k"].value
+    assert value is not None and value < 0.5  # the quick call pulled the average down

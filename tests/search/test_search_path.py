@@ -46,7 +46,7 @@ def filled(tmp_path: Path) -> Path:
 
 
 def _inline(monkeypatch: pytest.MonkeyPatch) -> None:
-    def run_here(fn: Any) -> legs.Pending[Any]:
+    def run_here(fn: Any, kind: Any = None) -> legs.Pending[Any]:
         job: legs.Pending[Any] = legs.Pending(fn)
         job.run()
         return job

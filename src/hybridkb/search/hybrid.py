@@ -308,11 +308,16 @@ def run_search(
     # while this one runs the keyword legs (query analysis included): ONNX Runtime and
     # the vector index release the GIL, so the two legs overlap on two cores, and the
     # keyword legs keep this thread's analysers and score buffers (per thread: a fresh
-    # thread would build them again for every search).
+    # thread would build them again for every search). Where that side is measured to
+    # cost less than a thread (a cached query vector, a small collection), this thread
+    # runs it after the keyword legs instead (legs.Helper).
     def vector_side() -> tuple[dict[str, np.ndarray], list[Leg]]:
         return _vector_legs(storage, targets, query, mode, depth, flt)
 
-    pending = HELPER.start(vector_side) if mode == "hybrid" else None
+    # The vector side's cost depends on the collections and where their query vectors
+    # come from (a model, a cache): the helper learns it per such kind.
+    kind = (id(storage), *((t.coll.id, id(t.embedder)) for t in targets))
+    pending = HELPER.start(vector_side, kind) if mode == "hybrid" else None
     try:
         keyword = keyword_legs() if mode in ("hybrid", "keyword") else []
     except BaseException:

@@ -8,7 +8,8 @@ candidate, which on a slow core was most of a hybrid search after its two legs.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Sequence
+import time
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar, cast
 
@@ -112,11 +113,26 @@ def _union_of_two(a: Leg, b: Leg) -> tuple[np.ndarray, np.ndarray, list[np.ndarr
     return cids, keys, [np.arange(len(a), dtype=np.intp), b_at]
 
 
+class MovingAverage:
+    """An exponentially weighted mean of durations (None before the first)."""
+
+    WEIGHT = 0.1  # of the newest: about the last twenty searches count
+
+    def __init__(self) -> None:
+        self.value: float | None = None
+
+    def add(self, seconds: float) -> None:
+        self.value = (
+            seconds if self.value is None else self.value + self.WEIGHT * (seconds - self.value)
+        )
+
+
 class Pending(Generic[T]):
     """A call handed to a thread of its own (or already made, when none could start)."""
 
-    def __init__(self, fn: Callable[[], T]) -> None:
+    def __init__(self, fn: Callable[[], T], cost: MovingAverage | None = None) -> None:
         self._fn: Callable[[], T] | None = fn
+        self._cost = cost  # where the call's duration is added, if anywhere
         self._value: T | None = None
         self._error: BaseException | None = None
         self._done = threading.Event()
@@ -129,7 +145,10 @@ class Pending(Generic[T]):
         fn, self._fn = self._fn, None
         try:
             if fn is not None:
+                began = time.perf_counter()
                 self._value = fn()
+                if self._cost is not None:
+                    self._cost.add(time.perf_counter() - began)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller by result()
             self._error = exc
         finally:
@@ -139,7 +158,9 @@ class Pending(Generic[T]):
 
     def wait(self) -> None:
         """Block until the call finished and its thread ended (its outcome stays for
-        :meth:`result`)."""
+        :meth:`result`); a call no thread took is made here and now."""
+        if self.thread is None and not self._done.is_set():
+            self.run()
         self._done.wait()
         if self.thread is not None:
             self.thread.join()
@@ -155,21 +176,48 @@ class Pending(Generic[T]):
 
 class Helper:
     """Runs a search's second leg beside the first, in a thread that ends with the search:
-    a library's search leaves no thread running (issue 33). Starting one costs tens of
-    microseconds on the search's path, and concurrent searches never wait for each
-    other's; where no thread can start, the leg runs in the caller."""
+    a library's search leaves no thread running (issue 33). Concurrent searches never wait
+    for each other's; where no thread can start, the leg runs in the caller.
 
-    def start(self, fn: Callable[[], T]) -> Pending[T]:
-        """Run ``fn`` in a thread of its own (or here and now if none can start)."""
-        job = Pending(fn)
+    A thread pays only when the leg outlasts what starting and joining it costs: the
+    vector side of a search whose query vector comes from a slow model (milliseconds)
+    does, that of a cached or precomputed vector on a small collection (a tenth of a
+    millisecond) does not, and starting a thread costs 0.05-0.6 ms by the machine and its
+    load. Both are measured here as searches run (moving averages, per ``kind`` of leg),
+    and a leg known to be cheaper than a thread waits for the caller instead
+    (:meth:`Pending.result` runs it then)."""
+
+    def __init__(self) -> None:
+        self.start_cost = MovingAverage()
+        self.leg_cost: dict[Hashable, MovingAverage] = {}
+
+    def start(self, fn: Callable[[], T], kind: Hashable = None) -> Pending[T]:
+        """Run ``fn`` in a thread of its own, or later in the caller when legs of its
+        ``kind`` take less time than a thread costs (also when no thread can start).
+        Without a ``kind`` it always gets a thread."""
+        cost = None if kind is None else self.leg_cost.get(kind)
+        if cost is None and kind is not None:
+            if len(self.leg_cost) >= MAX_KINDS:
+                self.leg_cost.clear()
+            cost = self.leg_cost[kind] = MovingAverage()
+        job = Pending(fn, cost)
+        # A thread costs its start and the wake-up of its joiner: about twice the start.
+        if cost is not None and cost.value is not None:
+            if cost.value < 2 * (self.start_cost.value or 0.0):
+                return job  # runs in the caller, when its result is asked for
         thread = threading.Thread(target=job.run, name="hybridkb-search-leg", daemon=True)
+        began = time.perf_counter()
         try:
             thread.start()
         except RuntimeError:  # no thread to spare
             job.run()
             return job
+        self.start_cost.add(time.perf_counter() - began)
         job.thread = thread
         return job
 
+
+# Kinds of legs remembered at once (a kind is a search's embedders): more is a leak.
+MAX_KINDS = 64
 
 HELPER = Helper()
