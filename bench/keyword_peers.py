@@ -82,7 +82,7 @@ def fts5_system(texts: Sequence[str], doc_ids: Sequence[str], depth: int) -> Sys
 
 def bm25s_system(texts: Sequence[str], doc_ids: Sequence[str], depth: int) -> System | None:
     try:
-        import bm25s  # type: ignore[import-not-found]  # optional peer
+        import bm25s  # optional peer, not a declared dependency
     except ImportError:
         return None
     retriever = bm25s.BM25()
