@@ -47,17 +47,6 @@ _HBA = (
     f"local all all peer map={_MAP}\n"
 )
 _ACCOUNT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]*$")
-# glibc's malloc, for the server's processes (others ignore these). By default it returns
-# the top of its heap to the kernel once 128 kB+ lie free and gets the next query's
-# executor blocks of 128 kB+ from fresh mmaps: every search paid page faults, zeroing and
-# munmaps again, 12 % of a hybrid search's server CPU. Kept up to 32 MB (an idle
-# connection's extra residence at most; a big maintenance sort still goes back at once),
-# a hybrid search on SciFact took 16 % less server CPU (paired, bench/postgres.py).
-SERVER_ENV = {
-    "MALLOC_MMAP_THRESHOLD_": str(16 << 20),
-    "MALLOC_TRIM_THRESHOLD_": str(32 << 20),
-    "MALLOC_TOP_PAD_": str(4 << 20),
-}
 # pg_ctl runs the server through /bin/sh with the data folder in double quotes.
 _SHELL_UNSAFE = re.compile(r'["$`\\\n]')
 
@@ -162,7 +151,7 @@ def start(folder: Path, account: Account) -> tuple[Postmaster, bool]:
     (folder / "postmaster.pid").unlink(missing_ok=True)
     sockets = socket_dir(folder, account)
     options = f"-h '' -k {shlex.quote(str(sockets))} -c unix_socket_permissions=0700"
-    _pg_ctl(folder, account, "start", "-l", str(folder / "log"), "-o", options, env=SERVER_ENV)
+    _pg_ctl(folder, account, "start", "-l", str(folder / "log"), "-o", options)
     found = running(folder)
     if found is None or not found.ready:
         raise BackendError(f"PostgreSQL started in {folder} but is not ready; see {folder}/log")
@@ -177,15 +166,11 @@ def stop(folder: Path, account: Account) -> bool:
     return True
 
 
-def _pg_ctl(
-    folder: Path, account: Account, action: str, *args: str, env: dict[str, str] | None = None
-) -> None:
+def _pg_ctl(folder: Path, account: Account, action: str, *args: str) -> None:
     command = [str(bin_dir() / "pg_ctl"), "-w", "-t", str(_PG_CTL_WAIT_S), "-D", str(folder)]
     log = folder / "log"
     before = log.stat().st_size if log.exists() else 0
-    code, output = account.run(
-        [*command, *args, action], cwd=folder, timeout=_PG_CTL_WAIT_S + 10, env=env
-    )
+    code, output = account.run([*command, *args, action], cwd=folder, timeout=_PG_CTL_WAIT_S + 10)
     if code != 0:
         reason = _last_complaint(log, before) or _last_line(output)
         raise BackendError(f"PostgreSQL {action} failed in {folder}: {reason}; see {folder}/log")

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,11 +59,8 @@ class Account:
     def is_me(self) -> bool:
         return self.uid == os.geteuid()
 
-    def run(
-        self, args: list[str], *, cwd: Path, timeout: float, env: Mapping[str, str] | None = None
-    ) -> tuple[int, str]:
-        """Run a PostgreSQL program as this account, with ``env`` added to this process's
-        environment; (exit code, its output)."""
+    def run(self, args: list[str], *, cwd: Path, timeout: float) -> tuple[int, str]:
+        """Run a PostgreSQL program as this account; (exit code, its output)."""
         other = not self.is_me  # root running the server as another account: drop every group
         # A file, not a pipe: pg_ctl's server could inherit a pipe and hold it open.
         with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as out:
@@ -74,7 +71,6 @@ class Account:
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=subprocess.STDOUT,
-                    env=None if env is None else {**os.environ, **env},
                     timeout=timeout,
                     check=False,
                     user=self.uid if other else None,
