@@ -28,10 +28,7 @@ def fts_index(kb: hybridkb.KnowledgeBase, name: str) -> tuple[Any, str]:
 
 def options(kb: hybridkb.KnowledgeBase, name: str) -> list[Any]:
     storage, index = fts_index(kb, name)
-    rows: list[Any] = storage.query(
-        "SELECT reloptions FROM pg_class WHERE oid = to_regclass(%s)", [index]
-    )
-    return rows
+    return storage.query("SELECT reloptions FROM pg_class WHERE oid = to_regclass(%s)", [index])
 
 
 def matches(kb: hybridkb.KnowledgeBase, name: str, word: str) -> int:
