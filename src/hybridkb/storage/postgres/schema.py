@@ -45,16 +45,6 @@ TEXT_CONFIGS: dict[str, str] = {
 }  # fmt: skip
 
 
-# The full-text index's pending list (GIN fastupdate), in kB. At PostgreSQL's 4 MB a writer
-# merged the list into the index every few batches; with 64 MB the merging waits for
-# autovacuum (or gin_clean_pending_list) and is done in bigger, cheaper runs. SciFact, one
-# writer, 4 ingests each in turn (bench/pg_legs.py, fts_ingest): the writer's server CPU
-# 3.39 -> 3.11 s and 3.39 -> 2.94 s, documents/s +18-21 %; counting the merge left over at
-# the end, 3.48 -> 3.37 s. Almost all of the index's cost is to_tsvector itself (0.93-1.1 s of
-# the ~1.1 s it adds), which no index option avoids; fastupdate = off cost 2 s more.
-FTS_PENDING_LIST = "gin_pending_list_limit = 65536"
-
-
 def text_config(language: str) -> str:
     """The regconfig for a collection language ("auto"/unknown: 'simple', no stemming)."""
     return TEXT_CONFIGS.get(language.split("-")[0].split("_")[0].lower(), "simple")
@@ -137,7 +127,7 @@ def create_collection_tables(
     # (`to_tsvector(<config>, text) @@ ...`); ranking itself uses the postings.
     cur.execute(
         f"CREATE INDEX {bare}_chunks_fts ON {t['chunks']}"
-        f" USING gin (to_tsvector('{config}'::regconfig, text)) WITH ({FTS_PENDING_LIST})"
+        f" USING gin (to_tsvector('{config}'::regconfig, text))"
     )
     cur.execute(
         f"""CREATE TABLE {t["postings"]} (
@@ -247,28 +237,12 @@ def _m5_source_synced_at(cur: Any) -> None:
     )
 
 
-def _m6_fts_pending_list(cur: Any) -> None:
-    """Existing collections' full-text indexes take the bigger pending list (FTS_PENDING_LIST);
-    one an owner dropped stays dropped."""
-    cur.execute(
-        "SELECT c.id, w.id FROM hybridkb.hybridkb_collections c"
-        " JOIN hybridkb.hybridkb_workspaces w ON w.id = c.workspace_id"
-    )
-    for collection_id, workspace_id in cur.fetchall():
-        schema = workspace_schema(int(workspace_id))
-        cur.execute(
-            f"ALTER INDEX IF EXISTS {schema}.c{int(collection_id)}_chunks_fts"
-            f" SET ({FTS_PENDING_LIST})"
-        )
-
-
 MIGRATIONS: list[Callable[[Any], None]] = [
     _m1_catalog,
     _m2_inline_vectors,
     _m3_embedding_recipe,
     _m4_sources_and_file_states,
     _m5_source_synced_at,
-    _m6_fts_pending_list,
 ]
 
 
