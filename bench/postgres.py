@@ -492,6 +492,10 @@ def main() -> None:
         help="ingest both backends, measure hybrid side by side and the copy between "
         "them only (writes bench/results/postgres-hybrid.json)",
     )
+    parser.add_argument(
+        "--out",
+        help="with --only-hybrid: the file name in bench/results/ (postgres-hybrid.json)",
+    )
     args = parser.parse_args()
     from _common import machine
     from pg_server import create_database, drop_database, start_server
@@ -554,7 +558,8 @@ def main() -> None:
                 storage.close()
             if args.only_hybrid:
                 report["copy"] = copy_rates(str(Path(tmp) / "bench.duckdb"), pg_url, admin, tmp)
-                return finish(report, RESULTS.with_name("postgres-hybrid.json"), server)
+                out = RESULTS.with_name(args.out or "postgres-hybrid.json")
+                return finish(report, out, server)
             report["backends"] = backends
             report["copy"] = copy_rates(str(Path(tmp) / "bench.duckdb"), pg_url, admin, tmp)
             report["load_curve"] = curve(
