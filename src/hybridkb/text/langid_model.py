@@ -223,8 +223,9 @@ class BatchClassifier:
             for start in range(0, len(order), WALK_GROUP):
                 group = order[start : start + WALK_GROUP]
                 counted = self._counts(self._walk([encoded[i] for i in group]))
-                for i, (features, counts) in zip(group, counted, strict=True):
-                    out[i] = self._decide(features, counts, len(encoded[i]))
+                decided = self._decide_all(counted, [len(encoded[i]) for i in group])
+                for i, found in zip(group, decided, strict=True):
+                    out[i] = found
         return out
 
     def _walk(self, texts: list[bytes]) -> np.ndarray:
@@ -276,12 +277,48 @@ class BatchClassifier:
         table = self.identifier.nb_ptc
         if table.dtype != np.float16:
             return np.asarray(table[idx], dtype=np.float32)
+        self._convert(idx)
+        rows: np.ndarray = self.converted[idx]
+        return rows
+
+    def _convert(self, idx: np.ndarray) -> None:
+        """Convert the float16 rows ``idx`` of the feature table not converted yet."""
+        table = self.identifier.nb_ptc
         fresh = idx[~self.done[idx]]
         if len(fresh):
             self.converted[fresh] = _HALF_TO_FLOAT[table[fresh].view(np.uint16)]
             self.done[fresh] = True
-        rows: np.ndarray = self.converted[idx]
-        return rows
+
+    def _decide_all(
+        self, counted: list[tuple[np.ndarray, np.ndarray]], lengths: list[int]
+    ) -> list[tuple[str, float]]:
+        """:meth:`_decide` of a group's texts: each text's scores from its own product
+        (the same float32 sums as py3langid's), then the scaling, softmax, aliases and
+        best label for the group's rows at once, elementwise and row by row as
+        :meth:`_decide` does them one text at a time (its numpy calls were ~35 us a text)."""
+        ident = self.identifier
+        if not counted or not ident._norm_probs or ident.nb_ptc.dtype != np.float16:
+            return [self._decide(f, c, n) for (f, c), n in zip(counted, lengths, strict=True)]
+        self._convert(np.concatenate([f for f, _ in counted]).astype(np.intp))
+        scores = np.empty((len(counted), len(ident.nb_classes)), dtype=np.float32)
+        for r, (features, counts) in enumerate(counted):
+            if len(features):
+                weights = np.log1p(counts.astype(np.float32))
+                scores[r] = weights @ self.converted[features.astype(np.intp)] + ident.nb_pc
+            else:
+                scores[r] = 0.0
+        # float32 factors: what multiplying by the Python float did (NEP 50: weak scalar).
+        scale = np.array([1.0 / math.sqrt(n or 1) for n in lengths], dtype=np.float32)
+        scores *= scale[:, None]
+        np.exp(scores - scores.max(axis=1, keepdims=True), out=scores)
+        scores /= scores.sum(axis=1, keepdims=True)
+        for i, j in ident._alias_pairs:
+            scores[:, i] += scores[:, j]
+            scores[:, j] = 0.0
+        best = scores.argmax(axis=1)
+        top = scores[np.arange(len(best)), best].tolist()
+        classes = ident.nb_classes
+        return [(str(classes[b]), c) for b, c in zip(best.tolist(), top, strict=True)]
 
     def _decide(self, features: np.ndarray, counts: np.ndarray, length: int) -> tuple[str, float]:
         """py3langid's ``_decide`` and ``classify`` on the feature counts of one text."""
