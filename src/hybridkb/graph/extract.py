@@ -141,8 +141,12 @@ _DEFINED = re.compile(
     r"[\"“]([^\"”\n]{2,60})[\"”]\s+(?:means|has the (?:same )?meaning|is defined|includes)\b"
     r"|\((?:the\s+|together,?\s+)?[\"“]([^\"”\n]{2,60})[\"”]\)"
 )
-_NAME = re.compile(rf"\b{_CAP}(?:[ \t]+(?:{_CONNECT}[ \t]+)?{_CAP})+")
-_ACRONYM = re.compile(r"\b[A-Z][A-Z0-9\-]*[A-Z0-9]s?\b")
+# These two start "[A-Z](?<!\w\w)", which is "\b[A-Z]" (the capital is a word character,
+# so a boundary before it means no word character before it): a pattern that starts
+# with a character set lets the regex engine skip to the next capital, where a leading
+# \b tried every position (~7 us of a 60-word chunk's ~48 us of extraction).
+_NAME = re.compile(rf"[A-Z](?<!\w\w)[\w'’\-]*(?:[ \t]+(?:{_CONNECT}[ \t]+)?{_CAP})+")
+_ACRONYM = re.compile(r"[A-Z](?<!\w\w)[A-Z0-9\-]*[A-Z0-9]s?\b")
 
 _WORD = re.compile(r"\S+")
 _ANY_DIGIT = re.compile(r"\d")
@@ -366,7 +370,7 @@ class RuleExtractor:
         for m in _ACRONYM.finditer(text):
             word = m.group(0)
             core = word[:-1] if word.endswith("s") and word[:-1].isupper() else word
-            letters = sum(ch.isalpha() for ch in core)
+            letters = len(core) if core.isalpha() else sum(ch.isalpha() for ch in core)
             if letters < 2 or len(core) > 10 or core in _NOT_ACRONYMS or not core.isupper():
                 continue
             add(Entity(core, "acronym", canonical_key(core), word, m.start(), m.end()))

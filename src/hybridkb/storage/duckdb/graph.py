@@ -20,7 +20,8 @@ version bump, the id-list parameter and the bulk load.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from json.encoder import encode_basestring
 from typing import Any
 
 from ..base import Connection, EdgeRow, dump_props
@@ -56,6 +57,37 @@ _EDGE_PAYLOAD = (
     ("document_id", "VARCHAR"), ("chunk_id", "VARCHAR"),
 )  # fmt: skip
 _EDGE_KEYS = (("source", "VARCHAR"), ("target", "VARCHAR"), ("type", "VARCHAR"))
+
+
+def _one_shot_encoder() -> Callable[[dict[str, Any]], str] | None:
+    """dump_props's text without its per-call cost: ``JSONEncoder.encode`` builds a C
+    encoder for every dict (~0.9 us of the ~1.5 us a small one took, ~11 dicts a chunk).
+    This one is built once with the options dump_props's encoder passes it (no circular
+    check: a dict within itself fails as RecursionError instead, and then the text comes
+    from dump_props, which says so). None where Python has no C encoder."""
+    try:
+        from _json import make_encoder  # what json.encoder.c_make_encoder is
+    except ImportError:
+        return None
+    encode = make_encoder(None, str, encode_basestring, None, ": ", ", ", False, False, True)
+
+    def dump(props: dict[str, Any]) -> str:
+        return "".join(encode(props, 0))
+
+    return dump
+
+
+_ENCODE = _one_shot_encoder()
+
+
+def props_text(props: dict[str, Any] | None) -> str | None:
+    """:func:`~hybridkb.storage.base.dump_props`, the same text, built faster."""
+    if not props or _ENCODE is None:
+        return dump_props(props)
+    try:
+        return _ENCODE(props)
+    except RecursionError:
+        return dump_props(props)
 
 
 # A list parameter bound as one JSON text: DuckDB binds Python lists element by element
@@ -139,7 +171,7 @@ class DuckDBGraphSQL(GraphSQLBase):
             "workspace": [workspace] * n,
             "id": [r.id for _, r in pairs],
             "type": [r.type for _, r in pairs],
-            "properties": [dump_props(r.properties) for _, r in pairs],
+            "properties": [props_text(r.properties) for _, r in pairs],
             "collection_id": [collection_id] * n,
             "document_id": [d for d, _ in pairs],
             "chunk_id": [r.chunk_id for _, r in pairs],
@@ -155,7 +187,7 @@ class DuckDBGraphSQL(GraphSQLBase):
             "target": [r.target for _, r in pairs],
             "type": [r.type for _, r in pairs],
             "weight": [float(r.weight) for _, r in pairs],
-            "properties": [dump_props(r.properties) for _, r in pairs],
+            "properties": [props_text(r.properties) for _, r in pairs],
             "collection_id": [collection_id] * m,
             "document_id": [d for d, _ in pairs],
             "chunk_id": [r.chunk_id for _, r in pairs],
