@@ -526,3 +526,59 @@ def test_properties_holding_themselves_fail_as_dump_props_fails() -> None:
     with pytest.raises(ValueError) as now:
         props_text(props)
     assert str(now.value) == str(before.value)
+
+
+_ODD_PROPS: list[dict[str, Any] | None] = [
+    {"name": "x\x1fy\x1e\x00", "kind": "name"},
+    None,
+    {"surface": "“quoted” \\ € 日本 \u2028", "n": 2, "f": 0.1},
+    {},
+    {"nested": {"a": [1, None, "\x1f"]}},
+]
+
+
+def _write_odd_rows(path: Path) -> list[tuple[Any, ...]]:
+    from hybridkb.storage import open_storage
+    from hybridkb.storage.base import EdgeRow, NodeRow
+    from hybridkb.storage.duckdb.graph import DuckDBGraphSQL
+
+    storage = open_storage(str(path))
+    sql = DuckDBGraphSQL()
+    nodes = [NodeRow(f"n{i}", "entity", p or {}, f"c{i}") for i, p in enumerate(_ODD_PROPS)]
+    edges = [
+        EdgeRow(f"n{i}", "n0", "mentions", 1.5, p or {}, "c") for i, p in enumerate(_ODD_PROPS)
+    ]
+    per_doc = [("d1", nodes[:3], edges[:2]), ("d2", nodes[3:], edges[2:]), ("d3", [], [])]
+    try:
+        storage.transaction(sql.ensure_schema)
+        storage.transaction(lambda con: sql.replace_documents_many(con, "ws", 7, per_doc))
+        return sql_rows(
+            storage,
+            "SELECT 'n', workspace, id, type, properties::TEXT, collection_id, document_id, chunk_id,"
+            " NULL FROM hybridkb_graph_nodes UNION ALL SELECT 'e', workspace, source || '>' ||"
+            " target, type, properties::TEXT, collection_id, document_id, chunk_id, weight"
+            " FROM hybridkb_graph_edges ORDER BY ALL",
+        )
+    finally:
+        storage.close()
+
+
+def test_graph_rows_properties_travel_apart_and_land_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Properties go to DuckDB as one text split on a control character JSON always
+    escapes; each lands as dump_props wrote it (None as NULL), on its own row, as when
+    every column travelled in the one JSON (still the way when a text cannot be joined)."""
+    from hybridkb.storage.base import dump_props
+    from hybridkb.storage.duckdb import graph as duckdb_graph
+
+    apart = _write_odd_rows(tmp_path / "apart.duckdb")
+    monkeypatch.setattr(duckdb_graph, "joined_props", lambda texts: None)
+    together = _write_odd_rows(tmp_path / "together.duckdb")
+    assert apart == together
+    written = {(r[0], r[2].split(">")[0]): r[4] for r in apart}
+    for i, props in enumerate(_ODD_PROPS):
+        assert written["n", f"n{i}"] == dump_props(props)
+        assert written["e", f"n{i}"] == dump_props(props)
+    assert {r[1] for r in apart} == {"ws"} and {r[5] for r in apart} == {7}
+    assert duckdb_graph.joined_props(["{}", "x\x1fy"]) is None
