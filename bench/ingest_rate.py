@@ -29,7 +29,7 @@ The synthetic texts draw words (with their case, so names and acronyms reach the
 extractor) from SciFact's unigram distribution, in sentences of 8-20 words; without
 SciFact a fixed generated vocabulary stands in.
 
-Writes bench/results/ingest_rate.json (sections merge).
+Writes bench/results/ingest_rate.json (sections merge; ``--out`` names another file).
 """
 
 from __future__ import annotations
@@ -494,6 +494,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dir", default=tempfile.gettempdir(), help="where the files go")
     parser.add_argument("--tag", default="", help="a label for this run in the JSON")
     parser.add_argument(
+        "--out", default="ingest_rate", help="the results file, bench/results/<out>.json"
+    )
+    parser.add_argument(
         "--before", action="store_true", help="run each case first with before_knobs (A/B)"
     )
     args = parser.parse_args(argv)
@@ -516,8 +519,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         shutil.rmtree(folder, ignore_errors=True)
     label = f"{C.scale_label(args.chunks) if hasattr(C, 'scale_label') else args.chunks}"
     key = f"{args.chunks}{'-' + args.tag if args.tag else ''}"
-    C.write_json("ingest_rate", {key: results})
-    print(f"\nwrote bench/results/ingest_rate.json [{key}] ({label})")
+    C.write_json(args.out, {key: results})
+    print(f"\nwrote bench/results/{args.out}.json [{key}] ({label})")
     return 0
 
 

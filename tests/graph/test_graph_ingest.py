@@ -473,3 +473,124 @@ def test_new_documents_skip_the_graph_delete_that_replaced_ones_need(
         once.create_collection("notes").add_texts(final, ids=ids)
         assert _graph_rows(local(once)) == replaced
     assert {r[1] for r in replaced} >= set(ids)
+
+
+# The patterns as they were written before they started with a character set.
+_CAP = r"[A-Z][\w'’\-]*"
+_CONNECT = r"(?:of|and|for|the|on|in|to|de|van|von|der|la|du|&)"
+_MONTHS = (
+    "September|February|November|December|January|October|August|March|April|June|July"
+    "|Sept|Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec"
+)
+_BOUNDARY_PATTERNS = {
+    "_NAME": rf"\b{_CAP}(?:[ \t]+(?:{_CONNECT}[ \t]+)?{_CAP})+",
+    "_ACRONYM": r"\b[A-Z][A-Z0-9\-]*[A-Z0-9]s?\b",
+    "_ACRONYM_YEAR": r"\b([A-Z]{2,8})\s?((?:19|20)\d{2})\b",
+    "_SECTION": r"(?:\bss?\.\s?|\b[Ss]ections?\s+|\bss?\s(?=\d+[A-Za-z]?-\d))"
+    r"(\d+[A-Za-z]{0,2}(?:-\d+[A-Za-z]{0,2})?)((?:\(\w{1,4}\))*)",
+    "_DATE_ISO": r"\b((?:19|20)\d{2})-(\d{2})-(\d{2})\b",
+    "_DATE_DMY": rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+({_MONTHS})\.?,?\s+((?:19|20)\d{{2}})\b",
+    "_DATE_MDY": rf"\b({_MONTHS})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+((?:19|20)\d{{2}})\b",
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(_PIECES) | st.text("AZazsS019_-’'é É\tÜ.(", max_size=8), max_size=24)
+)
+def test_rules_match_where_a_word_boundary_starts_them(pieces: list[str]) -> None:
+    """ "X(?<!\\w\\w)" is "\\bX" for a word character X: the same matches, found faster."""
+    import re
+
+    text = " ".join(pieces)
+    for name, pattern in _BOUNDARY_PATTERNS.items():
+        now = [(m.span(), m.groups()) for m in getattr(extract, name).finditer(text)]
+        assert now == [(m.span(), m.groups()) for m in re.finditer(pattern, text)], name
+
+
+@pytest.mark.parametrize(
+    "props",
+    [
+        {"name": "Australian Taxation Office", "kind": "name"},
+        {"surface": "€300 — “quoted” \\ \u2028 \x00 日本"},
+        {"n": 1, "f": 1.5, "big": 1e300, "nan": float("nan"), "inf": float("-inf"), "t": True},
+        {"none": None, "list": [1, "a", None], "nested": {"deep": {"x": [{}]}}},
+        {"path": Path("/tmp/x"), "set": {1}, "tuple": (1, 2), 3: "int key"},
+        {},
+        None,
+    ],
+)
+def test_graph_properties_are_stored_as_dump_props_writes_them(props: Any) -> None:
+    from hybridkb.storage.base import dump_props
+    from hybridkb.storage.duckdb.graph import props_text
+
+    assert props_text(props) == dump_props(props)
+
+
+def test_properties_holding_themselves_fail_as_dump_props_fails() -> None:
+    from hybridkb.storage.base import dump_props
+    from hybridkb.storage.duckdb.graph import props_text
+
+    props: dict[str, Any] = {"a": 1}
+    props["self"] = props
+    with pytest.raises(ValueError) as before:
+        dump_props(props)
+    with pytest.raises(ValueError) as now:
+        props_text(props)
+    assert str(now.value) == str(before.value)
+
+
+_ODD_PROPS: list[dict[str, Any] | None] = [
+    {"name": "x\x1fy\x1e\x00", "kind": "name"},
+    None,
+    {"surface": "“quoted” \\ € 日本 \u2028", "n": 2, "f": 0.1},
+    {},
+    {"nested": {"a": [1, None, "\x1f"]}},
+]
+
+
+def _write_odd_rows(path: Path) -> list[tuple[Any, ...]]:
+    from hybridkb.storage import open_storage
+    from hybridkb.storage.base import EdgeRow, NodeRow
+    from hybridkb.storage.duckdb.graph import DuckDBGraphSQL
+
+    storage = open_storage(str(path))
+    sql = DuckDBGraphSQL()
+    nodes = [NodeRow(f"n{i}", "entity", p or {}, f"c{i}") for i, p in enumerate(_ODD_PROPS)]
+    edges = [
+        EdgeRow(f"n{i}", "n0", "mentions", 1.5, p or {}, "c") for i, p in enumerate(_ODD_PROPS)
+    ]
+    per_doc = [("d1", nodes[:3], edges[:2]), ("d2", nodes[3:], edges[2:]), ("d3", [], [])]
+    try:
+        storage.transaction(sql.ensure_schema)
+        storage.transaction(lambda con: sql.replace_documents_many(con, "ws", 7, per_doc))
+        return sql_rows(
+            storage,
+            "SELECT 'n', workspace, id, type, properties::TEXT, collection_id, document_id, chunk_id,"
+            " NULL FROM hybridkb_graph_nodes UNION ALL SELECT 'e', workspace, source || '>' ||"
+            " target, type, properties::TEXT, collection_id, document_id, chunk_id, weight"
+            " FROM hybridkb_graph_edges ORDER BY ALL",
+        )
+    finally:
+        storage.close()
+
+
+def test_graph_rows_properties_travel_apart_and_land_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Properties go to DuckDB as one text split on a control character JSON always
+    escapes; each lands as dump_props wrote it (None as NULL), on its own row, as when
+    every column travelled in the one JSON (still the way when a text cannot be joined)."""
+    from hybridkb.storage.base import dump_props
+    from hybridkb.storage.duckdb import graph as duckdb_graph
+
+    apart = _write_odd_rows(tmp_path / "apart.duckdb")
+    monkeypatch.setattr(duckdb_graph, "joined_props", lambda texts: None)
+    together = _write_odd_rows(tmp_path / "together.duckdb")
+    assert apart == together
+    written = {(r[0], r[2].split(">")[0]): r[4] for r in apart}
+    for i, props in enumerate(_ODD_PROPS):
+        assert written["n", f"n{i}"] == dump_props(props)
+        assert written["e", f"n{i}"] == dump_props(props)
+    assert {r[1] for r in apart} == {"ws"} and {r[5] for r in apart} == {7}
+    assert duckdb_graph.joined_props(["{}", "x\x1fy"]) is None

@@ -277,6 +277,33 @@ def test_batch_classifier_scores_are_py3langids_to_the_bit() -> None:
     assert batch.classify(texts) == [identifier.classify(t) for t in texts]
 
 
+class _SaysEnglish:
+    """A classifier that answers English, so a test sees which texts reach it."""
+
+    def classify(self, text: str) -> tuple[str, float]:
+        return "en", 1.0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(string.ascii_letters[:6] + "0123456789_ .,-'\t\n", max_size=40))
+def test_an_ascii_text_reaches_the_classifier_as_a_unicode_one_does(text: str) -> None:
+    """ASCII text counts its letters without the script regexes: fewer than 12 letters
+    (digits and underscores are none) is und, else the classifier decides, exactly as
+    for the same text with a dash that is no letter sending it the Unicode way."""
+    import hybridkb.text.analysis as analysis
+
+    saved = analysis._batch, analysis._identifier
+    analysis._batch, analysis._identifier = False, _SaysEnglish()
+    try:
+        letters = sum(ch.isalpha() for ch in text)
+        expected = "en" if letters >= 12 else "und"
+        assert detect_language(text) == expected
+        assert detect_language(text + "\u2014") == expected
+        assert detect_languages([text, text + "\u2014"]) == [expected, expected]
+    finally:
+        analysis._batch, analysis._identifier = saved
+
+
 _ASCII_PIECES = st.sampled_from(
     ["running", "Runs", "the", "C++", "c#", "s.40-880", "foo_bar", "e-mail", "3,14", "1,000",
      "p53", "ITAA1997", "a/b", "at&t", "x" * 130, "std::vec", "'quoted'", "--", ",", "_a_"]

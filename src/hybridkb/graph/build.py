@@ -246,11 +246,12 @@ def _add_sections(
 
 
 def _chunk_node(coll: CollectionRecord, doc: DocumentRecord, chunk: ChunkRecord) -> NodeRow:
+    flat = " ".join(chunk.text.split())  # once for both previews
     return NodeRow(
         chunk.chunk_id,
         CHUNK,
         {
-            "name": _preview(chunk.text, 60),
+            "name": _shortened(flat, 60),
             "collection": coll.name,
             "collection_id": coll.id,
             "document_id": doc.document_id,
@@ -258,7 +259,7 @@ def _chunk_node(coll: CollectionRecord, doc: DocumentRecord, chunk: ChunkRecord)
             "page": chunk.page,
             "section": chunk.section,
             "filename": chunk.filename,
-            "preview": _preview(chunk.text, PREVIEW_CHARS),
+            "preview": _shortened(flat, PREVIEW_CHARS),
         },
         chunk.chunk_id,
     )
@@ -289,8 +290,8 @@ def _add_mentions(
         )
 
 
-def _preview(text: str, limit: int) -> str:
-    flat = " ".join(text.split())
+def _shortened(flat: str, limit: int) -> str:
+    """A text whose whitespace runs are single spaces, cut to ``limit`` characters."""
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 

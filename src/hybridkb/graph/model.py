@@ -8,6 +8,7 @@ document's is ``storage.base.document_node_id(collection_id, document_id)``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import unicodedata
@@ -62,8 +63,11 @@ EDGE_RESERVED = frozenset({"source", "target", "type", "weight"})
 _SLUG = re.compile(r"[^\w.\-/]+", re.UNICODE)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def slug(text: str) -> str:
-    """Lower-case, NFKC, whitespace runs -> '-': the comparable form of a name."""
+    """Lower-case, NFKC, whitespace runs -> '-': the comparable form of a name.
+
+    Remembered: ingest slugs every entity mention (~3 a chunk), and names repeat."""
     clean = unicodedata.normalize("NFKC", text).casefold().strip()
     return _SLUG.sub("-", clean).strip("-")
 

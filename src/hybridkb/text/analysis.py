@@ -413,8 +413,19 @@ def _batch_classifier() -> Any:
     return _batch or None
 
 
+# Every ASCII character _NON_LETTER removes: all but A-Z and a-z.
+_ASCII_NON_LETTERS = bytes(c for c in range(128) if not chr(c).isalpha())
+
+
 def _by_script(sample: str) -> str | None:
     """The code the script rules decide for a sample, or None to ask the classifier."""
+    if sample.isascii():
+        # No Han, Kana or Hangul; the letters are A-Z and a-z, counted by one C call
+        # (the regexes below took ~20 us of a 60-word text's ~100 us detection).
+        count = len(sample.encode("ascii").translate(None, _ASCII_NON_LETTERS))
+        if not count:
+            return UNDETERMINED
+        return UNDETERMINED if count < _MIN_DETECT_LETTERS else None
     letters = _NON_LETTER.sub("", sample)
     if not letters:
         return UNDETERMINED

@@ -178,8 +178,12 @@ def load_identifier() -> Any:
 
 # -- many texts at once ---------------------------------------------------------------
 
-# Texts walked side by side through the tokenizer's automaton (bytes held: GROUP x longest).
-WALK_GROUP = 256
+# Texts walked side by side through the tokenizer's automaton: as many as fit WALK_CELLS
+# (a group holds its count x its longest text's bytes, 9 bytes each: ~4.5 MB), at most
+# WALK_GROUP. Each byte column is a few numpy calls whatever the group's size, so short
+# texts walk in bigger groups: 60-word texts ~54 us a text in groups of 1024, ~66 in 256.
+WALK_GROUP = 1024
+WALK_CELLS = 256 * 2048
 # float16 bit pattern -> float32 value: numpy's own float16 cast cost ~75 us per text
 # (255 features x 142 languages), this lookup ~15 us; the values are the same (exact).
 _HALF_TO_FLOAT = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
@@ -220,11 +224,15 @@ class BatchClassifier:
         out: list[tuple[str, float]] = [("", 0.0)] * len(encoded)
         order = sorted(range(len(encoded)), key=lambda i: -len(encoded[i]))
         with self.lock:
-            for start in range(0, len(order), WALK_GROUP):
-                group = order[start : start + WALK_GROUP]
+            start = 0
+            while start < len(order):
+                longest = max(len(encoded[order[start]]), 1)
+                group = order[start : start + max(1, min(WALK_GROUP, WALK_CELLS // longest))]
+                start += len(group)
                 counted = self._counts(self._walk([encoded[i] for i in group]))
-                for i, (features, counts) in zip(group, counted, strict=True):
-                    out[i] = self._decide(features, counts, len(encoded[i]))
+                decided = self._decide_all(counted, [len(encoded[i]) for i in group])
+                for i, found in zip(group, decided, strict=True):
+                    out[i] = found
         return out
 
     def _walk(self, texts: list[bytes]) -> np.ndarray:
@@ -276,12 +284,48 @@ class BatchClassifier:
         table = self.identifier.nb_ptc
         if table.dtype != np.float16:
             return np.asarray(table[idx], dtype=np.float32)
+        self._convert(idx)
+        rows: np.ndarray = self.converted[idx]
+        return rows
+
+    def _convert(self, idx: np.ndarray) -> None:
+        """Convert the float16 rows ``idx`` of the feature table not converted yet."""
+        table = self.identifier.nb_ptc
         fresh = idx[~self.done[idx]]
         if len(fresh):
             self.converted[fresh] = _HALF_TO_FLOAT[table[fresh].view(np.uint16)]
             self.done[fresh] = True
-        rows: np.ndarray = self.converted[idx]
-        return rows
+
+    def _decide_all(
+        self, counted: list[tuple[np.ndarray, np.ndarray]], lengths: list[int]
+    ) -> list[tuple[str, float]]:
+        """:meth:`_decide` of a group's texts: each text's scores from its own product
+        (the same float32 sums as py3langid's), then the scaling, softmax, aliases and
+        best label for the group's rows at once, elementwise and row by row as
+        :meth:`_decide` does them one text at a time (its numpy calls were ~35 us a text)."""
+        ident = self.identifier
+        if not counted or not ident._norm_probs or ident.nb_ptc.dtype != np.float16:
+            return [self._decide(f, c, n) for (f, c), n in zip(counted, lengths, strict=True)]
+        self._convert(np.concatenate([f for f, _ in counted]).astype(np.intp))
+        scores = np.empty((len(counted), len(ident.nb_classes)), dtype=np.float32)
+        for r, (features, counts) in enumerate(counted):
+            if len(features):
+                weights = np.log1p(counts.astype(np.float32))
+                scores[r] = weights @ self.converted[features.astype(np.intp)] + ident.nb_pc
+            else:
+                scores[r] = 0.0
+        # float32 factors: what multiplying by the Python float did (NEP 50: weak scalar).
+        scale = np.array([1.0 / math.sqrt(n or 1) for n in lengths], dtype=np.float32)
+        scores *= scale[:, None]
+        np.exp(scores - scores.max(axis=1, keepdims=True), out=scores)
+        scores /= scores.sum(axis=1, keepdims=True)
+        for i, j in ident._alias_pairs:
+            scores[:, i] += scores[:, j]
+            scores[:, j] = 0.0
+        best = scores.argmax(axis=1)
+        top = scores[np.arange(len(best)), best].tolist()
+        classes = ident.nb_classes
+        return [(str(classes[b]), c) for b, c in zip(best.tolist(), top, strict=True)]
 
     def _decide(self, features: np.ndarray, counts: np.ndarray, length: int) -> tuple[str, float]:
         """py3langid's ``_decide`` and ``classify`` on the feature counts of one text."""
