@@ -29,7 +29,14 @@ The synthetic texts draw words (with their case, so names and acronyms reach the
 extractor) from SciFact's unigram distribution, in sentences of 8-20 words; without
 SciFact a fixed generated vocabulary stands in.
 
-Writes bench/results/ingest_rate.json (sections merge; ``--out`` names another file).
+The storage case also records each put_documents call (``slices``: its wall and CPU
+seconds, and every thread's CPU so far), so a cost that grows with what is stored shows
+as a rising column, and the CPU per chunk of generating the records (pure Python, the
+same work at any scale): a control for how much the machine's load inflated the run.
+``--profile FILE`` writes a cProfile of the put_documents calls.
+
+Writes bench/results/ingest_rate.json, or ``--out NAME``.json (sections merge;
+``--results`` is the same flag).
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE] 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import argparse
+import cProfile
 import gc
 import hashlib
 import re
@@ -212,8 +220,9 @@ def stage_timers(storage: Any, embedder: Any | None) -> Iterator[Stages]:
 
 class ThreadCPU:
     """CPU seconds per thread name, sampled from /proc/self/task (Linux) every half second:
-    the vector graph's background inserts and DuckDB's own workers (threads Python did not
-    start: "other") show apart from the caller's thread. A thread that ends between two
+    the vector graph's background inserts and the native threads (Python did not start
+    them: "other", both DuckDB's workers and usearch's insert threads, which the graph's
+    batches of more than 256 rows start) show apart from the caller's thread. A thread that ends between two
     samples loses its last half second; what no sample saw is reported as unattributed."""
 
     def __init__(self) -> None:
@@ -240,7 +249,7 @@ class ThreadCPU:
     def _sample(self) -> None:
         names = {t.native_id: t.name.split("_")[0] for t in threading.enumerate()}
         for tid, cpu in self._read().items():
-            name = names.get(tid) or self.last.get(tid, ("other (DuckDB workers)", 0.0))[0]
+            name = names.get(tid) or self.last.get(tid, ("other (native: DuckDB, usearch)", 0.0))[0]
             self.last[tid] = (name, cpu)
 
     def _run(self) -> None:
@@ -256,6 +265,15 @@ class ThreadCPU:
         self._stop.set()
         self._thread.join()
         self._sample()
+
+    def now(self) -> dict[str, float]:
+        """CPU seconds per thread name since the start, sampled now (per-slice deltas)."""
+        self._sample()
+        by_name: dict[str, float] = defaultdict(float)
+        for tid, (name, cpu) in self.last.items():
+            if name != "bench-sampler":
+                by_name[name] += cpu - self.start.get(tid, 0.0)
+        return by_name
 
     def summary(self, total_cpu: float) -> dict[str, float]:
         by_name: dict[str, float] = defaultdict(float)
@@ -378,7 +396,46 @@ def without_generation(threads: dict[str, float], gen_cpu: float) -> dict[str, f
     return threads
 
 
-def storage_case(n: int, folder: Path) -> dict[str, Any]:
+@contextmanager
+def profiling(profiler: Any | None) -> Iterator[None]:
+    """cProfile around a block when ``--profile`` asked for it."""
+    if profiler is None:
+        yield
+        return
+    profiler.enable()
+    try:
+        yield
+    finally:
+        profiler.disable()
+
+
+def slice_row(
+    chunks: int, wall0: float, cpu0: float, caller0: float, threads: ThreadCPU, gen_cpu: float
+) -> dict[str, Any]:
+    """One put_documents call: its wall and CPU seconds (process and calling thread) and
+    every thread's CPU seconds so far (the graph's inserts run behind the calls), so a
+    cost that grows with what is stored shows as a rising column."""
+    so_far = threads.now()
+    if "MainThread" in so_far:
+        so_far["MainThread"] -= gen_cpu
+    return {
+        "chunks": chunks,
+        "wall_s": round(time.perf_counter() - wall0, 3),
+        "cpu_s": round(time.process_time() - cpu0, 3),
+        "caller_cpu_s": round(time.thread_time() - caller0, 3),
+        "threads_cpu_so_far": {k: round(v, 2) for k, v in so_far.items()},
+        "load": C.loadavg()[0],
+    }
+
+
+def graph_pending(storage: Any, collection_id: int) -> int | None:
+    """Rows the collection's vector graph does not hold yet (None: no indexes in memory)."""
+    held = getattr(storage, "derived", None)
+    found = held.indexes.get(collection_id) if held is not None else None
+    return None if found is None else int(found.vector.pending)
+
+
+def storage_case(n: int, folder: Path, profile: str = "") -> dict[str, Any]:
     """Storage.put_documents of precomputed rows: the storage layer alone."""
     texts = synthetic_texts(n, seed=37)
     storage = open_storage(str(folder / "storage.duckdb"), lock_timeout=120)
@@ -393,6 +450,8 @@ def storage_case(n: int, folder: Path) -> dict[str, Any]:
     rng = np.random.default_rng(5)
     load0 = C.loadavg()
     gen_cpu = 0.0
+    slices: list[dict[str, Any]] = []
+    profiler = cProfile.Profile() if profile else None
     with stage_timers(storage, None) as st, ThreadCPU() as threads:
         wall0, cpu0 = time.perf_counter(), time.process_time()
         gen_wall = 0.0
@@ -403,22 +462,40 @@ def storage_case(n: int, folder: Path) -> dict[str, Any]:
             )
             gen_wall += time.perf_counter() - g0
             gen_cpu += time.thread_time() - gc0
-            storage.put_documents(rec, items)
-            done = start + STORAGE_CALL_CHUNKS
+            s0, sc0, sm0 = time.perf_counter(), time.process_time(), time.thread_time()
+            with profiling(profiler):
+                storage.put_documents(rec, items)
+            slices.append(
+                slice_row(start + len(items) * CHUNKS_PER_DOC, s0, sc0, sm0, threads, gen_cpu)
+            )
             print(
-                f"  storage: {min(done, n):,} chunks, "
-                f"{time.perf_counter() - wall0 - gen_wall:.0f} s wall in put_documents "
-                f"(load {C.loadavg()[0]})",
+                f"  storage: {slices[-1]['chunks']:,} chunks, "
+                f"{time.perf_counter() - wall0 - gen_wall:.0f} s wall in put_documents; "
+                f"this call {slices[-1]['cpu_s']:.2f} CPU-s, its thread "
+                f"{slices[-1]['caller_cpu_s']:.2f} (load {C.loadavg()[0]})",
                 flush=True,
             )
         wall = time.perf_counter() - wall0 - gen_wall
         cpu = time.process_time() - cpu0 - gen_cpu
-    close0 = time.perf_counter()
+    pending = graph_pending(storage, rec.id)
+    close0, close_cpu0 = time.perf_counter(), time.process_time()
     storage.close()
+    close_wall, close_cpu = time.perf_counter() - close0, time.process_time() - close_cpu0
+    if profiler is not None:
+        profiler.dump_stats(profile)
     return {
         **_rates(n, wall, cpu),
-        "close_wall_s": round(time.perf_counter() - close0, 1),
+        "close_wall_s": round(close_wall, 1),
+        "close_cpu_s": round(close_cpu, 1),
+        # Pure Python, the same work per chunk at any scale: a control for how much the
+        # machine's load inflated this run's CPU seconds.
         "generate_cpu_s": round(gen_cpu, 1),
+        "generate_cpu_ms_per_chunk": round(1000 * gen_cpu / n, 4) if n else None,
+        # Rows the vector graph did not hold yet when the load ended: its background
+        # inserts stop at close and go on in the next process that opens the file
+        # (searched exactly meanwhile), so their CPU is not in the figures above.
+        "graph_pending_at_end": pending,
+        "slices": slices,
         "stages_cpu": st.summary(),
         "threads_cpu": without_generation(threads.summary(cpu + gen_cpu), gen_cpu),
         "load_before": load0,
@@ -471,6 +548,8 @@ def report(case: str, r: dict[str, Any]) -> None:
     for stage, v in r["stages_cpu"].items():
         print(f"  {stage:<42} {v['cpu_s']:>8.2f} CPU-s  {v['calls']:>8} calls")
     print("  CPU-s by thread: " + ", ".join(f"{k} {v}" for k, v in r["threads_cpu"].items()))
+    if r.get("graph_pending_at_end") is not None:
+        print(f"  vector graph: {r['graph_pending_at_end']:,} rows still pending at the end")
 
 
 def run_case(case: str, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
@@ -478,7 +557,7 @@ def run_case(case: str, args: argparse.Namespace, folder: Path) -> dict[str, Any
     if case == "pipeline":
         r = pipeline_case(args.chunks, args.call, folder)
     elif case == "storage":
-        r = storage_case(args.chunks, folder)
+        r = storage_case(args.chunks, folder, args.profile)
     else:
         raise SystemExit(f"--case: unknown {case!r}; use pipeline, storage")
     shutil.rmtree(folder, ignore_errors=True)
@@ -494,7 +573,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dir", default=tempfile.gettempdir(), help="where the files go")
     parser.add_argument("--tag", default="", help="a label for this run in the JSON")
     parser.add_argument(
-        "--out", default="ingest_rate", help="the results file, bench/results/<out>.json"
+        "--out",
+        "--results",
+        dest="out",
+        default="ingest_rate",
+        help="bench/results/<this>.json (sections merge)",
+    )
+    parser.add_argument(
+        "--profile", default="", help="storage case: cProfile the put_documents calls to this file"
     )
     parser.add_argument(
         "--before", action="store_true", help="run each case first with before_knobs (A/B)"

@@ -44,6 +44,14 @@ CREATION_PROBE_BYTES = 1 << 20
 # A crash replays at most this much WAL at the next open (~10 s for 250 MB).
 CHECKPOINT_THRESHOLD = "256MB"
 
+# Compression DuckDB must not try on a writer's checkpoints. ALPRD is what it picks for
+# embedding floats (full-entropy mantissas), and on them it costs more than it saves:
+# 240k normalised 384-d vectors took 1,680 blocks with it, 1,460 without (stored plain),
+# and a checkpoint of 120k of them about twice the CPU (bench/ingest_rate.py --case
+# storage: the checkpoint every ~120k chunks was the write path's biggest cost at 1M).
+# Chimp and Patas are its older float codecs; ALP (decimal-like values) stays.
+DISABLED_COMPRESSION = "alprd,chimp,patas"
+
 LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.+?) \(PID (\d+)\)")
 
 
@@ -89,6 +97,7 @@ def open_duckdb(
             con.execute("SET enable_progress_bar = false")
             if not read_only:
                 con.execute(f"SET checkpoint_threshold = '{CHECKPOINT_THRESHOLD}'")
+                con.execute(f"SET disabled_compression_methods = '{DISABLED_COMPRESSION}'")
             return con
         except duckdb.IOException as exc:
             text = str(exc)
