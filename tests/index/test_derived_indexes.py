@@ -331,3 +331,42 @@ def test_an_index_built_in_small_term_slices_finds_what_one_slice_finds(
     assert len(sliced.keyword) == len(whole.keyword) == 40
     for query in (["lemur"], ["gecko", "desert"], ["madagascar"]):
         assert sliced.keyword.search(query, 50) == whole.keyword.search(query, 50)
+
+
+def test_graph_rows_inserted_after_a_load_are_saved_at_the_next_save(tmp_path: Path) -> None:
+    """A bulk load leaves rows its graph did not hold yet; the next process inserts them in
+    the background. What it inserted must reach the snapshot when that process saves (at
+    close), not be done again by every process that opens the file."""
+    first, rows = 600, 4000
+    rng = np.random.default_rng(5)
+    keys = np.arange(1, rows + 1, dtype=np.int64)
+    vectors = rng.standard_normal((rows, 16)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    keyword = KeywordIndex()
+    keyword.add(keys.tolist(), [["term"]] * rows)
+    vector = VectorIndex(16, hnsw_threshold=300, defer_graph=True)
+    vector.add(keys[:first], vectors[:first])  # a graph built and checked on this machine
+    vector.wait_for_graph()
+    vector.wait_for_audit()
+    vector.stop()  # then a bulk add whose writer closed before its background inserts
+    vector.add(keys[first:], vectors[first:])
+    written = derived.CollectionIndexes(keyword, vector, 4)
+    derived.save_snapshot(tmp_path, 1, written)
+    pending = rows - first
+    assert vector.pending == pending and written.saved_generation == 4
+
+    # Not deferred: the graph catches up while loading (a deferred one does it in a
+    # background thread, and a process may close part-way: the same check applies).
+    loaded = derived.load_snapshot(tmp_path, 1, generation=4, chunks=rows)
+    assert loaded is not None and loaded.vector.pending == 0
+    # The same recall decisions as the file's (same machine, a graph checked before):
+    # only the rows inserted since tell that the file is behind.
+    assert derived.recall_decisions(loaded.vector) == loaded.on_disk[1]  # type: ignore[index]
+    assert loaded.saved_generation == -1  # holds what the file does not: Derived.save() writes it
+    derived.save_snapshot(tmp_path, 1, loaded)
+    assert loaded.saved_generation == 4
+
+    again = derived.load_snapshot(tmp_path, 1, generation=4, chunks=rows, defer_graph=True)
+    assert again is not None and again.vector.pending_in_file == 0
+    assert again.saved_generation == 4
+    assert again.vector.search(vectors[3000], 1)[0][0] == keys[3000]

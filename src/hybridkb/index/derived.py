@@ -51,17 +51,24 @@ class CollectionIndexes:
     generation: int
     # The generation and the recall decisions of the snapshot on disk, once saved or loaded.
     on_disk: tuple[int, dict[str, Any] | None] | None = field(default=None, repr=False)
+    # Rows its graph did not hold yet (inserted since by this process's background thread).
+    pending_on_disk: int = field(default=0, repr=False)
 
     @property
     def saved_generation(self) -> int:
         """The generation of the snapshot on disk, or -1 when it no longer holds what
         memory does: never saved, or the vector index changed its recall decisions since
         (a wider beam or the exact scan after checking the queries it served, or a check
-        after a move to another CPU). Saving those spares every later process the check:
-        2.5 s at 100k chunks at each start on a machine the snapshot was not built on."""
+        after a move to another CPU), or its graph now holds rows the snapshot's did not.
+        Saving those spares every later process the check (2.5 s at 100k chunks at each
+        start on a machine the snapshot was not built on) and the inserts: after a bulk
+        load of 1M chunks most of the graph is still to build, and each process that
+        opened the file built it again in memory and threw it away."""
         if self.on_disk is None:
             return -1
         generation, decisions = self.on_disk
+        if self.vector.pending < self.pending_on_disk:
+            return -1
         return generation if decisions == recall_decisions(self.vector) else -1
 
     def apply(
@@ -200,6 +207,9 @@ def save_snapshot(folder: Path, collection_id: int, indexes: CollectionIndexes) 
     if not (unchanged and paths["keyword"].exists()):
         indexes.keyword.save(paths["keyword"])
     decisions = recall_decisions(indexes.vector)
+    # Read before the save: the background inserts only shrink it, so a later count
+    # below this one is progress the file may not hold (at worst saved once more).
+    pending = indexes.vector.pending
     indexes.vector.save(paths["vector"])
     meta = {
         "generation": indexes.generation,
@@ -214,6 +224,7 @@ def save_snapshot(folder: Path, collection_id: int, indexes: CollectionIndexes) 
     tmp.write_text(json.dumps(meta), encoding="utf-8")
     os.replace(tmp, paths["meta"])
     indexes.on_disk = (indexes.generation, decisions)
+    indexes.pending_on_disk = pending
 
 
 def load_snapshot(
@@ -240,7 +251,13 @@ def load_snapshot(
         return None
     # A meta without "recall" (written before it was kept) counts as changed: saved once.
     recall = meta.get("recall")
-    return CollectionIndexes(keyword, vector, generation, on_disk=(generation, recall))
+    return CollectionIndexes(
+        keyword,
+        vector,
+        generation,
+        on_disk=(generation, recall),
+        pending_on_disk=vector.pending_in_file,
+    )
 
 
 def drop_snapshot(folder: Path, collection_id: int) -> None:

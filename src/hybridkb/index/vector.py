@@ -99,6 +99,10 @@ class VectorIndex(GraphBuilding):
         ValueError: On a non-positive dimension, unknown quantization or negative threshold.
     """
 
+    # Rows the loaded file's graph did not hold (0 for an index built here): what was
+    # inserted since is progress a save keeps (derived.CollectionIndexes.saved_generation).
+    pending_in_file = 0
+
     # -- writes ----------------------------------------------------------------------
 
     def add(self, keys: np.ndarray, vectors: np.ndarray) -> None:
@@ -381,6 +385,7 @@ class VectorIndex(GraphBuilding):
             raise ValueError("graph does not match the header")
         self._hnsw = graph
         self._pending = np.array(pending)  # owned: it shrinks as the graph catches up
+        self.pending_in_file = len(pending)
         self._fresh_graph = bool(header.get("fresh_graph", False))
         self._graph_scale = float(header["graph_scale"])
         self.beam_factor = int(header.get("beam_factor") or 1)

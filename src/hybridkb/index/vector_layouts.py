@@ -288,7 +288,11 @@ class VectorLayouts:
         ``allowed`` is a sorted array of permitted keys (some may be absent), or None.
         """
         graph = cast(Graph, self._hnsw)
-        if len(self._pending) * 2 >= self._rows.n:
+        # Read before the graph is searched: the background inserts move rows from the
+        # pending keys into the graph (a new array each time), and a row moved between
+        # the graph search and a later read would be in neither.
+        pending = self._pending
+        if len(pending) * 2 >= self._rows.n:
             # The graph holds few of the rows yet (a bulk load it is catching up with).
             if allowed is None:
                 return self._scan_all(q_enc, pool)
@@ -310,7 +314,8 @@ class VectorLayouts:
                 at = np.minimum(np.searchsorted(allowed, keys), len(allowed) - 1)
                 keys = keys[allowed[at] == keys]
             if len(keys) >= want:
-                return self._with_pending(q_enc, pool, self._rescore(q_enc, keys, want), allowed)
+                found = self._rescore(q_enc, keys, want)
+                return self._with_pending(q_enc, pool, found, pending, allowed)
             if count >= n:
                 break
             count *= 4
@@ -325,14 +330,20 @@ class VectorLayouts:
         q_enc: np.ndarray,
         pool: int,
         found: tuple[np.ndarray, np.ndarray],
+        pending: np.ndarray,
         allowed: np.ndarray | None,
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The graph's hits and the exact scores of the (permitted) pending rows, best ``pool``."""
-        keys = self._pending
+        """The graph's hits and the exact scores of the (permitted) ``pending`` rows (sorted
+        keys, read before the graph was searched), best ``pool``; a row the graph took
+        meanwhile is kept once, scored as a pending row."""
+        keys = pending
         if allowed is not None:
             keys = keys[np.isin(keys, allowed, assume_unique=True)]
         if not len(keys):
             return found
+        at_pending = np.minimum(np.searchsorted(keys, found[0]), len(keys) - 1)
+        fresh = keys[at_pending] != found[0]
+        found = (found[0][fresh], found[1][fresh])
         f = self._rows
         at = f.lookup(keys)
         rows, scores = scan(f.rows[at], f.inv_norms[at], q_enc, pool, self.quantization, self.dim)
