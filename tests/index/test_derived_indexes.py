@@ -188,14 +188,20 @@ def test_a_snapshot_of_an_older_format_is_rebuilt_not_read(tmp_path: Path) -> No
 # -- the vector index's recall decisions are saved with the snapshot --------------------
 
 
-def _graph_indexes(generation: int = 3, rows: int = 300) -> derived.CollectionIndexes:
-    """Indexes whose vector index is a graph (HNSW) that checked its own recall."""
-    rng = np.random.default_rng(0)
+def _rows(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray, KeywordIndex]:
+    """Keys 1..rows, random 16-d unit rows, and a keyword index holding each key once."""
+    rng = np.random.default_rng(seed)
     keys = np.arange(1, rows + 1, dtype=np.int64)
     vectors = rng.standard_normal((rows, 16)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     keyword = KeywordIndex()
     keyword.add(keys.tolist(), [["term"]] * rows)
+    return keys, vectors, keyword
+
+
+def _graph_indexes(generation: int = 3, rows: int = 300) -> derived.CollectionIndexes:
+    """Indexes whose vector index is a graph (HNSW) that checked its own recall."""
+    keys, vectors, keyword = _rows(rows, seed=0)
     vector = VectorIndex(16, hnsw_threshold=rows // 2)
     vector.add(keys, vectors)
     assert vector.layout == "hnsw" and vector.recall_report()["verified_recall"] is not None
@@ -338,12 +344,7 @@ def test_graph_rows_inserted_after_a_load_are_saved_at_the_next_save(tmp_path: P
     the background. What it inserted must reach the snapshot when that process saves (at
     close), not be done again by every process that opens the file."""
     first, rows = 600, 4000
-    rng = np.random.default_rng(5)
-    keys = np.arange(1, rows + 1, dtype=np.int64)
-    vectors = rng.standard_normal((rows, 16)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    keyword = KeywordIndex()
-    keyword.add(keys.tolist(), [["term"]] * rows)
+    keys, vectors, keyword = _rows(rows, seed=5)
     vector = VectorIndex(16, hnsw_threshold=300, defer_graph=True)
     vector.add(keys[:first], vectors[:first])  # a graph built and checked on this machine
     vector.wait_for_graph()
