@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from json import encoder as json_encoder
 from json.encoder import encode_basestring
 from typing import Any
 
@@ -65,9 +66,9 @@ def _one_shot_encoder() -> Callable[[dict[str, Any]], str] | None:
     This one is built once with the options dump_props's encoder passes it (no circular
     check: a dict within itself fails as RecursionError instead, and then the text comes
     from dump_props, which says so). None where Python has no C encoder."""
-    try:
-        from _json import make_encoder  # what json.encoder.c_make_encoder is
-    except ImportError:
+    # None where CPython's C accelerator is missing (typeshed does not declare it).
+    make_encoder = getattr(json_encoder, "c_make_encoder", None)
+    if make_encoder is None:
         return None
     encode = make_encoder(None, str, encode_basestring, None, ": ", ", ", False, False, True)
 
