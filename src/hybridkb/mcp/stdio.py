@@ -43,7 +43,7 @@ from typing import IO, TYPE_CHECKING, Any
 from .. import __version__
 from ..agents.render import render_error
 from ..errors import KBError
-from ..lifecycle import EXIT_WAIT_SECONDS, join_background, start_background
+from ..lifecycle import EXIT_WAIT_SECONDS, join_background, raise_if_stopped, start_background
 from ..limits import MAX_DOCUMENTS_CHARS
 from .calls import PendingCalls
 from .jsonrpc import (
@@ -437,6 +437,12 @@ def _next(
             return requests.get(timeout=SIGNAL_CHECK_SECONDS)
         except queue.Empty:
             continue
+        except RuntimeError:
+            # A stop signal's exception (stop_on_signals) raised inside the queue's
+            # condition, between its lock's release and re-acquire, surfaces as "release
+            # unlocked lock" instead: the server then exited 1, not as the signal asked.
+            raise_if_stopped()
+            raise
 
 
 def serve_stdio(

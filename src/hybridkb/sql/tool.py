@@ -190,11 +190,18 @@ class SQLEngine:
         out = bytearray()
         while len(out) < size:
             left = deadline - time.monotonic()
-            ready = select.select([fd], [], [], max(left, 0))[0] if left > 0 else []
+            try:
+                ready = select.select([fd], [], [], max(left, 0))[0] if left > 0 else []
+                chunk = os.read(fd, size - len(out)) if ready else b""
+            except (OSError, ValueError) as exc:
+                # stop() from another thread (a server closing, a caller giving up) closed
+                # the pipe this call was reading: EBADF here, not a traceback.
+                raise BackendError(
+                    "sql: the query engine was stopped during the query; send it again"
+                ) from exc
             if not ready:
                 self.stop()
                 raise QueryTimedOut
-            chunk = os.read(fd, size - len(out))
             if not chunk:
                 self.stop()
                 raise BackendError(
