@@ -20,6 +20,7 @@ import duckdb
 from ...embedders import Embedder, recipe_of, validate_vectors
 from ...errors import BackendError, ConfigError
 from ...index.derived import drop_snapshot, snapshot_paths
+from ...lifecycle import raise_if_stopped
 from ...text.chunking import contextual_text
 from ..base import CollectionHealth, CollectionRecord, Finding
 from ..boundary import driver_errors, first_line
@@ -296,6 +297,9 @@ def reembed_collection(
 
     done = 0
     while True:
+        # A stop the driver swallowed (DuckDB takes SIGINT/SIGTERM's interrupt for its
+        # query's) still ends the re-embedding here, before the switch: the old vectors stay.
+        raise_if_stopped()
         with engine.lock:
             rows = pending(con, batch)
         if not rows:
