@@ -44,10 +44,6 @@ class TextColumn:
         self.data += value.encode("utf-8", "surrogatepass")
         self.ends.append(len(self.data))
 
-    def get(self, i: int) -> str:
-        start = self.ends[i - 1] if i else 0
-        return self.data[start : self.ends[i]].decode("utf-8", "surrogatepass")
-
     @property
     def nbytes(self) -> int:
         return len(self.data) + self.ends.itemsize * len(self.ends)
@@ -79,9 +75,6 @@ class RepeatedColumn:
             self.values.append(value)
             self.value_bytes += deep_size(value) + DISTINCT_OVERHEAD_BYTES
         self.codes.append(code)
-
-    def get(self, i: int) -> Any:
-        return self.values[self.codes[i]]
 
     def finish(self) -> None:
         """Drop the build-time index (only ``get`` is needed from now on)."""
