@@ -972,6 +972,8 @@ def self_check_line(report: dict[str, Any]) -> str:
         if not report["exact_only"]:
             return "exact scan (below the HNSW threshold)"
         return f"exact scan: the graph fell back ({measured}, at the widest beam)"
+    if report.get("held_back"):
+        return f"exact scan: the graph is held back until served queries decide ({measured})"
     return (
         f"graph, beam {report['expansion_search']} ({report['beam_factor']}x), {measured}, "
         f"kernel {report['kernel']}"

@@ -413,22 +413,121 @@ def test_a_built_graph_measures_its_recall(graph: Filled) -> None:
     assert index.built_on is not None and set(index.built_on) == {"usearch", "isa", "machine"}
 
 
-def test_low_recall_widens_the_beam_then_falls_back_to_the_exact_scan(
+def serve(index: VectorIndex, queries: np.ndarray) -> None:
+    """Serve ``queries`` (unfiltered searches) and wait for the audit they start."""
+    for query in queries:
+        index.search(query, 10)
+    index.wait_for_audit(timeout=60)
+
+
+def test_a_graph_that_misses_on_its_sample_is_held_back_and_dropped_if_served_queries_miss(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A deliberately broken search (beam 1, one neighbour per node) stands in for a
-    graph that does not reach its recall on some CPU: the index must notice and scan."""
+    """A deliberately broken search (beam 1, two links per node) stands in for a graph
+    that does not reach its recall on some CPU: the index notices on its sample, scans
+    exactly meanwhile, and drops the graph once the queries served miss too."""
     bad_graph(monkeypatch)
-    with pytest.warns(RuntimeWarning, match="searching exactly instead"):
-        index, keys, vectors = filled(1500, quantization="i8", hnsw_threshold=400, seed=3)
-    assert index.layout == "flat" and index.exact_only
+    index, keys, vectors = filled(1500, quantization="i8", hnsw_threshold=400, seed=3)
+    assert index.layout == "hnsw" and index.held_back and not index.exact_only
     assert index.verified_recall is not None and index.verified_recall < 0.98
-    query = unit_rows(1, seed=30)[0]
     flat = VectorIndex(DIM, quantization="i8", hnsw_threshold=10**9)
     flat.add(keys, vectors)
-    assert index.search(query, 10) == flat.search(query, 10)  # the exact scan again
+    queries = unit_rows(recall_module.AUDIT_QUERIES, seed=30)
+    assert index.search(queries[0], 10) == flat.search(queries[0], 10)  # exact meanwhile
+    allowed = keys[::2]
+    assert index.search(queries[0], 10, allowed=allowed) == flat.search(
+        queries[0], 10, allowed=allowed
+    )
+    with pytest.warns(RuntimeWarning, match="on the served queries"):
+        serve(index, queries)
+    assert index.layout == "flat" and index.exact_only and not index.held_back
+    assert index.search(queries[1], 10) == flat.search(queries[1], 10)  # the exact scan again
     index.add(np.arange(10**6, 10**6 + 600), unit_rows(600, seed=31))
     assert index.layout == "flat"  # no new graph is built past the threshold
+
+
+def sample_missed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the seeded sample unreachable (its exact answers are keys no graph holds): a
+    stand-in for a sample far harder than the queries asked, as on the 1M bench set."""
+    from hybridkb.index import vector_selfcheck as selfcheck_module
+
+    real = selfcheck_module.check
+
+    def check(
+        search: Callable[[np.ndarray, int], list[int]], sets: list[recall_module.QuerySet]
+    ) -> recall_module.RecallCheck:
+        unreachable = [set(range(-10, 0))] * 10**4
+        sets = [
+            recall_module.QuerySet(s.name, s.queries, unreachable[: len(s.queries)])
+            if s.name == "sample"
+            else s
+            for s in sets
+        ]
+        return real(search, sets)
+
+    monkeypatch.setattr(selfcheck_module, "check", check)
+
+
+def test_a_held_back_graph_serves_once_the_queries_served_reach_the_target(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    sample_missed(monkeypatch)
+    index, keys, vectors = filled(1500, quantization="i8", hnsw_threshold=400, seed=3)
+    assert index.layout == "hnsw" and index.held_back
+    graph_searches: list[int] = []
+    real = VectorIndex._search_graph
+
+    def counted(self: VectorIndex, *args: object) -> tuple[np.ndarray, np.ndarray]:
+        graph_searches.append(1)
+        return real(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(VectorIndex, "_search_graph", counted)
+    queries = vectors[: recall_module.AUDIT_QUERIES] + 0.3 * unit_rows(
+        recall_module.AUDIT_QUERIES, seed=33
+    )
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    serve(index, queries)
+    assert graph_searches == []  # held back: every one of them was scanned exactly
+    assert not index.held_back and not index.exact_only and index.layout == "hnsw"
+    report = index.recall_report()
+    assert report["served_recall"] is not None and report["served_recall"] >= 0.98
+    index.search(queries[0], 10)
+    assert graph_searches == [1]
+
+
+def test_the_queries_served_can_narrow_the_beam() -> None:
+    """A beam the sample asked for is narrowed when the queries served reach the target
+    with less (the narrowest beam that does wins)."""
+    index, keys, vectors = filled(1500, quantization="i8", hnsw_threshold=400, seed=3)
+    index.beam_factor = recall_module.BEAM_FACTORS[-1]
+    queries = vectors[: recall_module.AUDIT_QUERIES] + 0.3 * unit_rows(
+        recall_module.AUDIT_QUERIES, seed=34
+    )
+    serve(index, queries / np.linalg.norm(queries, axis=1, keepdims=True))
+    assert index.served_recall is not None and index.served_recall >= 0.98
+    assert index.beam_factor == recall_module.BEAM_FACTORS[0]
+
+
+def test_a_held_back_graph_stays_held_back_in_its_snapshot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sample_missed(monkeypatch)
+    index, keys, vectors = filled(1500, quantization="i8", hnsw_threshold=400, seed=3)
+    index.save(tmp_path / "v.bin")
+    loaded = VectorIndex.load(tmp_path / "v.bin")
+    assert loaded.layout == "hnsw" and loaded.held_back
+    assert loaded.recall_report()["held_back"] is True
+    flat = VectorIndex(DIM, quantization="i8", hnsw_threshold=10**9)
+    flat.add(keys, vectors)
+    query = unit_rows(1, seed=35)[0]
+    assert loaded.search(query, 10) == flat.search(query, 10)
+
+
+def test_more_graph_candidates_are_re_scored_as_the_graph_grows() -> None:
+    counts = [layouts_module.rescored_count(10, rows) for rows in (10**3, 10**5, 10**6, 10**8)]
+    assert counts == sorted(counts) and counts[0] == layouts_module.RESCORE_MIN
+    assert counts[2] > counts[1] and counts[-1] == layouts_module.RESCORE_MIN_MAX
+    assert layouts_module.rescored_count(1000, 10**6) == layouts_module.RESCORE_FACTOR * 1000
 
 
 def test_a_snapshot_from_another_machine_is_verified_again(
@@ -473,7 +572,7 @@ def unchecked(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
     return lambda: monkeypatch.setattr(VectorIndex, "verify_recall", real)
 
 
-def test_a_bad_snapshot_from_another_machine_falls_back_to_the_exact_scan(
+def test_a_bad_snapshot_from_another_machine_is_held_back_then_dropped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bad_graph(monkeypatch)
@@ -485,14 +584,16 @@ def test_a_bad_snapshot_from_another_machine_falls_back_to_the_exact_scan(
     monkeypatch.setattr(
         vector_module, "build_environment", lambda isa: {"usearch": "0", "isa": "x", "machine": "y"}
     )
-    with pytest.warns(RuntimeWarning, match="searching exactly instead"):
-        loaded = VectorIndex.load(tmp_path / "v.bin")
-    assert loaded.layout == "flat" and loaded.exact_only
+    loaded = VectorIndex.load(tmp_path / "v.bin")
+    assert loaded.layout == "hnsw" and loaded.held_back
     assert loaded.verified_recall is not None and loaded.verified_recall < 0.98
     flat = VectorIndex(DIM, quantization="i8", hnsw_threshold=10**9)
     flat.add(keys, vectors)
     for query in unit_rows(3, seed=32):
         assert loaded.search(query, 10) == flat.search(query, 10)
+    with pytest.warns(RuntimeWarning, match="searching exactly instead"):
+        serve(loaded, unit_rows(recall_module.AUDIT_QUERIES, seed=36))
+    assert loaded.layout == "flat" and loaded.exact_only
 
 
 def test_check_needs_every_query_set_to_reach_the_target() -> None:
@@ -518,15 +619,15 @@ def test_check_needs_every_query_set_to_reach_the_target() -> None:
     failing = recall_module.check(lambda q, f: search(q, 1), [sample, served])
     assert not failing.ok and failing.recall == pytest.approx(0.5)
     assert failing.by_set == {"sample": 1.0, "served": 0.5}
-    # An audit widens from the factor in use, never below it.
+    # Every factor is tried, narrowest first, before the check gives up.
     tried: list[int] = []
 
     def never_found(query: np.ndarray, factor: int) -> list[int]:
         tried.append(factor)
         return [-1]
 
-    recall_module.check(never_found, [sample], start=2)
-    assert sorted(set(tried)) == [2, 4]
+    assert not recall_module.check(never_found, [sample]).ok
+    assert list(dict.fromkeys(tried)) == list(recall_module.BEAM_FACTORS)
 
 
 def test_query_log_keeps_the_last_served_queries() -> None:

@@ -28,6 +28,7 @@ from .vector import VectorIndex
 RECALL_DECISIONS = (
     "layout",
     "exact_only",
+    "held_back",
     "beam_factor",
     "verified_recall",
     "served_recall",

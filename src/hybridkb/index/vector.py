@@ -230,12 +230,12 @@ class VectorIndex(GraphBuilding):
                 keys, scores = self._search_allowed(q_enc, pool, allowed)
             else:
                 self._log.record(q_enc)  # the self-check's sample of real queries
-                if self._hnsw is None:
+                if self._hnsw is None or self.held_back:
                     keys, scores = self._scan_all(q_enc, pool)
                 else:
                     keys, scores = self._search_graph(q_enc, pool, None)
-                    if self._audit_due():
-                        self._start_audit()
+                if self._audit_due():  # a held-back graph waits for this audit
+                    self._start_audit()
         if rerank is not None and len(keys):
             scores = self._exact_scores(q, keys, rerank)
         return ranked(keys, scores, k)
@@ -294,6 +294,7 @@ class VectorIndex(GraphBuilding):
                 "quantization": self.quantization,
                 "hnsw_threshold": self.hnsw_threshold,
                 "exact_only": self.exact_only,
+                "held_back": self.held_back,
                 "beam_factor": self.beam_factor,
                 "verified_recall": self.verified_recall,
                 "served_recall": self.served_recall,
@@ -389,12 +390,14 @@ class VectorIndex(GraphBuilding):
         self._fresh_graph = bool(header.get("fresh_graph", False))
         self._graph_scale = float(header["graph_scale"])
         self.beam_factor = int(header.get("beam_factor") or 1)
+        self.held_back = bool(header.get("held_back", False))
         here = build_environment(graph.hardware_acceleration)
         if self.built_on != here:
             # Built on another CPU or usearch: its recall here is unknown until measured
             # (on the sample now, on the queries served once there are enough of them).
             self.built_on = here
             self.beam_factor = 1
+            self.held_back = False
             self.verified_recall = None
             self.verify_recall()
         else:

@@ -69,11 +69,17 @@ _USEARCH_DTYPE = {"f32": ScalarKind.F32, "i8": ScalarKind.I8, "b1": ScalarKind.B
 _MAX_OVERSAMPLED = 20_000
 # Rows per batch when the graph is built or checked, bounding temporary memory.
 SCAN_BATCH = 65_536
-# Graph candidates re-scored with the matrix's rows: twice the count asked, at least
-# 100 (the copies' coarser steps reorder close neighbours; 100 recovered recall@10 in
-# full on the 100k bench set, see quantized.py).
+# Graph candidates re-scored with the matrix's rows: twice the count asked, and at least
+# 100 per 250k rows the graph holds, up to 400 (the copies' coarser steps, and the first
+# stage's half width, reorder close neighbours, and the more rows, the more of them
+# crowd in between). 100 recovered recall@10 in full on the 100k bench set (see
+# quantized.py); on the 1M set (192-axis first stage, beam 1024, the SciFact test
+# queries against the index's own exact scan) 100 candidates gave 0.979, 200 0.987 and
+# 400 0.9915 for a re-score of ~0.1 ms more (bench/first_stage.py --rescore).
 RESCORE_FACTOR = 2
 RESCORE_MIN = 100
+RESCORE_MIN_ROWS = 250_000
+RESCORE_MIN_MAX = 400
 
 
 class VectorLayouts:
@@ -125,6 +131,10 @@ class VectorLayouts:
         # scan exactly instead.
         self.beam_factor = 1
         self.exact_only = False
+        # A graph that missed the target on the seeded sample, before any served queries
+        # could be measured: searches scan exactly until those queries decide
+        # (vector_selfcheck.py), since the sample can be harder than the queries asked.
+        self.held_back = False
         # Sorted keys of rows the graph does not hold yet (the deferred graph,
         # vector_build.py): searched exactly until it does.
         self._pending = np.empty(0, np.int64)
@@ -163,6 +173,7 @@ class VectorLayouts:
         self._pending = np.empty(0, np.int64)
         self._stage = None
         self.exact_only = True
+        self.held_back = False
 
     @property
     def _graph_ndim(self) -> int:
@@ -176,6 +187,7 @@ class VectorLayouts:
         n = f.n
         width = first_stage_width(self.dim, self.quantization)
         self._stage = None
+        self.held_back = False  # a new graph is checked anew
         if width is None or not n:
             self._graph_scale = graph_scale(f.inv_norms[:n]) if self.quantization == "i8" else 1.0
             return
@@ -251,8 +263,10 @@ class VectorLayouts:
             allowed = np.unique(allowed)
         if len(allowed) and allowed[0] < 0:
             allowed = allowed[allowed >= 0]
-        if self._hnsw is None or prefer_scan(
-            len(allowed), min(pool, len(allowed)), len(self._hnsw)
+        if (
+            self._hnsw is None
+            or self.held_back
+            or prefer_scan(len(allowed), min(pool, len(allowed)), len(self._hnsw))
         ):
             return self._scan_allowed(q_enc, pool, allowed)
         return self._search_graph(q_enc, pool, allowed)
@@ -304,7 +318,7 @@ class VectorLayouts:
         beam = self.beam_for(n, self.beam_factor)
         if graph.expansion_search != beam:
             graph.expansion_search = beam
-        wide = rescored_count(want)
+        wide = rescored_count(want, n)
         q_graph = self._graph_query(q_enc)
         # Expect |allowed| / n of the graph's hits to pass the filter; ask for more.
         count = wide if allowed is None else math.ceil(OVERSAMPLE * want * n / max(len(allowed), 1))
@@ -355,6 +369,7 @@ class VectorLayouts:
         return all_keys, all_scores
 
 
-def rescored_count(want: int) -> int:
-    """Graph candidates to re-score for the best ``want``."""
-    return max(RESCORE_FACTOR * want, RESCORE_MIN)
+def rescored_count(want: int, rows: int) -> int:
+    """Graph candidates to re-score for the best ``want`` of a graph of ``rows`` rows."""
+    floor = RESCORE_MIN * max(1, math.ceil(rows / RESCORE_MIN_ROWS))
+    return max(RESCORE_FACTOR * want, min(floor, RESCORE_MIN_MAX))
