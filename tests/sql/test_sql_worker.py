@@ -115,11 +115,16 @@ def test_queued_calls_wait_no_longer_than_their_limit(sqlkb: Any) -> None:
     with pytest.raises(ConfigError, match="stopped after 1s"):
         sqlkb.sql("SELECT 1", timeout=1)  # waited for the busy worker, not 30 s
     assert first.is_alive()
-    engine_for(sqlkb).stop()
+    engine = engine_for(sqlkb)
+    engine.stop()
     first.join(60)
-    # The stopped call ends with a one-line error, however the stop reached its read
-    # (end of file, or the pipe closed under it: EBADF once escaped as an OSError).
+    # The stopped call ends with one line saying so: the stop kills the worker and the
+    # call, reading the end of its pipe, lets go of it (its pipe was once closed under
+    # it from this thread: EBADF escaped as an OSError, and the descriptor's number
+    # could have been another file's by the time the call read it).
     assert not first.is_alive() and len(results) == 1, results
+    assert "stopped during the query; send it again" in results[0]
+    assert engine.proc is None and engine.spill_dir is None and not engine.stop_requested
 
 
 def test_slow_sql_calls_leave_the_mcp_server_threads_to_a_search(tmp_path: Path) -> None:

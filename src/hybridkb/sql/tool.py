@@ -47,6 +47,9 @@ DEFAULT_MAX_ROWS = 200
 DEFAULT_MAX_BYTES = 256 * 1024
 DEFAULT_TIMEOUT = 5.0
 LOAD_TIMEOUT = 120.0  # copying a large workspace in is not the agent's query
+# How long a stop from another thread waits for the call in progress to let go of the
+# worker it killed (it reads the end of the pipe at once; a load may be mid-copy).
+STOP_WAIT = 5.0
 MAX_SQL_CHARS = 20_000
 MIN_MEMORY_BYTES = 256 << 20
 # The worker's address space beyond its DuckDB memory limit and the rows in transit
@@ -119,7 +122,8 @@ class SQLEngine:
     next call starts a new one."""
 
     def __init__(self) -> None:
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # held by the call in progress (and its clean-up)
+        self.stop_requested = False  # a stop from another thread killed the call's worker
         self.proc: subprocess.Popen[bytes] | None = None
         self.held: Held | None = None  # what the worker holds, once loaded
         self.memory = 0  # its DuckDB memory limit
@@ -127,7 +131,7 @@ class SQLEngine:
         self.lifeline: int | None = None  # the write end of the worker's lifeline pipe
 
     def _start(self, memory: int) -> subprocess.Popen[bytes]:
-        self.stop()  # a worker that died on its own leaves its folder to us
+        self._release()  # a worker that died on its own leaves its folder to us
         worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
         self.spill_dir = tempfile.mkdtemp(prefix="hybridkb-sql-")  # mode 0700, ours alone
         # The worker's lifeline: we hold the only write end (not inherited by any other
@@ -152,7 +156,25 @@ class SQLEngine:
         return self.proc
 
     def stop(self) -> None:
-        """Kill the worker (if it runs) and remove its spill folder, whatever ended it."""
+        """Kill the worker (if it runs) and remove its spill folder, from any thread.
+
+        A call in progress in another thread reads the end of its pipe at once and
+        releases the worker itself: its pipes are never closed under it (a closed
+        descriptor's number can be reused by another file before the call reads it)."""
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            self.stop_requested = True
+            proc.kill()
+        if self.lock.acquire(timeout=STOP_WAIT):
+            try:
+                self._release()
+            finally:
+                self.lock.release()
+
+    def _release(self) -> None:
+        """Kill the worker, close its pipes and remove its spill folder (the caller holds
+        :attr:`lock`, or is the finaliser of an engine nobody uses)."""
+        self.stop_requested = False
         proc, self.proc, self.held = self.proc, None, None
         if proc is not None and proc.poll() is None:
             proc.kill()
@@ -175,7 +197,7 @@ class SQLEngine:
             proc.stdin.write(struct.pack(">II", len(raw), len(body)) + raw + body)
             proc.stdin.flush()
         except (BrokenPipeError, OSError) as exc:
-            self.stop()
+            self._release()
             raise BackendError(
                 f"sql: the query engine stopped ({exc}); send the query again"
             ) from exc
@@ -190,20 +212,18 @@ class SQLEngine:
         out = bytearray()
         while len(out) < size:
             left = deadline - time.monotonic()
-            try:
-                ready = select.select([fd], [], [], max(left, 0))[0] if left > 0 else []
-                chunk = os.read(fd, size - len(out)) if ready else b""
-            except (OSError, ValueError) as exc:
-                # stop() from another thread (a server closing, a caller giving up) closed
-                # the pipe this call was reading: EBADF here, not a traceback.
-                raise BackendError(
-                    "sql: the query engine was stopped during the query; send it again"
-                ) from exc
+            ready = select.select([fd], [], [], max(left, 0))[0] if left > 0 else []
+            chunk = os.read(fd, size - len(out)) if ready else b""
             if not ready:
-                self.stop()
+                self._release()
                 raise QueryTimedOut
             if not chunk:
-                self.stop()
+                stopped = self.stop_requested
+                self._release()
+                if stopped:  # stop() from another thread: a server closing, an exit
+                    raise BackendError(
+                        "sql: the query engine was stopped during the query; send it again"
+                    )
                 raise BackendError(
                     "sql: the query engine stopped (out of memory?); send a cheaper query"
                 )
@@ -247,7 +267,7 @@ class SQLEngine:
                 f"sql: loading the workspace took over {LOAD_TIMEOUT:g}s; try again"
             ) from exc
         if not answer.get("ok"):
-            self.stop()
+            self._release()
             raise BackendError(f"sql: cannot load the workspace ({answer.get('error')})")
 
     def run(
