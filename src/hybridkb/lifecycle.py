@@ -101,7 +101,13 @@ def _wait_for_background() -> None:
 @contextmanager
 def stop_on_signals() -> Iterator[None]:
     """Within the block, SIGTERM and SIGHUP raise :class:`Stopped` in the main thread
-    (once: a second signal while stopping is ignored, so the clean-up is not cut short)."""
+    (once: a second signal while stopping is ignored, so the clean-up is not cut short).
+
+    An error that leaves the block after a stop signal arrived leaves it as that stop
+    (:class:`Stopped`, the error its cause): a native layer that checks signals itself
+    turns the handler's exception into its own (DuckDB: ``RuntimeError: Query
+    interrupted``, raised from a schema migration's COMMIT when a copy was stopped while
+    opening its destination), and the process is stopping either way."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -117,6 +123,10 @@ def stop_on_signals() -> Iterator[None]:
     previous = {signum: signal.signal(signum, stop) for signum in STOP_SIGNALS}
     try:
         yield
+    except Exception as exc:
+        if stopping and _REQUESTED:
+            raise Stopped(_REQUESTED[0]) from exc
+        raise
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
