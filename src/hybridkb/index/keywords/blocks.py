@@ -107,7 +107,8 @@ def best_rows(
     floor = 0.0  # rows must score above it: 0, then just under the k-th best so far
     for b in range(len(blocks)):
         block = blocks.scores(b)
-        hit = np.flatnonzero(block > floor)
+        # The first block keeps its own k best (a sampled cut), not every row above 0.
+        hit = at_least(block, k, above=0.0) if floor == 0.0 else np.flatnonzero(block > floor)
         rows.append(hit + blocks.edges[b])
         scores.append(block.take(hit))
         kept += len(hit)
