@@ -126,7 +126,7 @@ def scorer_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     corpora (``selection.SAMPLE`` shrunk)."""
     monkeypatch.setattr(bm25, "SPARSE", 0 if request.param == "sparse" else 10**9)
     if request.param == "blocks":
-        monkeypatch.setattr(blocks, "BLOCK_ROWS", 37)
+        monkeypatch.setattr(blocks, "BLOCK_BYTES", 900)  # blocks of a few dozen rows
         monkeypatch.setattr(blocks, "KEEP", 1)
     monkeypatch.setattr(selection, "SAMPLE", 16)
     return str(request.param)
@@ -382,12 +382,12 @@ def test_incremental_adds_score_exactly_like_a_fresh_build(
 # -- filtered search and matching ---------------------------------------------------
 
 
-@pytest.mark.parametrize("block_rows", [blocks.BLOCK_ROWS, 37], ids=["one-block", "blocks"])
+@pytest.mark.parametrize("block_bytes", [blocks.BLOCK_BYTES, 900], ids=["one-block", "blocks"])
 @pytest.mark.parametrize("n_allowed", [40, 600], ids=["few-allowed", "many-allowed"])
 def test_filtered_search_returns_k_when_enough_allowed_documents_match(
-    n_allowed: int, block_rows: int, monkeypatch: pytest.MonkeyPatch
+    n_allowed: int, block_bytes: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(blocks, "BLOCK_ROWS", block_rows)
+    monkeypatch.setattr(blocks, "BLOCK_BYTES", block_bytes)
     rng = random.Random(3)
     docs = {key: ["apple"] + rng.choices(VOCAB, k=5) for key in range(1_000)}
     index = build(docs)

@@ -5,7 +5,7 @@ in one pass per step over all its postings (concatenate, gather the length norms
 divide, ``np.bincount`` into an array of every row), each step walks the whole norm
 and score arrays (8 bytes a row each, 16 MB at 1M rows) once per query term, from
 memory: at 1M chunks that was ~80 % of a query's CPU. Here the rows are cut into
-blocks of ``BLOCK_ROWS``; each block gathers the slice of every posting list that
+blocks (``BLOCK_BYTES``); each block gathers the slice of every posting list that
 falls in it (rows ascend within a list, so one ``searchsorted`` per list cuts them
 all), and its norms, scores and temporaries stay in the CPU cache. The best rows are
 kept block by block above a running threshold (the k-th best score so far, a lower
@@ -28,11 +28,15 @@ import numpy as np
 from ..selection import at_least
 from .postings import PostingList, Postings
 
-# Rows per block. 64k rows hold 1 MB of norms and scores plus the block's postings
-# (~0.8 a row at 1M chunks): about what a core's L2 (1-2 MB on current x86 servers)
-# holds. Measured at 1M chunks: 16k-64k rows within 10 %, 256k rows 30 % slower (the
-# block no longer fits), fewer than 16k pays Python overhead per block.
-BLOCK_ROWS = 65_536
+# Bytes a block's arrays may take: a row brings its norm and score (8 bytes each), a
+# posting ~40 bytes of temporaries (int64 row, float64 tf, denominator, weight,
+# contribution). 4 MB is a core's L2 (1-2 MB on current x86 servers) and its share of
+# L3. Measured (SciFact test queries, CPU, AMD EPYC): at 1M rows blocks of 16k-64k rows
+# were within 10 %, 256k rows 30 % slower; at 100k rows, two blocks cost ~10 % more
+# than one for a query with under a posting a row, and ~35 % less above that.
+BLOCK_BYTES = 4 << 20
+ROW_BYTES = 16
+POSTING_BYTES = 40
 # Running candidates are cut back to the k best (and ties) once they exceed this many
 # times k.
 KEEP = 4
@@ -46,13 +50,17 @@ class Blocks:
 
     def __init__(self, p: Postings, lists: list[PostingList], weights: list[float]) -> None:
         n = p.keys.size
-        count = max(1, -(-n // BLOCK_ROWS))
+        work = n * ROW_BYTES + sum(len(rows) for _, rows, _, _ in lists) * POSTING_BYTES
+        count = max(1, min(n, -(-work // BLOCK_BYTES)))
         self.edges: list[int] = [n * b // count for b in range(count + 1)]
         bounds = np.asarray(self.edges, dtype=np.int64)
         # The edges in each list's own dtype: a mixed-dtype searchsorted first copies the
         # whole list to the common type (50 us a list, against 1 us).
         self.cuts = [
-            np.searchsorted(rows, bounds.astype(rows.dtype)).tolist() for _, rows, _, _ in lists
+            np.searchsorted(rows, bounds.astype(rows.dtype)).tolist()
+            if count > 1
+            else [0, len(rows)]
+            for _, rows, _, _ in lists
         ]
         self.lists = lists
         self.weights = np.asarray([weights[j] for j, _, _, _ in lists])
@@ -76,7 +84,8 @@ class Blocks:
         # and the bincount, each of which would convert int32; float tf saves the ufuncs'
         # casting loops: 8 % of a query at 1M).
         local = np.concatenate(rows, dtype=np.intp)
-        local -= lo
+        if lo:
+            local -= lo
         # Postings.contrib's operations on this block's norms: weight * tf / (tf + norm).
         contrib = np.concatenate(tfs, dtype=np.float64)
         denom = self.norms[lo:hi].take(local)
@@ -115,7 +124,7 @@ def best_rows(
         rows.append(hit + blocks.edges[b])
         scores.append(block.take(hit))
         kept += len(hit)
-        if kept > KEEP * k:
+        if kept > KEEP * k and b + 1 < len(blocks):  # after the last, top_k does it
             best, value = np.concatenate(rows), np.concatenate(scores)
             near = at_least(value, k)  # a sampled cut: no partition of every value
             best, value = best[near], value[near]

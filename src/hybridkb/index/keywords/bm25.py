@@ -40,11 +40,11 @@ from .postings import PostingList, Postings
 
 FEW_ALLOWED = 16  # allowed keys under 1/16 of the rows are scored one by one
 # A query with fewer postings than rows / SPARSE adds them into the scratch and reads back
-# the rows it touched; more, and scoring every row in blocks (blocks.py) is cheaper. The
-# scratch's random adds slow down once it outgrows the cache: SciFact test queries, CPU
-# per query, blocks against scratch, with rows / 16 to rows / 8 postings: 0.43 against
-# 0.50 ms at 100k rows, 2.5 against 5.6 ms at 1M (blocks ahead down to rows / 32 there).
-SPARSE = 16
+# the rows it touched; more, and scoring every row in blocks (blocks.py) is cheaper.
+# Measured (SciFact test queries, CPU): at 100k rows the scratch wins below rows / 8
+# (0.35 against 0.6 ms at rows / 16 to rows / 8), at 1M rows the blocks win from rows / 32
+# (the scratch no longer fits in cache): 8 keeps the smaller collections' choice.
+SPARSE = 8
 LOOKUP_DENSE = 12  # a list shorter than 12x the candidates is gathered, not bisected
 
 
