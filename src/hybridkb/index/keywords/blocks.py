@@ -50,8 +50,8 @@ class Blocks:
 
     def __init__(self, p: Postings, lists: list[PostingList], weights: list[float]) -> None:
         n = p.keys.size
-        work = n * ROW_BYTES + sum(len(rows) for _, rows, _, _ in lists) * POSTING_BYTES
-        count = max(1, min(n, -(-work // BLOCK_BYTES)))
+        need = n * ROW_BYTES + sum(len(rows) for _, rows, _, _ in lists) * POSTING_BYTES
+        count = max(1, min(n, -(-need // BLOCK_BYTES)))
         self.edges: list[int] = [n * b // count for b in range(count + 1)]
         bounds = np.asarray(self.edges, dtype=np.int64)
         # The edges in each list's own dtype: a mixed-dtype searchsorted first copies the
@@ -63,9 +63,11 @@ class Blocks:
             for _, rows, _, _ in lists
         ]
         self.lists = lists
-        self.weights = np.asarray([weights[j] for j, _, _, _ in lists])
+        self.weights = [weights[j] for j, _, _, _ in lists]
         self.norms = p.norms()
         self.live = p.live.view() if p.dead else None
+        most = max(sum(cut[b + 1] - cut[b] for cut in self.cuts) for b in range(count))
+        self.work = work_buffers(p, most)
 
     def __len__(self) -> int:
         return len(self.edges) - 1
@@ -80,22 +82,38 @@ class Blocks:
             rows.append(list_rows[start:end])
             tfs.append(list_tf[start:end])
             counts.append(end - start)
-        # Concatenated straight into the types used next (one int64 copy serves the gather
-        # and the bincount, each of which would convert int32; float tf saves the ufuncs'
-        # casting loops: 8 % of a query at 1M).
-        local = np.concatenate(rows, dtype=np.intp)
+        # Into this thread's buffers, straight in the types used next: one int64 copy of
+        # the rows serves the gather and the bincount (each would convert int32), float
+        # tfs spare the ufuncs' casting loops (8 % of a query at 1M), and no array is
+        # allocated per block (freeing blocks of a few hundred KB made glibc hand the
+        # heap back and fault it in again: ~400 page faults a query at 100k rows).
+        size = sum(counts)
+        local = np.concatenate(rows, out=self.work[0][:size])
         if lo:
             local -= lo
         # Postings.contrib's operations on this block's norms: weight * tf / (tf + norm).
-        contrib = np.concatenate(tfs, dtype=np.float64)
-        denom = self.norms[lo:hi].take(local)
+        contrib = np.concatenate(tfs, out=self.work[1][:size])
+        denom = self.norms[lo:hi].take(local, out=self.work[2][:size], mode="clip")  # unbuffered
         denom += contrib
         np.divide(contrib, denom, out=contrib)
-        contrib *= np.repeat(self.weights, counts)
+        start = 0
+        for weight, count in zip(self.weights, counts, strict=True):
+            contrib[start : start + count] *= weight
+            start += count
         scores = np.bincount(local, weights=contrib, minlength=hi - lo)
         if self.live is not None:
             np.multiply(scores, self.live[lo:hi], out=scores)  # tombstones score 0
         return scores
+
+
+def work_buffers(p: Postings, size: int) -> tuple[Array, Array, Array]:
+    """This thread's int64, float64 and float64 work arrays of at least ``size``."""
+    work: tuple[Array, Array, Array] | None = getattr(p.buffers, "block_work", None)
+    if work is None or len(work[0]) < size:
+        grown = max(size, 0 if work is None else len(work[0]) * 5 // 4)
+        work = (np.empty(grown, np.intp), np.empty(grown), np.empty(grown))
+        p.buffers.block_work = work
+    return work
 
 
 def row_scores(p: Postings, lists: list[PostingList], weights: list[float]) -> Array:
