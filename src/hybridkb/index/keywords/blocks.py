@@ -29,12 +29,12 @@ from ..selection import at_least
 from .postings import PostingList, Postings
 
 # Bytes a block's arrays may take: a row brings its norm and score (8 bytes each), a
-# posting ~40 bytes of temporaries (int64 row, float64 tf, denominator, weight,
-# contribution). 4 MB is a core's L2 (1-2 MB on current x86 servers) and its share of
-# L3. Measured (SciFact test queries, CPU, AMD EPYC): at 1M rows blocks of 16k-64k rows
-# were within 10 %, 256k rows 30 % slower; at 100k rows, two blocks cost ~10 % more
-# than one for a query with under a posting a row, and ~35 % less above that.
-BLOCK_BYTES = 4 << 20
+# posting ~40 bytes (its row and tf read, int64 row, float64 tf and denominator, its
+# share of the bincount). 8 MB: a core's L2 (1-2 MB on current x86 servers) and its
+# share of L3 (4 MB a core on AMD EPYC). Measured there (SciFact test queries, CPU per
+# query, solo processes, load 4-8): 1M rows p50 4.9 / 4.5-5.6 / 4.4-4.6 / 4.9 / 5.6-6.9
+# ms at 2 / 4 / 8 / 16 / 32 MB; 100k rows 0.59 / 0.55 / 0.47 / 0.48 ms at 2 / 4 / 8 / 16.
+BLOCK_BYTES = 8 << 20
 ROW_BYTES = 16
 POSTING_BYTES = 40
 # Running candidates are cut back to the k best (and ties) once they exceed this many
