@@ -17,8 +17,8 @@ order (query order within each row), so the scores are bit-identical to the
 unblocked pass and to ``bm25.dense_scores``. The block's arrays live in per-thread
 buffers. Measured with bench/keyword_1m.py (SciFact test queries, depth 100, thread CPU
 per query, old and new code in two processes paired query by query, 5 rounds, AMD EPYC
-with AVX-512, load 6-7 on 2 cores): 1M chunks p50 9.9 -> 5.1 ms, p95 29.2 -> 9.5 ms;
-100k chunks p50 1.02 -> 0.81 ms, p95 5.0 -> 1.4 ms; hits identical.
+with AVX-512, load 4-5 on 2 cores): 1M chunks p50 8.3 -> 4.5 ms, p95 26.6 -> 8.1 ms,
+max 170 -> 12 ms; 100k chunks p50 0.93 -> 0.79 ms, p95 4.3 -> 1.4 ms; hits identical.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ query terms rather than a rare one): per query CPU p50 1.37 -> 0.40 ms at 100k c
 11.0 -> 8.2 ms at 1M (where the rare queries with 2M postings take ~40 ms against
 MaxScore's ~15: memory-bound, see bench/README.md). That pass now runs one block of
 rows at a time so its arrays stay in cache, and keeps the best rows block by block
-(``blocks.py``: 1M p50 9.9 -> 5.1 ms, p95 29 -> 9.5 ms; 100k p50 1.02 -> 0.81 ms,
-p95 5.0 -> 1.4 ms; bench/keyword_1m.py). A query whose postings are few beside the
+(``blocks.py``: 1M p50 8.3 -> 4.5 ms, p95 26.6 -> 8.1 ms; 100k p50 0.93 -> 0.79 ms,
+p95 4.3 -> 1.4 ms; bench/keyword_1m.py). A query whose postings are few beside the
 rows adds them into a per-thread scratch array and reads back only the rows it touched.
 
 Searches may run concurrently (each thread has its own scratch buffers).
