@@ -17,7 +17,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_stat
 import hybridkb.index.keywords as kw
 from hybridkb.errors import BackendError, ConfigError
 from hybridkb.index import selection
-from hybridkb.index.keywords import KeywordIndex, bm25, postings
+from hybridkb.index.keywords import KeywordIndex, blocks, bm25, postings
 
 VOCAB = ["apple", "pear", "plum", "fig", "kiwi", "lime", "date", "sloe"]
 K1, B = 1.2, 0.75
@@ -118,12 +118,16 @@ def exhaustive(index: KeywordIndex, query: Sequence[str], k: int) -> list[tuple[
     return bm25.top_k(p.keys.view()[rows], scores[rows], k)
 
 
-@pytest.fixture(params=["dense", "sparse"])
+@pytest.fixture(params=["dense", "blocks", "sparse"])
 def scorer_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Each way a query is scored: every row at once (``row_scores``), or the touched rows
-    of a per-thread scratch; and the top k taken through a sampled threshold even on
-    small corpora (``selection.SAMPLE`` shrunk)."""
-    monkeypatch.setattr(bm25, "SPARSE", 10**9 if request.param == "dense" else 0)
+    """Each way a query is scored: every row (``blocks.py``) in one block, or in many
+    small blocks whose running best are cut back often, or the touched rows of a
+    per-thread scratch; and the top k taken through a sampled threshold even on small
+    corpora (``selection.SAMPLE`` shrunk)."""
+    monkeypatch.setattr(bm25, "SPARSE", 0 if request.param == "sparse" else 10**9)
+    if request.param == "blocks":
+        monkeypatch.setattr(blocks, "BLOCK_BYTES", 900)  # blocks of a few dozen rows
+        monkeypatch.setattr(blocks, "KEEP", 1)
     monkeypatch.setattr(selection, "SAMPLE", 16)
     return str(request.param)
 
@@ -378,8 +382,12 @@ def test_incremental_adds_score_exactly_like_a_fresh_build(
 # -- filtered search and matching ---------------------------------------------------
 
 
+@pytest.mark.parametrize("block_bytes", [blocks.BLOCK_BYTES, 900], ids=["one-block", "blocks"])
 @pytest.mark.parametrize("n_allowed", [40, 600], ids=["few-allowed", "many-allowed"])
-def test_filtered_search_returns_k_when_enough_allowed_documents_match(n_allowed: int) -> None:
+def test_filtered_search_returns_k_when_enough_allowed_documents_match(
+    n_allowed: int, block_bytes: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(blocks, "BLOCK_BYTES", block_bytes)
     rng = random.Random(3)
     docs = {key: ["apple"] + rng.choices(VOCAB, k=5) for key in range(1_000)}
     index = build(docs)

@@ -6,7 +6,8 @@ saved to one file for a fast cold start. The package:
 
 * ``arrays.py``: growable buffers, the vocabulary and CSR blocks;
 * ``postings.py``: the index's state and every write (:class:`Postings`);
-* ``bm25.py``: ranking (exhaustive, MaxScore-pruned, filtered);
+* ``bm25.py``: ranking (every posting of the query's terms, filtered);
+* ``blocks.py``: scoring every row one cache-sized block of rows at a time;
 * ``snapshot.py``: one file of raw arrays behind a JSON header, memory-mapped on load.
 
 Searches may run concurrently; writes are not thread-safe: the caller serialises

@@ -95,7 +95,8 @@ class Postings:
         self.generation = 0
         self.norm_cache: tuple[int, np.ndarray[Any, Any]] | None = None
         # Per thread (searches may run concurrently; each needs its own): a per-row
-        # float accumulator and a per-row candidate slot, all zero between queries.
+        # float accumulator and a per-row candidate slot, all zero between queries, and
+        # blocks.py's work arrays (a few MB: one block's postings).
         self.buffers = threading.local()
 
     # -- size -------------------------------------------------------------------
