@@ -130,9 +130,9 @@ def prefer_scan(permitted: int, want: int, n: int) -> bool:
 def ranked(keys: np.ndarray, scores: np.ndarray, k: int) -> list[Hit]:
     """Sort by score descending, key ascending, and keep ``k``."""
     order = np.lexsort((keys, -scores))[:k]
-    return [
-        (int(key), float(score)) for key, score in zip(keys[order], scores[order], strict=False)
-    ]
+    # tolist() gives the Python ints and floats int() and float() of each element would,
+    # in one call (the per-element conversions were ~15 us of a 100-deep leg).
+    return list(zip(keys[order].tolist(), scores[order].tolist(), strict=True))
 
 
 class FlatRows:

@@ -35,19 +35,27 @@ class Leg:
     def of(cid: int, ranked: Sequence[tuple[int, float]]) -> Leg:
         """One collection's leg as a backend returned it (best first)."""
         n = len(ranked)
-        keys = np.fromiter((key for key, _ in ranked), np.int64, n)
-        scores = np.fromiter((score for _, score in ranked), np.float64, n)
-        return Leg(np.full(n, cid, np.int64), keys, scores)
+        if not n:
+            return Leg(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0))
+        # One transpose in C and two array builds from tuples: a third of what a
+        # generator per column cost.
+        keys, scores = zip(*ranked, strict=True)
+        return Leg(
+            np.full(n, cid, np.int64), np.array(keys, np.int64), np.array(scores, np.float64)
+        )
 
     @staticmethod
     def merged(legs: Sequence[Leg], limit: int) -> Leg:
         """The best ``limit`` of several legs, ties by collection id and key."""
         if not legs:
             return Leg(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0))
-        cids, keys, scores = (
-            np.concatenate([getattr(leg, name) for leg in legs])
-            for name in ("cids", "keys", "scores")
-        )
+        if len(legs) == 1:  # one collection's leg: nothing to concatenate
+            cids, keys, scores = legs[0].cids, legs[0].keys, legs[0].scores
+        else:
+            cids, keys, scores = (
+                np.concatenate([getattr(leg, name) for leg in legs])
+                for name in ("cids", "keys", "scores")
+            )
         best = np.lexsort((keys, cids, -scores))[:limit]
         return Leg(cids[best], keys[best], scores[best])
 

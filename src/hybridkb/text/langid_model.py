@@ -20,6 +20,7 @@ import tempfile
 import threading
 import zipfile
 from array import array
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -183,6 +184,10 @@ def load_identifier() -> Any:
 # WALK_GROUP. Each byte column is a few numpy calls whatever the group's size, so short
 # texts walk in bigger groups: 60-word texts ~54 us a text in groups of 1024, ~66 in 256.
 WALK_GROUP = 1024
+# Pieces a BatchClassifier remembers walking (see _walk_one) before starting afresh: a
+# piece of at most MAX_WALK_BYTES costs ~300 bytes, so at most ~20 MB.
+MAX_WALKS = 1 << 16
+MAX_WALK_BYTES = 64
 WALK_CELLS = 256 * 2048
 # float16 bit pattern -> float32 value: numpy's own float16 cast cost ~75 us per text
 # (255 features x 142 languages), this lookup ~15 us; the values are the same (exact).
@@ -209,6 +214,8 @@ class BatchClassifier:
         self.converted = np.zeros(table.shape, dtype=np.float32)
         self.done = np.zeros(len(table), dtype=bool)
         self.lock = threading.Lock()  # one classify at a time fills the rows
+        # (state, piece) -> (state after it, features met): see _walk_one.
+        self.walks: dict[tuple[int, bytes], tuple[int, list[int]]] = {}
 
     @staticmethod
     def usable(identifier: Any) -> bool:
@@ -217,6 +224,54 @@ class BatchClassifier:
         return all(hasattr(identifier, name) for name in needed) and (
             getattr(identifier, "min_confidence", None) is None
         )
+
+    def classify_one(self, text: str) -> tuple[str, float]:
+        """``identifier.classify(text)`` for one text (a query): its bytes walked in Python,
+        as py3langid does, but one space-ended piece at a time, each remembered by its
+        start state (:meth:`_walk_one`), and the scores from the float32 rows
+        (:meth:`_decide`): ~90 -> ~30 us a 90-byte query."""
+        encoded = self.identifier._encode(text)
+        met = self._walk_one(encoded)
+        if not met:
+            return self._decide(np.empty(0, np.intp), np.empty(0, np.int64), len(encoded))
+        counted = Counter(met)  # features in order of first appearance, as py3langid's
+        features = np.fromiter(counted.keys(), np.intp, len(counted))
+        counts = np.fromiter(counted.values(), np.int64, len(counted))
+        with self.lock:  # the float32 rows are filled in under it (see classify)
+            return self._decide(features, counts, len(encoded))
+
+    def _walk_one(self, encoded: bytes) -> list[int]:
+        """The features one text meets, in order (py3langid's ``visit_counts`` walk).
+
+        The automaton's state at a piece's end follows from its state at the piece's
+        start and the piece's bytes, so each (start state, piece) is walked once per
+        process and remembered: queries repeat their words, and a remembered piece costs
+        one dict lookup instead of three table reads a byte."""
+        ident = self.identifier
+        nextmove, rowbase, output = ident.tk_nextmove, ident._rowbase, ident.tk_output
+        walks = self.walks
+        if len(walks) > MAX_WALKS:
+            walks.clear()
+        state = 0
+        met: list[int] = []
+        pieces = encoded.split(b" ")
+        for n, piece in enumerate(pieces, start=1):
+            if n < len(pieces):
+                piece += b" "
+            found = walks.get((state, piece))
+            if found is None:
+                start, features = state, []
+                for byte in piece:
+                    state = nextmove[rowbase[state] + byte]
+                    feature = output[state]
+                    if feature >= 0:
+                        features.append(feature)
+                found = (state, features)
+                if len(piece) <= MAX_WALK_BYTES:  # a word, not a run of unspaced text
+                    walks[start, piece] = found
+            state = found[0]
+            met += found[1]
+        return met
 
     def classify(self, texts: Sequence[str]) -> list[tuple[str, float]]:
         """``(label, confidence)`` of each text, as ``identifier.classify`` gives it."""

@@ -1,0 +1,82 @@
+"""A query's language: the one-text classifier answers as py3langid's own ``classify``,
+to the bit, in every script, with its remembered walks cold, warm or cleared."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hybridkb.text import analysis, langid_model
+from hybridkb.text.langid_model import BatchClassifier, load_identifier
+
+# Words of many scripts, with marks, digits, code-like tokens and odd spacing.
+WORDS = (
+    "the of a report tax deduction orchard apple review protein cells mice p53 cd4 "
+    "der die und Steuer Abschreibung Häuser la le et impôt déduction el los impuesto "
+    "il della tassa и в налог вычет отчёт και το φόρος έκθεση 税 年度 報告 これは テスト "
+    "세금 보고서 ภาษี รายงาน कर रिपोर्ट ضريبة تقرير מס דוח ITAA GST s.40-880 2024 café "
+    "naïve α-synuclein β-cells IL-6 TNF-α ½ ﬁle"
+).split()
+SEPARATORS = [" ", " ", " ", "  ", "\t", "\n", ", ", ". ", "-", ""]
+
+
+@pytest.fixture(scope="module")
+def pair() -> Iterator[tuple[object, BatchClassifier]]:
+    identifier = load_identifier()
+    assert BatchClassifier.usable(identifier)
+    yield identifier, BatchClassifier(identifier)
+
+
+def _texts(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    texts = ["", " ", "   ", "ok", "ALL CAPS QUERY ABOUT TAXES", "x" * 300, "税" * 700]
+    for _ in range(n):
+        pool = rng.sample(WORDS, 5) if rng.random() < 0.5 else WORDS
+        words = [rng.choice(pool) for _ in range(rng.choice([1, 3, 8, 15, 40, 400]))]
+        text = "".join(w + rng.choice(SEPARATORS) for w in words)
+        texts.append(text.upper() if rng.random() < 0.1 else text)
+    return [t[:2000] for t in texts]
+
+
+def test_one_text_is_classified_as_py3langid_classifies_it(
+    pair: tuple[object, BatchClassifier],
+) -> None:
+    identifier, batch = pair
+    texts = _texts(500, seed=5)
+    expected = [identifier.classify(t) for t in texts]  # type: ignore[attr-defined]
+    assert [batch.classify_one(t) for t in texts] == expected  # cold walks
+    assert [batch.classify_one(t) for t in texts] == expected  # every piece remembered
+    assert [batch.classify_one(t) for t in reversed(texts)] == expected[::-1]
+
+
+def test_remembered_walks_stay_bounded(
+    pair: tuple[object, BatchClassifier], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    identifier, batch = pair
+    monkeypatch.setattr(langid_model, "MAX_WALKS", 50)
+    texts = _texts(200, seed=6)
+    for text in texts:
+        assert batch.classify_one(text) == identifier.classify(text)  # type: ignore[attr-defined]
+        assert len(batch.walks) <= 50 + len(text.split()) + 1
+    # A long run without spaces is walked, not remembered.
+    assert all(len(piece) <= langid_model.MAX_WALK_BYTES for _, piece in batch.walks)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(WORDS) | st.text(max_size=12),
+        max_size=20,
+    ).map(" ".join)
+)
+def test_any_query_gets_the_language_py3langid_gives(text: str) -> None:
+    identifier = analysis._langid()
+    batch = BatchClassifier(identifier)
+    assert batch.classify_one(text) == identifier.classify(text)
+    expected = analysis._langid_code(*identifier.classify(text[:2000]))
+    if analysis._by_script(text[:2000]) is None:
+        assert analysis.detect_language(text) == expected
