@@ -80,3 +80,33 @@ def test_any_query_gets_the_language_py3langid_gives(text: str) -> None:
     expected = analysis._langid_code(*identifier.classify(text[:2000]))
     if analysis._by_script(text[:2000]) is None:
         assert analysis.detect_language(text) == expected
+
+
+def _analysed_afresh(text: str, languages: list[str]) -> list[str]:
+    """analyze_query's terms with every stop-word set a new object (no remembered terms)."""
+    own = analysis.detect_language(text)
+    codes = dict.fromkeys(analysis._base_language(lang) for lang in (*languages, own))
+    extra = analysis.STOPWORDS.get(own, frozenset())
+    seen: dict[str, None] = {}
+    for code in codes:
+        analyzer = analysis._analyzer(code)
+        out: list[str] = []
+        analysis._tokens(text, analyzer, frozenset(analyzer.stopwords | extra), out)
+        seen.update(dict.fromkeys(out))
+    return list(seen)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(WORDS) | st.text(max_size=10), max_size=25).map(" ".join),
+    st.lists(st.sampled_from(["en", "de", "fr", "es", "und", "ru", "ja", "de-CH"]), max_size=3),
+)
+def test_a_query_is_analysed_as_with_fresh_stop_words(text: str, languages: list[str]) -> None:
+    expected = _analysed_afresh(text, languages)
+    assert analysis.analyze_query(text, languages) == expected
+    assert analysis.analyze_query(text, languages) == expected  # its terms remembered
+
+
+def test_english_queries_in_an_english_collection_keep_their_terms() -> None:
+    for text in _texts(300, seed=7) + ["The effects of the p53 protein on the cells of mice"]:
+        assert analysis.analyze_query(text, ["en"]) == _analysed_afresh(text, ["en"])

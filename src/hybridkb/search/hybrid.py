@@ -249,22 +249,21 @@ def hits_for(
             continue
         coll = by_id[cid]
         kwr, vr = kw_ranks.get((cid, key)), vec_ranks.get((cid, key))
-        metadata = dict(row.metadata)
-        metadata.update(
-            {
-                "filename": row.filename,
-                "path": row.path,
-                "document_id": row.document_id,
-                "page": row.page,
-                "section": row.section,
-                "chunk_index": row.chunk_index,
-                "char_start": row.char_start,
-                "char_end": row.char_end,
-                "content_hash": row.content_hash,
-                "added_at": row.added_at,
-                "language": row.language,
-            }
-        )
+        # One display: the user's keys first, a built-in one overwriting its value in place.
+        metadata = {
+            **row.metadata,
+            "filename": row.filename,
+            "path": row.path,
+            "document_id": row.document_id,
+            "page": row.page,
+            "section": row.section,
+            "chunk_index": row.chunk_index,
+            "char_start": row.char_start,
+            "char_end": row.char_end,
+            "content_hash": row.content_hash,
+            "added_at": row.added_at,
+            "language": row.language,
+        }
         hits.append(
             Hit(
                 rank=len(hits) + 1,

@@ -35,14 +35,9 @@ class Leg:
     def of(cid: int, ranked: Sequence[tuple[int, float]]) -> Leg:
         """One collection's leg as a backend returned it (best first)."""
         n = len(ranked)
-        if not n:
-            return Leg(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0))
-        # One transpose in C and two array builds from tuples: a third of what a
-        # generator per column cost.
-        keys, scores = zip(*ranked, strict=True)
-        return Leg(
-            np.full(n, cid, np.int64), np.array(keys, np.int64), np.array(scores, np.float64)
-        )
+        keys = np.fromiter((key for key, _ in ranked), np.int64, n)
+        scores = np.fromiter((score for _, score in ranked), np.float64, n)
+        return Leg(np.full(n, cid, np.int64), keys, scores)
 
     @staticmethod
     def merged(legs: Sequence[Leg], limit: int) -> Leg:
