@@ -185,13 +185,35 @@ def zscore_scores(
     """Z-score fused scores of ``size`` keys before the logistic squash (see :func:`zscore`;
     :func:`logistic` gives the scores it reports)."""
     weights, floors = _checked(len(values), weights, floors)
+    parts = [
+        standard_scores(leg, floor, size - len(leg)) if len(leg) else None
+        for leg, floor in zip(values, floors, strict=True)
+    ]
+    return zscore_sum(parts, at, size, weights)
+
+
+def standard_scores(
+    values: np.ndarray, floor: float | None, missing: int
+) -> tuple[np.ndarray, float]:
+    """A leg's part of :func:`zscore_scores`: its hits' standard scores and what a key
+    missing from it gets (without a ``floor``, ``missing`` changes neither)."""
+    return _zscores(values, floor, missing)
+
+
+def zscore_sum(
+    parts: Sequence[tuple[np.ndarray, float] | None],
+    at: Sequence[np.ndarray],
+    size: int,
+    weights: Sequence[float],
+) -> np.ndarray:
+    """:func:`zscore_scores` from each leg's :func:`standard_scores` (None: an empty leg)."""
     # Every key starts from every leg's "missing" score; a leg that has it adds the rest.
     base = 0.0
     gains: list[tuple[np.ndarray, np.ndarray]] = []
-    for leg, pos, weight, floor in zip(values, at, weights, floors, strict=True):
-        if not len(leg):
+    for part, pos, weight in zip(parts, at, weights, strict=True):
+        if part is None:
             continue
-        z, low = _zscores(leg, floor, size - len(leg))
+        z, low = part
         base += weight * low
         gains.append((pos, weight * (z - low)))
     scores = np.full(size, base)

@@ -42,6 +42,7 @@ class Fusion:
     kw_first: bool = False
     squashed: bool = False
     ties: tuple[np.ndarray, ...] = ()
+    kw_part: tuple[np.ndarray, float] | None = None  # the keyword leg's standard scores
 
     @cached_property
     def ranking(self) -> np.ndarray:
@@ -96,7 +97,7 @@ def refuse(
     vec_at[fresh] = n_kw + np.arange(int(np.count_nonzero(fresh)))
     cids = np.concatenate([kw.cids, vec.cids[fresh]])
     keys = np.concatenate([kw.keys, vec.keys[fresh]])
-    return fused(kw, vec, cids, keys, np.arange(n_kw), vec_at, depth, settings, True)
+    return fused(kw, vec, cids, keys, first.kw_at, vec_at, depth, settings, True, first.kw_part)
 
 
 def fused(
@@ -109,9 +110,11 @@ def fused(
     depth: int,
     settings: Settings,
     kw_first: bool = False,
+    kw_part: tuple[np.ndarray, float] | None = None,
 ) -> Fusion:
     """The fusion of two legs whose union (``cids``, ``keys``, each leg's positions in
-    it) is known."""
+    it) is known; ``kw_part``: the keyword leg's standard scores, when a fusion of the
+    same keyword leg computed them."""
     at, n = (kw_at, vec_at), len(keys)
     if settings.fusion == "rrf":
         scores, best_rank = fusion.rrf_scores(at, n, k=settings.rrf_k)
@@ -123,8 +126,13 @@ def fused(
     if settings.fusion == "weighted":
         scores = fusion.weighted_scores(values, at, n, floors=floors)
         return Fusion(cids, keys, scores, kw_at, vec_at, kw_first)
-    raw = fusion.zscore_scores(values, at, n, floors=floors)
-    return Fusion(cids, keys, raw, kw_at, vec_at, kw_first, squashed=True)
+    # Without a floor a leg's standard scores do not depend on the other leg: the
+    # second pass reuses the keyword leg's.
+    if kw_part is None or floors[0] is not None:
+        kw_part = fusion.standard_scores(kw.scores, floors[0], n - len(kw)) if len(kw) else None
+    vec_part = fusion.standard_scores(vec.scores, None, n - len(vec)) if len(vec) else None
+    raw = fusion.zscore_sum([kw_part, vec_part], at, n, [0.5, 0.5])
+    return Fusion(cids, keys, raw, kw_at, vec_at, kw_first, squashed=True, kw_part=kw_part)
 
 
 Part = tuple[np.ndarray | None, np.ndarray, np.ndarray]  # positions (None: all), rows, norms
