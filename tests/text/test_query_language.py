@@ -110,3 +110,19 @@ def test_a_query_is_analysed_as_with_fresh_stop_words(text: str, languages: list
 def test_english_queries_in_an_english_collection_keep_their_terms() -> None:
     for text in _texts(300, seed=7) + ["The effects of the p53 protein on the cells of mice"]:
         assert analysis.analyze_query(text, ["en"]) == _analysed_afresh(text, ["en"])
+
+
+def test_a_query_does_not_wait_for_a_bulk_classify(pair: tuple[object, BatchClassifier]) -> None:
+    """A bulk add holds the classifier's lock for a whole group: a query's detection
+    meanwhile converts its rows apart, to the same answer, instead of waiting."""
+    import threading
+
+    identifier, batch = pair
+    texts = _texts(60, seed=8)
+    found: list[tuple[str, float]] = []
+    with batch.lock:  # as a bulk classify in another thread holds it
+        worker = threading.Thread(target=lambda: found.extend(map(batch.classify_one, texts)))
+        worker.start()
+        worker.join(timeout=10)
+        assert not worker.is_alive()
+    assert found == [identifier.classify(t) for t in texts]  # type: ignore[attr-defined]

@@ -237,8 +237,15 @@ class BatchClassifier:
         counted = Counter(met)  # features in order of first appearance, as py3langid's
         features = np.fromiter(counted.keys(), np.intp, len(counted))
         counts = np.fromiter(counted.values(), np.int64, len(counted))
-        with self.lock:  # the float32 rows are filled in under it (see classify)
-            return self._decide(features, counts, len(encoded))
+        # The float32 rows are filled in under the lock (see classify). A bulk classify
+        # holds it for a whole group (tens of milliseconds): a query does not wait for
+        # it but converts its own rows apart, to the same values.
+        if self.lock.acquire(blocking=False):
+            try:
+                return self._decide(features, counts, len(encoded))
+            finally:
+                self.lock.release()
+        return self._decide(features, counts, len(encoded), apart=True)
 
     def _walk_one(self, encoded: bytes) -> list[int]:
         """The features one text meets, in order (py3langid's ``visit_counts`` walk).
@@ -343,6 +350,14 @@ class BatchClassifier:
         rows: np.ndarray = self.converted[idx]
         return rows
 
+    def _rows_apart(self, idx: np.ndarray) -> np.ndarray:
+        """:meth:`_rows` without writing the shared table (the same values)."""
+        table = self.identifier.nb_ptc
+        if table.dtype != np.float16:
+            return np.asarray(table[idx], dtype=np.float32)
+        rows: np.ndarray = _HALF_TO_FLOAT[table[idx].view(np.uint16)]
+        return rows
+
     def _convert(self, idx: np.ndarray) -> None:
         """Convert the float16 rows ``idx`` of the feature table not converted yet."""
         table = self.identifier.nb_ptc
@@ -382,12 +397,17 @@ class BatchClassifier:
         classes = ident.nb_classes
         return [(str(classes[b]), c) for b, c in zip(best.tolist(), top, strict=True)]
 
-    def _decide(self, features: np.ndarray, counts: np.ndarray, length: int) -> tuple[str, float]:
-        """py3langid's ``_decide`` and ``classify`` on the feature counts of one text."""
+    def _decide(
+        self, features: np.ndarray, counts: np.ndarray, length: int, apart: bool = False
+    ) -> tuple[str, float]:
+        """py3langid's ``_decide`` and ``classify`` on the feature counts of one text
+        (``apart``: without the lock, the rows converted here and not kept)."""
         ident = self.identifier
         if len(features):
             weights = np.log1p(counts.astype(np.float32))
-            scores = weights @ self._rows(features.astype(np.intp)) + ident.nb_pc
+            idx = features.astype(np.intp)
+            rows = self._rows_apart(idx) if apart else self._rows(idx)
+            scores = weights @ rows + ident.nb_pc
         else:
             fill = 0.0 if ident._norm_probs else float(np.finfo(np.float32).min)
             scores = np.full(len(ident.nb_classes), fill, dtype=np.float32)
