@@ -16,6 +16,10 @@ every worker in turn (the order alternating), so both see the same moment's load
 reports per tree the median wall and CPU milliseconds of a public ``coll.search`` in
 hybrid mode, and the median of the paired after/before ratios. Prints JSON with the
 machine description and writes bench/results/search_ab.json.
+
+Repeated rounds search the same queries again, so whatever a tree remembers of a query's
+words counts for it from the second round on; ``--warm train --rounds 1`` times each
+query once, in processes that first served the 809 SciFact train queries.
 """
 
 from __future__ import annotations
@@ -42,6 +46,10 @@ db, name, mode = sys.argv[2], sys.argv[3], sys.argv[4]
 s = S.Searcher(db, name, read_only=True)
 _, texts, vectors, _ = S.scifact_queries("test")
 s.search(texts[0], vectors[0])  # the index load, outside the timings
+if sys.argv[5]:  # a process that has served other queries: what it remembers is warm
+    _, others, other_vectors, _ = S.scifact_queries(sys.argv[5])
+    for j in range(len(others)):
+        s.search(others[j], other_vectors[j], mode=mode)
 print("ready", len(texts), flush=True)
 for line in sys.stdin:
     i = int(line)
@@ -52,11 +60,13 @@ s.close()
 """
 
 
-def start(src: str, db: str, name: str, mode: str) -> tuple[subprocess.Popen[str], int]:
+def start(
+    src: str, db: str, name: str, mode: str, warm: str = ""
+) -> tuple[subprocess.Popen[str], int]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HYBRIDKB_")}
     env.update({"PYTHONPATH": src, "HF_HUB_OFFLINE": "1", "HYBRIDKB_CACHE_DIR": "/tmp/hkb-cache"})
     proc = subprocess.Popen(
-        [sys.executable, "-c", WORKER, _HERE, db, name, mode],
+        [sys.executable, "-c", WORKER, _HERE, db, name, mode, warm],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -87,6 +97,14 @@ def main() -> int:
     ap.add_argument("--db", help="a DuckDB file to search (default: bench/search.py's SciFact)")
     ap.add_argument("--collection", default="bench", help="the collection in --db")
     ap.add_argument("--out", default="search_ab", help="bench/results/<OUT>.json")
+    ap.add_argument(
+        "--warm",
+        default="",
+        choices=["", "train"],
+        help="each worker first searches every query of this SciFact split once (untimed): "
+        "a process that has served other queries, whose memos (words, language features) "
+        "are warm, timed on queries it has not seen (use --rounds 1)",
+    )
     args = ap.parse_args()
     trees = dict(t.split("=", 1) for t in args.trees)
     names = list(trees)
@@ -100,7 +118,7 @@ def main() -> int:
     workers = {}
     for name, spec in trees.items():
         src, _, own_db = spec.partition("@")
-        workers[name] = start(src, own_db or str(db), collection, args.mode)
+        workers[name] = start(src, own_db or str(db), collection, args.mode, args.warm)
     n = min(args.queries, *(count for _, count in workers.values()))
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
     for r in range(args.rounds):
@@ -119,6 +137,7 @@ def main() -> int:
         "trees_searched": trees,
         "mode": args.mode,
         "rounds": args.rounds,
+        "warmed_with": args.warm or None,
         "queries": n,
         # The workers inherit it: numpy's AVX-512 kernels off (an AVX2-only CPU, numpy's part).
         "NPY_DISABLE_CPU_FEATURES": os.environ.get("NPY_DISABLE_CPU_FEATURES", ""),

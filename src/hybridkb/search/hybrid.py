@@ -1,7 +1,8 @@
 """Search orchestration: legs per collection, fusion across them, hits with citations.
 
 Backends only rank; this module embeds the query once per model, asks each
-collection for its legs, fuses them with ``hybridkb.search.fusion`` and dresses the
+collection for its legs, fuses them with ``hybridkb.search.fusion`` (the two passes of
+a hybrid search, with vector feedback between them, in ``passes.py``) and dresses the
 winners as :class:`Hit` records. A hybrid search runs its vector legs in a thread of
 its own (``legs.py``) beside its keyword legs, and holds the candidates as arrays.
 """
@@ -29,8 +30,8 @@ from ..storage.base import (
 )
 from ..text.analysis import analyze_query
 from ..text.filters import Filter, parse_filter
-from . import fusion
-from .legs import HELPER, Key, Leg, union
+from . import fusion, passes
+from .legs import HELPER, Key, Leg
 from .rerank import Reranker, rerank_hits
 
 MODES = SEARCH_MODES
@@ -65,79 +66,6 @@ def check_query(query: str, k: int, mode: str) -> None:
         raise ConfigError(f"mode: unknown mode {mode!r}; use one of {', '.join(MODES)}")
 
 
-@dataclass(frozen=True)
-class Fusion:
-    """Two legs fused: every candidate once (``cids``, ``keys``, in order of first
-    appearance, keyword leg first), its fused ``scores``, the ranking (positions, best
-    first) and where each leg's entries sit among the candidates. ``squashed``: the
-    scores are z-scores, reported through :func:`fusion.logistic` (only the hits' are:
-    the ranking needs none of them)."""
-
-    cids: np.ndarray
-    keys: np.ndarray
-    scores: np.ndarray
-    ranking: np.ndarray
-    kw_at: np.ndarray
-    vec_at: np.ndarray
-    squashed: bool = False
-
-    def reported(self, at: np.ndarray) -> list[float]:
-        """The fused scores of the candidates at positions ``at``, as hits report them."""
-        found = self.scores[at]
-        values: list[float] = (fusion.logistic(found) if self.squashed else found).tolist()
-        return values
-
-
-def _fuse(kw: Leg, vec: Leg, depth: int, settings: Settings) -> Fusion:
-    cids, keys, (kw_at, vec_at) = union(kw, vec)
-    return _fused(kw, vec, cids, keys, kw_at, vec_at, depth, settings)
-
-
-def _refuse(
-    first: Fusion, kw: Leg, vec: Leg, at: np.ndarray, depth: int, settings: Settings
-) -> Fusion:
-    """:func:`_fuse` of ``kw`` with a vector leg over ``first``'s candidates (``at``: their
-    positions there, distinct): the union is read off those positions instead of
-    matching keys again, in the order :func:`union` gives (keyword leg first, then the
-    vector leg's new candidates in its order)."""
-    n_kw = len(kw)
-    if not np.array_equal(first.kw_at, np.arange(n_kw)):  # repeated keyword keys
-        return _fuse(kw, vec, depth, settings)
-    fresh = at >= n_kw  # the first n_kw candidates are the keyword leg's, in its order
-    vec_at = at.copy()
-    vec_at[fresh] = n_kw + np.arange(int(np.count_nonzero(fresh)))
-    cids = np.concatenate([kw.cids, vec.cids[fresh]])
-    keys = np.concatenate([kw.keys, vec.keys[fresh]])
-    return _fused(kw, vec, cids, keys, np.arange(n_kw), vec_at, depth, settings)
-
-
-def _fused(
-    kw: Leg,
-    vec: Leg,
-    cids: np.ndarray,
-    keys: np.ndarray,
-    kw_at: np.ndarray,
-    vec_at: np.ndarray,
-    depth: int,
-    settings: Settings,
-) -> Fusion:
-    """The fusion of two legs whose union (``cids``, ``keys``, each leg's positions in
-    it) is known."""
-    at, n = (kw_at, vec_at), len(keys)
-    if settings.fusion == "rrf":
-        scores, best_rank = fusion.rrf_scores(at, n, k=settings.rrf_k)
-        return Fusion(cids, keys, scores, fusion.order(scores, best_rank), kw_at, vec_at)
-    # A keyword leg shorter than the depth holds every match: non-matches score 0, so in
-    # a small collection the best keyword hit does not sink a near-tied second one.
-    floors = [0.0 if len(kw) < depth else None, None]
-    values = (kw.scores, vec.scores)
-    if settings.fusion == "weighted":
-        scores = fusion.weighted_scores(values, at, n, floors=floors)
-        return Fusion(cids, keys, scores, fusion.order(scores), kw_at, vec_at)
-    raw = fusion.zscore_scores(values, at, n, floors=floors)
-    return Fusion(cids, keys, raw, fusion.order(raw), kw_at, vec_at, squashed=True)
-
-
 def feedback_leg(
     storage: Storage,
     targets: Sequence[Target],
@@ -163,82 +91,10 @@ def feedback_leg(
     keys = np.fromiter((key for _, key in pairs), np.int64, len(pairs))
     at = {key: i for i, key in enumerate(pairs)}
     ranking = np.fromiter((at[cast(Key, f.key)] for f in best if cast(Key, f.key) in at), np.intp)
-    moved, _ = _feedback(storage, targets, qvecs, cids, keys, ranking, weight, depth, chunks)
+    moved, _ = passes.feedback(
+        storage, targets, qvecs, cids, keys, passes.Listed(ranking), weight, depth, chunks
+    )
     return moved.pairs()
-
-
-def _feedback(
-    storage: Storage,
-    targets: Sequence[Target],
-    qvecs: Mapping[str, np.ndarray],
-    cids: np.ndarray,
-    keys: np.ndarray,
-    ranking: np.ndarray,
-    weight: float,
-    depth: int,
-    chunks: int = 1,
-) -> tuple[Leg, np.ndarray]:
-    """:func:`feedback_leg` on arrays: candidates ``(cids, keys)``, ``ranking`` the
-    positions of the first pass's fused ranking, best first. Also returns where the
-    leg's entries sit among the candidates."""
-    by_id = {t.coll.id: t for t in targets}
-    n = len(keys)
-    scores = np.full(n, -np.inf, np.float32)
-    # Per model and recipe: (positions, rows, norms) of its collections' candidates. Rows
-    # are not normalised (a cosine is the dot product over the norm): one matrix per
-    # collection.
-    parts: dict[str, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
-    one = bool(n) and bool((cids == cids[0]).all())  # one collection: no grouping
-    every = one  # every candidate gets a score (none deleted since ranked)
-    for cid in [int(cids[0])] if one else sorted(set(cids.tolist())):
-        at = np.arange(n) if one else np.flatnonzero(cids == cid)
-        target = by_id[cid]
-        wanted = keys if one else keys[at]
-        rows = np.asarray(storage.vector_directions(target.coll, wanted.tolist()), np.float32)
-        norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))
-        ok = norms > 0  # a chunk deleted since its leg was ranked has a zero row
-        if not ok.all():
-            at, rows, norms, every = at[ok], rows[ok], norms[ok], False
-        parts.setdefault(cache_key(target.embedder), []).append((at, rows, norms))
-    for model, found in parts.items():
-        raw = np.asarray(qvecs[model], dtype=np.float32)
-        q: np.ndarray = raw / np.float32(max(float(np.sqrt(raw @ raw)), 1e-12))
-        tops = _best_rows(found, ranking, n, chunks)
-        if tops:
-            # The mean of one row is that row: no array built from the list.
-            mean = tops[0] if len(tops) == 1 else np.mean(tops, axis=0, dtype=np.float32)
-            shifted = q + np.float32(weight) * mean
-            q = shifted / np.float32(max(float(np.sqrt(shifted @ shifted)), 1e-12))
-        for at, rows, norms in found:
-            scores[at] = (rows @ q) / norms
-    if every:  # one collection's: its order is by score, then key
-        best = np.lexsort((keys, -scores))[:depth]
-    else:
-        # Deleted since ranked: never scored, so still -inf, and left out.
-        kept = np.flatnonzero(scores > -np.inf)
-        best = kept[np.lexsort((keys[kept], cids[kept], -scores[kept]))[:depth]]
-    return Leg(cids[best], keys[best], scores[best].astype(np.float64)), best
-
-
-def _best_rows(
-    found: list[tuple[np.ndarray, np.ndarray, np.ndarray]], ranking: np.ndarray, n: int, chunks: int
-) -> list[np.ndarray]:
-    """Unit rows of the first ``chunks`` candidates of ``ranking`` among ``found``."""
-    if len(found) == 1 and len(found[0][0]) == n:  # every candidate, at its own position
-        _, rows, norms = found[0]
-        return [rows[pos] / norms[pos] for pos in ranking[:chunks].tolist()]
-    part = np.full(n, -1, np.intp)
-    row = np.zeros(n, np.intp)
-    for i, (at, _, _) in enumerate(found):
-        part[at], row[at] = i, np.arange(len(at))
-    tops: list[np.ndarray] = []
-    for pos in ranking.tolist():
-        if part[pos] >= 0:
-            _, rows, norms = found[part[pos]]
-            tops.append(rows[row[pos]] / norms[row[pos]])
-            if len(tops) == chunks:
-                break
-    return tops
 
 
 def _vector_legs(
@@ -328,7 +184,9 @@ def run_search(
     kw = Leg.merged(keyword, depth)
     vec = Leg.merged(vector_legs, depth)
     if mode == "hybrid":
-        ranked, kw_ranks, vec_ranks = _hybrid(storage, targets, qvecs, kw, vec, k, depth, settings)
+        ranked, kw_ranks, vec_ranks = passes.hybrid_ranking(
+            storage, targets, qvecs, kw, vec, k, depth, settings
+        )
     else:
         leg = kw if mode == "keyword" else vec
         ranked = leg.pairs(range(min(k, len(leg))))
@@ -336,9 +194,6 @@ def run_search(
         kw_ranks, vec_ranks = (only, {}) if mode == "keyword" else ({}, only)
     hits = hits_for(storage, targets, ranked, kw_ranks, vec_ranks, mode)
     return hits if reranker is None else rerank_hits(reranker, query, hits, wanted)
-
-
-Ranks = dict[Any, tuple[int, float]]
 
 
 def _store_hybrid(
@@ -370,47 +225,6 @@ def _store_hybrid(
     return hits_for(storage, [target], ranked, kw, vec, "hybrid", rows=rows)
 
 
-def _hybrid(
-    storage: Storage,
-    targets: Sequence[Target],
-    qvecs: Mapping[str, np.ndarray],
-    kw: Leg,
-    vec: Leg,
-    k: int,
-    depth: int,
-    settings: Settings,
-) -> tuple[list[tuple[Key, float]], Ranks, Ranks]:
-    """The fused top ``k`` (after vector feedback), and each leg's ranks of them."""
-    fused = _fuse(kw, vec, depth, settings)
-    if settings.vector_feedback > 0 and len(fused.keys):
-        vec, at = _feedback(
-            storage, targets, qvecs, fused.cids, fused.keys, fused.ranking,
-            settings.vector_feedback, depth,
-        )  # fmt: skip
-        fused = _refuse(fused, kw, vec, at, depth, settings)
-    top = fused.ranking[:k]
-    ranked = list(
-        zip(
-            zip(fused.cids[top].tolist(), fused.keys[top].tolist(), strict=True),
-            fused.reported(top),
-            strict=True,
-        )
-    )
-    return ranked, _ranks_of(kw, fused.kw_at, top), _ranks_of(vec, fused.vec_at, top)
-
-
-def _ranks_of(leg: Leg, at: np.ndarray, top: np.ndarray) -> Ranks:
-    """(1-based rank in ``leg``, score) of the candidates at positions ``top``."""
-    rank = np.full(int(at.max(initial=-1)) + 1 if len(at) else 0, -1, np.intp)
-    rank[at[::-1]] = np.arange(len(at))[::-1]  # a repeated key keeps its first rank
-    found: Ranks = {}
-    for pos in top.tolist():
-        r = int(rank[pos]) if pos < len(rank) else -1
-        if r >= 0:
-            found[(int(leg.cids[r]), int(leg.keys[r]))] = (r + 1, float(leg.scores[r]))
-    return found
-
-
 def hits_for(
     storage: Storage,
     targets: Sequence[Target],
@@ -435,22 +249,21 @@ def hits_for(
             continue
         coll = by_id[cid]
         kwr, vr = kw_ranks.get((cid, key)), vec_ranks.get((cid, key))
-        metadata = dict(row.metadata)
-        metadata.update(
-            {
-                "filename": row.filename,
-                "path": row.path,
-                "document_id": row.document_id,
-                "page": row.page,
-                "section": row.section,
-                "chunk_index": row.chunk_index,
-                "char_start": row.char_start,
-                "char_end": row.char_end,
-                "content_hash": row.content_hash,
-                "added_at": row.added_at,
-                "language": row.language,
-            }
-        )
+        # One display: the user's keys first, a built-in one overwriting its value in place.
+        metadata = {
+            **row.metadata,
+            "filename": row.filename,
+            "path": row.path,
+            "document_id": row.document_id,
+            "page": row.page,
+            "section": row.section,
+            "chunk_index": row.chunk_index,
+            "char_start": row.char_start,
+            "char_end": row.char_end,
+            "content_hash": row.content_hash,
+            "added_at": row.added_at,
+            "language": row.language,
+        }
         hits.append(
             Hit(
                 rank=len(hits) + 1,

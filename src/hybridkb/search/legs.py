@@ -10,10 +10,12 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar, cast
 
 import numpy as np
+
+from ..index.quantized import RankedList
 
 Key = tuple[int, int]  # (collection id, chunk key)
 T = TypeVar("T")
@@ -27,6 +29,8 @@ class Leg:
     cids: np.ndarray  # int64
     keys: np.ndarray  # int64
     scores: np.ndarray  # float64
+    # Known to be in the order merged() gives (one collection's, sorted by the index).
+    ordered: bool = field(default=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -35,6 +39,11 @@ class Leg:
     def of(cid: int, ranked: Sequence[tuple[int, float]]) -> Leg:
         """One collection's leg as a backend returned it (best first)."""
         n = len(ranked)
+        if isinstance(ranked, RankedList) and len(ranked.key_array) == n:
+            # The index's own arrays, sorted by score then key, as merged() sorts.
+            return Leg(
+                np.full(n, cid, np.int64), ranked.key_array, ranked.score_array, ordered=True
+            )
         keys = np.fromiter((key for key, _ in ranked), np.int64, n)
         scores = np.fromiter((score for _, score in ranked), np.float64, n)
         return Leg(np.full(n, cid, np.int64), keys, scores)
@@ -44,10 +53,18 @@ class Leg:
         """The best ``limit`` of several legs, ties by collection id and key."""
         if not legs:
             return Leg(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0))
-        cids, keys, scores = (
-            np.concatenate([getattr(leg, name) for leg in legs])
-            for name in ("cids", "keys", "scores")
-        )
+        if len(legs) == 1 and legs[0].ordered:  # sorted already: the sort keeps it
+            leg = legs[0]
+            if len(leg) <= limit:
+                return leg
+            return Leg(leg.cids[:limit], leg.keys[:limit], leg.scores[:limit], ordered=True)
+        if len(legs) == 1:  # one collection's leg: nothing to concatenate
+            cids, keys, scores = legs[0].cids, legs[0].keys, legs[0].scores
+        else:
+            cids, keys, scores = (
+                np.concatenate([getattr(leg, name) for leg in legs])
+                for name in ("cids", "keys", "scores")
+            )
         best = np.lexsort((keys, cids, -scores))[:limit]
         return Leg(cids[best], keys[best], scores[best])
 

@@ -319,7 +319,14 @@ def analyze_query(text: str, languages: Iterable[str]) -> list[str]:
     done: set[tuple[Any, frozenset[str]]] = set()
     for code in codes:
         analyzer = _analyzer(code)
-        stop = analyzer.stopwords | extra_stop
+        # The analyser's own set when the query's adds nothing (an English query in an
+        # English collection): the same stop words, and _tokens then reuses the terms it
+        # remembers for them instead of stemming every word again.
+        stop = (
+            analyzer.stopwords
+            if extra_stop <= analyzer.stopwords
+            else analyzer.stopwords | extra_stop
+        )
         # Languages without a stemmer all analyse alike; do that work once.
         key = (SNOWBALL_LANGUAGES.get(code), stop)
         if key in done:
@@ -378,6 +385,9 @@ def detect_language(text: str) -> str:
     by_script = _by_script(sample)
     if by_script is not None:
         return by_script
+    batch = _batch_classifier()
+    if batch is not None:  # the same answer as classify, at a third of its CPU
+        return _langid_code(*batch.classify_one(sample))
     return _langid_code(*_langid().classify(sample))
 
 
