@@ -6,7 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hybridkb.index.quantized import RankedList, ranked
+from hybridkb.index.quantized import ranked
+from hybridkb.results import RankedHits
 from hybridkb.search.legs import Leg
 from hybridkb.search.passes import Fusion, ranks_of
 
@@ -61,7 +62,7 @@ def test_an_index_leg_keeps_its_arrays_and_order(
     scores = np.array([dict(pairs)[key] for key in keys.tolist()], np.float32)
     found = ranked(keys, scores, k)
     plain = list(found)
-    assert isinstance(found, RankedList) and found == plain
+    assert isinstance(found, RankedHits) and found == plain
     fast, slow = Leg.of(3, found), Leg.of(3, plain)
     for a, b in ((fast, slow), (Leg.merged([fast], limit), Leg.merged([slow], limit))):
         assert a.cids.tolist() == b.cids.tolist() and a.keys.tolist() == b.keys.tolist()

@@ -12,6 +12,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from ..results import RankedHits
 from .keyrows import KeyRows
 from .selection import top
 
@@ -127,16 +128,6 @@ def prefer_scan(permitted: int, want: int, n: int) -> bool:
     return permitted <= _ALWAYS_SCAN_ROWS or permitted <= _GRAPH_COST_PER_RESULT * oversampled
 
 
-class RankedList(list[Hit]):
-    """:func:`ranked`'s list, which also keeps the arrays it was made from
-    (``key_array`` int64, ``score_array`` float64, in its order): a search fuses legs as
-    arrays, and building them again from the pairs cost ~10 us a 100-deep leg. (Not
-    ``keys``: ``dict()`` would take the list for a mapping.)"""
-
-    key_array: np.ndarray
-    score_array: np.ndarray
-
-
 def ranked(keys: np.ndarray, scores: np.ndarray, k: int) -> list[Hit]:
     """Sort by score descending, key ascending, and keep ``k``."""
     order = np.lexsort((keys, -scores))[:k]
@@ -144,7 +135,7 @@ def ranked(keys: np.ndarray, scores: np.ndarray, k: int) -> list[Hit]:
     best_scores = np.asarray(scores[order], dtype=np.float64)
     # tolist() gives the Python ints and floats int() and float() of each element would,
     # in one call (the per-element conversions were ~15 us of a 100-deep leg).
-    out = RankedList(zip(best_keys.tolist(), best_scores.tolist(), strict=True))
+    out = RankedHits(zip(best_keys.tolist(), best_scores.tolist(), strict=True))
     out.key_array, out.score_array = best_keys, best_scores
     return out
 

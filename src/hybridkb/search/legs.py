@@ -15,7 +15,7 @@ from typing import Generic, TypeVar, cast
 
 import numpy as np
 
-from ..index.quantized import RankedList
+from ..results import RankedHits
 
 Key = tuple[int, int]  # (collection id, chunk key)
 T = TypeVar("T")
@@ -39,7 +39,7 @@ class Leg:
     def of(cid: int, ranked: Sequence[tuple[int, float]]) -> Leg:
         """One collection's leg as a backend returned it (best first)."""
         n = len(ranked)
-        if isinstance(ranked, RankedList) and len(ranked.key_array) == n:
+        if isinstance(ranked, RankedHits) and len(ranked.key_array) == n:
             # The index's own arrays, sorted by score then key, as merged() sorts.
             return Leg(
                 np.full(n, cid, np.int64), ranked.key_array, ranked.score_array, ordered=True
