@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ConfigError
-from ..index.derived import gc_paused
 from ..normalize import normalize_text
 from ..results import AddReport, Block, FailedFile, FileResult
 from ..storage.base import DocumentRecord
@@ -70,11 +69,7 @@ def ingest_texts(
         functools.partial(_prepare_text, ctx, texts[n], metas[n], doc_ids[n], sig, ahead.at(n))
         for n in range(len(texts))
     ]
-    # The cyclic GC waits for the whole add, not only its batch writes (as files' does):
-    # texts make no cycles, and between two writes the prepare thread's allocations set
-    # off full collections over everything the process holds (~2 % of a bulk add's CPU).
-    with gc_paused():
-        return run_pipeline(ctx, jobs)
+    return run_pipeline(ctx, jobs)
 
 
 @dataclass

@@ -330,18 +330,20 @@ def _document_terms(text: str, analyzer: _Analyzer) -> list[str]:
         return list(chain.from_iterable(map(memo.__getitem__, pieces)))
     except KeyError:
         pass
-    out: list[str] = []
+    known = list(map(memo.get, pieces))
     stem, stop, tokens = analyzer.stem, analyzer.stopwords, analyzer.terms[ascii_only]
-    for piece in pieces:
-        terms = memo.get(piece)
+    for i, terms in enumerate(known):
         if terms is None:
-            found: list[str] = []
-            _scan(piece, ascii_only, stem, stop, tokens, found)
-            terms = memo[piece] = tuple(found)
-        out.extend(terms)
+            piece = pieces[i]
+            terms = memo.get(piece)  # an earlier miss in this text may have filled it
+            if terms is None:
+                found: list[str] = []
+                _scan(piece, ascii_only, stem, stop, tokens, found)
+                terms = memo[piece] = tuple(found)
+            known[i] = terms
     if len(memo) > _MEMO_TOKENS:
         memo.clear()
-    return out
+    return list(chain.from_iterable(known))  # type: ignore[arg-type]
 
 
 def analyze_query(text: str, languages: Iterable[str]) -> list[str]:
