@@ -114,6 +114,9 @@ _UNSPACED = (
 _CONNECTORS = r"\-_.'/+#@:&"
 _MAX_TOKEN_CHARS = 128  # longer runs are blobs (base64, minified code), not words
 _MEMO_TOKENS = 1 << 17  # distinct tokens an analyser remembers before starting afresh
+# Longest piece remembered: words with their punctuation repeat, a long run without a
+# space ("1,2,3,...", a URL) rarely does, and its terms would be held for nothing.
+_MEMO_PIECE_CHARS = 64
 _DETECT_CHARS = 2000
 _MIN_DETECT_LETTERS = 12
 _MIN_CONFIDENCE = 0.5
@@ -339,7 +342,9 @@ def _document_terms(text: str, analyzer: _Analyzer) -> list[str]:
             if terms is None:
                 found: list[str] = []
                 _scan(piece, ascii_only, stem, stop, tokens, found)
-                terms = memo[piece] = tuple(found)
+                terms = tuple(found)
+                if len(piece) <= _MEMO_PIECE_CHARS:
+                    memo[piece] = terms
             known[i] = terms
     if len(memo) > _MEMO_TOKENS:
         memo.clear()
