@@ -35,6 +35,11 @@ as a rising column, and the CPU per chunk of generating the records (pure Python
 same work at any scale): a control for how much the machine's load inflated the run.
 ``--profile FILE`` writes a cProfile of the put_documents calls.
 
+The pipeline case takes ``--profile FILE`` too: a cProfile of the caller's thread
+(FILE) and one of the prepare thread (FILE.prepare), with the 25 functions of most own
+time of each printed. cProfile slows Python code several times over, so the stage
+table of a profiled run is not a figure to compare.
+
 Writes bench/results/ingest_rate.json, or ``--out NAME``.json (sections merge;
 ``--results`` is the same flag).
 """
@@ -50,8 +55,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import argparse
 import cProfile
+import functools
 import gc
 import hashlib
+import pstats
 import re
 import shutil
 import tempfile
@@ -298,7 +305,32 @@ def _rates(n: int, wall: float, cpu: float) -> dict[str, Any]:
     }
 
 
-def pipeline_case(n: int, call: int, folder: Path) -> dict[str, Any]:
+@contextmanager
+def profiled_pipeline(profile: str) -> Iterator[None]:
+    """cProfile the calling thread and the prepare thread (its pool starts the profiler
+    in the thread it makes) when ``--profile`` asked for it; print the top of each."""
+    if not profile:
+        yield
+        return
+    caller, prepare = cProfile.Profile(), cProfile.Profile()
+    names = vars(ingest_module)  # the name run_pipeline makes its pool by
+    pool = names["ThreadPoolExecutor"]
+    names["ThreadPoolExecutor"] = functools.partial(pool, initializer=prepare.enable)
+    caller.enable()
+    try:
+        yield
+    finally:
+        caller.disable()
+        names["ThreadPoolExecutor"] = pool
+    for stats, path in ((caller, profile), (prepare, f"{profile}.prepare")):
+        stats.dump_stats(path)
+        print(
+            f"\n# cProfile of {'the prepare thread' if stats is prepare else 'the caller'}: {path}"
+        )
+        pstats.Stats(path).sort_stats("tottime").print_stats(25)
+
+
+def pipeline_case(n: int, call: int, folder: Path, profile: str = "") -> dict[str, Any]:
     """add_texts with the fake model: everything but a real model."""
     texts = synthetic_texts(n)
     db, cache = folder / "pipeline.duckdb", folder / "cache"
@@ -306,7 +338,11 @@ def pipeline_case(n: int, call: int, folder: Path) -> dict[str, Any]:
     coll = kb.create_collection("rate")
     embedder = kb.embedder_for(coll.record)
     load0 = C.loadavg()
-    with stage_timers(kb.storage, embedder) as st, ThreadCPU() as threads:
+    with (
+        stage_timers(kb.storage, embedder) as st,
+        ThreadCPU() as threads,
+        profiled_pipeline(profile),
+    ):
         wall0, cpu0 = time.perf_counter(), time.process_time()
         for start in range(0, n, call):
             part = texts[start : start + call]
@@ -555,7 +591,7 @@ def report(case: str, r: dict[str, Any]) -> None:
 def run_case(case: str, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
     folder.mkdir(parents=True)
     if case == "pipeline":
-        r = pipeline_case(args.chunks, args.call, folder)
+        r = pipeline_case(args.chunks, args.call, folder, args.profile)
     elif case == "storage":
         r = storage_case(args.chunks, folder, args.profile)
     else:
@@ -580,7 +616,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="bench/results/<this>.json (sections merge)",
     )
     parser.add_argument(
-        "--profile", default="", help="storage case: cProfile the put_documents calls to this file"
+        "--profile",
+        default="",
+        help="cProfile to this file: the storage case's put_documents calls, the pipeline "
+        "case's caller thread (and FILE.prepare: its prepare thread)",
     )
     parser.add_argument(
         "--before", action="store_true", help="run each case first with before_knobs (A/B)"

@@ -94,6 +94,24 @@ def test_unchanged_check_reads_a_window_of_documents_per_statement(
         assert coll.chunks(ids[i])[0].text == changed[i]
 
 
+def test_texts_prepared_a_group_at_a_time_are_each_reported_in_order(
+    kb: hybridkb.KnowledgeBase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The prepare thread takes texts a group at a time (one hand-over per text cost
+    about as much as normalising it): a text that fails in a group fails alone, and
+    every text lands in the report in the order given, across groups of any size."""
+    coll = kb.create_collection("notes")
+    texts = _texts(10)
+    texts[4] = " \n "  # nothing left once normalised: this one fails
+    ids = [f"n{i}" for i in range(10)]
+    for group in (1, 3, 64):
+        monkeypatch.setattr(ingest_texts, "TEXTS_A_JOB", group)
+        report = coll.add_texts([f"{t} ({group})" if t.strip() else t for t in texts], ids=ids)
+        assert [r.document_id for r in report.added] == [i for i in ids if i != "n4"]
+        assert [f.filename for f in report.failed] == ["n4"]
+    assert coll.chunks("n9")[0].text.endswith("(64)")
+
+
 def test_a_failing_document_costs_its_batch_no_second_embedding(
     kb: hybridkb.KnowledgeBase,
 ) -> None:

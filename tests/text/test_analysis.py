@@ -329,3 +329,31 @@ def test_ascii_text_gets_the_terms_the_unicode_tokenizer_gives(
     worker.start()
     worker.join()
     assert fresh == [[*warm, "é"]]
+
+
+def _in_a_fresh_thread(texts: list[str], lang: str) -> list[list[str]]:
+    """Each text's terms from analysers that remember nothing yet (a new thread's)."""
+    out: list[list[str]] = []
+    worker = threading.Thread(target=lambda: out.extend(analyze(t, lang) for t in texts))
+    worker.start()
+    worker.join()
+    return out
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(_ASCII_PIECES | st.text(max_size=8), max_size=20),
+    st.sampled_from(["en", "de", "und"]),
+)
+def test_a_document_gets_its_pieces_terms_in_order_however_warm_the_analyser(
+    pieces: list[str], lang: str
+) -> None:
+    """A document is analysed a whitespace-separated piece at a time, each piece's terms
+    remembered: the text analysed cold, warm, and piece by piece gets the same terms."""
+    text = " ".join(pieces)
+    (cold,) = _in_a_fresh_thread([text], lang)
+    assert analyze(text, lang) == cold
+    assert analyze(text, lang) == cold  # every piece remembered now
+    alone = _in_a_fresh_thread(pieces, lang)
+    assert [term for terms in alone for term in terms] == cold
+    assert analyze(f"{text}\u3000{text}", lang) == [*cold, *cold]  # any whitespace parts

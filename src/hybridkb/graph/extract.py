@@ -23,7 +23,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import date
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from .model import slug
 
@@ -155,15 +155,16 @@ _ACRONYM = re.compile(r"[A-Z](?<!\w\w)[A-Z0-9\-]*[A-Z0-9]s?\b")
 
 _WORD = re.compile(r"\S+")
 _ANY_DIGIT = re.compile(r"\d")
+_ASCII_DIGITS = "0123456789"
 _ASCII_CAPITAL = re.compile("[A-Z]")
 _AMOUNT_HINTS = ("$", "€", "£", "¥", "AUD", "USD", "EUR", "GBP", "NZD", "CAD", "JPY")
 
 
-@dataclass(frozen=True)
-class RuleHints:
+class RuleHints(NamedTuple):
     """Which rules can match a text at all: each flag is what every match of its rules
     must hold. The rules skip texts that lack it (ten regex scans cost ~110 us a 60-word
-    chunk, most finding nothing); the entities found are the same."""
+    chunk, most finding nothing); the entities found are the same. A named tuple: a
+    frozen dataclass took ~1 us a chunk to make."""
 
     digits: bool  # sections (and every number below)
     years: bool  # "19" or "20": dates, acronym + year
@@ -175,7 +176,11 @@ class RuleHints:
 
 def rule_hints(text: str) -> RuleHints:
     """The :class:`RuleHints` of ``text``."""
-    digits = _ANY_DIGIT.search(text) is not None
+    # In ASCII text \d is 0-9: ten substring tests in C beat the regex scan (~2 us).
+    if text.isascii():
+        digits = any(map(text.__contains__, _ASCII_DIGITS))
+    else:
+        digits = _ANY_DIGIT.search(text) is not None
     return RuleHints(
         digits=digits,
         years=digits and ("19" in text or "20" in text),
@@ -292,9 +297,12 @@ class SpanClaims:
         self.taken: list[tuple[int, int]] = []
 
     def add(self, ent: Entity) -> None:
-        if all(ent.end <= s or ent.start >= e for s, e in self.taken):
-            self.taken.append((ent.start, ent.end))
-            self.found.append(ent)
+        start, end = ent.start, ent.end
+        for s, e in self.taken:  # a loop, not all() over a generator: ~1 us an entity
+            if end > s and start < e:
+                return
+        self.taken.append((start, end))
+        self.found.append(ent)
 
 
 # How a rule hands over what it found: the extractor keeps it unless its span is taken.
