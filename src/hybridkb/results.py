@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
-import numpy as np
+if TYPE_CHECKING:  # the command line imports this module and must not start numpy
+    import numpy as np
 
 SearchMode = Literal["hybrid", "vector", "keyword", "filter"]
 SEARCH_MODES: tuple[str, ...] = get_args(SearchMode)
