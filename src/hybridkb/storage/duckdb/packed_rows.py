@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import sys
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -77,7 +77,7 @@ class RepeatedColumn:
         self.codes.append(code)
 
     def finish(self) -> None:
-        """Drop the build-time index (only ``get`` is needed from now on)."""
+        """Drop the build-time index (reads need only ``values`` and ``codes``)."""
         self.index = {}
 
     @property
@@ -164,11 +164,8 @@ class PackedRows:
     def __len__(self) -> int:
         return int(self.alive.sum())
 
-    def positions(self, keys: Sequence[int]) -> Iterator[tuple[int, int]]:
+    def positions(self, keys: Sequence[int]) -> list[tuple[int, int]]:
         """(key, row position) for the live ``keys`` held here."""
-        yield from self._found(keys)
-
-    def _found(self, keys: Sequence[int]) -> list[tuple[int, int]]:
         # One pass of array calls and lists: a search asks for its k hits' rows.
         if not len(keys) or not len(self.sorted_keys):
             return []
@@ -185,7 +182,7 @@ class PackedRows:
 
     def lookup(self, keys: Sequence[int]) -> dict[int, ChunkRecord]:
         record = self.record
-        return {key: record(i) for key, i in self._found(keys)}
+        return {key: record(i) for key, i in self.positions(keys)}
 
     def record(self, i: int) -> ChunkRecord:
         # Positional, in ChunkRecord's field order, every column read inline: this runs
@@ -215,7 +212,7 @@ class PackedRows:
     def forget(self, keys: Iterable[int]) -> None:
         """Turn ``keys`` dark. Their bytes stay (and count) until the rows are packed
         again: the caller drops a collection whose rows are mostly dark."""
-        for _, i in list(self.positions(list(keys))):
+        for _, i in self.positions(list(keys)):
             self.alive[i] = False
 
     @property
