@@ -19,7 +19,7 @@ import duckdb
 
 from ...embedders import Embedder, recipe_of, validate_vectors
 from ...errors import BackendError, ConfigError
-from ...index.derived import drop_snapshot, snapshot_paths
+from ...index.derived import snapshot_paths
 from ...lifecycle import raise_if_stopped
 from ...text.chunking import contextual_text
 from ..base import CollectionHealth, CollectionRecord, Finding
@@ -252,10 +252,7 @@ def rebuild_indexes(engine: Engine, coll: CollectionRecord) -> None:
 
 def invalidate_indexes(engine: Engine, derived: Derived, coll: CollectionRecord) -> None:
     """Forget in-memory and saved indexes: the next search rebuilds them from the tables."""
-    with engine.lock:
-        derived.forget(coll.id)
-        if engine.snapshot_dir is not None:
-            drop_snapshot(engine.snapshot_dir, coll.id)
+    derived.discard(coll)  # memory, the snapshot and the rows file
 
 
 def reembed_collection(

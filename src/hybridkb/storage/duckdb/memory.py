@@ -10,7 +10,7 @@ dropped or updated by the writes it could go stale on (all of them go through
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 
@@ -28,13 +28,13 @@ from ...index.derived import (
 )
 from ...text.filters import Filter, to_sql
 from ..base import ChunkRecord, CollectionRecord
-from ..records import chunk_record
 from .bulk import fetch_vectors_sql
 from .engine import Engine
 from .filter_columns import FilterColumns, field_query
-from .packed_rows import PackedRows
-from .row_cache import PACKED_ROW_OVERHEAD_BYTES, RowCache
-from .rows import CHUNK_COLUMNS, count, key_list_sql
+from .hit_rows import HitRows
+from .row_cache import RowCache
+from .row_file import drop_row_file
+from .rows import count
 from .schema import table_names
 
 # Vectors read per query when the indexes are built (keeps the temporary key column small).
@@ -146,6 +146,7 @@ class Derived:
         self.engine = engine
         self.indexes: dict[int, CollectionIndexes] = {}
         self.rows = RowCache(row_cache_bytes)
+        self.hits = HitRows(engine, self.rows)
         self.filters: dict[int, FilterColumns] = {}
 
     # -- lifecycle ------------------------------------------------------------------
@@ -191,6 +192,8 @@ class Derived:
         """Bring memory to a committed write (call under the storage lock's protection)."""
         with self.engine.lock:
             self.rows.forget_keys(coll.id, removed)
+            if not self.engine.read_only:  # this process reads its open copy, keys dark
+                drop_row_file(self.engine.snapshot_dir, coll.id)
             self.filters.pop(coll.id, None)
             found = self.indexes.get(coll.id)
             if found is None:  # nothing in memory to bring along: a snapshot is stale now
@@ -243,6 +246,7 @@ class Derived:
         folder = self.engine.snapshot_dir
         if folder is not None and not self.engine.read_only:
             drop_snapshot(folder, coll.id)
+            drop_row_file(folder, coll.id)
 
     def forget(self, collection_id: int) -> None:
         """Drop what memory holds for a collection (after a bulk rewrite or a drop)."""
@@ -409,82 +413,5 @@ class Derived:
     # -- rows -----------------------------------------------------------------------
 
     def fetch_chunks(self, coll: CollectionRecord, keys: Sequence[int]) -> dict[int, ChunkRecord]:
-        """Hit rows by key: from memory once the collection's rows are cached, else SQL."""
-        if not len(keys):
-            return {}
-        t = table_names(coll.id)
-        # Under the connection lock (_warm_rows starts its read here).
-        with self.engine.lock:
-            return self.rows.get(
-                coll.id,
-                [int(k) for k in keys],
-                lambda wanted: self._chunks_by_key(t, wanted),
-                lambda collect: self._warm_rows(coll, t, collect),
-                lambda: self._rows_bytes(t),
-            )
-
-    def _chunks_by_key(self, t: dict[str, str], wanted: Sequence[int]) -> list[ChunkRecord]:
-        in_keys, params = key_list_sql(wanted)
-        rows = self.engine.query(
-            f"SELECT {CHUNK_COLUMNS} FROM {t['chunks']} WHERE key IN {in_keys}", params
-        )
-        return [chunk_record(r) for r in rows]
-
-    def _warm_rows(
-        self,
-        coll: CollectionRecord,
-        t: dict[str, str],
-        collect: Callable[[Iterator[ChunkRecord]], PackedRows | None],
-    ) -> None:
-        """Read every chunk row in a background thread and publish them to the row cache.
-
-        The read starts under the lock, so its snapshot and the noted generation and
-        epoch agree; rows are published only if neither moved (no write meanwhile)."""
-        storage = self.engine
-        record = storage.record_by_id(coll.id)
-        if record is None:
-            return
-        generation, epoch = record.generation, self.rows.epoch(coll.id)
-        cursor = storage.con.cursor()  # a connection of its own, for the thread
-        result = cursor.execute(f"SELECT {CHUNK_COLUMNS} FROM {t['chunks']}")
-
-        def every() -> Iterator[ChunkRecord]:
-            while batch := result.fetchmany(4096):
-                yield from (chunk_record(r) for r in batch)
-
-        def run() -> None:
-            try:
-                rows = collect(every())
-            except Exception:  # noqa: BLE001 - housekeeping thread: any failure (e.g. the
-                rows = None  # connection closed under it) just leaves the rows uncached
-            finally:
-                with suppress(Exception):
-                    cursor.close()
-            if rows is not None:
-                self._publish_unless_written(coll.id, rows, generation, epoch)
-
-        self.rows.start(run)
-
-    def _publish_unless_written(
-        self, collection_id: int, rows: PackedRows, generation: int, epoch: int
-    ) -> None:
-        """Install warmed rows if the collection is still at ``generation``."""
-        storage = self.engine
-        # stop() may wait for this thread while its caller holds the lock.
-        while not storage.lock.acquire(timeout=0.05):
-            if self.rows.stopping:
-                return
-        try:
-            current = storage.record_by_id(collection_id)
-            if current is not None and current.generation == generation:
-                self.rows.publish(collection_id, rows, epoch)
-        finally:
-            storage.lock.release()
-
-    def _rows_bytes(self, t: dict[str, str]) -> int:
-        """Estimated bytes of the collection's rows in the cache: offsets are integer
-        columns (cheap to scan); text length would read every row."""
-        (n, chars) = self.engine.query(
-            f"SELECT count(*), coalesce(sum(char_end - char_start), 0) FROM {t['chunks']}"
-        )[0]
-        return int(chars) + int(n) * PACKED_ROW_OVERHEAD_BYTES
+        """Hit rows by key (hit_rows.py)."""
+        return self.hits.fetch_chunks(coll, keys)

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from ..base import ChunkRecord
 from .packed_rows import PackedRows
+from .row_file import RowFile
 
 # Bytes of one cached row beyond its text: as Python objects (a row read after the
 # warm-up: slotted record, ids, metadata dict, timestamp text) ~1,400 at the 100k
@@ -45,7 +46,7 @@ class RowCache:
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max(int(max_bytes), 0)
-        self._rows: dict[int, PackedRows] = {}
+        self._rows: dict[int, PackedRows | RowFile] = {}
         # Rows read after the warm-up (new keys, rows read again after a write).
         self._extra: dict[int, dict[int, ChunkRecord]] = {}
         self._bytes: dict[int, int] = {}
@@ -71,12 +72,15 @@ class RowCache:
         load_some: Callable[[Sequence[int]], Iterable[ChunkRecord]],
         warm: Callable[[Callable[[Iterator[ChunkRecord]], PackedRows | None]], None],
         estimate_bytes: Callable[[], int],
+        warm_file: Callable[[], None] | None = None,
     ) -> dict[int, ChunkRecord]:
         """Rows for ``keys`` (missing keys are absent), starting a warm-up when due.
 
         ``estimate_bytes`` is asked (cheaply) before every row is read. ``warm(collect)``
         must start a thread that opens its own read of every row, calls ``collect`` on it
         and publishes the result with :meth:`publish` if the collection did not change.
+        Rows over the budget are left to ``warm_file()`` (a rows file: row_file.py), which
+        publishes one it finds at once or starts a warm-up that writes one.
         """
         if self.max_bytes == 0:
             return {r.key: r for r in load_some(keys)}
@@ -88,8 +92,11 @@ class RowCache:
             with self._lock:
                 self._fetches[collection_id] = self._fetches.get(collection_id, 0) + 1
                 due = self._fetches[collection_id] == WARM_AFTER_FETCHES
-            if due and estimate_bytes() <= self.max_bytes - self.used_bytes:
-                warm(self._collect)
+            if due:
+                if estimate_bytes() <= self.max_bytes - self.used_bytes:
+                    warm(self._collect)
+                elif warm_file is not None:
+                    warm_file()
             return {r.key: r for r in load_some(keys)}
         found.update(packed.lookup([k for k in keys if k not in found]))
         missing = [k for k in keys if k not in found]
@@ -124,10 +131,10 @@ class RowCache:
         return self._epoch.get(collection_id, 0)
 
     def publish(
-        self, collection_id: int, rows: PackedRows | Iterable[ChunkRecord], epoch: int
+        self, collection_id: int, rows: PackedRows | RowFile | Iterable[ChunkRecord], epoch: int
     ) -> bool:
         """Install warmed rows unless something was forgotten since ``epoch`` was read."""
-        packed = rows if isinstance(rows, PackedRows) else PackedRows.pack(rows)
+        packed = rows if isinstance(rows, (PackedRows, RowFile)) else PackedRows.pack(rows)
         size = packed.nbytes
         with self._lock:
             if (

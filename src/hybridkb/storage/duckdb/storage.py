@@ -26,7 +26,6 @@ import duckdb
 import numpy as np
 
 from ...errors import KBError
-from ...index.derived import drop_snapshot
 from ..base import (
     Capabilities,
     ChunkRecord,
@@ -257,9 +256,7 @@ class DuckDBStorage(DuckDBSources, DuckDBReads, StorageDefaults):
             con.execute("DELETE FROM hybridkb_collections WHERE id = ?", [coll.id])
 
         self.engine.transaction(drop)
-        self.derived.forget(coll.id)
-        if self.snapshot_dir is not None:
-            drop_snapshot(self.snapshot_dir, coll.id)
+        self.derived.discard(coll)  # memory, the snapshot and the rows file
 
     # -- document writes ------------------------------------------------------------
 

@@ -1,0 +1,230 @@
+"""Rows of a collection too big for the row cache, kept in a file beside its indexes:
+the same rows as the table, never stale, never half-written."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from internals import duckdb_storage, local, sql_rows
+
+import hybridkb
+from hybridkb.index.derived import drop_snapshot
+from hybridkb.storage.base import ChunkRecord
+from hybridkb.storage.duckdb.row_cache import WARM_AFTER_FETCHES
+from hybridkb.storage.duckdb.row_file import (
+    HEADER_BYTES,
+    RowFile,
+    available,
+    row_file_path,
+    write_row_file,
+)
+
+pytestmark = pytest.mark.skipif(not available(), reason="no os.pread on this platform")
+
+N = 1500  # ~1.2 MB of rows in the cache's estimate: over a 1 MB budget
+
+
+def _texts() -> list[str]:
+    words = ["lemur", "otter", "café", "naïve", "東京", "🦦"]
+    return [
+        f"note {i} on the {words[i % 6]} of island {i % 7}: {'x' * (400 + i % 50)}"
+        for i in range(N)
+    ]
+
+
+def _fill(db: Path) -> None:
+    with local(hybridkb.connect(db, model="fake", row_cache_mb=1)) as kb:
+        coll = kb.create_collection("Notes")
+        coll.add_texts(
+            _texts(),
+            ids=[f"d{i}" for i in range(N)],
+            metadatas=[{"n": i, "tag": "é" if i % 2 else None} for i in range(N)],
+        )
+
+
+def _keys(kb: hybridkb.KnowledgeBase) -> list[int]:
+    return sorted(
+        int(r[0]) for r in sql_rows(kb, f"SELECT key FROM kb_c{kb.record('Notes').id}_chunks")
+    )
+
+
+def _warm(kb: hybridkb.KnowledgeBase, keys: list[int]) -> dict[int, ChunkRecord]:
+    rec = kb.record("Notes")
+    for _ in range(WARM_AFTER_FETCHES):
+        kb.storage.fetch_chunks(rec, keys[:3])
+    duckdb_storage(kb).derived.rows.wait()
+    return kb.storage.fetch_chunks(rec, keys)
+
+
+def _table_rows(db: Path, keys: list[int]) -> dict[int, ChunkRecord]:
+    with local(hybridkb.connect(db, model="fake", row_cache_mb=0)) as kb:
+        return kb.storage.fetch_chunks(kb.record("Notes"), keys)
+
+
+def _path(kb: hybridkb.KnowledgeBase) -> Path:
+    folder = duckdb_storage(kb).engine.snapshot_dir
+    assert folder is not None
+    return row_file_path(folder, kb.record("Notes").id)
+
+
+def test_rows_over_the_budget_come_from_a_file_equal_to_the_table(
+    tmp_path: Path, isolated_env: Path
+) -> None:
+    db = tmp_path / "kb.duckdb"
+    _fill(db)
+    with local(hybridkb.connect(db, model="fake", row_cache_mb=1)) as kb:
+        keys = _keys(kb)
+        served = _warm(kb, keys)
+        assert _path(kb).exists()
+        held = duckdb_storage(kb).derived.rows.used_bytes
+        assert 0 < held < 200_000  # keys and offsets, not the texts
+    assert served == _table_rows(db, keys) and len(served) == N
+
+
+def test_a_later_process_reads_the_file_without_writing_it(
+    tmp_path: Path, isolated_env: Path
+) -> None:
+    db = tmp_path / "kb.duckdb"
+    _fill(db)
+    with local(hybridkb.connect(db, model="fake", row_cache_mb=1)) as kb:
+        keys = _keys(kb)
+        _warm(kb, keys)
+        before = _path(kb).stat()
+    with local(hybridkb.connect(db, model="fake", row_cache_mb=1, read_only=True)) as kb:
+        served = _warm(kb, keys)
+        after = _path(kb).stat()
+        assert duckdb_storage(kb).derived.rows.used_bytes > 0
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert served == _table_rows(db, keys)
+
+
+def test_a_read_only_process_never_writes_one(tmp_path: Path, isolated_env: Path) -> None:
+    db = tmp_path / "kb.duckdb"
+    _fill(db)
+    with local(hybridkb.connect(db, model="fake", row_cache_mb=1, read_only=True)) as kb:
+        keys = _keys(kb)
+        served = _warm(kb, keys)
+        assert not _path(kb).exists()
+    assert served == _table_rows(db, keys)
+
+
+def test_a_write_removes_the_file_and_every_hit_stays_true(
+    tmp_path: Path, isolated_env: Path
+) -> None:
+    db = tmp_path / "kb.duckdb"
+    _fill(db)
+    with local(hybridkb.connect(db, model="fake", row_cache_mb=1)) as kb:
+        old = _keys(kb)
+        _warm(kb, old)
+        coll = kb.collection("Notes")
+        coll.add_texts(["the lemur now sleeps in a mango tree"], ids=["d5"], metadatas=[{"v": 2}])
+        coll.delete("d7")
+        assert not _path(kb).exists()  # stale on disk now; this process reads its copy
+        now = _keys(kb)
+        served = kb.storage.fetch_chunks(kb.record("Notes"), sorted(set(old) | set(now)))
+        assert set(served) == set(now)
+        hit = coll.search("mango", k=1, mode="keyword")[0]
+        assert hit.document_id == "d5" and hit.metadata["v"] == 2
+    assert served == _table_rows(db, now)
+
+
+def test_a_stale_file_is_never_trusted(tmp_path: Path, isolated_env: Path) -> None:
+    db = tmp_path / "kb.duckdb"
+    _fill(db)
+    with local(hybridkb.connect(db, model="fake", row_cache_mb=1)) as kb:
+        _warm(kb, _keys(kb))
+        path = _path(kb)
+        stale = path.read_bytes()
+        # The same text under new metadata: the same chunk keys, other rows.
+        kb.collection("Notes").add_texts([_texts()[3]], ids=["d3"], metadatas=[{"n": -3}])
+    path.write_bytes(stale)  # as if the write's process had died before removing it
+    with local(hybridkb.connect(db, model="fake", row_cache_mb=1)) as kb:
+        keys = _keys(kb)
+        served = _warm(kb, keys)
+        generation = kb.record("Notes").generation
+    assert served == _table_rows(db, keys)
+    assert RowFile.open(path, generation=generation, chunks=N) is not None  # written again
+
+
+def test_a_damaged_record_is_read_through_sql(tmp_path: Path, isolated_env: Path) -> None:
+    db = tmp_path / "kb.duckdb"
+    _fill(db)
+    with local(hybridkb.connect(db, model="fake", row_cache_mb=1)) as kb:
+        keys = _keys(kb)
+        _warm(kb, keys)
+        path = _path(kb)
+    data = bytearray(path.read_bytes())
+    for at in range(HEADER_BYTES + 40, HEADER_BYTES + 40_000, 997):  # inside records
+        data[at] ^= 0x20
+    path.write_bytes(bytes(data))
+    with local(hybridkb.connect(db, model="fake", row_cache_mb=1, read_only=True)) as kb:
+        served = _warm(kb, keys)
+    assert served == _table_rows(db, keys)
+
+
+def _record(key: int) -> ChunkRecord:
+    return ChunkRecord(
+        key, f"c{key}", "d", 0, "text", None, None, 0, 4, "", "en", [], {}, None, None
+    )
+
+
+def test_a_stopped_write_leaves_no_file(tmp_path: Path) -> None:
+    stop = threading.Event()
+
+    def rows() -> Iterator[ChunkRecord]:
+        for key in range(10_000):
+            if key == 5_000:
+                stop.set()
+            yield _record(key)
+
+    assert (
+        write_row_file(tmp_path, 1, rows(), generation=1, chunks=10_000, stopped=stop.is_set)
+        is None
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_leftover_of_a_killed_write_goes_with_the_snapshot(tmp_path: Path) -> None:
+    leftover = tmp_path / f".{row_file_path(tmp_path, 4).name}.12345.tmp"
+    leftover.write_bytes(b"half a file")
+    drop_snapshot(tmp_path, 4)
+    assert not leftover.exists()
+
+
+def test_a_file_vouches_only_for_its_generation_and_count(tmp_path: Path) -> None:
+    found = write_row_file(
+        tmp_path,
+        2,
+        iter([_record(k) for k in (5, 1, 3)]),
+        generation=7,
+        chunks=3,
+        stopped=lambda: False,
+    )
+    assert found is not None and found.lookup([1, 3, 5, 9]) == {k: _record(k) for k in (1, 3, 5)}
+    path = row_file_path(tmp_path, 2)
+    assert RowFile.open(path, generation=8, chunks=3) is None
+    assert RowFile.open(path, generation=7, chunks=4) is None
+    assert RowFile.open(tmp_path / "missing.bin", generation=7, chunks=3) is None
+
+
+def test_dropping_the_collection_removes_its_file(tmp_path: Path, isolated_env: Path) -> None:
+    db = tmp_path / "kb.duckdb"
+    _fill(db)
+    with local(hybridkb.connect(db, model="fake", row_cache_mb=1)) as kb:
+        _warm(kb, _keys(kb))
+        path = _path(kb)
+        assert path.exists()
+        kb.drop_collection("Notes")
+        assert not path.exists()
+
+
+def test_a_new_write_removes_what_a_killed_one_left(tmp_path: Path) -> None:
+    leftover = tmp_path / f".{row_file_path(tmp_path, 3).name}.999999.tmp"
+    leftover.write_bytes(b"x" * 1000)
+    assert write_row_file(
+        tmp_path, 3, iter([_record(1)]), generation=1, chunks=1, stopped=lambda: False
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c3.rows.bin"]
