@@ -24,6 +24,14 @@ fused by the core in Python. It cost half again the CPU (12.5 ms against 8.6 ms 
 19 ms p50 against 13 ms on a loaded 2-core machine): shipping ~200 candidates' rows (their
 text detoasted, sent and parsed) costs about what the fusion here does, a thread's start
 waits for the scheduler under load, and two legs at once only pay on idle cores.
+
+The exact scan is most of the statement, and it waits on memory, not on arithmetic
+(pgvector's cosine is AVX2 FMA code; ``perf annotate`` puts the samples on its loads of each
+row's 1.5 kB vector). Tried on SciFact and not taken (server CPU, bench/pg_legs.py figures):
+a stored halfvec copy scanned first, then the best 150 re-scored exactly, saved ~0.3 of 2.9
+ms; a binary-quantized first pass needs ~1,500 candidates for recall 0.99 at depth 100;
+HNSW needs ef_search 200 for recall 1.0 and then saved ~0.9 ms, for an index every write
+keeps up to date.
 """
 
 from __future__ import annotations
@@ -74,10 +82,10 @@ def _union(name: str, a: str, b: str) -> str:
     once, with both legs' scores and ranks and its position in order of first
     appearance (``a`` first), as ``legs.union``."""
     return (
-        f" {name}_u AS MATERIALIZED (SELECT coalesce(a.key, b.key) AS key, a.v AS av, a.r AS ar,"
-        f" b.v AS bv, b.r AS br FROM {a} a FULL JOIN {b} b ON a.key = b.key),"
-        f" {name} AS MATERIALIZED (SELECT *, coalesce(ar, (SELECT count(*) FROM {a})"
-        f" + row_number() OVER (PARTITION BY ar IS NULL ORDER BY br)) AS pos FROM {name}_u),"
+        f" {name} AS MATERIALIZED (SELECT coalesce(a.key, b.key) AS key, a.v AS av, a.r AS ar,"
+        f" b.v AS bv, b.r AS br, coalesce(a.r, (SELECT count(*) FROM {a})"
+        " + row_number() OVER (PARTITION BY a.r IS NULL ORDER BY b.r)) AS pos"
+        f" FROM {a} a FULL JOIN {b} b ON a.key = b.key),"
     )
 
 
@@ -106,17 +114,21 @@ def _minmax(leg: str, floor: str) -> str:
     )
 
 
-def _fused(name: str, source: str, spec: FusionSpec, a_floor: str) -> tuple[str, list[Any]]:
+def _fused(name: str, source: str, spec: FusionSpec, depth: int) -> tuple[str, list[Any]]:
     """CTE ``name`` over a union: ``raw`` (what ranks), ``shown`` (the reported score)
     and ``tie`` (RRF's best single-leg rank; else 0), as ``spec.method`` fuses. The legs'
     statistics are one aggregate row (``name_s``) joined to every candidate: one pass
     over the union for them, one to score (window aggregates took two more)."""
-    ax = f"CASE WHEN {a_floor} THEN coalesce(av, 0) ELSE av END"
+    # The keyword leg is complete (its floor is 0) when it is shorter than the depth:
+    # ``f``, and its mean and spread then count every candidate it lacks as 0.
+    full = f"count(av) < {int(depth)}"
     stats = (
         f" {name}_s AS MATERIALIZED (SELECT count(av) AS a_m, count(bv) AS b_m,"
-        " count(*) AS size, min(av) AS a_min, max(av) AS a_max, min(bv) AS b_min,"
-        f" max(bv) AS b_max, avg({ax}) AS a_mean, stddev_pop({ax}) AS a_sd,"
-        f" avg(bv) AS b_mean, stddev_pop(bv) AS b_sd FROM {source} CROSS JOIN fl),"
+        f" count(*) AS size, {full} AS f, min(av) AS a_min, max(av) AS a_max,"
+        f" min(bv) AS b_min, max(bv) AS b_max,"
+        f" CASE WHEN {full} THEN avg(coalesce(av, 0)) ELSE avg(av) END AS a_mean,"
+        f" CASE WHEN {full} THEN stddev_pop(coalesce(av, 0)) ELSE stddev_pop(av) END AS a_sd,"
+        f" avg(bv) AS b_mean, stddev_pop(bv) AS b_sd FROM {source}),"
     )
     params: list[Any] = []
     if spec.method == "rrf":
@@ -124,15 +136,15 @@ def _fused(name: str, source: str, spec: FusionSpec, a_floor: str) -> tuple[str,
         params = [spec.rrf_k, spec.rrf_k]
         shown, tie = "raw", "least(ar, br)"
     elif spec.method == "weighted":
-        raw = f"{_minmax('a', a_floor)} + {_minmax('b', 'FALSE')}"
+        raw = f"{_minmax('a', 'f')} + {_minmax('b', 'FALSE')}"
         shown, tie = "raw", "0"
     else:
-        raw = f"{_zscore('a', a_floor)} + {_zscore('b', 'FALSE')}"
+        raw = f"{_zscore('a', 'f')} + {_zscore('b', 'FALSE')}"
         shown, tie = "1 / (1 + exp(-raw))", "0"
     # OFFSET 0 keeps ``raw`` computed once (not copied into ``shown``).
     sql = (
         f"{stats} {name} AS MATERIALIZED (SELECT *, {shown} AS shown, {tie} AS tie FROM"
-        f" (SELECT key, av, ar, bv, br, pos, {raw} AS raw FROM {source} CROSS JOIN fl"
+        f" (SELECT key, av, ar, bv, br, pos, {raw} AS raw FROM {source}"
         f" CROSS JOIN {name}_s OFFSET 0) r),"
     )
     return sql, params
@@ -155,35 +167,32 @@ def hybrid_sql(
     kw, params = bm25_ctes(t, collection_id, terms, depth, where)
     vec, vec_params = _vector_leg(chunks, query, depth, where)
     params += vec_params
-    floor = "f"  # fl.f: the keyword leg is complete (its floor is 0): shorter than the depth
-    first, first_params = _fused("f1", "c1", spec, floor)
+    first, first_params = _fused("f1", "c1", spec, depth)
     sql = (
         f"WITH {kw},{vec}"
         " a1 AS MATERIALIZED (SELECT key, score AS v,"
         " row_number() OVER (ORDER BY score DESC, key) AS r FROM kw),"
         " b1 AS MATERIALIZED (SELECT key, s::float8 AS v,"
         " row_number() OVER (ORDER BY s DESC, key) AS r FROM vec),"
-        f" fl AS MATERIALIZED (SELECT count(*) < {int(depth)} AS f FROM kw),"
         f"{_union('c1', 'a1', 'b1')}{first}"
     )
     params += first_params
     if spec.feedback > 0:
         w = float(spec.feedback)
         sql += (
-            f" u AS MATERIALIZED (SELECT embedding AS e FROM {chunks}"
-            " WHERE key = (SELECT key FROM f1 ORDER BY raw DESC, tie, pos LIMIT 1)),"
-            " qu AS MATERIALIZED (SELECT 1 - (e <=> %b::vector) AS c FROM u),"
+            f" u AS MATERIALIZED (SELECT embedding AS e, 1 - (embedding <=> %b::vector) AS qc"
+            f" FROM {chunks} WHERE key = (SELECT key FROM f1 ORDER BY raw DESC, tie, pos LIMIT 1)),"
             " fb AS MATERIALIZED (SELECT c.key, (((1 - (ch.embedding <=> %b::vector))"
-            " + %s * (1 - (ch.embedding <=> u.e))) / sqrt(1 + %s * %s + 2 * %s * qu.c))"
+            " + %s * (1 - (ch.embedding <=> u.e))) / sqrt(1 + %s * %s + 2 * %s * u.qc))"
             "::float4::float8 AS v"
-            f" FROM c1 c JOIN {chunks} ch ON ch.key = c.key CROSS JOIN u CROSS JOIN qu),"
+            f" FROM c1 c JOIN {chunks} ch ON ch.key = c.key CROSS JOIN u),"
             " b2 AS MATERIALIZED (SELECT key, v, row_number() OVER (ORDER BY v DESC, key) AS r"
             " FROM fb"
             f" WHERE v <> 'NaN' ORDER BY v DESC, key LIMIT {int(depth)}),"
             f"{_union('c2', 'a1', 'b2')}"
         )
         params += [query, query, w, w, w, w]
-        second, second_params = _fused("f2", "c2", spec, floor)
+        second, second_params = _fused("f2", "c2", spec, depth)
         sql += second
         params += second_params
         last = "f2"
