@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from internals import duckdb_storage, local, sql_rows
@@ -21,6 +22,7 @@ from hybridkb.storage.duckdb.row_file import (
     row_file_path,
     write_row_file,
 )
+from hybridkb.storage.records import chunk_record
 
 pytestmark = pytest.mark.skipif(not available(), reason="no os.pread on this platform")
 
@@ -80,7 +82,8 @@ def test_rows_over_the_budget_come_from_a_file_equal_to_the_table(
         served = _warm(kb, keys)
         assert _path(kb).exists()
         held = duckdb_storage(kb).derived.rows.used_bytes
-        assert 0 < held < 200_000  # keys and offsets, not the texts
+        # Keys, offsets and the distinct values (metadata here: one per row), not the texts.
+        assert 0 < held < sum(len(t) for t in _texts()) / 2
     assert served == _table_rows(db, keys) and len(served) == N
 
 
@@ -165,20 +168,39 @@ def test_a_damaged_record_is_read_through_sql(tmp_path: Path, isolated_env: Path
     assert served == _table_rows(db, keys)
 
 
-def _record(key: int) -> ChunkRecord:
-    return ChunkRecord(
-        key, f"c{key}", "d", 0, "text", None, None, 0, 4, "", "en", [], {}, None, None
+def _row(key: int) -> tuple[Any, ...]:
+    """A row of CHUNK_COLUMNS as DuckDB returns it (metadata as JSON text)."""
+    return (
+        key,
+        f"c{key}",
+        "d",
+        0,
+        "text",
+        None,
+        None,
+        0,
+        4,
+        None,
+        None,
+        '{"n": 1}',
+        None,
+        "/p",
+        None,
     )
+
+
+def _record(key: int) -> ChunkRecord:
+    return chunk_record(_row(key))
 
 
 def test_a_stopped_write_leaves_no_file(tmp_path: Path) -> None:
     stop = threading.Event()
 
-    def rows() -> Iterator[ChunkRecord]:
+    def rows() -> Iterator[tuple[Any, ...]]:
         for key in range(10_000):
             if key == 5_000:
                 stop.set()
-            yield _record(key)
+            yield _row(key)
 
     assert (
         write_row_file(tmp_path, 1, rows(), generation=1, chunks=10_000, stopped=stop.is_set)
@@ -198,7 +220,7 @@ def test_a_file_vouches_only_for_its_generation_and_count(tmp_path: Path) -> Non
     found = write_row_file(
         tmp_path,
         2,
-        iter([_record(k) for k in (5, 1, 3)]),
+        iter([_row(k) for k in (5, 1, 3)]),
         generation=7,
         chunks=3,
         stopped=lambda: False,
@@ -225,6 +247,6 @@ def test_a_new_write_removes_what_a_killed_one_left(tmp_path: Path) -> None:
     leftover = tmp_path / f".{row_file_path(tmp_path, 3).name}.999999.tmp"
     leftover.write_bytes(b"x" * 1000)
     assert write_row_file(
-        tmp_path, 3, iter([_record(1)]), generation=1, chunks=1, stopped=lambda: False
+        tmp_path, 3, iter([_row(1)]), generation=1, chunks=1, stopped=lambda: False
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c3.rows.bin"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import suppress
+from typing import Any
 
 from ...errors import KBError
 from ..base import ChunkRecord, CollectionRecord
@@ -26,7 +27,8 @@ from .schema import table_names
 # DuckDB's cached table blocks kept after a rows file was written from them.
 KEEP_TABLE_BLOCKS = 16 << 20
 
-Collect = Callable[[Iterator[ChunkRecord]], "PackedRows | RowFile | None"]
+# What a warm-up hands every row to (rows of CHUNK_COLUMNS, as DuckDB returns them).
+Collect = Callable[[Iterator[Sequence[Any]]], "PackedRows | RowFile | None"]
 
 
 class HitRows:
@@ -47,7 +49,9 @@ class HitRows:
                 coll.id,
                 [int(k) for k in keys],
                 lambda wanted: self._chunks_by_key(t, wanted),
-                lambda collect: self._warm_rows(coll, t, collect),
+                lambda collect: self._warm_rows(
+                    coll, t, lambda rows: collect(chunk_record(r) for r in rows)
+                ),
                 lambda: self._rows_bytes(t),
                 lambda: self._warm_file(coll, t),
             )
@@ -80,7 +84,7 @@ class HitRows:
         except (OSError, KBError):  # not private: the hits stay read through SQL
             return
 
-        def collect(rows: Iterator[ChunkRecord]) -> RowFile | None:
+        def collect(rows: Iterator[Sequence[Any]]) -> RowFile | None:
             return write_row_file(
                 folder,
                 coll.id,
@@ -105,9 +109,9 @@ class HitRows:
         cursor = storage.con.cursor()  # a connection of its own, for the thread
         result = cursor.execute(f"SELECT {CHUNK_COLUMNS} FROM {t['chunks']}")
 
-        def every() -> Iterator[ChunkRecord]:
+        def every() -> Iterator[Sequence[Any]]:
             while batch := result.fetchmany(4096):
-                yield from (chunk_record(r) for r in batch)
+                yield from batch
 
         def run() -> None:
             try:

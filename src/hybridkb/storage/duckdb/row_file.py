@@ -32,14 +32,15 @@ from typing import Any
 import numpy as np
 
 from ..base import ChunkRecord
-from .packed_rows import RepeatedColumn, metadata_identity
+from ..records import chunk_record
+from .packed_rows import RepeatedColumn
 
 MAGIC = b"HKBROWS\x01"
 HEADER_BYTES = 4096  # the records start here; the header is written last
-# The document-level fields a record holds as codes into the file's value tables.
-VALUE_FIELDS = (
-    "document_id", "page", "section", "language", "filename", "path", "added_at", "metadata",
-)  # fmt: skip
+# The columns of a ``CHUNK_COLUMNS`` row a record holds as codes into the file's value
+# tables (values chunks of one document share), raw as DuckDB returns them: a hit is
+# made by ``chunk_record`` from the same tuple SQL would give it.
+VALUE_COLUMNS = (2, 5, 6, 10, 11, 12, 13, 14)
 # crc32 of the rest, chunk_index, char_start, char_end, the 8 value codes, and the byte
 # lengths of chunk_id and content_hash (the text takes the rest of the record).
 RECORD = struct.Struct("<Iqqq8iII")
@@ -64,13 +65,14 @@ def drop_row_file(folder: Path | None, collection_id: int) -> None:
             os.unlink(row_file_path(folder, collection_id))
 
 
-def encode(row: ChunkRecord, codes: Sequence[int]) -> bytes:
-    chunk_id = row.chunk_id.encode("utf-8", "surrogatepass")
-    content_hash = row.content_hash.encode("utf-8", "surrogatepass")
-    text = row.text.encode("utf-8", "surrogatepass")
-    body = RECORD.pack(
-        0, row.chunk_index, row.char_start, row.char_end, *codes, len(chunk_id), len(content_hash)
-    )[4:] + chunk_id + content_hash + text  # fmt: skip
+def encode(row: Sequence[Any], codes: Sequence[int]) -> bytes:
+    """The record of one row of ``CHUNK_COLUMNS`` as DuckDB returns it."""
+    chunk_id = str(row[1]).encode("utf-8", "surrogatepass")
+    content_hash = str(row[9] or "").encode("utf-8", "surrogatepass")
+    text = str(row[4]).encode("utf-8", "surrogatepass")
+    ints = (int(row[3]), int(row[7] or 0), int(row[8] or 0))
+    body = RECORD.pack(0, *ints, *codes, len(chunk_id), len(content_hash))[4:]
+    body += chunk_id + content_hash + text
     return struct.pack("<I", zlib.crc32(body)) + body
 
 
@@ -97,7 +99,7 @@ class RowFile:
             raise ValueError("rows file: index size does not match its count")
         self.sorted_keys, self.starts, self.lengths = arrays[:n], arrays[n : 2 * n], arrays[2 * n :]
         self.values: list[list[Any]] = json.loads(values)
-        if len(self.values) != len(VALUE_FIELDS):
+        if len(self.values) != len(VALUE_COLUMNS):
             raise ValueError("rows file: value tables do not match")
         self.alive = np.ones(n, bool)
         self.nbytes = len(index) + n + len(values) * 3  # decoded values: ~3x their JSON
@@ -160,19 +162,18 @@ class RowFile:
         _, chunk_index, char_start, char_end, *rest = RECORD.unpack_from(data)
         codes, id_len, hash_len = rest[:8], rest[8], rest[9]
         try:
-            doc, page, section, language, filename, path, added_at, metadata = (
+            doc, page, section, language, metadata, filename, path, added_at = (
                 values[code] for values, code in zip(self.values, codes, strict=True)
             )
         except IndexError:
             return None
-        at = RECORD.size
-        utf8 = "utf-8"
-        return ChunkRecord(
-            key, data[at : at + id_len].decode(utf8, "surrogatepass"), doc, chunk_index,
-            data[at + id_len + hash_len :].decode(utf8, "surrogatepass"), page, section,
-            char_start, char_end,
-            data[at + id_len : at + id_len + hash_len].decode(utf8, "surrogatepass"),
-            language, [], dict(metadata) if metadata else {}, filename, path, added_at,
+        at, utf8 = RECORD.size, "utf-8"
+        chunk_id = data[at : at + id_len].decode(utf8, "surrogatepass")
+        content_hash = data[at + id_len : at + id_len + hash_len].decode(utf8, "surrogatepass")
+        text = data[at + id_len + hash_len :].decode(utf8, "surrogatepass")
+        return chunk_record(
+            (key, chunk_id, doc, chunk_index, text, page, section, char_start, char_end,
+             content_hash, language, metadata, filename, path, added_at)
         )  # fmt: skip
 
     def forget(self, keys: Iterable[int]) -> None:
@@ -190,13 +191,13 @@ def read_exact(fd: int, size: int, offset: int) -> bytes:
 def write_row_file(
     folder: Path,
     collection_id: int,
-    rows: Iterator[ChunkRecord],
+    rows: Iterator[Sequence[Any]],
     *,
     generation: int,
     chunks: int,
     stopped: Callable[[], bool],
 ) -> RowFile | None:
-    """Write every row of ``rows`` to the collection's rows file, renamed into place when
+    """Write every row of ``rows`` (``CHUNK_COLUMNS`` tuples) to the collection's rows file, renamed into place when
     complete; the file opened, or None if ``stopped()`` turned true meanwhile."""
     final = row_file_path(folder, collection_id)
     # One process writes a file's rows files (DuckDB's single writer): any other
@@ -205,8 +206,7 @@ def write_row_file(
         with suppress(FileNotFoundError):
             os.unlink(leftover)
     tmp = folder / f".{final.name}.{os.getpid()}.tmp"
-    columns = {name: RepeatedColumn() for name in VALUE_FIELDS}
-    columns["metadata"] = RepeatedColumn(metadata_identity)
+    columns = [(at, RepeatedColumn()) for at in VALUE_COLUMNS]
     keys, starts, lengths = [], [], []
     try:
         with open(tmp, "wb", opener=private_opener) as out:
@@ -216,11 +216,11 @@ def write_row_file(
                 if stopped():
                     return None
                 codes = []
-                for name, column in columns.items():
-                    column.append(getattr(row, name))
+                for at_column, column in columns:
+                    column.append(row[at_column])
                     codes.append(column.codes[-1])
                 record = encode(row, codes)
-                keys.append(row.key)
+                keys.append(row[0])
                 starts.append(at)
                 lengths.append(len(record))
                 at += len(record)
@@ -233,7 +233,7 @@ def write_row_file(
             index = np.concatenate(
                 [np.asarray(a, np.int64)[order] for a in (keys, starts, lengths)]
             ).tobytes()
-            values = json.dumps([columns[name].values for name in VALUE_FIELDS]).encode()
+            values = json.dumps([column.values for _, column in columns]).encode()
             header = {
                 "generation": int(generation), "chunks": int(chunks), "count": len(keys),
                 "index_offset": at, "index_bytes": len(index), "index_crc": zlib.crc32(index),
