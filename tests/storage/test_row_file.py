@@ -38,13 +38,25 @@ def _texts() -> list[str]:
 
 
 def _fill(db: Path) -> None:
-    with local(hybridkb.connect(db, model="fake", row_cache_mb=1)) as kb:
+    with _open(db) as kb:
         coll = kb.create_collection("Notes")
         coll.add_texts(
             _texts(),
             ids=[f"d{i}" for i in range(N)],
             metadatas=[{"n": i, "tag": "é" if i % 2 else None} for i in range(N)],
         )
+
+
+@pytest.fixture
+def db(tmp_path: Path, isolated_env: Path) -> Path:
+    """A file whose collection "Notes" holds N rows, over a 1 MB row-cache budget."""
+    path = tmp_path / "kb.duckdb"
+    _fill(path)
+    return path
+
+
+def _open(db: Path, *, read_only: bool = False) -> hybridkb.KnowledgeBase:
+    return local(hybridkb.connect(db, model="fake", row_cache_mb=1, read_only=read_only))
 
 
 def _keys(kb: hybridkb.KnowledgeBase) -> list[int]:
@@ -72,12 +84,8 @@ def _path(kb: hybridkb.KnowledgeBase) -> Path:
     return row_file_path(folder, kb.record("Notes").id)
 
 
-def test_rows_over_the_budget_come_from_a_file_equal_to_the_table(
-    tmp_path: Path, isolated_env: Path
-) -> None:
-    db = tmp_path / "kb.duckdb"
-    _fill(db)
-    with local(hybridkb.connect(db, model="fake", row_cache_mb=1)) as kb:
+def test_rows_over_the_budget_come_from_a_file_equal_to_the_table(db: Path) -> None:
+    with _open(db) as kb:
         keys = _keys(kb)
         served = _warm(kb, keys)
         assert _path(kb).exists()
@@ -87,16 +95,12 @@ def test_rows_over_the_budget_come_from_a_file_equal_to_the_table(
     assert served == _table_rows(db, keys) and len(served) == N
 
 
-def test_a_later_process_reads_the_file_without_writing_it(
-    tmp_path: Path, isolated_env: Path
-) -> None:
-    db = tmp_path / "kb.duckdb"
-    _fill(db)
-    with local(hybridkb.connect(db, model="fake", row_cache_mb=1)) as kb:
+def test_a_later_process_reads_the_file_without_writing_it(db: Path) -> None:
+    with _open(db) as kb:
         keys = _keys(kb)
         _warm(kb, keys)
         before = _path(kb).stat()
-    with local(hybridkb.connect(db, model="fake", row_cache_mb=1, read_only=True)) as kb:
+    with _open(db, read_only=True) as kb:
         served = _warm(kb, keys)
         after = _path(kb).stat()
         assert duckdb_storage(kb).derived.rows.used_bytes > 0
@@ -104,22 +108,16 @@ def test_a_later_process_reads_the_file_without_writing_it(
     assert served == _table_rows(db, keys)
 
 
-def test_a_read_only_process_never_writes_one(tmp_path: Path, isolated_env: Path) -> None:
-    db = tmp_path / "kb.duckdb"
-    _fill(db)
-    with local(hybridkb.connect(db, model="fake", row_cache_mb=1, read_only=True)) as kb:
+def test_a_read_only_process_never_writes_one(db: Path) -> None:
+    with _open(db, read_only=True) as kb:
         keys = _keys(kb)
         served = _warm(kb, keys)
         assert not _path(kb).exists()
     assert served == _table_rows(db, keys)
 
 
-def test_a_write_removes_the_file_and_every_hit_stays_true(
-    tmp_path: Path, isolated_env: Path
-) -> None:
-    db = tmp_path / "kb.duckdb"
-    _fill(db)
-    with local(hybridkb.connect(db, model="fake", row_cache_mb=1)) as kb:
+def test_a_write_removes_the_file_and_every_hit_stays_true(db: Path) -> None:
+    with _open(db) as kb:
         old = _keys(kb)
         _warm(kb, old)
         coll = kb.collection("Notes")
@@ -134,17 +132,15 @@ def test_a_write_removes_the_file_and_every_hit_stays_true(
     assert served == _table_rows(db, now)
 
 
-def test_a_stale_file_is_never_trusted(tmp_path: Path, isolated_env: Path) -> None:
-    db = tmp_path / "kb.duckdb"
-    _fill(db)
-    with local(hybridkb.connect(db, model="fake", row_cache_mb=1)) as kb:
+def test_a_stale_file_is_never_trusted(db: Path) -> None:
+    with _open(db) as kb:
         _warm(kb, _keys(kb))
         path = _path(kb)
         stale = path.read_bytes()
         # The same text under new metadata: the same chunk keys, other rows.
         kb.collection("Notes").add_texts([_texts()[3]], ids=["d3"], metadatas=[{"n": -3}])
     path.write_bytes(stale)  # as if the write's process had died before removing it
-    with local(hybridkb.connect(db, model="fake", row_cache_mb=1)) as kb:
+    with _open(db) as kb:
         keys = _keys(kb)
         served = _warm(kb, keys)
         generation = kb.record("Notes").generation
@@ -152,10 +148,8 @@ def test_a_stale_file_is_never_trusted(tmp_path: Path, isolated_env: Path) -> No
     assert RowFile.open(path, generation=generation, chunks=N) is not None  # written again
 
 
-def test_a_damaged_record_is_read_through_sql(tmp_path: Path, isolated_env: Path) -> None:
-    db = tmp_path / "kb.duckdb"
-    _fill(db)
-    with local(hybridkb.connect(db, model="fake", row_cache_mb=1)) as kb:
+def test_a_damaged_record_is_read_through_sql(db: Path) -> None:
+    with _open(db) as kb:
         keys = _keys(kb)
         _warm(kb, keys)
         path = _path(kb)
@@ -163,7 +157,7 @@ def test_a_damaged_record_is_read_through_sql(tmp_path: Path, isolated_env: Path
     for at in range(HEADER_BYTES + 40, HEADER_BYTES + 40_000, 997):  # inside records
         data[at] ^= 0x20
     path.write_bytes(bytes(data))
-    with local(hybridkb.connect(db, model="fake", row_cache_mb=1, read_only=True)) as kb:
+    with _open(db, read_only=True) as kb:
         served = _warm(kb, keys)
     assert served == _table_rows(db, keys)
 
@@ -232,10 +226,8 @@ def test_a_file_vouches_only_for_its_generation_and_count(tmp_path: Path) -> Non
     assert RowFile.open(tmp_path / "missing.bin", generation=7, chunks=3) is None
 
 
-def test_dropping_the_collection_removes_its_file(tmp_path: Path, isolated_env: Path) -> None:
-    db = tmp_path / "kb.duckdb"
-    _fill(db)
-    with local(hybridkb.connect(db, model="fake", row_cache_mb=1)) as kb:
+def test_dropping_the_collection_removes_its_file(db: Path) -> None:
+    with _open(db) as kb:
         _warm(kb, _keys(kb))
         path = _path(kb)
         assert path.exists()

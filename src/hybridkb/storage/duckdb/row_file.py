@@ -89,7 +89,6 @@ class RowFile:
         self.chunks = int(header["chunks"])
         n = int(header["count"])
         self._fd = fd
-        weakref.finalize(self, os.close, fd)
         index = read_exact(fd, int(header["index_bytes"]), int(header["index_offset"]))
         values = read_exact(fd, int(header["values_bytes"]), int(header["values_offset"]))
         if zlib.crc32(index) != header["index_crc"] or zlib.crc32(values) != header["values_crc"]:
@@ -103,6 +102,8 @@ class RowFile:
             raise ValueError("rows file: value tables do not match")
         self.alive = np.ones(n, bool)
         self.nbytes = len(index) + n + len(values) * 3  # decoded values: ~3x their JSON
+        # Last: a check above that fails leaves the descriptor to open()'s caller to close.
+        weakref.finalize(self, os.close, fd)
 
     @classmethod
     def open(cls, path: Path, *, generation: int, chunks: int) -> RowFile | None:
@@ -161,20 +162,20 @@ class RowFile:
             return None
         _, chunk_index, char_start, char_end, *rest = RECORD.unpack_from(data)
         codes, id_len, hash_len = rest[:8], rest[8], rest[9]
+        at, utf8 = RECORD.size, "utf-8"
         try:
             doc, page, section, language, metadata, filename, path, added_at = (
                 values[code] for values, code in zip(self.values, codes, strict=True)
             )
-        except IndexError:
+            chunk_id = data[at : at + id_len].decode(utf8, "surrogatepass")
+            content_hash = data[at + id_len : at + id_len + hash_len].decode(utf8, "surrogatepass")
+            text = data[at + id_len + hash_len :].decode(utf8, "surrogatepass")
+            return chunk_record(
+                (key, chunk_id, doc, chunk_index, text, page, section, char_start, char_end,
+                 content_hash, language, metadata, filename, path, added_at)
+            )  # fmt: skip
+        except (IndexError, ValueError, TypeError):  # a record that checks but does not read
             return None
-        at, utf8 = RECORD.size, "utf-8"
-        chunk_id = data[at : at + id_len].decode(utf8, "surrogatepass")
-        content_hash = data[at + id_len : at + id_len + hash_len].decode(utf8, "surrogatepass")
-        text = data[at + id_len + hash_len :].decode(utf8, "surrogatepass")
-        return chunk_record(
-            (key, chunk_id, doc, chunk_index, text, page, section, char_start, char_end,
-             content_hash, language, metadata, filename, path, added_at)
-        )  # fmt: skip
 
     def forget(self, keys: Iterable[int]) -> None:
         for _, i in self.positions(list(keys)):
@@ -197,8 +198,9 @@ def write_row_file(
     chunks: int,
     stopped: Callable[[], bool],
 ) -> RowFile | None:
-    """Write every row of ``rows`` (``CHUNK_COLUMNS`` tuples) to the collection's rows file, renamed into place when
-    complete; the file opened, or None if ``stopped()`` turned true meanwhile."""
+    """Write every row of ``rows`` (``CHUNK_COLUMNS`` tuples) to the collection's rows
+    file, renamed into place when complete; the file opened, or None if ``stopped()``
+    turned true meanwhile."""
     final = row_file_path(folder, collection_id)
     # One process writes a file's rows files (DuckDB's single writer): any other
     # temporary file here is the leftover of a killed write.
@@ -206,7 +208,7 @@ def write_row_file(
         with suppress(FileNotFoundError):
             os.unlink(leftover)
     tmp = folder / f".{final.name}.{os.getpid()}.tmp"
-    columns = [(at, RepeatedColumn()) for at in VALUE_COLUMNS]
+    columns = [(column_at, RepeatedColumn()) for column_at in VALUE_COLUMNS]
     keys, starts, lengths = [], [], []
     try:
         with open(tmp, "wb", opener=private_opener) as out:
@@ -216,8 +218,8 @@ def write_row_file(
                 if stopped():
                     return None
                 codes = []
-                for at_column, column in columns:
-                    column.append(row[at_column])
+                for column_at, column in columns:
+                    column.append(row[column_at])
                     codes.append(column.codes[-1])
                 record = encode(row, codes)
                 keys.append(row[0])
@@ -241,6 +243,8 @@ def write_row_file(
                 "values_crc": zlib.crc32(values),
             }  # fmt: skip
             head = MAGIC + json.dumps(header).encode()
+            if len(head) > HEADER_BYTES:
+                raise ValueError("rows file: header too long")
             out.write(index)
             out.write(values)
             out.seek(0)
