@@ -3,11 +3,14 @@ the same rows as the table, never stale, never half-written."""
 
 from __future__ import annotations
 
+import json
 import threading
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from internals import duckdb_storage, local, sql_rows
 
@@ -17,6 +20,7 @@ from hybridkb.storage.base import ChunkRecord
 from hybridkb.storage.duckdb.row_cache import WARM_AFTER_FETCHES
 from hybridkb.storage.duckdb.row_file import (
     HEADER_BYTES,
+    MAGIC,
     RowFile,
     available,
     row_file_path,
@@ -242,3 +246,86 @@ def test_a_new_write_removes_what_a_killed_one_left(tmp_path: Path) -> None:
         tmp_path, 3, iter([_row(1)]), generation=1, chunks=1, stopped=lambda: False
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c3.rows.bin"]
+
+
+def _craft(tmp_path: Path, **changes: Any) -> Path:
+    """A valid one-row file whose header then says ``changes`` (its CRCs left as they are
+    unless changed too): what a hostile or damaged file can claim."""
+    write_row_file(tmp_path, 5, iter([_row(1)]), generation=1, chunks=1, stopped=lambda: False)
+    return _recraft(row_file_path(tmp_path, 5), **changes)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"index_bytes": 1 << 50},  # would allocate a petabyte to read it
+        {"values_bytes": 1 << 50},
+        {"index_offset": -8},
+        {"values_offset": 1 << 40},
+        {"count": 1 << 40},
+        {"count": "1"},
+    ],
+)
+def test_a_header_claiming_what_the_file_lacks_is_refused(
+    tmp_path: Path, changes: dict[str, Any]
+) -> None:
+    assert RowFile.open(_craft(tmp_path, **changes), generation=1, chunks=1) is None
+
+
+def test_a_header_that_is_not_an_object_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "c5.rows.bin"
+    path.write_bytes(MAGIC + b"[1, 2]" + b"\0" * HEADER_BYTES)
+    assert RowFile.open(path, generation=1, chunks=1) is None
+
+
+def _with_tables(tmp_path: Path, index: np.ndarray, raw_values: bytes) -> Path:
+    """A one-row file whose index (keys, starts, lengths) and value tables are replaced,
+    their CRCs matching: a crafted file passes every checksum."""
+    path = _craft(tmp_path)
+    data = path.read_bytes()
+    raw_index = index.astype(np.int64).tobytes()
+    path.write_bytes(data + raw_index + raw_values)
+    return _recraft(
+        path,
+        index_offset=len(data), index_bytes=len(raw_index), index_crc=zlib.crc32(raw_index),
+        values_offset=len(data) + len(raw_index), values_bytes=len(raw_values),
+        values_crc=zlib.crc32(raw_values), count=len(index) // 3,
+    )  # fmt: skip
+
+
+def _recraft(path: Path, **changes: Any) -> Path:
+    data = bytearray(path.read_bytes())
+    header = json.loads(data[len(MAGIC) : HEADER_BYTES].rstrip(b"\0"))
+    header.update(changes)
+    head = MAGIC + json.dumps(header).encode()
+    data[:HEADER_BYTES] = head + b"\0" * (HEADER_BYTES - len(head))
+    path.write_bytes(bytes(data))
+    return path
+
+
+def _one_row_index(tmp_path: Path) -> np.ndarray:
+    found = write_row_file(
+        tmp_path, 6, iter([_row(1)]), generation=1, chunks=1, stopped=lambda: False
+    )
+    assert found is not None
+    return np.concatenate([found.sorted_keys, found.starts, found.lengths])
+
+
+def test_records_outside_the_file_are_refused(tmp_path: Path) -> None:
+    # key 1 at offset 4096, a record claiming a petabyte
+    index = np.array([1, HEADER_BYTES, 1 << 50])
+    path = _with_tables(tmp_path, index, json.dumps([[None]] * 8).encode())
+    assert RowFile.open(path, generation=1, chunks=1) is None
+
+
+@pytest.mark.parametrize(
+    "raw_values",
+    [
+        json.dumps([[None]] * 7).encode(),  # one table short
+        json.dumps([{"0": 1}] * 8).encode(),  # not lists
+        b"[" * 200_000 + b"]" * 200_000,  # deeper than the JSON parser recurses
+    ],
+)
+def test_value_tables_of_the_wrong_shape_are_refused(tmp_path: Path, raw_values: bytes) -> None:
+    path = _with_tables(tmp_path, _one_row_index(tmp_path), raw_values)
+    assert RowFile.open(path, generation=1, chunks=1) is None

@@ -85,21 +85,32 @@ class RowFile:
     when the object is gone, never under a running lookup."""
 
     def __init__(self, fd: int, header: dict[str, Any]) -> None:
-        self.generation = int(header["generation"])
-        self.chunks = int(header["chunks"])
-        n = int(header["count"])
-        self._fd = fd
-        index = read_exact(fd, int(header["index_bytes"]), int(header["index_offset"]))
-        values = read_exact(fd, int(header["values_bytes"]), int(header["values_offset"]))
-        if zlib.crc32(index) != header["index_crc"] or zlib.crc32(values) != header["values_crc"]:
-            raise ValueError("rows file: damaged index")
-        arrays = np.frombuffer(index, np.int64)
-        if len(arrays) != 3 * n:
+        # Every size and offset is checked against the file before anything is read or
+        # allocated: the header, the index and the records are whatever the file says.
+        size = os.fstat(fd).st_size
+        n = whole(header["count"])
+        index = read_section(fd, header, "index", size)
+        values = read_section(fd, header, "values", size)
+        if len(index) != 24 * n:
             raise ValueError("rows file: index size does not match its count")
+        arrays = np.frombuffer(index, np.int64)
         self.sorted_keys, self.starts, self.lengths = arrays[:n], arrays[n : 2 * n], arrays[2 * n :]
+        records_end = whole(header["index_offset"])
+        if n and not (
+            (self.starts >= HEADER_BYTES).all()
+            and (self.lengths >= RECORD.size).all()
+            and (self.starts + self.lengths <= records_end).all()
+        ):
+            raise ValueError("rows file: a record lies outside the records")
         self.values: list[list[Any]] = json.loads(values)
-        if len(self.values) != len(VALUE_COLUMNS):
+        if not (
+            isinstance(self.values, list)
+            and len(self.values) == len(VALUE_COLUMNS)
+            and all(isinstance(table, list) for table in self.values)
+        ):
             raise ValueError("rows file: value tables do not match")
+        self.generation, self.chunks = whole(header["generation"]), whole(header["chunks"])
+        self._fd = fd
         self.alive = np.ones(n, bool)
         self.nbytes = len(index) + n + len(values) * 3  # decoded values: ~3x their JSON
         # Last: a check above that fails leaves the descriptor to open()'s caller to close.
@@ -108,7 +119,7 @@ class RowFile:
     @classmethod
     def open(cls, path: Path, *, generation: int, chunks: int) -> RowFile | None:
         """The rows file at ``path`` if it vouches for ``generation`` and ``chunks``; else
-        None (missing, stale, foreign or damaged: built again)."""
+        None (missing, stale, foreign, damaged or crafted: built again)."""
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         except OSError:
@@ -118,10 +129,12 @@ class RowFile:
             if not head.startswith(MAGIC):
                 raise ValueError("not a rows file")
             header = json.loads(head[len(MAGIC) :].rstrip(b"\0"))
+            if not isinstance(header, dict):
+                raise ValueError("rows file: the header is not an object")
             if header.get("generation") != generation or header.get("chunks") != chunks:
                 raise ValueError("stale")
             return cls(fd, header)
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
             os.close(fd)
             return None
 
@@ -182,10 +195,22 @@ class RowFile:
             self.alive[i] = False
 
 
-def read_exact(fd: int, size: int, offset: int) -> bytes:
-    data = os.pread(fd, size, offset)
-    if len(data) != size:
-        raise ValueError("rows file: truncated")
+def whole(value: Any) -> int:
+    """A header's count or offset: a non-negative JSON integer, else ValueError."""
+    if type(value) is not int or value < 0:
+        raise ValueError(f"rows file: {value!r} is not a count")
+    return value
+
+
+def read_section(fd: int, header: dict[str, Any], name: str, size: int) -> bytes:
+    """The ``name`` section (``<name>_offset``, ``_bytes``, ``_crc`` in the header), read
+    only if it lies inside the file's ``size`` bytes, and checked against its CRC."""
+    offset, length = whole(header[f"{name}_offset"]), whole(header[f"{name}_bytes"])
+    if offset + length > size:
+        raise ValueError(f"rows file: the {name} lies past the end")
+    data = os.pread(fd, length, offset)
+    if len(data) != length or zlib.crc32(data) != header[f"{name}_crc"]:
+        raise ValueError(f"rows file: damaged {name}")
     return data
 
 
