@@ -29,12 +29,6 @@ CACHED_SQL = (
 )
 
 
-def cached_table_bytes(con: duckdb.DuckDBPyConnection) -> int:
-    """Bytes of table blocks DuckDB holds in its buffer pool."""
-    row = con.execute(CACHED_SQL).fetchone()
-    return int(row[0]) if row else 0
-
-
 def trim_table_blocks(con: duckdb.DuckDBPyConnection, keep: int) -> bool:
     """Evict cached table blocks down to about ``keep`` bytes if they hold more. True if
     a trim ran; a cache DuckDB cannot shrink (pinned blocks) is left as it is."""

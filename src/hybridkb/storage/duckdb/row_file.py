@@ -109,7 +109,6 @@ class RowFile:
             and all(isinstance(table, list) for table in self.values)
         ):
             raise ValueError("rows file: value tables do not match")
-        self.generation, self.chunks = whole(header["generation"]), whole(header["chunks"])
         self._fd = fd
         self.alive = np.ones(n, bool)
         self.nbytes = len(index) + n + len(values) * 3  # decoded values: ~3x their JSON
