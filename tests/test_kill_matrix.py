@@ -28,6 +28,7 @@ from typing import Any
 
 import duckdb
 import pytest
+from hung import FAULTHANDLER, communicate_or_show_stacks
 from internals import sql_rows
 from paths import SUPPORT
 
@@ -137,7 +138,7 @@ def _cycle(
 ) -> dict[str, int]:
     """One kill of one write; returns what was checked."""
     proc = subprocess.Popen(
-        [sys.executable, str(WORKER), str(db), str(corpus), op, str(seed)],
+        [sys.executable, *FAULTHANDLER, str(WORKER), str(db), str(corpus), op, str(seed)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -152,7 +153,7 @@ def _cycle(
     if proc.poll() is not None:
         pytest.fail(f"{op}: worker died by itself: {proc.communicate()[1][-2000:]}")
     proc.send_signal(sig)
-    out, _ = proc.communicate(timeout=60)
+    out, _ = communicate_or_show_stacks(proc, timeout=60)
     with hybridkb.connect(db, model="fake") as kb:
         state = _names(kb.collection("Base"))
     may: dict[str, Any] = {"add": [], "remove": []}

@@ -5,11 +5,22 @@ error still ends the block as the stop."""
 from __future__ import annotations
 
 import os
+import queue
 import signal
+import threading
+import time
 
 import pytest
+from stop_anywhere import every_step
 
-from hybridkb.lifecycle import Stopped, raise_if_stopped, stop_on_signals
+from hybridkb.lifecycle import (
+    Handoff,
+    Stopped,
+    join_background,
+    raise_if_stopped,
+    start_background,
+    stop_on_signals,
+)
 
 
 def test_a_swallowed_stop_is_raised_again_at_the_next_step() -> None:
@@ -47,3 +58,58 @@ def test_an_error_a_native_layer_made_of_the_stop_leaves_the_block_as_the_stop()
 def test_an_error_without_a_stop_leaves_the_block_as_it_is() -> None:
     with pytest.raises(RuntimeError, match="Query interrupted"), stop_on_signals():
         raise RuntimeError("Query interrupted")
+
+
+def test_a_handoff_holds_at_most_its_depth_and_lets_a_waiting_producer_go() -> None:
+    handoff: Handoff[int] = Handoff(2)
+    handed: list[bool] = []
+    producer = threading.Thread(target=lambda: handed.extend(handoff.put(i) for i in range(6)))
+    producer.start()
+    time.sleep(0.3)
+    assert handed == [True, True] and producer.is_alive()  # the third waits for room
+    assert [handoff.get(timeout=5) for _ in range(3)] == [0, 1, 2]
+    time.sleep(0.3)
+    assert handed == [True] * 5 and producer.is_alive()  # 3 and 4 in, 5 waits
+    handoff.abandon()  # the consumer went away: the producer stops waiting
+    producer.join(5)
+    assert not producer.is_alive() and handed == [True] * 5 + [False]
+    with pytest.raises(queue.Empty):
+        Handoff[int](1).get(timeout=0.01)
+
+
+# A stop landing in a finalizer (a generator closed by the collector) is printed and
+# ignored, as a real signal's would be: expected here.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_stop_anywhere_in_a_consumer_never_wedges_the_producer() -> None:
+    """queue.Queue wedged so: a stop landing just after its Condition took its lock left
+    the lock held, and the producer's next put waited for ever."""
+    producers: list[threading.Thread] = []  # those that ran
+
+    def scenario() -> None:
+        handoff: Handoff[int] = Handoff(1)
+
+        def produce() -> None:
+            producers.append(threading.current_thread())
+            for i in range(4):
+                handoff.put(i)
+
+        try:
+            threading.Thread(target=produce, daemon=True).start()
+            for _ in range(4):
+                handoff.get(timeout=5)
+        finally:
+            handoff.abandon()
+
+    assert every_step(scenario) == []
+    for producer in producers:
+        producer.join(5)
+    assert not [p for p in producers if p.is_alive()]
+
+
+def test_the_exit_wait_passes_over_a_thread_that_never_started() -> None:
+    """A stop landing inside Thread.start can leave a thread that never says it started;
+    the wait at exit then raised RuntimeError ("cannot join thread before it is
+    started") from an atexit callback, a traceback at the user."""
+    never = threading.Thread(target=lambda: None)
+    ran = start_background(lambda: time.sleep(0.05), "hybridkb-test")
+    assert join_background([never, ran], 5) is True and not ran.is_alive()

@@ -20,6 +20,7 @@ with 128 + the signal's number.
 from __future__ import annotations
 
 import atexit
+import queue
 import signal
 import threading
 import time
@@ -27,10 +28,12 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from types import FrameType
+from typing import Generic, TypeVar
 
 __all__ = [
     "EXIT_WAIT_SECONDS",
     "STOP_SIGNALS",
+    "Handoff",
     "Stopped",
     "join_background",
     "own_process",
@@ -44,6 +47,8 @@ EXIT_WAIT_SECONDS = 120.0
 STOP_SIGNALS = tuple(
     getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
 )
+
+T = TypeVar("T")
 
 _RUNNING: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 # The stop signal received inside the current stop_on_signals block (at most one).
@@ -84,10 +89,12 @@ def start_background(target: Callable[[], object], name: str) -> threading.Threa
 
 
 def join_background(threads: Iterable[threading.Thread], timeout: float) -> bool:
-    """Wait for ``threads`` (at most ``timeout`` seconds in all); True if all ended."""
+    """Wait for ``threads`` (at most ``timeout`` seconds in all); True if all ended.
+    A thread whose start a stop signal interrupted may never say it started (its
+    start's own Condition can stay locked): it never runs, and join would raise."""
     deadline = time.monotonic() + timeout
     for thread in threads:
-        if thread is not threading.current_thread():
+        if thread is not threading.current_thread() and thread.is_alive():
             thread.join(max(0.0, deadline - time.monotonic()))
     return not any(t.is_alive() for t in threads if t is not threading.current_thread())
 
@@ -142,3 +149,47 @@ def raise_if_stopped() -> None:
     swallow it; the loop then still stops at its next step."""
     if _REQUESTED:
         raise Stopped(_REQUESTED[0])
+
+
+class Handoff(Generic[T]):
+    """A bounded queue from a thread to the main thread that a stop signal cannot wedge.
+
+    ``queue.Queue`` guards itself with ``threading.Condition``, whose ``__enter__`` is
+    Python: a stop signal's exception raised there, just after the lock was taken and
+    before the ``with`` holds it, leaves the lock held for ever (2 of 2,000 stops in a
+    stress test), and the other thread's next ``put`` waits for it for ever (``hybridkb
+    copy`` stopped by SIGTERM hung so in CI). Here both directions are
+    ``queue.SimpleQueue``, written in C and safe against that: the items, and the room
+    for them (one token per free place). The producer waits for room in steps, so a
+    consumer that went away (:meth:`abandon`, a plain flag: setting an Event takes a
+    lock too) never holds it."""
+
+    STEP_SECONDS = 0.05
+
+    def __init__(self, depth: int) -> None:
+        self._items: queue.SimpleQueue[T] = queue.SimpleQueue()
+        self._room: queue.SimpleQueue[None] = queue.SimpleQueue()
+        for _ in range(max(1, depth)):
+            self._room.put(None)
+        self.abandoned = False
+
+    def put(self, item: T) -> bool:
+        """Hand ``item`` over once there is room; False (not handed) if abandoned first."""
+        while not self.abandoned:
+            try:
+                self._room.get(timeout=self.STEP_SECONDS)
+            except queue.Empty:
+                continue
+            self._items.put(item)
+            return True
+        return False
+
+    def get(self, timeout: float | None = None) -> T:
+        """The next item (``queue.Empty`` after ``timeout`` seconds without one)."""
+        item = self._items.get(timeout=timeout)
+        self._room.put(None)
+        return item
+
+    def abandon(self) -> None:
+        """The consumer takes nothing more: a waiting :meth:`put` gives up."""
+        self.abandoned = True

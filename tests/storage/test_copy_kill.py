@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hung import FAULTHANDLER, communicate_or_show_stacks
 
 import hybridkb
 from hybridkb.cli.commands import main
@@ -51,7 +52,7 @@ def _stop_part_way(args: list[str], db: Path, sig: int) -> subprocess.CompletedP
         "HYBRIDKB_MODEL": "fake",
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "hybridkb", *args],
+        [sys.executable, *FAULTHANDLER, "-m", "hybridkb", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -65,7 +66,7 @@ def _stop_part_way(args: list[str], db: Path, sig: int) -> subprocess.CompletedP
             pass
     assert proc.poll() is None, f"{args[2]} ended before it was stopped: {proc.communicate()}"
     proc.send_signal(sig)
-    out, err = proc.communicate(timeout=120)
+    out, err = communicate_or_show_stacks(proc, timeout=120)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 

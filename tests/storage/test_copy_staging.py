@@ -7,11 +7,13 @@ from __future__ import annotations
 import itertools
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from internals import signal_after_commit
+from stop_anywhere import every_step
 
 import hybridkb
 from hybridkb.errors import CollectionExists, ConfigError
@@ -163,3 +165,29 @@ def test_a_copy_reads_ahead_in_a_thread_that_ends_with_it() -> None:
         assert next(items) == 0 and threading.active_count() == before + 1
         raise KeyError("a copy that stopped part-way")
     assert threading.active_count() == before
+
+
+# A stop landing in a finalizer (a generator closed by the collector) is printed and
+# ignored, as a real signal's would be: expected here.
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_stop_anywhere_in_a_copy_s_read_ahead_ends_it_and_its_reader() -> None:
+    """A stop signal's exception can land anywhere the copy's thread runs Python, also
+    inside a lock's ``with`` just after the lock was taken (the lock then stays held):
+    queue.Queue's did, the reader waited for it for ever and `hybridkb copy` stopped by
+    SIGTERM hung in CI. At every such point the block ends, and so does its reader."""
+    readers: list[threading.Thread] = []
+
+    def source() -> Iterator[int]:
+        readers.append(threading.current_thread())
+        yield from range(6)
+
+    def scenario() -> None:
+        with read_ahead(source(), 2) as items:
+            for _ in items:
+                pass
+
+    assert every_step(scenario) == []
+    deadline = time.monotonic() + 5
+    while any(t.is_alive() for t in readers) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not [t for t in readers if t.is_alive()]

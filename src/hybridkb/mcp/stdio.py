@@ -43,7 +43,7 @@ from typing import IO, TYPE_CHECKING, Any
 from .. import __version__
 from ..agents.render import render_error
 from ..errors import KBError
-from ..lifecycle import EXIT_WAIT_SECONDS, join_background, raise_if_stopped, start_background
+from ..lifecycle import EXIT_WAIT_SECONDS, Handoff, join_background, start_background
 from ..limits import MAX_DOCUMENTS_CHARS
 from .calls import PendingCalls
 from .jsonrpc import (
@@ -154,7 +154,7 @@ class StdioServer:
     def run(self) -> None:
         """Serve until the client closes stdin; calls in progress finish and are answered."""
         self._loader = start_background(self._load_in_background, "hybridkb-mcp-load")
-        requests: queue.Queue[tuple[bytes, bool] | None] = queue.Queue(READ_AHEAD_LINES)
+        requests: Handoff[tuple[bytes, bool] | None] = Handoff(READ_AHEAD_LINES)
         # A plain daemon thread: at exit nothing waits for a read the client never ends.
         reader = threading.Thread(
             target=self._read_requests, args=(requests,), name="hybridkb-mcp-read", daemon=True
@@ -177,9 +177,10 @@ class StdioServer:
                     traceback.print_exc(file=sys.stderr)
                     self._error(self._leading_id(line), INTERNAL_ERROR, "Internal error")
         finally:
+            requests.abandon()
             self._shut_down()
 
-    def _read_requests(self, requests: queue.Queue[tuple[bytes, bool] | None]) -> None:
+    def _read_requests(self, requests: Handoff[tuple[bytes, bool] | None]) -> None:
         """The reader thread: each line of input with False, or the first bytes of a line
         over the limit with True (the rest of it is skipped); None at the end of input."""
         try:
@@ -187,7 +188,8 @@ class StdioServer:
                 too_long = len(line) > MAX_MESSAGE_BYTES and not line.endswith(b"\n")
                 if too_long:
                     self._skip_line()
-                requests.put((line, too_long))
+                if not requests.put((line, too_long)):
+                    return  # the session ended
         except (OSError, ValueError):  # the input was closed under the reader
             pass
         finally:
@@ -429,7 +431,7 @@ class StdioServer:
 
 
 def _next(
-    requests: queue.Queue[tuple[bytes, bool] | None],
+    requests: Handoff[tuple[bytes, bool] | None],
 ) -> tuple[bytes, bool] | None:
     """The next request from the reader thread, waiting in steps (SIGNAL_CHECK_SECONDS)."""
     while True:
@@ -437,12 +439,6 @@ def _next(
             return requests.get(timeout=SIGNAL_CHECK_SECONDS)
         except queue.Empty:
             continue
-        except RuntimeError:
-            # A stop signal's exception (stop_on_signals) raised inside the queue's
-            # condition, between its lock's release and re-acquire, surfaces as "release
-            # unlocked lock" instead: the server then exited 1, not as the signal asked.
-            raise_if_stopped()
-            raise
 
 
 def serve_stdio(

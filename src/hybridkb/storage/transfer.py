@@ -22,18 +22,17 @@ Example:
 from __future__ import annotations
 
 import os
-import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
 from ..errors import BackendError, CollectionExists, ConfigError, KBError
-from ..lifecycle import raise_if_stopped
+from ..lifecycle import Handoff, raise_if_stopped
 from . import open_storage, redact_url
 from .backends import backend_for
 from .base import (
@@ -269,54 +268,51 @@ def read_ahead(items: Iterable[T], depth: int) -> Iterator[Iterator[T]]:
     """``items`` in order, read by a thread of their own up to ``depth`` ahead of the
     caller; the source's error is raised where the next item is taken. The thread ends
     with the block, however it ends (a copy leaves no thread running, and no read of the
-    source outlives the copy that closes it)."""
-    reader = _Reader(items, depth)
+    source outlives the copy that closes it), also when a stop signal lands inside the
+    hand-over (lifecycle.Handoff)."""
+    handoff: Handoff[tuple[bool, Any]] = Handoff(depth)
+    thread = threading.Thread(
+        target=_read_into, args=(items, handoff), name="hybridkb-copy-read", daemon=True
+    )
     try:
-        yield reader.taken()
+        yield _taken(handoff, thread)
     finally:
-        reader.stop.set()
-        reader.thread.join()
+        handoff.abandon()
+        # Not alive: never started, or a stop interrupted its start before the thread
+        # said it runs; it then finds the hand-over abandoned before its first read.
+        if thread.is_alive():
+            thread.join()
 
 
-class _Reader(Generic[T]):
-    """The thread of :func:`read_ahead`: hands each item, then (True, None) or (True,
-    the error), over a bounded queue, until told to stop."""
+def _taken(handoff: Handoff[tuple[bool, Any]], reader: threading.Thread) -> Iterator[Any]:
+    """The items as the reader hands them over, then its error or the end. The reader
+    starts at the first item asked for, inside the caller's block: a stop landing as
+    the block opens (before ``with`` holds it, so nothing ends it) leaves no thread."""
+    reader.start()
+    while True:
+        last, value = handoff.get()
+        if last:
+            if value is not None:
+                raise value
+            return
+        yield value
 
-    def __init__(self, items: Iterable[T], depth: int) -> None:
-        self.found: queue.Queue[tuple[bool, Any]] = queue.Queue(maxsize=max(1, depth))
-        self.stop = threading.Event()
-        self._items = items
-        self.thread = threading.Thread(target=self._read, name="hybridkb-copy-read", daemon=True)
-        self.thread.start()
 
-    def taken(self) -> Iterator[T]:
-        """The items as the thread hands them over."""
-        while True:
-            last, value = self.found.get()
-            if last:
-                if value is not None:
-                    raise value
+def _read_into(items: Iterable[Any], handoff: Handoff[tuple[bool, Any]]) -> None:
+    """The reader thread: each item, then (True, None) or (True, the error), until the
+    consumer abandons the hand-over (looked at before each read)."""
+    end = object()
+    try:
+        source = iter(items)
+        while not handoff.abandoned:
+            item = next(source, end)
+            if item is end:
+                handoff.put((True, None))
                 return
-            yield value
-
-    def _read(self) -> None:
-        try:
-            for item in self._items:
-                if not self._hand(False, item):
-                    return
-            self._hand(True, None)
-        except BaseException as exc:  # noqa: BLE001 - raised in the caller
-            self._hand(True, exc)
-
-    def _hand(self, last: bool, value: Any) -> bool:
-        """Queue one entry unless told to stop first (the caller may never take it)."""
-        while not self.stop.is_set():
-            try:
-                self.found.put((last, value), timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
+            if not handoff.put((False, item)):
+                return
+    except BaseException as exc:  # noqa: BLE001 - raised in the caller
+        handoff.put((True, exc))
 
 
 def _drop_half_copy(dst: Storage, workspace: str, staged: str, cause: BaseException) -> None:
