@@ -28,12 +28,14 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 __all__ = [
     "EXIT_WAIT_SECONDS",
     "STOP_SIGNALS",
     "Handoff",
+    "map_in_threads",
+    "read_ahead",
     "Stopped",
     "join_background",
     "own_process",
@@ -49,6 +51,7 @@ STOP_SIGNALS = tuple(
 )
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 _RUNNING: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
 # The stop signal received inside the current stop_on_signals block (at most one).
@@ -193,3 +196,95 @@ class Handoff(Generic[T]):
     def abandon(self) -> None:
         """The consumer takes nothing more: a waiting :meth:`put` gives up."""
         self.abandoned = True
+
+
+# Threads that end with the call that needs them. A stop signal's exception can land
+# anywhere the main thread runs Python, also just after a Python-level lock wrapper
+# (threading.Condition, so queue.Queue and concurrent.futures) took its lock: that lock
+# then stays held, and a thread that needs it next waits for ever, and so does whoever
+# joins it (ThreadPoolExecutor's exit waits for every queued task too). These wait on
+# C-level primitives only: Handoff's SimpleQueues and Thread.join.
+
+
+@contextmanager
+def read_ahead(items: Iterable[T], depth: int, name: str) -> Iterator[Iterator[T]]:
+    """``items`` in order, read by a thread of their own (``name``) up to ``depth``
+    ahead of the caller; an error reading them is raised where the next item is taken.
+    The thread ends with the block, however it ends: a copy leaves no read of its
+    source running when it closes it, an add no file being parsed."""
+    handoff: Handoff[tuple[bool, Any]] = Handoff(depth)
+    thread = threading.Thread(target=_read_into, args=(items, handoff), name=name, daemon=True)
+    try:
+        yield _taken(handoff, thread)
+    finally:
+        handoff.abandon()
+        # Not alive: never started, or a stop interrupted its start before the thread
+        # said it runs; it then finds the hand-over abandoned before its first read.
+        if thread.is_alive():
+            thread.join()
+
+
+def _taken(handoff: Handoff[tuple[bool, Any]], reader: threading.Thread) -> Iterator[Any]:
+    """The items as the reader hands them over, then its error or the end. The reader
+    starts at the first item asked for, inside the caller's block: a stop landing as
+    the block opens (before ``with`` holds it, so nothing ends it) leaves no thread."""
+    reader.start()
+    while True:
+        last, value = handoff.get()
+        if last:
+            if value is not None:
+                raise value
+            return
+        yield value
+
+
+def _read_into(items: Iterable[Any], handoff: Handoff[tuple[bool, Any]]) -> None:
+    """The reader thread: each item, then (True, None) or (True, the error), until the
+    consumer abandons the hand-over (looked at before each read)."""
+    end = object()
+    try:
+        source = iter(items)
+        while not handoff.abandoned:
+            item = next(source, end)
+            if item is end:
+                handoff.put((True, None))
+                return
+            if not handoff.put((False, item)):
+                return
+    except BaseException as exc:  # noqa: BLE001 - raised in the caller
+        handoff.put((True, exc))
+
+
+def map_in_threads(fn: Callable[[T], R], items: list[T], workers: int, name: str) -> list[R]:
+    """``[fn(x) for x in items]``, ``workers`` threads (``name``) taking the next item as
+    each is free, started and joined here; the first error is raised. Stopped part-way
+    (an exception in the caller's join), the threads take no more items and are waited
+    for: only calls already running finish."""
+    results: list[Any] = [None] * len(items)
+    errors: list[BaseException] = []
+    todo = iter(range(len(items)))  # next() of a range iterator is one C call: shared safely
+    abandoned = False
+
+    def work() -> None:
+        try:
+            for i in todo:
+                if abandoned or errors:
+                    return
+                results[i] = fn(items[i])
+        except BaseException as exc:  # noqa: BLE001 - raised in the caller
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, name=name, daemon=True) for _ in range(workers)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        abandoned = True
+        for thread in threads:
+            if thread.is_alive():
+                thread.join()
+    if errors:
+        raise errors[0]
+    return results

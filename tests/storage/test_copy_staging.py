@@ -6,21 +6,17 @@ from __future__ import annotations
 
 import itertools
 import signal
-import threading
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from internals import signal_after_commit
-from stop_anywhere import every_step
 
 import hybridkb
 from hybridkb.errors import CollectionExists, ConfigError
 from hybridkb.lifecycle import Stopped, stop_on_signals
 from hybridkb.storage import CollectionRecord, Storage, open_storage
 from hybridkb.storage.shared import staging_name
-from hybridkb.storage.transfer import copy_kb, read_ahead
+from hybridkb.storage.transfer import copy_kb
 
 TEXTS = [f"note {i} about apples and pears" for i in range(12)]
 
@@ -145,49 +141,3 @@ def test_a_stop_after_any_commit_of_a_copy_leaves_no_half_collection(
         if not stopped:  # the copy made fewer commits than nth: every one was tried
             assert nth > 3
             break
-
-
-def test_a_copy_reads_ahead_in_a_thread_that_ends_with_it() -> None:
-    """The source is read a batch ahead (transfer.read_ahead): every item in order, the
-    source's error raised in the copy, and no thread left once the copy ends, however
-    it ends."""
-    with read_ahead(iter(range(100)), 3) as items:
-        assert list(items) == list(range(100))
-
-    def failing() -> Iterator[int]:
-        yield 1
-        raise ValueError("source broke")
-
-    with pytest.raises(ValueError, match="source broke"), read_ahead(failing(), 3) as items:
-        list(items)
-    before = threading.active_count()
-    with pytest.raises(KeyError), read_ahead(itertools.count(), 2) as items:
-        assert next(items) == 0 and threading.active_count() == before + 1
-        raise KeyError("a copy that stopped part-way")
-    assert threading.active_count() == before
-
-
-# A stop landing in a finalizer (a generator closed by the collector) is printed and
-# ignored, as a real signal's would be: expected here.
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_a_stop_anywhere_in_a_copy_s_read_ahead_ends_it_and_its_reader() -> None:
-    """A stop signal's exception can land anywhere the copy's thread runs Python, also
-    inside a lock's ``with`` just after the lock was taken (the lock then stays held):
-    queue.Queue's did, the reader waited for it for ever and `hybridkb copy` stopped by
-    SIGTERM hung in CI. At every such point the block ends, and so does its reader."""
-    readers: list[threading.Thread] = []
-
-    def source() -> Iterator[int]:
-        readers.append(threading.current_thread())
-        yield from range(6)
-
-    def scenario() -> None:
-        with read_ahead(source(), 2) as items:
-            for _ in items:
-                pass
-
-    assert every_step(scenario) == []
-    deadline = time.monotonic() + 5
-    while any(t.is_alive() for t in readers) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert not [t for t in readers if t.is_alive()]

@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import MissingDependency, attempt_import
+from ..lifecycle import map_in_threads
 from .onnx_export import DEFAULT_INT8, Int8Recipe, ensure_exported, ensure_mapped
 from .onnx_model import (
     feed,
@@ -213,12 +214,10 @@ class OnnxEmbedder:
             results = (self._run(ids, self.threads) for ids in token_ids)
         else:  # longest first, so the last calls to finish are short ones
             # Threads of this call only: a library's add leaves none running (issue 33);
-            # starting them costs microseconds beside a batch's milliseconds. Imported
-            # here: a query is one batch, and a cold search paid 2-10 ms for the module.
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(self.workers, thread_name_prefix="hybridkb-onnx") as pool:
-                results = list(pool.map(lambda ids: self._run(ids, self.threads), token_ids))
+            # starting them costs microseconds beside a batch's milliseconds.
+            results = map_in_threads(
+                lambda ids: self._run(ids, self.threads), token_ids, self.workers, "hybridkb-onnx"
+            )
         out = np.empty((0, 0), dtype=np.float32)
         for batch, vectors in zip(batches, results, strict=True):
             if not out.size:

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import json
 import sys
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from ..embedders import Embedder
 from ..embedders.cache import EmbeddingCache, embed_with_cache
 from ..errors import KBError
 from ..index.derived import gc_paused
-from ..lifecycle import raise_if_stopped
+from ..lifecycle import raise_if_stopped, read_ahead
 from ..loaders import (
     STREAMED_EXTENSIONS,
     check_streamed,
@@ -122,7 +121,7 @@ WINDOW_CHARS = 256 * 1024
 # A batch is embedded in one call and written in one transaction.
 BATCH_CHUNKS = 2048
 BATCH_DOCS = 1024
-PREFETCH = 4
+PREFETCH = 4  # groups of prepared files read ahead of the writes
 
 
 def _chunk_records(
@@ -414,8 +413,9 @@ def run_pipeline(
     bar = _progress(len(jobs))
     batch: list[Prepared] = []
     chunks = 0  # in batch
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hybridkb-prepare") as pool:
-        for outcome in _prefetched(pool, _grouped(jobs, group)):
+    groups = (job() for job in _grouped(jobs, group))
+    with read_ahead(groups, PREFETCH, "hybridkb-prepare") as prepared:
+        for outcome in itertools.chain.from_iterable(prepared):
             raise_if_stopped()  # a stop swallowed on the way still ends the add here
             if isinstance(outcome, FailedFile):
                 report.failed.append(outcome)
@@ -449,24 +449,6 @@ def _grouped(jobs: list[Callable[[], Outcome]], group: int) -> list[Callable[[],
 
 def _run_all(jobs: Sequence[Callable[[], Outcome]]) -> list[Outcome]:
     return [job() for job in jobs]
-
-
-def _prefetched(
-    pool: ThreadPoolExecutor, jobs: list[Callable[[], list[Outcome]]]
-) -> Iterator[Outcome]:
-    """The jobs' outcomes in order, with up to PREFETCH of them running ahead in ``pool``."""
-    pending: deque[Future[list[Outcome]]] = deque()
-    queue = iter(jobs)
-    for job in queue:
-        pending.append(pool.submit(job))
-        if len(pending) >= PREFETCH:
-            break
-    while pending:
-        outcomes = pending.popleft().result()
-        nxt = next(queue, None)
-        if nxt is not None:
-            pending.append(pool.submit(nxt))
-        yield from outcomes
 
 
 def ingest_paths(

@@ -22,17 +22,16 @@ Example:
 from __future__ import annotations
 
 import os
-import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
 from ..errors import BackendError, CollectionExists, ConfigError, KBError
-from ..lifecycle import Handoff, raise_if_stopped
+from ..lifecycle import raise_if_stopped, read_ahead
 from . import open_storage, redact_url
 from .backends import backend_for
 from .base import (
@@ -50,7 +49,6 @@ from .shared import drop_staged, staging_name
 
 Progress = Callable[[str, int, int], None]  # (collection name, documents done, total)
 COPY_BATCH_DOCS = 64  # documents per write transaction, as ingest batches them
-T = TypeVar("T")
 
 
 def copy_kb(
@@ -243,7 +241,7 @@ def _copy_documents(
 
     # The source is read a batch ahead while the destination writes: each side waits on
     # its own database most of the time (SciFact to PostgreSQL: reading was 3.4 s of 11).
-    with read_ahead(src.export_documents(coll), COPY_BATCH_DOCS) as documents:
+    with read_ahead(src.export_documents(coll), COPY_BATCH_DOCS, "hybridkb-copy-read") as documents:
         for doc, chunks, vectors in documents:
             moved = []
             for c in chunks:
@@ -261,58 +259,6 @@ def _copy_documents(
     if batch:
         flush()
     return chunk_ids
-
-
-@contextmanager
-def read_ahead(items: Iterable[T], depth: int) -> Iterator[Iterator[T]]:
-    """``items`` in order, read by a thread of their own up to ``depth`` ahead of the
-    caller; the source's error is raised where the next item is taken. The thread ends
-    with the block, however it ends (a copy leaves no thread running, and no read of the
-    source outlives the copy that closes it), also when a stop signal lands inside the
-    hand-over (lifecycle.Handoff)."""
-    handoff: Handoff[tuple[bool, Any]] = Handoff(depth)
-    thread = threading.Thread(
-        target=_read_into, args=(items, handoff), name="hybridkb-copy-read", daemon=True
-    )
-    try:
-        yield _taken(handoff, thread)
-    finally:
-        handoff.abandon()
-        # Not alive: never started, or a stop interrupted its start before the thread
-        # said it runs; it then finds the hand-over abandoned before its first read.
-        if thread.is_alive():
-            thread.join()
-
-
-def _taken(handoff: Handoff[tuple[bool, Any]], reader: threading.Thread) -> Iterator[Any]:
-    """The items as the reader hands them over, then its error or the end. The reader
-    starts at the first item asked for, inside the caller's block: a stop landing as
-    the block opens (before ``with`` holds it, so nothing ends it) leaves no thread."""
-    reader.start()
-    while True:
-        last, value = handoff.get()
-        if last:
-            if value is not None:
-                raise value
-            return
-        yield value
-
-
-def _read_into(items: Iterable[Any], handoff: Handoff[tuple[bool, Any]]) -> None:
-    """The reader thread: each item, then (True, None) or (True, the error), until the
-    consumer abandons the hand-over (looked at before each read)."""
-    end = object()
-    try:
-        source = iter(items)
-        while not handoff.abandoned:
-            item = next(source, end)
-            if item is end:
-                handoff.put((True, None))
-                return
-            if not handoff.put((False, item)):
-                return
-    except BaseException as exc:  # noqa: BLE001 - raised in the caller
-        handoff.put((True, exc))
 
 
 def _drop_half_copy(dst: Storage, workspace: str, staged: str, cause: BaseException) -> None:
