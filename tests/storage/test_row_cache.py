@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import pytest
 from internals import duckdb_storage, local, sql_rows
 
 import hybridkb
+from hybridkb.lifecycle import Stopped
 from hybridkb.storage.base import ChunkRecord
 from hybridkb.storage.duckdb.packed_rows import PackedRows
 from hybridkb.storage.duckdb.row_cache import WARM_AFTER_FETCHES, RowCache
@@ -262,3 +265,21 @@ def test_a_script_that_exits_without_closing_during_a_warm_up_exits_cleanly(
         )  # fmt: skip
         assert run.returncode == 0 and run.stdout.strip() == "done", run.stderr[-500:]
         assert "terminate called" not in run.stderr
+
+
+def test_a_warm_up_whose_start_a_stop_interrupted_does_not_break_the_close(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Thread.start waits on a Python-level Condition: a stop landing there can leave a
+    thread that never says it started, and joining it raised RuntimeError ("cannot join
+    thread before it is started") from the close that follows the stop."""
+    cache = RowCache(1 << 20)
+
+    def interrupted(thread: threading.Thread) -> None:
+        raise Stopped(signal.SIGTERM)  # before the thread said it started
+
+    monkeypatch.setattr(threading.Thread, "start", interrupted)
+    with pytest.raises(Stopped):
+        cache.start(lambda: None)
+    monkeypatch.undo()
+    cache.stop()  # waits for every warm-up that runs, and passes over the others

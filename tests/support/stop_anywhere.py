@@ -9,23 +9,27 @@ exception raised by ``sys.settrace``'s function replaces what the traced code wa
 (also its ``return``), and the trace is then removed, as a second stop is ignored.
 
 The points are where a handler can run: any line of hybridkb's code, and the return of
-any function (the caller's next step), in the standard library too. Lines inside the
-standard library are left out: a trace stops at lines where the interpreter never runs
-a handler (one just after ``threading.Thread.start`` took a module lock of its own, whose
-loss hangs every later thread start) and inside weakref callbacks, which swallow it.
+any function (the caller's next step), in the standard library too. A trace also stops
+where the interpreter never runs a handler, and those are left out: the line event it
+gives a ``with`` statement's exit before ``__exit__`` runs (raising there leaks the lock
+a real signal cannot), lines inside the standard library (one just after
+``threading.Thread.start`` took a module lock of its own, whose loss hangs every later
+thread start), and weakref callbacks, which swallow it.
 :func:`stop_at` runs a scenario with the exception at its ``step``-th such point; a test
 walks ``step`` over every point the scenario has.
 """
 
 from __future__ import annotations
 
+import dis
+import functools
 import signal
 import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Any
 
 import hybridkb
@@ -38,8 +42,22 @@ SWALLOWED = ("_weakrefset.py", "weakref.py")  # callbacks: an error there is onl
 def _a_stop_can_land(frame: FrameType, event: str) -> bool:
     name = frame.f_code.co_filename
     if name.startswith(OURS):
-        return True
+        return not (event == "line" and frame.f_lasti in _with_exits(frame.f_code))
     return event == "return" and not name.endswith(SWALLOWED)
+
+
+@functools.cache
+def _with_exits(code: CodeType) -> frozenset[int]:
+    """Where ``code`` calls a ``with`` block's ``__exit__(None, None, None)`` on the way
+    out: three ``LOAD_CONST None`` and a call of two arguments (3.11's PRECALL, CALL)."""
+    ops = list(dis.get_instructions(code))
+    return frozenset(
+        ops[i].offset
+        for i in range(len(ops) - 3)
+        if all(op.opname == "LOAD_CONST" and op.argval is None for op in ops[i : i + 3])
+        and ops[i + 3].opname in ("PRECALL", "CALL")
+        and ops[i + 3].arg == 2
+    )
 
 
 @dataclass

@@ -153,7 +153,8 @@ class RowCache:
         with self._lock:
             threads = list(self._threads)
         for t in threads:
-            if t is not threading.current_thread():
+            # Not alive: also a thread whose start a stop interrupted (it never runs).
+            if t is not threading.current_thread() and t.is_alive():
                 t.join()
 
     def stop(self) -> None:
