@@ -15,6 +15,10 @@ by a closed terminal with SIGHUP. :func:`stop_on_signals` turns both into
 ``finally`` blocks run: calls in progress finish, the knowledge base closes
 (DuckDB checkpoints) and the owner's endpoint file is removed; the CLI then exits
 with 128 + the signal's number.
+
+That exception can land anywhere the main thread runs Python, so threads that work for
+a call (:func:`read_ahead`, :func:`map_in_threads`, :class:`Handoff`) wait on C-level
+primitives only and end with the call, however it ends.
 """
 
 from __future__ import annotations
