@@ -13,6 +13,7 @@ from typing import Any, cast
 import numpy as np
 
 from ..results import RankedHits
+from .fileheader import SearchPages
 from .keyrows import KeyRows
 from .selection import top
 
@@ -145,7 +146,7 @@ class FlatRows:
     (:class:`~.keyrows.KeyRows`: a Python dict would cost ~100 bytes per key, a quarter of
     an int8 row). Its inserts are O(n) (16 bytes a row moved: ~1 ms at 100k rows, ~15 ms
     at 1M on a 2-core EPYC), small beside embedding what is added; the first write after
-    a snapshot load also copies the mapped rows.
+    a snapshot load also copies the mapped rows (they are read-only).
     """
 
     def __init__(
@@ -159,6 +160,9 @@ class FlatRows:
         self.n = len(keys)
         # As saved (no sort at load), else sorted now.
         self.index = lookup if lookup is not None else KeyRows.of(keys)
+        # Rows mapped from a big snapshot give back what a search mapped (until a write
+        # copies them).
+        self.pages = SearchPages([rows, inv_norms])
 
     def lookup(self, keys: np.ndarray) -> np.ndarray:
         """Row of each key, or -1 when absent."""
@@ -166,6 +170,7 @@ class FlatRows:
 
     def put(self, keys: np.ndarray, enc: np.ndarray, inv_norms: np.ndarray) -> None:
         """Insert or overwrite rows; ``keys`` are unique."""
+        self._own()
         rows = self.lookup(keys)
         old = rows >= 0
         self.rows[rows[old]] = enc[old]
@@ -188,6 +193,11 @@ class FlatRows:
         if capacity > len(self.rows):
             self._grow(capacity)
 
+    def _own(self) -> None:
+        """Copy rows mapped read-only from a snapshot before writing over them."""
+        if not self.rows.flags.writeable:
+            self._grow(len(self.rows))
+
     def _grow(self, capacity: int) -> None:
         def grown(old: np.ndarray) -> np.ndarray:
             fresh = np.empty((capacity, *old.shape[1:]), old.dtype)
@@ -199,6 +209,7 @@ class FlatRows:
             grown(self.inv_norms),
             grown(self.keys),
         )
+        self.pages = SearchPages([])
 
     def delete(self, keys: np.ndarray) -> None:
         """Remove rows; ``keys`` are unique, unknown ones ignored."""
@@ -206,6 +217,7 @@ class FlatRows:
         if not len(dead):
             return
         new_n = self.n - len(dead)
+        self._own()
         # Fill holes below the new end with live rows from the tail, so the matrix
         # stays dense and a scan never meets a tombstone.
         holes = dead[dead < new_n]

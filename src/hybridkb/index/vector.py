@@ -238,6 +238,7 @@ class VectorIndex(GraphBuilding):
                     self._start_audit()
         if rerank is not None and len(keys):
             scores = self._exact_scores(q, keys, rerank)
+        self._rows.pages.release()
         return ranked(keys, scores, k)
 
     def directions(self, keys: np.ndarray) -> np.ndarray | None:
@@ -251,6 +252,7 @@ class VectorIndex(GraphBuilding):
             if (at < 0).any():
                 return None
             found = self._rows.rows.take(at, axis=0)
+        self._rows.pages.release()  # the copy is this caller's
         # Converted outside the lock, from the gathered copy (not a view of the rows).
         return found.astype(np.float32, copy=False)
 
@@ -314,8 +316,8 @@ class VectorIndex(GraphBuilding):
 
         Args:
             path: File to read.
-            mmap: Map the stored arrays (copy-on-write) instead of copying them; a
-                graph is copied into private memory on its first write.
+            mmap: Map the stored arrays (read-only) instead of copying them; rows and
+                graph are copied into private memory on their first write.
             defer_graph: As the constructor's; rows saved before the graph held them
                 are inserted in the background from now on (else at once).
 

@@ -181,6 +181,7 @@ class RecallSelfCheck(VectorLayouts):
         outcome = check(
             search, [QuerySet(name, queries, list(exact[name])) for name, queries in sets.items()]
         )
+        self._rows.pages.release()  # the exact pass mapped every row
         with self._lock:
             if self._hnsw is not graph:
                 return outcome.recall  # replaced (rebuilt, copied for a write): checked anew

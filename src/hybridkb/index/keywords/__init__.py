@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ..fileheader import SearchPages
 from . import bm25, snapshot
 from .arrays import IntArray
 from .postings import DEFAULT_B, DEFAULT_K1, Postings
@@ -54,6 +55,10 @@ class KeywordIndex:
             ConfigError: k1 or b out of range.
         """
         self.postings = postings if postings is not None else Postings(k1=k1, b=b)
+        # The postings of a big loaded snapshot give back the pages a search mapped
+        # (fileheader.SearchPages), for as long as they are the ones searched.
+        self._mapped_rows = self.postings.base.rows
+        self._pages = SearchPages([self._mapped_rows, self.postings.base.tf])
 
     @property
     def k1(self) -> float:
@@ -105,11 +110,19 @@ class KeywordIndex:
     ) -> list[tuple[int, float]]:
         """Up to k ``(key, score)`` pairs by BM25, score descending, ties by key; with
         ``allowed``, exactly ``min(k, allowed documents matching a term)``."""
-        return bm25.search(self.postings, terms, k, allowed=allowed)
+        hits = bm25.search(self.postings, terms, k, allowed=allowed)
+        self._release_pages()
+        return hits
 
     def matching(self, terms: Sequence[str]) -> IntArray:
         """Sorted keys of live documents containing at least one of the terms."""
-        return bm25.matching(self.postings, terms)
+        keys = bm25.matching(self.postings, terms)
+        self._release_pages()
+        return keys
+
+    def _release_pages(self) -> None:
+        if self.postings.base.rows is self._mapped_rows:
+            self._pages.release()
 
     # -- persistence ------------------------------------------------------------
 

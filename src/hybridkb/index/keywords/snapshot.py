@@ -131,7 +131,7 @@ def load(path: str | Path) -> Postings:
             meta = read_header(fh, MAGIC, "keyword index")
         if meta.get("format") != FORMAT or meta.get("version") != VERSION:
             raise ValueError(f"format {meta.get('format')} v{meta.get('version')}")
-        mapped = map_file(path, writable=False)
+        mapped = map_file(path)
         data: dict[str, np.ndarray[Any, Any]] = {}
         for section in meta["sections"]:
             dtype = np.dtype(section["dtype"])
