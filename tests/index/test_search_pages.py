@@ -39,7 +39,8 @@ def mapped_here(arr: np.ndarray) -> int:
 
 def unit_rows(n: int, seed: int = 0) -> np.ndarray:
     rows = np.random.default_rng(seed).standard_normal((n, DIM)).astype(np.float32)
-    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    unit: np.ndarray = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    return unit
 
 
 def saved_vector_index(tmp_path: Path, n: int = 4_000) -> tuple[Path, np.ndarray]:
