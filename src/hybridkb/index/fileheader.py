@@ -26,7 +26,7 @@ _HEADER_ROOM = 4096  # sections start after a fixed room, so offsets are known f
 # rows, a filter's exact scan of thousands, a query's postings. Each fault maps the
 # 64 KB around its page (the kernel's fault-around; MADV_RANDOM does not stop it), so
 # after 200 searches a 1M-chunk collection held its vector rows and postings nearly
-# whole: 780 of its +1,444 MB RSS. Sections past this size give back after each search
+# whole: 780 of its +1,446 MB RSS. Sections past this size give back after each search
 # the pages it mapped (SearchPages); smaller ones stay mapped.
 RELEASE_ABOVE_BYTES = 128 << 20
 
@@ -133,8 +133,9 @@ def mapped_span(arr: np.ndarray) -> tuple[mmap_module.mmap, int, int] | None:
 class SearchPages:
     """Gives back to the OS, after a search, the pages it mapped of big read-only mapped
     sections (see :data:`RELEASE_ABOVE_BYTES`): the page cache keeps them, and the next
-    search maps what it reads again (minor faults: +0.4-0.6 ms wall p50 at 1M chunks on a
-    2-core EPYC, where a search takes 7-13 ms; RSS after 200 searches +1,444 -> +663 MB).
+    search maps what it reads again. At 1M chunks on a 2-core EPYC (bench/README.md): RSS
+    after 200 searches +1,446 -> +658 MB, public hybrid wall p50 x1.16 (7.4 -> 8.5 ms) and
+    x1.11 with a 1% filter, the minor faults and ``madvise`` calls.
 
     Sections that are not views of a read-only mapping (built here, or copied by a
     write) are left alone, and so are files whose sections are smaller."""
@@ -155,10 +156,10 @@ class SearchPages:
 def read_sections(
     path: Path, magic: bytes, what: str, *, mmap: bool
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The header and the sections (uint8 arrays, memory-mapped read-only when
-    ``mmap``: a write must copy what it changes) of a file written by :func:`write_sections`, every byte checked against
-    its CRC: a corrupt graph could crash a native library, not just mis-rank. The pages
-    the check read are released (:func:`release`).
+    """The header and the sections (uint8 arrays, memory-mapped read-only when ``mmap``:
+    a write must copy what it changes) of a file written by :func:`write_sections`, every
+    byte checked against its CRC: a corrupt graph could crash a native library, not just
+    mis-rank. The pages the check read are released (:func:`release`).
 
     Raises ValueError (or KeyError/TypeError on a malformed header) if the file is not
     one, or is truncated or corrupt."""

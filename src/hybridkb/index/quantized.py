@@ -170,17 +170,18 @@ class FlatRows:
 
     def put(self, keys: np.ndarray, enc: np.ndarray, inv_norms: np.ndarray) -> None:
         """Insert or overwrite rows; ``keys`` are unique."""
-        self._own()
         rows = self.lookup(keys)
         old = rows >= 0
-        self.rows[rows[old]] = enc[old]
-        self.inv_norms[rows[old]] = inv_norms[old]
         new = ~old
         m = int(new.sum())
+        if self.n + m > len(self.rows):
+            self._grow(max(self.n + m, int(len(self.rows) * 1.25)))  # copies mapped rows too
+        else:
+            self._own()
+        self.rows[rows[old]] = enc[old]
+        self.inv_norms[rows[old]] = inv_norms[old]
         if not m:
             return
-        if self.n + m > len(self.rows):
-            self._grow(max(self.n + m, int(len(self.rows) * 1.25)))
         start = self.n
         self.rows[start : start + m] = enc[new]
         self.inv_norms[start : start + m] = inv_norms[new]
