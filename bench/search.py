@@ -910,6 +910,7 @@ def scale_bench(
         out["vector_recall@10"] = out["vector_recall@10_by_stage"]["after the latency runs"]
     finally:
         s.close()
+    out["memory_probe"] = memory_probe(db, len(texts))
     results[f"scale_{label}"] = out
     block = out["latency"]
     C.print_rows(
@@ -920,6 +921,17 @@ def scale_bench(
     )
     limit = {10_000: 2.0, 100_000: 5.0, 1_000_000: 25.0}[n]
     rows = latency_targets(block, label, limit)
+    probe = out["memory_probe"]
+    rows.append(
+        C.target(
+            f"{label}: RSS above baseline after {probe['searches']} searches (fresh process)",
+            probe["rss_above_baseline_mb"],
+            1024,
+            "MB",
+            note=f"half with a 1% filter; file-backed {probe['file_backed_mb']} MB, "
+            f"anonymous {probe['anonymous_mb']} MB above the baseline",
+        )
+    )
     check = out["self_check_end"]
     rows.append(
         C.target(
@@ -960,6 +972,62 @@ def scale_bench(
             )
         )
     return rows
+
+
+MEMORY_PROBE = r"""
+import gc, json, sys
+sys.path.append(sys.argv[1])
+import search as S
+db, name, searches = sys.argv[2], sys.argv[3], int(sys.argv[4])
+
+def resident():
+    # (RSS, anonymous) MB: what the issue measures, and the part that is not mapped files.
+    seen = {}
+    with open("/proc/self/smaps_rollup") as fh:
+        for line in fh:
+            part = line.split()
+            if part[0] in ("Rss:", "Anonymous:"):
+                seen[part[0]] = int(part[1]) / 1024
+    return seen["Rss:"], seen["Anonymous:"]
+
+_, texts, vectors, _ = S.scifact_queries("test")
+gc.collect()
+rss0, anon0 = resident()
+s = S.Searcher(db, name, read_only=True)
+for i in range(searches):
+    where = {"group": f"g{(i * 7) % S.GROUPS:02d}"} if i % 2 else None
+    s.search(texts[i % len(texts)], vectors[i % len(vectors)], where=where)
+s.indexes().vector.wait_for_audit()  # its exact pass is part of what searches cost
+gc.collect()
+rss1, anon1 = resident()
+print(json.dumps({"searches": searches, "baseline_mb": round(rss0),
+                  "rss_above_baseline_mb": round(rss1 - rss0),
+                  "anonymous_mb": round(anon1 - anon0),
+                  "file_backed_mb": round((rss1 - anon1) - (rss0 - anon0))}))
+s.close()
+"""
+
+
+def memory_probe(db: Path, searches: int) -> dict[str, Any]:
+    """RSS above the baseline of a fresh process (the queries loaded, nothing opened)
+    after ``searches`` searches, every other one with a 1% filter: the issue's measure
+    of what a search holds (the bench process itself also holds the exact float32
+    ground truth). Linux (``/proc/self/smaps_rollup``)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", MEMORY_PROBE, str(Path(__file__).parent), str(db), SCALE_NAME,
+         str(searches)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )  # fmt: skip
+    probe: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(
+        f"  memory, fresh process, {searches} searches (half with a 1% filter): RSS "
+        f"+{probe['rss_above_baseline_mb']} MB above its baseline "
+        f"({probe['file_backed_mb']} MB mapped files, {probe['anonymous_mb']} MB anonymous)",
+        flush=True,
+    )
+    return probe
 
 
 def self_check_line(report: dict[str, Any]) -> str:
