@@ -134,8 +134,9 @@ class SearchPages:
     """Gives back to the OS, after a search, the pages it mapped of big read-only mapped
     sections (see :data:`RELEASE_ABOVE_BYTES`): the page cache keeps them, and the next
     search maps what it reads again. At 1M chunks on a 2-core EPYC (bench/README.md): RSS
-    after 200 searches +1,446 -> +658 MB, public hybrid wall p50 x1.16 (7.4 -> 8.5 ms) and
-    x1.11 with a 1% filter, the minor faults and ``madvise`` calls.
+    after 200 searches +1,446 -> +658 MB; public hybrid wall p50 x1.16-1.34 (7 -> 8.5-9.3
+    ms), and x1.1-1.7 with a 1% filter spread over the collection (13 -> 15-21 ms): the
+    page faults and ``madvise`` calls, more where the page cache holds large folios.
 
     Sections that are not views of a read-only mapping (built here, or copied by a
     write) are left alone, and so are files whose sections are smaller."""
