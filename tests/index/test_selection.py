@@ -28,8 +28,10 @@ def laid_out(values: np.ndarray, layout: str) -> np.ndarray:
 
 @pytest.fixture(autouse=True)
 def small_sample(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A sample of 8, so arrays of a few dozen values take the sampled threshold."""
+    """A sample of 8, so arrays of a few dozen values take the sampled threshold, and
+    arrays of 9-24 the strided cut of small arrays when few values are wanted."""
     monkeypatch.setattr(selection, "SAMPLE", 8)
+    monkeypatch.setattr(selection, "SMALL_SAMPLE", 2)
 
 
 @settings(max_examples=300, deadline=None)
@@ -95,3 +97,21 @@ def test_a_long_array_is_never_partitioned_whole(monkeypatch: pytest.MonkeyPatch
     got = selection.top(values, 100)
     assert np.array_equal(np.sort(values[got]), np.sort(values)[-100:])
     assert sizes and max(sizes) < 10_000
+
+
+@pytest.mark.parametrize("layout", ["as drawn", "ascending", "descending", "ties"])
+@pytest.mark.parametrize("above", [None, 0.0])
+def test_a_few_thousand_values_cut_on_a_strided_sample_give_the_exact_answer(
+    monkeypatch: pytest.MonkeyPatch, layout: str, above: float | None
+) -> None:
+    monkeypatch.setattr(selection, "SAMPLE", 2_048)
+    monkeypatch.setattr(selection, "SMALL_SAMPLE", 256)
+    rng = np.random.default_rng(3)
+    if layout == "ties":
+        values = rng.choice([-1.0, 0.0, 1.0, 2.0], 5_183)
+    else:
+        values = laid_out(rng.normal(size=5_183), layout)
+    got = selection.at_least(values, 100, above=above)
+    kth = np.sort(values)[len(values) - 100]
+    floor = kth if above is None or kth > above else np.nextafter(above, np.inf)
+    assert got.tolist() == np.flatnonzero(values >= floor).tolist()

