@@ -69,7 +69,8 @@ def at_least(values: np.ndarray, count: int, *, above: float | None = None) -> n
             # the few values above the cut (its callers order what they get).
             picked = values.take(found)
             kth = np.partition(picked, len(picked) - count)[len(picked) - count]
-            return found[picked >= kth]
+            exact: np.ndarray = found[picked >= kth]
+            return exact
         # Fewer than count above the cut (values ordered against the stride): exact.
     kth = np.partition(values, n - count)[n - count]
     if above is not None and kth <= above:
