@@ -1012,7 +1012,11 @@ def memory_probe(db: Path, searches: int) -> dict[str, Any]:
     """RSS above the baseline of a fresh process (the queries loaded, nothing opened)
     after ``searches`` searches, every other one with a 1% filter: the issue's measure
     of what a search holds (the bench process itself also holds the exact float32
-    ground truth). Linux (``/proc/self/smaps_rollup``)."""
+    ground truth). Linux (``/proc/self/smaps_rollup``); elsewhere reported as not measured."""
+    if not Path("/proc/self/smaps_rollup").exists():
+        print("  memory probe: not measured (needs Linux's /proc/self/smaps_rollup)", flush=True)
+        return {"searches": searches, "rss_above_baseline_mb": None, "anonymous_mb": None,
+                "file_backed_mb": None}  # fmt: skip
     proc = subprocess.run(
         [sys.executable, "-c", MEMORY_PROBE, str(Path(__file__).parent), str(db), SCALE_NAME,
          str(searches)],
