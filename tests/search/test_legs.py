@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hybridkb.search.legs import Helper, Leg, union
+from hybridkb.search.legs import Helper, Leg, WayTimes, union
 
 entries = st.lists(st.tuples(st.integers(1, 2), st.integers(0, 12), st.floats(0, 10)), max_size=25)
 
@@ -89,7 +90,35 @@ def test_the_helper_raises_the_call_s_error_in_the_caller() -> None:
     assert helper.start(lambda: 1).result() == 1  # and keeps serving
 
 
-def test_a_leg_cheaper_than_a_thread_runs_in_the_caller_when_asked_for() -> None:
+def test_a_kind_of_leg_tries_both_ways_then_takes_the_faster_and_now_and_then_the_other() -> None:
+    times = WayTimes()
+    ways = []
+    for _ in range(2 * WayTimes.KEEP):  # unmeasured: the ways in turn, a thread first
+        threaded = times.next_is_threaded()
+        ways.append(threaded)
+        times.add(threaded, 0.010 if threaded else 0.002)
+    assert ways == [True, False] * WayTimes.KEEP
+    chosen = [times.next_is_threaded() for _ in range(3 * WayTimes.EXPLORE_EVERY)]
+    # The faster way (here the caller), and the slower one in one search of EXPLORE_EVERY.
+    assert chosen.count(True) == 3
+    assert times.next_is_threaded() is False
+    for _ in range(WayTimes.KEEP):  # the thread became the faster way: it is taken again
+        times.add(True, 0.001)
+    assert times.next_is_threaded() is True
+
+
+def test_a_way_is_judged_by_its_best_recent_span_not_by_one_slow_search() -> None:
+    times = WayTimes()
+    for threaded, seconds in [(True, 0.070), (True, 0.070), (True, 0.002)]:
+        times.add(threaded, seconds)
+    for _ in range(WayTimes.KEEP):
+        times.add(False, 0.003)
+    assert times.typical(True) == 0.002 and times.next_is_threaded() is True
+    times.add(False, 0.0005)  # one fast search in the caller is one of its last three
+    assert times.typical(False) == 0.0005
+
+
+def test_the_helper_times_what_the_caller_waits_and_runs_a_leg_faster_there_in_the_caller() -> None:
     helper = Helper()
     thread_of: list[str] = []
 
@@ -97,34 +126,41 @@ def test_a_leg_cheaper_than_a_thread_runs_in_the_caller_when_asked_for() -> None
         thread_of.append(threading.current_thread().name)
         return "done"
 
-    assert helper.start(leg, "small").result() == "done"  # unknown kind: a thread
-    assert thread_of == ["hybridkb-search-leg"]
-    assert helper.start_cost.value is not None and helper.leg_cost["small"].value is not None
-    # Measured as cheaper than starting (and joining) a thread: the caller runs it, and
-    # only when it asks for the result (after its own leg).
-    helper.start_cost.value, helper.leg_cost["small"].value = 1e-3, 1e-4
+    job = helper.start(leg, "small")  # an unknown kind: a thread first
+    time.sleep(0.02)  # the caller's own leg counts: it is the same either way
+    assert job.result() == "done" and thread_of == ["hybridkb-search-leg"]
+    assert helper.start(leg, "small").result() == "done"  # then the caller, to compare
+    assert thread_of[-1] == threading.current_thread().name
+    times = helper.kinds["small"]
+    assert times.spans[True][0] >= 0.02 and len(times.spans[False]) == 1
+    # Measured faster in the caller: the caller runs it, and only when it asks for the
+    # result (after its own leg).
+    times.spans[True].extend([1.0] * WayTimes.KEEP)
+    times.spans[False].extend([1e-4] * WayTimes.KEEP)
     job = helper.start(leg, "small")
-    assert len(thread_of) == 1 and job.thread is None
+    assert job.thread is None and len(thread_of) == 2
     assert job.result() == "done" and thread_of[-1] == threading.current_thread().name
-    # A kind that costs more than a thread keeps its thread.
-    helper.leg_cost["slow"] = type(helper.start_cost)()
-    helper.leg_cost["slow"].value = 1e-2
+    # A kind measured faster in a thread keeps its thread.
+    helper.kinds["slow"] = WayTimes()
+    helper.kinds["slow"].spans[True].extend([1e-3] * WayTimes.KEEP)
+    helper.kinds["slow"].spans[False].extend([1e-2] * WayTimes.KEEP)
     assert helper.start(leg, "slow").result() == "done"
     assert thread_of[-1] == "hybridkb-search-leg"
 
 
-def test_a_leg_run_in_the_caller_still_learns_its_cost_and_raises_there() -> None:
+def test_a_leg_run_in_the_caller_raises_there_and_an_error_is_no_timing() -> None:
     helper = Helper()
-    helper.start_cost.value = 1.0  # threads cost a second here: every known leg is cheaper
-    helper.leg_cost["k"] = type(helper.start_cost)()
-    helper.leg_cost["k"].value = 0.5
+    times = helper.kinds["k"] = WayTimes()
+    times.spans[True].extend([1.0] * WayTimes.KEEP)  # threads cost a second here
+    times.spans[False].extend([0.5] * WayTimes.KEEP)
 
     def fail() -> None:
         raise KeyError("boom")
 
     job = helper.start(fail, "k")
+    assert job.thread is None
     with pytest.raises(KeyError, match="boom"):
         job.result()
+    assert list(times.spans[False]) == [0.5] * WayTimes.KEEP
     assert helper.start(lambda: 7, "k").result() == 7
-    value = helper.leg_cost["k"].value
-    assert value is not None and value < 0.5  # the quick call pulled the average down
+    assert min(times.spans[False]) < 0.5  # the quick call is its best recent span

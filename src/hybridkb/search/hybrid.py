@@ -165,8 +165,8 @@ def run_search(
     # the vector index release the GIL, so the two legs overlap on two cores, and the
     # keyword legs keep this thread's analysers and score buffers (per thread: a fresh
     # thread would build them again for every search). Where that side is measured to
-    # cost less than a thread (a cached query vector, a small collection), this thread
-    # runs it after the keyword legs instead (legs.Helper).
+    # finish sooner here than in a thread (a cached query vector, a small collection),
+    # this thread runs it after the keyword legs instead (legs.Helper).
     def vector_side() -> tuple[dict[str, np.ndarray], list[Leg]]:
         return _vector_legs(storage, targets, query, mode, depth, flt)
 

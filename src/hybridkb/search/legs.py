@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Generic, TypeVar, cast
 
 import numpy as np
@@ -130,26 +132,53 @@ def _union_of_two(a: Leg, b: Leg) -> tuple[np.ndarray, np.ndarray, list[np.ndarr
     return cids, keys, [np.arange(len(a), dtype=np.intp), b_at]
 
 
-class MovingAverage:
-    """An exponentially weighted mean of durations (None before the first)."""
+class WayTimes:
+    """How long a kind of leg kept its caller waiting, run in a thread and in the caller:
+    the caller's time from handing the leg over to holding its result (the caller's own
+    leg included, the same either way), the last :attr:`KEEP` of each way."""
 
-    WEIGHT = 0.1  # of the newest: about the last twenty searches count
+    # The best of the last three: a search that loaded an index, met a busy core or raced
+    # a background thread for the GIL (a row cache filling: a thread's leg then took
+    # 40-70 ms at 100k chunks against 2 in the caller) misleads until two better ones
+    # came, not for as long as it is remembered.
+    KEEP = 3
+    # One search in this many takes the slower way, so a change (a model loaded, a busier
+    # machine, a grown collection) is noticed; rare enough to stay out of a p95.
+    EXPLORE_EVERY = 32
 
     def __init__(self) -> None:
-        self.value: float | None = None
+        self.spans: dict[bool, deque[float]] = {
+            True: deque(maxlen=self.KEEP),
+            False: deque(maxlen=self.KEEP),
+        }
+        self.searches = 0
 
-    def add(self, seconds: float) -> None:
-        self.value = (
-            seconds if self.value is None else self.value + self.WEIGHT * (seconds - self.value)
-        )
+    def add(self, threaded: bool, seconds: float) -> None:
+        self.spans[threaded].append(seconds)
+
+    def typical(self, threaded: bool) -> float | None:
+        """A way's best recent span (None before :attr:`KEEP` of them)."""
+        spans = self.spans[threaded]
+        return min(spans) if len(spans) == self.KEEP else None
+
+    def next_is_threaded(self) -> bool:
+        """Whether the next leg of this kind gets a thread: the ways in turn (a thread
+        first) until both are measured, then the faster, and now and then the other."""
+        self.searches += 1
+        thread, caller = self.typical(True), self.typical(False)
+        if thread is None or caller is None:
+            return len(self.spans[True]) <= len(self.spans[False])
+        faster = thread <= caller
+        return faster if self.searches % self.EXPLORE_EVERY else not faster
 
 
 class Pending(Generic[T]):
     """A call handed to a thread of its own (or already made, when none could start)."""
 
-    def __init__(self, fn: Callable[[], T], cost: MovingAverage | None = None) -> None:
+    def __init__(self, fn: Callable[[], T], waited: Callable[[float], None] | None = None) -> None:
         self._fn: Callable[[], T] | None = fn
-        self._cost = cost  # where the call's duration is added, if anywhere
+        self._waited = waited  # told the seconds from now until the caller has the value
+        self._began = time.perf_counter()
         self._value: T | None = None
         self._error: BaseException | None = None
         self._done = threading.Event()
@@ -162,10 +191,7 @@ class Pending(Generic[T]):
         fn, self._fn = self._fn, None
         try:
             if fn is not None:
-                began = time.perf_counter()
                 self._value = fn()
-                if self._cost is not None:
-                    self._cost.add(time.perf_counter() - began)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller by result()
             self._error = exc
         finally:
@@ -188,6 +214,9 @@ class Pending(Generic[T]):
         if self._error is not None:
             error, self._error = self._error, None
             raise error
+        if self._waited is not None:
+            waited, self._waited = self._waited, None
+            waited(time.perf_counter() - self._began)
         return cast(T, self._value)
 
 
@@ -196,40 +225,42 @@ class Helper:
     a library's search leaves no thread running (issue 33). Concurrent searches never wait
     for each other's; where no thread can start, the leg runs in the caller.
 
-    A thread pays only when the leg outlasts what starting and joining it costs: the
-    vector side of a search whose query vector comes from a slow model (milliseconds)
-    does, that of a cached or precomputed vector on a small collection (a tenth of a
-    millisecond) does not, and starting a thread costs 0.05-0.6 ms by the machine and its
-    load. Both are measured here as searches run (moving averages, per ``kind`` of leg),
-    and a leg known to be cheaper than a thread waits for the caller instead
+    A thread pays only when the leg outlasts what it costs: its start, its joiner's
+    wake-up, and the two legs taking turns at the GIL between the calls that release it.
+    The vector side of a search whose query vector comes from a model (milliseconds)
+    gains; that of a precomputed vector on a small collection (a tenth of a millisecond)
+    loses (SciFact: a search 1.16 ms with the thread, 0.95 in the caller, on a machine
+    whose threads start in 0.04 ms). Which way is faster depends on the machine, its load
+    and the leg, so it is measured as searches run, per ``kind`` of leg (:class:`WayTimes`),
+    and a leg whose kind runs faster in the caller waits for the caller instead
     (:meth:`Pending.result` runs it then)."""
 
     def __init__(self) -> None:
-        self.start_cost = MovingAverage()
-        self.leg_cost: dict[Hashable, MovingAverage] = {}
+        self.kinds: dict[Hashable, WayTimes] = {}
 
     def start(self, fn: Callable[[], T], kind: Hashable = None) -> Pending[T]:
         """Run ``fn`` in a thread of its own, or later in the caller when legs of its
-        ``kind`` take less time than a thread costs (also when no thread can start).
+        ``kind`` are measured to be faster there (also when no thread can start).
         Without a ``kind`` it always gets a thread."""
-        cost = None if kind is None else self.leg_cost.get(kind)
-        if cost is None and kind is not None:
-            if len(self.leg_cost) >= MAX_KINDS:
-                self.leg_cost.clear()
-            cost = self.leg_cost[kind] = MovingAverage()
-        job = Pending(fn, cost)
-        # A thread costs its start and the wake-up of its joiner: about twice the start.
-        if cost is not None and cost.value is not None:
-            if cost.value < 2 * (self.start_cost.value or 0.0):
-                return job  # runs in the caller, when its result is asked for
+        threaded = True
+        waited: Callable[[float], None] | None = None
+        if kind is not None:
+            times = self.kinds.get(kind)
+            if times is None:
+                if len(self.kinds) >= MAX_KINDS:
+                    self.kinds.clear()
+                times = self.kinds[kind] = WayTimes()
+            threaded = times.next_is_threaded()
+            waited = partial(times.add, threaded)
+        job = Pending(fn, waited)
+        if not threaded:
+            return job  # runs in the caller, when its result is asked for
         thread = threading.Thread(target=job.run, name="hybridkb-search-leg", daemon=True)
-        began = time.perf_counter()
         try:
             thread.start()
         except RuntimeError:  # no thread to spare
             job.run()
             return job
-        self.start_cost.add(time.perf_counter() - began)
         job.thread = thread
         return job
 
