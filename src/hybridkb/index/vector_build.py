@@ -101,6 +101,8 @@ class GraphBuilding(RecallSelfCheck):
                 self._writable_hnsw().add(keys, copies, threads=0 if len(keys) > 256 else 1)
                 self._pending = self._pending[len(keys) :]
                 spent = time.perf_counter() - began
+            # The writes and searches that queued behind this batch go before the next.
+            self._lock.step_aside(GRAPH_BATCH_SECONDS)
             if spent < GRAPH_BATCH_SECONDS / 2:
                 batch = min(batch * 2, GRAPH_BATCH_MAX)
             elif spent > GRAPH_BATCH_SECONDS * 2:

@@ -16,7 +16,6 @@ self-check (``vector_selfcheck.py``) measures these searches, the graph building
 from __future__ import annotations
 
 import math
-import threading
 from typing import cast
 
 import numpy as np
@@ -36,6 +35,7 @@ from .quantized import (
     scan,
 )
 from .selection import top
+from .turns import CourteousLock
 
 DEFAULT_HNSW_THRESHOLD = 20_000
 # HNSW parameters (bench/vector.py, bench/index_scale.py). Recall@10 against exact
@@ -125,7 +125,7 @@ class VectorLayouts:
         self._graph_scale = 0.0  # the norm of the graph's int8 copies (graph_scale)
         # The rotation of the graph's copies and queries (first_stage.py); None: full rows.
         self._stage: FirstStage | None = None
-        self._lock = threading.RLock()
+        self._lock = CourteousLock()  # the deferred graph's builder lets callers go first
         # Decided by the recall self-check (vector_selfcheck.py), read by the graph search:
         # the beam multiplier that reached the target on this machine, and whether to
         # scan exactly instead.
