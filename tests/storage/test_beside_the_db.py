@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -269,15 +271,20 @@ def test_an_owner_that_cannot_publish_leaves_nothing_running(tmp_path: Path) -> 
     the file held by a knowledge base nobody could close."""
     db = tmp_path / "team.duckdb"
     hybridkb.connect(db, model="fake").close()
-    run = tmp_path / "run"  # the runtime folder of the child alone
-    run.mkdir(mode=0o700)
-    done = subprocess.run(
-        [sys.executable, "-c", PUBLISH_FAILS, str(db)], capture_output=True, text=True,
-        env={**os.environ, "XDG_RUNTIME_DIR": str(run)}, timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
-    assert f"{db}.hkbowner" in done.stdout and "cannot publish" in done.stdout
-    assert [p.name for p in run.rglob("*") if p.is_socket()] == []  # no socket left
+    # The runtime folder of the child alone, under the temporary folder itself: a socket
+    # path has a 107-byte limit that a test's own folder (pytest-NNN/popen-gwN/...) can
+    # pass, and the owner then fails to bind before it could fail to publish.
+    run = Path(tempfile.mkdtemp(prefix="hkb-run-"))
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", PUBLISH_FAILS, str(db)], capture_output=True, text=True,
+            env={**os.environ, "XDG_RUNTIME_DIR": str(run)}, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+        assert f"{db}.hkbowner" in done.stdout and "cannot publish" in done.stdout
+        assert [p.name for p in run.rglob("*") if p.is_socket()] == []  # no socket left
+    finally:
+        shutil.rmtree(run, ignore_errors=True)
 
 
 FULL_DISK_ADD = """
