@@ -356,12 +356,16 @@ def pipeline_case(n: int, call: int, folder: Path, profile: str = "") -> dict[st
                 flush=True,
             )
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    # What the graph's background inserts left behind (a faster write that only leaves
+    # the next process more to insert is no faster).
+    pending = graph_pending(kb.storage, coll.record.id)
     close0 = time.perf_counter()
     kb.close()  # saves the indexes (and waits for the graph's background inserts)
     close_wall = time.perf_counter() - close0
     out = {
         **_rates(n, wall, cpu),
         "close_wall_s": round(close_wall, 1),
+        "graph_pending_at_end": pending,
         "call_texts": call,
         "stages_cpu": st.summary(),
         "threads_cpu": threads.summary(cpu),
