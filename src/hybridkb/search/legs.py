@@ -181,32 +181,29 @@ class Pending(Generic[T]):
         self._began = time.perf_counter()
         self._value: T | None = None
         self._error: BaseException | None = None
-        self._done = threading.Event()
         self.thread: threading.Thread | None = None  # the thread running it, if any
 
-    def run(self, before_done: Callable[[], None] | None = None) -> None:
-        """Make the call now (in its own thread, or in the caller's when none could start),
-        keeping its value or exception for :meth:`result`; ``before_done`` runs just before
-        waiters wake."""
+    def run(self) -> None:
+        """Make the call now (in its own thread, or in the caller's), keeping its value or
+        exception for :meth:`result`; a call already made is not made again."""
         fn, self._fn = self._fn, None
+        if fn is None:
+            return
         try:
-            if fn is not None:
-                self._value = fn()
+            self._value = fn()
         except BaseException as exc:  # noqa: BLE001 - handed to the caller by result()
             self._error = exc
-        finally:
-            if before_done is not None:
-                before_done()
-            self._done.set()
 
     def wait(self) -> None:
         """Block until the call finished and its thread ended (its outcome stays for
-        :meth:`result`); a call no thread took is made here and now."""
-        if self.thread is None and not self._done.is_set():
-            self.run()
-        self._done.wait()
+        :meth:`result`); a call no thread took is made here and now. The caller waits
+        on the thread's join alone: a ``threading.Event`` is a Python-level lock wrapper
+        that a stop signal's exception could leave held, and the leg's thread, setting it,
+        would then never end (``lifecycle.py``)."""
         if self.thread is not None:
             self.thread.join()
+        else:
+            self.run()
 
     def result(self) -> T:
         """The call's value, or its exception, raised here."""
