@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import threading
 import time
+from types import SimpleNamespace
 
+import pytest
+
+from hybridkb.index import turns
 from hybridkb.index.turns import CourteousLock
 
 
@@ -40,13 +44,20 @@ def test_a_caller_waiting_through_a_turn_goes_before_the_next() -> None:
     assert lock.waiting == 0
 
 
-def test_the_lock_is_reentrant_and_stepping_aside_without_waiters_returns_at_once() -> None:
+def test_the_lock_is_reentrant_and_stepping_aside_without_waiters_returns_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     lock = CourteousLock()
     with lock, lock:  # a search inside a write of the same thread
         pass
-    began = time.monotonic()
+
+    def no_sleep(seconds: float) -> None:
+        raise AssertionError(f"stepped aside for {seconds} s with nobody waiting")
+
+    # The module's own clock, not the process's: other threads may sleep meanwhile.
+    monkeypatch.setattr(turns, "time", SimpleNamespace(monotonic=time.monotonic, sleep=no_sleep))
     lock.step_aside(5.0)
-    assert time.monotonic() - began < 1.0
+    monkeypatch.undo()
     done: list[bool] = []
 
     def take() -> None:
